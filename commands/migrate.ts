@@ -1,0 +1,36 @@
+import { Flags } from '@oclif/core';
+import { BaseCommand } from '../src/cli/base-command.js';
+
+export default class Migrate extends BaseCommand {
+  static override summary = 'Apply pending database migrations (or show their status, or roll back the last batch)';
+  static override examples = ['<%= config.bin %> migrate', '<%= config.bin %> migrate --status', '<%= config.bin %> migrate --rollback'];
+  static override flags = {
+    status: Flags.boolean({ description: 'show applied and pending migrations; change nothing', exclusive: ['rollback'] }),
+    rollback: Flags.boolean({ description: 'revert the last batch of migrations' }),
+  };
+
+  async run() {
+    const { flags } = await this.parse(Migrate);
+    const config = this.appConfig(flags.home);
+    const { migrateRollback, migrateUp, migrationStatus } = await import('../src/db/migrations.js');
+    return this.withDatabase(config, async (db) => {
+      if (flags.status) {
+        const status = await migrationStatus(db);
+        this.log(`Database  ${db.describe()}`);
+        this.log(`Version   ${status.version ?? '(empty)'}`);
+        for (const name of status.applied) this.log(`  applied  ${name}`);
+        for (const name of status.pending) this.log(`  pending  ${name}`);
+        for (const name of status.unknown) this.log(`  unknown  ${name} (newer than this svc)`);
+        return status;
+      }
+      if (flags.rollback) {
+        const reverted = await migrateRollback(db);
+        this.log(reverted.length ? `Rolled back ${reverted.join(', ')}` : 'Nothing to roll back.');
+        return { reverted };
+      }
+      const applied = await migrateUp(db);
+      this.log(applied.length ? `Applied ${applied.join(', ')}` : 'Already up to date.');
+      return { applied };
+    });
+  }
+}

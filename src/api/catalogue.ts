@@ -1,0 +1,22 @@
+import { healthComponents, healthRoutes } from '../health/routes.js';
+import { buildOpenApi } from './openapi.js';
+import { defineRoute, type AnyRoute, type JsonSchema } from './route.js';
+
+/** Every capability contributes its routes and component schemas here, and nowhere else. */
+const capabilityRoutes: AnyRoute[] = [...healthRoutes];
+export const components: Record<string, JsonSchema> = { ...healthComponents };
+
+const openApiRoute = defineRoute({
+  method: 'get',
+  path: '/v1/openapi.json',
+  operationId: 'getOpenApi',
+  summary: 'This OpenAPI 3.1 document',
+  tag: 'meta',
+  auth: ['secret_key'],
+  responses: { 200: { description: 'The document', schema: { type: 'object' } } },
+  async handler({ services }) {
+    return { body: buildOpenApi(allRoutes, components, services.config.api.baseUrl, services.config.brand) };
+  },
+});
+
+export const allRoutes: AnyRoute[] = [...capabilityRoutes, openApiRoute];

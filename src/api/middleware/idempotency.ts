@@ -1,0 +1,90 @@
+import { createHash } from 'node:crypto';
+import type { Context, Next } from 'koa';
+import type { Principal } from '../../auth/principal.js';
+import { ApiError, errors } from '../../errors/api-error.js';
+import { isUniqueViolation } from '../../db/errors.js';
+import type { AppServices } from '../services.js';
+
+const KEY_PATTERN = /^[\x21-\x7e]{1,255}$/;
+const IN_FLIGHT_LEASE_MS = 60_000;
+
+interface IdempotencyRow {
+  request_hash: string;
+  status_code: number | null;
+  response_body: string | null;
+  locked_until: number | null;
+  created_at: number;
+}
+
+/**
+ * `Idempotency-Key` on any POST: the first request's response is kept for the configured time (24 h) and
+ * replayed for a repeat with the same body; a different body is 409 `idempotency_key_reused`. Server errors
+ * are not kept, so a retry after a 5xx runs again.
+ */
+export async function withIdempotency(ctx: Context, services: AppServices, principal: Principal, body: unknown, next: Next) {
+  const key = ctx.get('Idempotency-Key');
+  if (ctx.method !== 'POST' || key === '') return next();
+  if (!KEY_PATTERN.test(key)) {
+    throw errors.invalidParameter('Idempotency-Key', 'An Idempotency-Key must be 1 to 255 printable ASCII characters.');
+  }
+  const db = services.db;
+  const now = services.clock.now();
+  const where = { org_id: principal.orgId, mode: principal.mode, idempotency_key: key };
+  const requestHash = createHash('sha256').update(`${ctx.method} ${ctx.path}\n${JSON.stringify(body ?? null)}`).digest('hex');
+  const ttlMs = services.config.idempotency.ttlHours * 3_600_000;
+
+  const claimed = await db.transaction(async (trx) => {
+    const existing: IdempotencyRow | undefined = await trx('idempotency_keys').where(where).first();
+    if (existing && existing.created_at > now - ttlMs) {
+      if (existing.request_hash !== requestHash) {
+        throw errors.conflict(
+          'idempotency_key_reused',
+          'This Idempotency-Key was already used with a different request. Use a new key for a new request.',
+        );
+      }
+      if (existing.status_code !== null) return existing;
+      if ((existing.locked_until ?? 0) > now) {
+        throw errors.conflict('idempotency_key_in_use', 'A request with this Idempotency-Key is still being processed; retry shortly.', {
+          'Retry-After': '1',
+        });
+      }
+    }
+    if (existing) await trx('idempotency_keys').where(where).delete();
+    await trx('idempotency_keys').insert({
+      ...where,
+      request_hash: requestHash,
+      status_code: null,
+      response_body: null,
+      locked_until: now + IN_FLIGHT_LEASE_MS,
+      created_at: now,
+    });
+    return null;
+  }).catch((error: unknown) => {
+    if (isUniqueViolation(error)) {
+      throw errors.conflict('idempotency_key_in_use', 'A request with this Idempotency-Key is still being processed; retry shortly.', {
+        'Retry-After': '1',
+      });
+    }
+    throw error;
+  });
+
+  if (claimed) {
+    ctx.status = claimed.status_code!;
+    ctx.body = JSON.parse(claimed.response_body!);
+    ctx.set('Idempotent-Replayed', 'true');
+    return;
+  }
+
+  const store = (status: number, responseBody: unknown) =>
+    db.transaction((trx) => trx('idempotency_keys').where(where).update({ status_code: status, response_body: JSON.stringify(responseBody), locked_until: null }));
+  const release = () => db.transaction((trx) => trx('idempotency_keys').where(where).delete());
+  try {
+    await next();
+  } catch (error) {
+    if (error instanceof ApiError && error.status < 500 && error.status !== 429) await store(error.status, error.toEnvelope());
+    else await release();
+    throw error;
+  }
+  if (ctx.status < 500) await store(ctx.status, ctx.body ?? null);
+  else await release();
+}

@@ -1,0 +1,35 @@
+import { randomBytes } from 'node:crypto';
+import type { Context, Next } from 'koa';
+import type { AppServices } from '../services.js';
+
+const INCOMING_ID = /^[A-Za-z0-9._-]{8,64}$/;
+
+/** Request id, access log line and metrics for every request, matched or not. */
+export function requestContextMiddleware(services: AppServices) {
+  return async (ctx: Context, next: Next) => {
+    const started = process.hrtime.bigint();
+    const incoming = ctx.get('X-Request-Id');
+    const requestId = INCOMING_ID.test(incoming) ? incoming : `req_${randomBytes(8).toString('hex')}`;
+    ctx.state.requestId = requestId;
+    ctx.state.logger = services.logger;
+    ctx.set('X-Request-Id', requestId);
+    try {
+      await next();
+    } finally {
+      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+      const route = (ctx.state.routePath as string | undefined) ?? 'unmatched';
+      services.metrics.observe(ctx.method, route, ctx.status, seconds);
+      services.logger.info(
+        {
+          request_id: requestId,
+          method: ctx.method,
+          route,
+          status: ctx.status,
+          ms: Math.round(seconds * 1e4) / 10,
+          credential: ctx.state.principal?.credentialId,
+        },
+        'request',
+      );
+    }
+  };
+}

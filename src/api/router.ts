@@ -1,0 +1,117 @@
+import Router from '@koa/router';
+import type { Context, Next } from 'koa';
+import { HttpMethodEnum, koaBody } from 'koa-body';
+import { ApiError, errors } from '../errors/api-error.js';
+import { rateGroupFor } from '../ratelimit/groups.js';
+import type { Principal } from '../auth/principal.js';
+import { withIdempotency } from './middleware/idempotency.js';
+import { koaPath, type AnyRoute, type JsonSchema } from './route.js';
+import type { AppServices } from './services.js';
+import { compileValidator, type Validator } from './validation.js';
+
+const KIND_NAMES: Record<string, string> = {
+  secret_key: 'a secret key (sk_)',
+  publishable_key: 'a publishable key (pk_)',
+  widget_token: 'a widget token',
+  exchange_token: 'an exchange token',
+};
+
+export function buildRouter(services: AppServices, routes: AnyRoute[], components: Record<string, JsonSchema>): Router {
+  const router = new Router();
+  // koa-body ships its own copy of Koa's types, hence the cast to ours.
+  const parseBody = koaBody({
+    json: true,
+    urlencoded: false,
+    text: false,
+    multipart: false,
+    jsonStrict: true,
+    jsonLimit: services.config.api.bodyLimitBytes,
+    parsedMethods: [HttpMethodEnum.POST, HttpMethodEnum.PATCH, HttpMethodEnum.PUT],
+  }) as unknown as (ctx: Context, next: Next) => Promise<void>;
+
+  for (const route of routes) {
+    const validate = {
+      params: route.params ? compileValidator(route.params, 'params', components) : null,
+      query: route.query ? compileValidator(route.query, 'query', components) : compileValidator({ type: 'object', additionalProperties: false }, 'query', components),
+      body: route.body ? compileValidator(route.body, 'body', components) : null,
+    } satisfies Record<string, Validator | null>;
+    const group = route.rateGroup ?? rateGroupFor(route.method, route.path);
+    const hasBody = route.method === 'post' || route.method === 'patch';
+
+    router[route.method](koaPath(route.path), async (ctx: Context, next: Next) => {
+      ctx.state.routePath = route.path;
+      let principal: Principal | undefined;
+      if (route.auth !== 'none') {
+        principal = await services.authenticator.authenticate(ctx.get('Authorization') || undefined);
+        ctx.state.principal = principal;
+        if (!route.auth.includes(principal.kind)) {
+          throw errors.insufficientScope(
+            `This endpoint accepts ${route.auth.map((kind) => KIND_NAMES[kind]).join(' or ')}, not ${KIND_NAMES[principal.kind]}.`,
+          );
+        }
+        await applyRateLimit(ctx, services, principal, group);
+      }
+      if (hasBody) {
+        rejectNonJson(ctx);
+        await parseBody(ctx, async () => undefined);
+      }
+      const body: unknown = hasBody ? (ctx.request as { body?: unknown }).body : undefined;
+      const run = async () => {
+        const input = {
+          params: validate.params ? validate.params({ ...ctx.params }) : ctx.params,
+          query: validate.query({ ...ctx.query }),
+          body: validate.body ? validate.body(isEmptyBody(ctx) ? undefined : body) : undefined,
+          principal: principal!,
+          services,
+          ctx,
+          now: services.clock.now(),
+        };
+        if (!validate.body && hasBody && !isEmptyBody(ctx) && !isEmptyObject(body)) {
+          throw errors.badRequest('parameter_invalid', 'This endpoint takes no request body.');
+        }
+        const result = await route.handler(input);
+        ctx.status = result.status ?? 200;
+        for (const [name, value] of Object.entries(result.headers ?? {})) ctx.set(name, value);
+        ctx.body = result.body;
+      };
+      if (principal && route.method === 'post') await withIdempotency(ctx, services, principal, body, run);
+      else await run();
+      return next();
+    });
+  }
+  return router;
+}
+
+async function applyRateLimit(ctx: Context, services: AppServices, principal: Principal, group: keyof Principal['limits']) {
+  const limit = principal.limits[group];
+  const decision = await services.rateLimiter.take(`${principal.bucketId}:${group}`, limit, services.clock.now());
+  ctx.set('X-RateLimit-Limit', String(decision.limit));
+  ctx.set('X-RateLimit-Remaining', String(decision.remaining));
+  ctx.set('X-RateLimit-Reset', String(decision.resetAt));
+  if (!decision.allowed) {
+    throw new ApiError(
+      429,
+      'rate_limit_error',
+      'rate_limit_exceeded',
+      `Too many requests in the ${group} group (${limit.perMinute} per minute, burst ${limit.burst}). Retry after ${decision.retryAfter} s.`,
+      undefined,
+      { 'Retry-After': String(decision.retryAfter) },
+    );
+  }
+}
+
+function isEmptyBody(ctx: Context): boolean {
+  const length = ctx.get('Content-Length');
+  return (length === '' || length === '0') && ctx.get('Transfer-Encoding') === '';
+}
+
+function isEmptyObject(value: unknown): boolean {
+  return value === undefined || (typeof value === 'object' && value !== null && Object.keys(value).length === 0);
+}
+
+function rejectNonJson(ctx: Context): void {
+  if (isEmptyBody(ctx)) return;
+  if (!ctx.is('application/json')) {
+    throw new ApiError(415, 'invalid_request_error', 'unsupported_media_type', 'Send request bodies as application/json.');
+  }
+}

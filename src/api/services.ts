@@ -1,0 +1,20 @@
+import type { Authenticator } from '../auth/authenticator.js';
+import type { Clock } from '../clock/clock.js';
+import type { Config } from '../config/defaults.js';
+import type { Database } from '../db/database.js';
+import type { Logger } from '../logging/logger.js';
+import type { RateLimiter } from '../ratelimit/limiter.js';
+import type { SecretBox } from '../secrets/secret-box.js';
+import type { HttpMetrics } from '../metrics/metrics.js';
+
+/** Everything a request handler may use, built once per process by the composition root. */
+export interface AppServices {
+  config: Readonly<Config>;
+  db: Database;
+  clock: Clock;
+  logger: Logger;
+  secrets: SecretBox;
+  authenticator: Authenticator;
+  rateLimiter: RateLimiter;
+  metrics: HttpMetrics;
+}

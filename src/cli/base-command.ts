@@ -1,0 +1,58 @@
+import { userInfo } from 'node:os';
+import { Command, Flags } from '@oclif/core';
+import { systemClock, offsetClock, type Clock } from '../clock/clock.js';
+import type { Config } from '../config/defaults.js';
+import { ConfigError, loadConfig, type LoadConfigOptions } from '../config/load-config.js';
+import { ApiError } from '../errors/api-error.js';
+import { openDatabase, type Database } from '../db/database.js';
+
+/**
+ * Every command: `--home`, `--json` (oclif prints what `run()` returns), configuration loaded once, and
+ * errors mapped to a message and exit code once.
+ */
+export abstract class BaseCommand extends Command {
+  static override enableJsonFlag = true;
+  static override baseFlags = {
+    home: Flags.string({ description: 'data directory (default: $SVC_HOME or ~/.svc)', helpGroup: 'GLOBAL' }),
+  };
+
+  private cachedConfig: Readonly<Config> | null = null;
+
+  protected appConfig(home: string | undefined, overrides?: LoadConfigOptions['overrides']): Readonly<Config> {
+    this.cachedConfig ??= loadConfig({ home, env: process.env, overrides });
+    return this.cachedConfig;
+  }
+
+  protected clock(config: Readonly<Config>): Clock {
+    return offsetClock(config.clockOffsetMs, systemClock);
+  }
+
+  protected actor(): string {
+    return `cli:${userInfo().username}`;
+  }
+
+  /** Opens the database for the duration of `work` and closes it after, whatever happens. */
+  protected async withDatabase<T>(config: Readonly<Config>, work: (db: Database) => Promise<T>): Promise<T> {
+    const db = openDatabase({ url: config.databaseUrl });
+    try {
+      return await work(db);
+    } finally {
+      await db.close();
+    }
+  }
+
+  protected override async catch(error: Error & { exitCode?: number; oclif?: unknown }): Promise<unknown> {
+    if (error instanceof ConfigError) this.error(error.message, { exit: 78 });
+    if (error instanceof ApiError) this.error(`${error.code}: ${error.message}`, { exit: error.status === 404 ? 4 : 1 });
+    if (error.oclif) return super.catch(error);
+    this.error(error.message, { exit: 1 });
+  }
+}
+
+/** Parses `24h`, `30m`, `90s`, `7d` or plain seconds. */
+export function parseDuration(text: string): number {
+  const match = /^(\d+)\s*([smhd]?)$/.exec(text.trim());
+  if (!match) throw new Error(`"${text}" is not a duration; use e.g. 90s, 30m, 24h or 7d.`);
+  const unit = { '': 1, s: 1, m: 60, h: 3600, d: 86400 }[match[2] as '' | 's' | 'm' | 'h' | 'd'];
+  return Number(match[1]) * unit;
+}

@@ -1,0 +1,60 @@
+/** The spec's constants and the appliance's settings, each with the spec's value as its default. */
+export const RATE_GROUPS = ['read', 'sync_write', 'widget_tokens', 'resource_write', 'webhook_deliveries'] as const;
+export type RateGroup = (typeof RATE_GROUPS)[number];
+
+export interface RateLimit {
+  perMinute: number;
+  burst: number;
+}
+
+export interface Config {
+  home: string;
+  brand: string;
+  databaseUrl: string;
+  masterKeyFile: string;
+  /** Base64 of 32 bytes; when set (SVC_MASTER_KEY) it replaces the key file. Never printed. */
+  masterKey: string;
+  clockOffsetMs: number;
+  api: { host: string; port: number; baseUrl: string; bodyLimitBytes: number; requestTimeoutMs: number };
+  metrics: { host: string; port: number };
+  log: { level: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent' };
+  auth: { cacheSeconds: number };
+  rateLimits: Record<RateGroup, RateLimit>;
+  rateLimitStore: 'auto' | 'memory' | 'database';
+  idempotency: { ttlHours: number };
+  supervisor: { restartDelaysMs: number[]; crashLoopRestarts: number; crashLoopWindowSeconds: number; shutdownTimeoutSeconds: number };
+  scheduler: { cron: string; syncIntervalMinutes: number; concurrency: number; leaseSeconds: number };
+  dispatcher: { pollIntervalMs: number; concurrency: number; leaseSeconds: number };
+}
+
+export function defaultConfig(home: string): Config {
+  return {
+    home,
+    brand: 'svc',
+    databaseUrl: `sqlite://${home}/svc.db`,
+    masterKeyFile: `${home}/master.key`,
+    masterKey: '',
+    clockOffsetMs: 0,
+    api: { host: '127.0.0.1', port: 8080, baseUrl: '', bodyLimitBytes: 1024 * 1024, requestTimeoutMs: 30_000 },
+    metrics: { host: '127.0.0.1', port: 9464 },
+    log: { level: 'info' },
+    auth: { cacheSeconds: 5 },
+    rateLimits: {
+      read: { perMinute: 100, burst: 20 },
+      sync_write: { perMinute: 10, burst: 5 },
+      widget_tokens: { perMinute: 30, burst: 10 },
+      resource_write: { perMinute: 30, burst: 10 },
+      webhook_deliveries: { perMinute: 60, burst: 20 },
+    },
+    rateLimitStore: 'auto',
+    idempotency: { ttlHours: 24 },
+    supervisor: {
+      restartDelaysMs: [250, 500, 1000, 2000, 4000],
+      crashLoopRestarts: 5,
+      crashLoopWindowSeconds: 60,
+      shutdownTimeoutSeconds: 30,
+    },
+    scheduler: { cron: '* * * * *', syncIntervalMinutes: 240, concurrency: 4, leaseSeconds: 120 },
+    dispatcher: { pollIntervalMs: 500, concurrency: 16, leaseSeconds: 60 },
+  };
+}

@@ -1,0 +1,90 @@
+const rateLimit = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['perMinute', 'burst'],
+  properties: { perMinute: { type: 'integer', minimum: 1 }, burst: { type: 'integer', minimum: 1 } },
+} as const;
+
+const port = { type: 'integer', minimum: 0, maximum: 65535 } as const;
+
+/** JSON Schema of the configuration; a bad value stops the start with a message naming the key. */
+export const configSchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    home: { type: 'string', minLength: 1 },
+    brand: { type: 'string', pattern: '^[a-z][a-z0-9]{1,15}$' },
+    databaseUrl: { type: 'string', pattern: '^(sqlite:|postgres://|postgresql://)' },
+    masterKeyFile: { type: 'string', minLength: 1 },
+    masterKey: { type: 'string' },
+    clockOffsetMs: { type: 'integer' },
+    api: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        host: { type: 'string', minLength: 1 },
+        port,
+        baseUrl: { type: 'string', pattern: '^(https?://[^\\s]+[^/])?$' },
+        bodyLimitBytes: { type: 'integer', minimum: 1024 },
+        requestTimeoutMs: { type: 'integer', minimum: 1000 },
+      },
+    },
+    metrics: { type: 'object', additionalProperties: false, properties: { host: { type: 'string' }, port } },
+    log: {
+      type: 'object',
+      additionalProperties: false,
+      properties: { level: { enum: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] } },
+    },
+    auth: {
+      type: 'object',
+      additionalProperties: false,
+      properties: { cacheSeconds: { type: 'number', minimum: 0, maximum: 5 } },
+    },
+    rateLimits: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        read: rateLimit,
+        sync_write: rateLimit,
+        widget_tokens: rateLimit,
+        resource_write: rateLimit,
+        webhook_deliveries: rateLimit,
+      },
+    },
+    rateLimitStore: { enum: ['auto', 'memory', 'database'] },
+    idempotency: {
+      type: 'object',
+      additionalProperties: false,
+      properties: { ttlHours: { type: 'number', exclusiveMinimum: 0 } },
+    },
+    supervisor: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        restartDelaysMs: { type: 'array', minItems: 1, items: { type: 'integer', minimum: 0 } },
+        crashLoopRestarts: { type: 'integer', minimum: 1 },
+        crashLoopWindowSeconds: { type: 'integer', minimum: 1 },
+        shutdownTimeoutSeconds: { type: 'integer', minimum: 1 },
+      },
+    },
+    scheduler: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        cron: { type: 'string', minLength: 1 },
+        syncIntervalMinutes: { type: 'number', exclusiveMinimum: 0 },
+        concurrency: { type: 'integer', minimum: 1 },
+        leaseSeconds: { type: 'integer', minimum: 1 },
+      },
+    },
+    dispatcher: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        pollIntervalMs: { type: 'integer', minimum: 10 },
+        concurrency: { type: 'integer', minimum: 1 },
+        leaseSeconds: { type: 'integer', minimum: 1 },
+      },
+    },
+  },
+} as const;

@@ -1,0 +1,3 @@
+export * from './database.js';
+export * from './errors.js';
+export * from './migrations.js';

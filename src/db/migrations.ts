@@ -1,0 +1,98 @@
+import { readdirSync } from 'node:fs';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import type { Knex } from 'knex';
+import type { Database } from './database.js';
+
+/** Compiled migrations sit in dist/migrations, two levels above this file (dist/src/db). */
+const MIGRATIONS_DIR = fileURLToPath(new URL('../../migrations/', import.meta.url));
+const TABLE = 'knex_migrations';
+
+export interface MigrationStatus {
+  applied: string[];
+  pending: string[];
+  /** Applied in the database but unknown to this code: the schema is newer than the code. */
+  unknown: string[];
+  version: string | null;
+}
+
+export function migrationNames(): string[] {
+  return readdirSync(MIGRATIONS_DIR)
+    .filter((file) => file.endsWith('.js'))
+    .map((file) => file.slice(0, -'.js'.length))
+    .sort();
+}
+
+const source: Knex.MigrationSource<string> = {
+  getMigrations: async () => migrationNames(),
+  getMigrationName: (name) => name,
+  getMigration: async (name) => import(pathToFileURL(`${MIGRATIONS_DIR}${name}.js`).href),
+};
+
+const config: Knex.MigratorConfig = { migrationSource: source, tableName: TABLE };
+
+export async function migrationStatus(db: Database): Promise<MigrationStatus> {
+  const known = migrationNames();
+  const applied = (await db.knex.schema.hasTable(TABLE))
+    ? (await db.knex(TABLE).select('name').orderBy('id')).map((row: { name: string }) => row.name)
+    : [];
+  const appliedSet = new Set(applied);
+  const knownSet = new Set(known);
+  return {
+    applied,
+    pending: known.filter((name) => !appliedSet.has(name)),
+    unknown: applied.filter((name) => !knownSet.has(name)),
+    version: applied.at(-1) ?? null,
+  };
+}
+
+/** Applies every pending migration. On Postgres, concurrent callers wait on an advisory lock. */
+export async function migrateUp(db: Database): Promise<string[]> {
+  return withMigrationLock(db, async () => {
+    const [, applied] = (await db.knex.migrate.latest(config)) as [number, string[]];
+    return applied;
+  });
+}
+
+/** Reverts the last batch of migrations. */
+export async function migrateRollback(db: Database): Promise<string[]> {
+  return withMigrationLock(db, async () => {
+    const [, reverted] = (await db.knex.migrate.rollback(config)) as [number, string[]];
+    return reverted;
+  });
+}
+
+/**
+ * knex's own lock row survives a `kill -9` of the migrating process and then blocks every later run, so on
+ * Postgres we hold a session advisory lock on a dedicated connection instead (released by the server when
+ * the connection dies) and clear knex's row under it. SQLite needs neither: DDL runs under `BEGIN IMMEDIATE`.
+ */
+async function withMigrationLock<T>(db: Database, work: () => Promise<T>): Promise<T> {
+  if (db.engine !== 'postgres') {
+    if (await db.knex.schema.hasTable(`${TABLE}_lock`)) await db.knex.migrate.forceFreeMigrationsLock(config);
+    return work();
+  }
+  const client = (await db.knex.client.acquireConnection()) as { query(sql: string): Promise<unknown> };
+  try {
+    await client.query("select pg_advisory_lock(hashtext(current_schema() || '.svc_migrate'))");
+    try {
+      if (await db.knex.schema.hasTable(`${TABLE}_lock`)) await db.knex.migrate.forceFreeMigrationsLock(config);
+      return await work();
+    } finally {
+      await client.query("select pg_advisory_unlock(hashtext(current_schema() || '.svc_migrate'))");
+    }
+  } finally {
+    await db.knex.client.releaseConnection(client);
+  }
+}
+
+/** The message `svc serve` and its children stop with when the schema does not match the code. */
+export function schemaMismatch(status: MigrationStatus): string | null {
+  if (status.unknown.length > 0) {
+    return `The database schema is newer than this version of svc (it has ${status.unknown.join(', ')}). Upgrade svc, or run \`svc migrate --rollback\` with the newer version.`;
+  }
+  if (status.pending.length > 0) {
+    const count = status.pending.length;
+    return `The database has ${count} pending migration${count === 1 ? '' : 's'} (${status.pending.join(', ')}). Run \`svc migrate\` first.`;
+  }
+  return null;
+}

@@ -1,0 +1,103 @@
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Clock } from '../clock/clock.js';
+import { CONFIG_FILE, loadConfig } from '../config/load-config.js';
+import { openDatabase } from '../db/database.js';
+import { migrateUp } from '../db/migrations.js';
+import { createApiKey } from '../keys/keys.js';
+import { createOrganisation, type Organisation } from '../orgs/orgs.js';
+import { createMasterKeyFile } from '../secrets/master-key-file.js';
+
+export interface InstallOptions {
+  home: string;
+  env: Record<string, string | undefined>;
+  databaseUrl?: string;
+  brand?: string;
+  clock: Clock;
+  actor: string;
+}
+
+export interface InstallResult {
+  home: string;
+  configFile: string;
+  masterKeyFile: string;
+  database: string;
+  migrationsApplied: string[];
+  createdMasterKey: boolean;
+  /** Present only on the run that created the default organisation; never again. */
+  organisation: Organisation | null;
+  keys: { secret: string; publishable: string } | null;
+}
+
+/**
+ * Creates what is missing and leaves what exists: running it again changes nothing. It never overwrites a
+ * master key or a database, and prints keys only on the run that created them.
+ */
+export async function install(options: InstallOptions): Promise<InstallResult> {
+  mkdirSync(options.home, { recursive: true, mode: 0o700 });
+  const configFile = join(options.home, CONFIG_FILE);
+  writeConfigFile(configFile, options);
+
+  const config = loadConfig({ home: options.home, env: options.env });
+  const db = openDatabase({ url: config.databaseUrl });
+  try {
+    const applied = await migrateUp(db);
+    const hasOrganisations = (await db.knex('organisations').first('id')) !== undefined;
+
+    let createdMasterKey = false;
+    if (config.masterKey === '' && !existsSync(config.masterKeyFile)) {
+      if (hasOrganisations) {
+        throw new Error(
+          `The database at ${db.describe()} holds data but ${config.masterKeyFile} is missing. Restore the master key from your backup; creating a new one would make stored secrets unreadable.`,
+        );
+      }
+      createMasterKeyFile(config.masterKeyFile, new Date(options.clock.now()));
+      createdMasterKey = true;
+    }
+
+    let organisation: Organisation | null = null;
+    let keys: InstallResult['keys'] = null;
+    if (!hasOrganisations) {
+      const now = options.clock.now();
+      ({ organisation, keys } = await db.transaction(async (trx) => {
+        const org = await createOrganisation(trx, 'Default organisation', options.actor, now);
+        const base = { brand: config.brand, orgId: org.id, mode: 'test' as const, actor: options.actor, now };
+        const secret = await createApiKey(trx, { ...base, type: 'secret', name: 'Default test secret key' });
+        const publishable = await createApiKey(trx, { ...base, type: 'publishable', name: 'Default test publishable key' });
+        return { organisation: org, keys: { secret: secret.secret, publishable: publishable.secret } };
+      }));
+    }
+    return {
+      home: options.home,
+      configFile,
+      masterKeyFile: config.masterKeyFile,
+      database: db.describe(),
+      migrationsApplied: applied,
+      createdMasterKey,
+      organisation,
+      keys,
+    };
+  } finally {
+    await db.close();
+  }
+}
+
+/** Writes the settings chosen at install; on a later run, refuses flags that contradict the file. */
+function writeConfigFile(path: string, options: InstallOptions): void {
+  if (!existsSync(path)) {
+    const contents: Record<string, string> = {};
+    if (options.brand) contents.brand = options.brand;
+    if (options.databaseUrl) contents.databaseUrl = options.databaseUrl;
+    writeFileSync(path, JSON.stringify(contents, null, 2) + '\n', { mode: 0o600 });
+    return;
+  }
+  const existing = JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>;
+  for (const [key, wanted] of [
+    ['brand', options.brand],
+    ['databaseUrl', options.databaseUrl],
+  ] as const) {
+    if (wanted !== undefined && (existing[key] ?? (key === 'brand' ? 'svc' : undefined)) !== wanted) {
+      throw new Error(`${path} already sets ${key}; edit the file to change it (svc install never rewrites it).`);
+    }
+  }
+}

@@ -1,0 +1,207 @@
+import type { Knex } from 'knex';
+import { toIso } from '../clock/clock.js';
+import { errors } from '../errors/api-error.js';
+import { newId } from '../ids/ids.js';
+import { recordAudit } from '../audit/audit-log.js';
+import { sha256Hex } from '../secrets/secret-box.js';
+import type { RateLimitOverrides } from '../ratelimit/overrides.js';
+import { generateApiKey, type KeyType, type Mode } from './key-format.js';
+
+export interface ApiKeyRow {
+  id: string;
+  org_id: string;
+  mode: Mode;
+  type: KeyType;
+  token_hash: string;
+  prefix: string;
+  last4: string;
+  name: string | null;
+  rate_limits: string | null;
+  bucket_id: string;
+  rotated_from: string | null;
+  rotated_to: string | null;
+  created_at: number;
+  last_used_at: number | null;
+  expires_at: number | null;
+  revoked_at: number | null;
+}
+
+export type KeyStatus = 'active' | 'expiring' | 'expired' | 'revoked';
+
+export interface ApiKeyView {
+  object: 'api_key';
+  id: string;
+  org_id: string;
+  mode: Mode;
+  type: KeyType;
+  /** Prefix and last four characters only: the key itself is shown once, at creation. */
+  redacted: string;
+  name: string | null;
+  status: KeyStatus;
+  rate_limits: RateLimitOverrides | null;
+  rotated_from: string | null;
+  rotated_to: string | null;
+  created_at: string;
+  last_used_at: string | null;
+  expires_at: string | null;
+  revoked_at: string | null;
+}
+
+export function keyStatus(row: Pick<ApiKeyRow, 'revoked_at' | 'expires_at'>, now: number): KeyStatus {
+  if (row.revoked_at !== null) return 'revoked';
+  if (row.expires_at !== null) return row.expires_at <= now ? 'expired' : 'expiring';
+  return 'active';
+}
+
+export function presentKey(row: ApiKeyRow, now: number): ApiKeyView {
+  return {
+    object: 'api_key',
+    id: row.id,
+    org_id: row.org_id,
+    mode: row.mode,
+    type: row.type,
+    redacted: `${row.prefix}…${row.last4}`,
+    name: row.name,
+    status: keyStatus(row, now),
+    rate_limits: row.rate_limits ? (JSON.parse(row.rate_limits) as RateLimitOverrides) : null,
+    rotated_from: row.rotated_from,
+    rotated_to: row.rotated_to,
+    created_at: toIso(row.created_at)!,
+    last_used_at: toIso(row.last_used_at),
+    expires_at: toIso(row.expires_at),
+    revoked_at: toIso(row.revoked_at),
+  };
+}
+
+export interface CreateKeyInput {
+  brand: string;
+  orgId: string;
+  mode: Mode;
+  type: KeyType;
+  name?: string | null;
+  rateLimits?: RateLimitOverrides | null;
+  actor: string;
+  now: number;
+}
+
+export interface IssuedKey {
+  key: ApiKeyView;
+  /** The plaintext key: returned here and nowhere else, ever. */
+  secret: string;
+}
+
+export async function createApiKey(trx: Knex, input: CreateKeyInput): Promise<IssuedKey> {
+  const org = await trx('organisations').where({ id: input.orgId }).first('id');
+  if (!org) throw errors.notFound(`No organisation ${input.orgId}.`, 'org');
+  const id = newId('key');
+  const issued = await insertKey(trx, { ...input, id, bucketId: id, rotatedFrom: null, expiresAt: null });
+  await recordAudit(
+    trx,
+    { orgId: input.orgId, actor: input.actor, action: 'api_key.created', targetType: 'api_key', targetId: id, details: { mode: input.mode, type: input.type, rate_limits: input.rateLimits ?? null } },
+    input.now,
+  );
+  return issued;
+}
+
+async function insertKey(
+  trx: Knex,
+  input: CreateKeyInput & { id: string; bucketId: string; rotatedFrom: string | null; expiresAt: number | null },
+): Promise<IssuedKey> {
+  const secret = generateApiKey(input.brand, input.type, input.mode);
+  const row: ApiKeyRow = {
+    id: input.id,
+    org_id: input.orgId,
+    mode: input.mode,
+    type: input.type,
+    token_hash: sha256Hex(secret),
+    prefix: secret.slice(0, secret.indexOf(`_${input.mode}_`) + input.mode.length + 2),
+    last4: secret.slice(-4),
+    name: input.name ?? null,
+    rate_limits: input.rateLimits && Object.keys(input.rateLimits).length > 0 ? JSON.stringify(input.rateLimits) : null,
+    bucket_id: input.bucketId,
+    rotated_from: input.rotatedFrom,
+    rotated_to: null,
+    created_at: input.now,
+    last_used_at: null,
+    expires_at: input.expiresAt,
+    revoked_at: null,
+  };
+  await trx('api_keys').insert(row);
+  return { key: presentKey(row, input.now), secret };
+}
+
+export async function listApiKeys(db: Knex, filter: { orgId?: string; includeRevoked?: boolean }, now: number): Promise<ApiKeyView[]> {
+  const query = db<ApiKeyRow>('api_keys').select('*').orderBy('created_at').orderBy('id');
+  if (filter.orgId) query.where('org_id', filter.orgId);
+  if (!filter.includeRevoked) query.whereNull('revoked_at');
+  return (await query).map((row) => presentKey(row, now));
+}
+
+async function loadKey(trx: Knex, keyId: string): Promise<ApiKeyRow> {
+  const row: ApiKeyRow | undefined = await trx('api_keys').where({ id: keyId }).first();
+  if (!row) throw errors.notFound(`No API key ${keyId}.`, 'key');
+  return row;
+}
+
+/**
+ * Issues a successor with the same organisation, mode, type, limits and rate bucket; the old key keeps
+ * working for `graceSeconds` and then answers 401 (Stripe's "roll key").
+ */
+export async function rotateApiKey(
+  trx: Knex,
+  input: { brand: string; keyId: string; graceSeconds: number; actor: string; now: number },
+): Promise<IssuedKey & { previous: ApiKeyView }> {
+  const old = await loadKey(trx, input.keyId);
+  const status = keyStatus(old, input.now);
+  if (status === 'revoked' || status === 'expired') {
+    throw errors.conflict('key_inactive', `API key ${old.id} is ${status} and cannot be rotated.`);
+  }
+  if (old.rotated_to) throw errors.conflict('key_already_rotated', `API key ${old.id} was already rotated to ${old.rotated_to}.`);
+  const id = newId('key');
+  const issued = await insertKey(trx, {
+    brand: input.brand,
+    orgId: old.org_id,
+    mode: old.mode,
+    type: old.type,
+    name: old.name,
+    rateLimits: old.rate_limits ? (JSON.parse(old.rate_limits) as RateLimitOverrides) : null,
+    actor: input.actor,
+    now: input.now,
+    id,
+    bucketId: old.bucket_id,
+    rotatedFrom: old.id,
+    expiresAt: null,
+  });
+  const expiresAt = input.now + input.graceSeconds * 1000;
+  await trx('api_keys').where({ id: old.id }).update({ rotated_to: id, expires_at: expiresAt });
+  await recordAudit(
+    trx,
+    { orgId: old.org_id, actor: input.actor, action: 'api_key.rotated', targetType: 'api_key', targetId: old.id, details: { successor: id, grace_seconds: input.graceSeconds } },
+    input.now,
+  );
+  return { ...issued, previous: presentKey({ ...old, rotated_to: id, expires_at: expiresAt }, input.now) };
+}
+
+export async function revokeApiKey(trx: Knex, input: { keyId: string; actor: string; now: number }): Promise<ApiKeyView> {
+  const row = await loadKey(trx, input.keyId);
+  if (row.revoked_at !== null) return presentKey(row, input.now);
+  await trx('api_keys').where({ id: row.id }).update({ revoked_at: input.now });
+  await recordAudit(trx, { orgId: row.org_id, actor: input.actor, action: 'api_key.revoked', targetType: 'api_key', targetId: row.id }, input.now);
+  return presentKey({ ...row, revoked_at: input.now }, input.now);
+}
+
+export async function setKeyRateLimits(
+  trx: Knex,
+  input: { keyId: string; rateLimits: RateLimitOverrides; actor: string; now: number },
+): Promise<ApiKeyView> {
+  const row = await loadKey(trx, input.keyId);
+  const merged = { ...(row.rate_limits ? (JSON.parse(row.rate_limits) as RateLimitOverrides) : {}), ...input.rateLimits };
+  const rateLimits = JSON.stringify(merged);
+  await trx('api_keys').where({ id: row.id }).update({ rate_limits: rateLimits });
+  await recordAudit(
+    trx,
+    { orgId: row.org_id, actor: input.actor, action: 'api_key.rate_limits_changed', targetType: 'api_key', targetId: row.id, details: { rate_limits: merged } },
+    input.now,
+  );
+  return presentKey({ ...row, rate_limits: rateLimits }, input.now);
+}

@@ -1,0 +1,68 @@
+import { createServer, type Server } from 'node:http';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { Database } from '../db/database.js';
+import { queueDepths } from '../processes/queue-depths.js';
+
+export interface HttpMetrics {
+  registry: Registry;
+  observe(method: string, route: string, status: number, seconds: number): void;
+}
+
+/** Prometheus metrics for an API process: requests by route and status, latency, queue depths, up. */
+export function createHttpMetrics(db: Database | null): HttpMetrics {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: 'svc_' });
+  const requests = new Counter({
+    name: 'svc_http_requests_total',
+    help: 'HTTP requests by method, route template and status',
+    labelNames: ['method', 'route', 'status'],
+    registers: [registry],
+  });
+  const duration = new Histogram({
+    name: 'svc_http_request_duration_seconds',
+    help: 'HTTP request latency by method, route template and status',
+    labelNames: ['method', 'route', 'status'],
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+    registers: [registry],
+  });
+  new Gauge({ name: 'svc_up', help: '1 while the process serves', registers: [registry] }).set(1);
+  if (db) {
+    new Gauge({
+      name: 'svc_queue_depth',
+      help: 'Work waiting in the database queues',
+      labelNames: ['queue'],
+      registers: [registry],
+      async collect() {
+        const depths = await queueDepths(db);
+        for (const [queue, depth] of Object.entries(depths)) this.set({ queue }, depth);
+      },
+    });
+  }
+  return {
+    registry,
+    observe(method, route, status, seconds) {
+      const labels = { method, route, status: String(status) };
+      requests.inc(labels);
+      duration.observe(labels, seconds);
+    },
+  };
+}
+
+/** The operator port: `/metrics` only, bound to localhost unless the operator says otherwise. */
+export async function startMetricsServer(metrics: HttpMetrics, host: string, port: number): Promise<Server> {
+  const server = createServer((req, res) => {
+    if (req.method !== 'GET' || req.url !== '/metrics') {
+      res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
+      return;
+    }
+    metrics.registry.metrics().then(
+      (text) => res.writeHead(200, { 'content-type': metrics.registry.contentType }).end(text),
+      (error: Error) => res.writeHead(500, { 'content-type': 'text/plain' }).end(`metrics unavailable: ${error.message}\n`),
+    );
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => resolve());
+  });
+  return server;
+}

@@ -1,0 +1,100 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Cron } from 'croner';
+import type { Config } from '../config/defaults.js';
+import { migrationStatus, schemaMismatch } from '../db/migrations.js';
+import { startApiServer } from '../api/server.js';
+import { startMetricsServer } from '../metrics/metrics.js';
+import { runHousekeeping } from '../scheduler/housekeeping.js';
+import { buildServices } from './services.js';
+
+export const ROLE_NAMES = ['api', 'scheduler', 'dispatcher'] as const;
+export type RoleName = (typeof ROLE_NAMES)[number];
+
+/** A process role: runs until `signal` aborts, then drains its work and resolves. */
+export interface Role {
+  name: RoleName;
+  run(config: Readonly<Config>, signal: AbortSignal, ready: () => void): Promise<void>;
+}
+
+function waitForAbort(signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => (signal.aborted ? resolve() : signal.addEventListener('abort', () => resolve(), { once: true })));
+}
+
+async function openServices(config: Readonly<Config>, role: RoleName) {
+  const services = buildServices(config, role);
+  const problem = schemaMismatch(await migrationStatus(services.db));
+  if (problem) {
+    await services.db.close();
+    throw new SchemaMismatchError(problem);
+  }
+  return services;
+}
+
+export class SchemaMismatchError extends Error {
+  override name = 'SchemaMismatchError';
+}
+
+const api: Role = {
+  name: 'api',
+  async run(config, signal, ready) {
+    const services = await openServices(config, 'api');
+    const server = await startApiServer(services, config.api.host, config.api.port);
+    const metrics = config.metrics.port > 0 ? await startMetricsServer(services.metrics, config.metrics.host, config.metrics.port) : null;
+    services.logger.info({ url: server.url, metrics: metrics ? `${config.metrics.host}:${config.metrics.port}` : 'off' }, 'api listening');
+    ready();
+    await waitForAbort(signal);
+    services.logger.info('api draining in-flight requests');
+    await server.close(config.supervisor.shutdownTimeoutSeconds * 1000);
+    await new Promise((resolve) => (metrics ? metrics.close(resolve) : resolve(undefined)));
+    await services.db.close();
+    services.logger.info('api stopped');
+  },
+};
+
+const scheduler: Role = {
+  name: 'scheduler',
+  async run(config, signal, ready) {
+    const services = await openServices(config, 'scheduler');
+    let running: Promise<void> = Promise.resolve();
+    const tick = () => {
+      running = runHousekeeping(services).catch((error: Error) => services.logger.error({ err: error }, 'scheduler tick failed'));
+    };
+    const cron = new Cron(config.scheduler.cron, { protect: true }, tick);
+    services.logger.info({ cron: config.scheduler.cron, next: cron.nextRun()?.toISOString() }, 'scheduler started');
+    ready();
+    await waitForAbort(signal);
+    cron.stop();
+    await running;
+    await services.db.close();
+    services.logger.info('scheduler stopped');
+  },
+};
+
+const dispatcher: Role = {
+  name: 'dispatcher',
+  async run(config, signal, ready) {
+    const services = await openServices(config, 'dispatcher');
+    services.logger.info({ poll_ms: config.dispatcher.pollIntervalMs }, 'dispatcher started');
+    ready();
+    // Webhook delivery claims arrive with the webhooks capability; until then the loop keeps the database
+    // connection honest so an outage shows in the log.
+    while (!signal.aborted) {
+      await sleep(config.dispatcher.pollIntervalMs * 20, undefined, { signal }).catch(() => undefined);
+      if (signal.aborted) break;
+      await services.db.ping().catch((error: Error) => services.logger.warn({ err: error.message }, 'database not answering'));
+    }
+    await services.db.close();
+    services.logger.info('dispatcher stopped');
+  },
+};
+
+export const ROLES: Record<RoleName, Role> = { api, scheduler, dispatcher };
+
+export function parseRoles(text: string): RoleName[] {
+  const names = text.split(',').map((name) => name.trim()).filter(Boolean);
+  const unknown = names.filter((name) => !(ROLE_NAMES as readonly string[]).includes(name));
+  if (unknown.length > 0 || names.length === 0) {
+    throw new Error(`--roles takes a comma-separated list of ${ROLE_NAMES.join(', ')}; got "${text}".`);
+  }
+  return [...new Set(names)] as RoleName[];
+}

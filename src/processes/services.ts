@@ -1,0 +1,52 @@
+import { Authenticator } from '../auth/authenticator.js';
+import { offsetClock, type Clock } from '../clock/clock.js';
+import type { Config } from '../config/defaults.js';
+import { openDatabase, type Database } from '../db/database.js';
+import { createLogger, type Logger } from '../logging/logger.js';
+import { createHttpMetrics } from '../metrics/metrics.js';
+import { DatabaseRateLimiter, MemoryRateLimiter, type RateLimiter } from '../ratelimit/limiter.js';
+import { loadSecretBox } from '../secrets/master-key-file.js';
+import type { SecretBox } from '../secrets/secret-box.js';
+import type { AppServices } from '../api/services.js';
+
+export interface ServiceOverrides {
+  clock?: Clock;
+  logger?: Logger;
+  db?: Database;
+  secrets?: SecretBox;
+}
+
+/** The composition root: one place builds the database handle and services for a process and passes them down. */
+export function buildServices(config: Readonly<Config>, role: string, overrides: ServiceOverrides = {}): AppServices {
+  const db = overrides.db ?? openDatabase({ url: config.databaseUrl });
+  const clock = overrides.clock ?? offsetClock(config.clockOffsetMs);
+  const logger = overrides.logger ?? createLogger({ level: config.log.level, name: role });
+  const secrets = overrides.secrets ?? loadSecretBox(config);
+  const authenticator = new Authenticator({
+    db: db.reader,
+    clock,
+    brand: config.brand,
+    defaultLimits: config.rateLimits,
+    cacheSeconds: config.auth.cacheSeconds,
+    onKeyUsed: (keyId, at) => {
+      db.transaction((trx) => trx('api_keys').where({ id: keyId }).update({ last_used_at: at })).catch((error: Error) =>
+        logger.warn({ err: error.message, key: keyId }, 'could not record key use'),
+      );
+    },
+  });
+  return {
+    config,
+    db,
+    clock,
+    logger,
+    secrets,
+    authenticator,
+    rateLimiter: chooseRateLimiter(config, db),
+    metrics: createHttpMetrics(db),
+  };
+}
+
+function chooseRateLimiter(config: Readonly<Config>, db: Database): RateLimiter {
+  const store = config.rateLimitStore === 'auto' ? (db.engine === 'postgres' ? 'database' : 'memory') : config.rateLimitStore;
+  return store === 'database' ? new DatabaseRateLimiter(db.knex) : new MemoryRateLimiter();
+}

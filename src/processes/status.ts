@@ -1,0 +1,98 @@
+import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Config } from '../config/defaults.js';
+import { openDatabase } from '../db/database.js';
+import { migrationStatus } from '../db/migrations.js';
+import { queueDepths, type QueueDepths } from './queue-depths.js';
+import type { SupervisorState } from './supervisor.js';
+
+export interface ProcessStatus {
+  supervisor_pid: number;
+  role: string;
+  pid: number | null;
+  status: string;
+  uptime_seconds: number | null;
+  restarts: number;
+  last_exit: string | null;
+}
+
+export interface ApplianceStatus {
+  home: string;
+  processes: ProcessStatus[];
+  database: {
+    engine: string;
+    location: string;
+    reachable: boolean;
+    error?: string;
+    schema_version: string | null;
+    pending_migrations: number;
+    size_bytes: number | null;
+  };
+  queues: QueueDepths | null;
+}
+
+export function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** The supervisors running from this home, read from their state files; stale files are removed. */
+export function runningSupervisors(home: string): SupervisorState[] {
+  const dir = join(home, 'run');
+  if (!existsSync(dir)) return [];
+  const states: SupervisorState[] = [];
+  for (const file of readdirSync(dir).filter((name) => /^serve-\d+\.json$/.test(name))) {
+    try {
+      const state = JSON.parse(readFileSync(join(dir, file), 'utf8')) as SupervisorState;
+      if (isAlive(state.pid)) states.push(state);
+      else rmSync(join(dir, file), { force: true });
+    } catch {
+      // a state file being rewritten at this instant; the next call reads it
+    }
+  }
+  return states;
+}
+
+export async function collectStatus(config: Readonly<Config>, now = Date.now()): Promise<ApplianceStatus> {
+  const processes = runningSupervisors(config.home).flatMap((state) =>
+    state.children.map((child) => ({
+      supervisor_pid: state.pid,
+      role: child.role,
+      pid: child.pid,
+      status: child.status,
+      uptime_seconds: child.started_at && child.pid ? Math.max(0, Math.round((now - Date.parse(child.started_at)) / 1000)) : null,
+      restarts: child.restarts,
+      last_exit: child.last_exit,
+    })),
+  );
+  const db = openDatabase({ url: config.databaseUrl });
+  try {
+    const migrations = await migrationStatus(db);
+    return {
+      home: config.home,
+      processes,
+      database: {
+        engine: db.engine,
+        location: db.describe(),
+        reachable: true,
+        schema_version: migrations.version,
+        pending_migrations: migrations.pending.length,
+        size_bytes: await db.sizeBytes(),
+      },
+      queues: migrations.version ? await queueDepths(db) : null,
+    };
+  } catch (error) {
+    return {
+      home: config.home,
+      processes,
+      database: { engine: db.engine, location: db.describe(), reachable: false, error: (error as Error).message, schema_version: null, pending_migrations: 0, size_bytes: null },
+      queues: null,
+    };
+  } finally {
+    await db.close();
+  }
+}

@@ -1,0 +1,209 @@
+import { fork, type ChildProcess } from 'node:child_process';
+import { mkdirSync, rmSync, writeFileSync, createWriteStream, type WriteStream } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Config } from '../config/defaults.js';
+import type { Logger } from '../logging/logger.js';
+import type { RoleName } from './roles.js';
+
+const CHILD_ENTRY = fileURLToPath(new URL('./child.js', import.meta.url));
+const EX_CONFIG = 78;
+
+export type ChildStatus = 'starting' | 'running' | 'restarting' | 'stopping' | 'stopped' | 'failed';
+
+export interface ChildState {
+  role: RoleName;
+  pid: number | null;
+  status: ChildStatus;
+  started_at: string | null;
+  restarts: number;
+  last_exit: string | null;
+}
+
+export interface SupervisorState {
+  pid: number;
+  started_at: string;
+  roles: RoleName[];
+  children: ChildState[];
+}
+
+interface Child extends ChildState {
+  process: ChildProcess | null;
+  crashes: number[];
+  stderrTail: string[];
+  restartTimer: NodeJS.Timeout | null;
+}
+
+/**
+ * Starts one process per role, restarts a crashed one with backoff, and gives up (exit 1, with the reason)
+ * when one crashes `crashLoopRestarts` times within `crashLoopWindowSeconds`. The first SIGTERM or SIGINT
+ * drains the children; a second one, or the shutdown timeout, kills them.
+ */
+export class Supervisor {
+  private readonly children: Child[];
+  private readonly startedAt = new Date();
+  private stopping = false;
+  private failure: string | null = null;
+  private finished!: (code: number) => void;
+  private readonly stateFile: string;
+  private readonly logFile: WriteStream;
+
+  constructor(
+    private readonly config: Readonly<Config>,
+    private readonly roles: RoleName[],
+    private readonly env: Record<string, string | undefined>,
+    private readonly logger: Logger,
+  ) {
+    this.children = roles.map((role) => ({
+      role,
+      pid: null,
+      status: 'starting',
+      started_at: null,
+      restarts: 0,
+      last_exit: null,
+      process: null,
+      crashes: [],
+      stderrTail: [],
+      restartTimer: null,
+    }));
+    mkdirSync(join(config.home, 'run'), { recursive: true });
+    mkdirSync(join(config.home, 'logs'), { recursive: true });
+    this.stateFile = join(config.home, 'run', `serve-${process.pid}.json`);
+    this.logFile = createWriteStream(join(config.home, 'logs', 'svc.log'), { flags: 'a' });
+  }
+
+  /** Resolves with the exit code once every child has stopped. */
+  run(): Promise<number> {
+    const done = new Promise<number>((resolve) => (this.finished = resolve));
+    const onSignal = (signal: NodeJS.Signals) => {
+      if (this.stopping) {
+        this.logger.warn({ signal }, 'second signal: killing children');
+        for (const child of this.children) child.process?.kill('SIGKILL');
+        return;
+      }
+      this.logger.info({ signal }, 'draining');
+      this.stop();
+    };
+    process.on('SIGTERM', onSignal);
+    process.on('SIGINT', onSignal);
+    for (const child of this.children) this.spawn(child);
+    return done.finally(() => {
+      process.off('SIGTERM', onSignal);
+      process.off('SIGINT', onSignal);
+      rmSync(this.stateFile, { force: true });
+      this.logFile.end();
+    });
+  }
+
+  get failureReason(): string | null {
+    return this.failure;
+  }
+
+  private spawn(child: Child): void {
+    const proc = fork(CHILD_ENTRY, [child.role], {
+      env: { ...this.env, SVC_HOME: this.config.home },
+      stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+    });
+    child.process = proc;
+    child.pid = proc.pid ?? null;
+    child.status = 'starting';
+    child.started_at = new Date().toISOString();
+    child.stderrTail = [];
+    proc.stdout?.on('data', (chunk: Buffer) => {
+      process.stdout.write(chunk);
+      this.logFile.write(chunk);
+    });
+    proc.stderr?.on('data', (chunk: Buffer) => {
+      process.stderr.write(chunk);
+      this.logFile.write(chunk);
+      child.stderrTail = [...child.stderrTail, ...chunk.toString().split('\n').filter(Boolean)].slice(-5);
+    });
+    proc.on('message', (message: { type?: string }) => {
+      if (message?.type === 'ready' && child.process === proc) {
+        child.status = 'running';
+        this.writeState();
+      }
+    });
+    proc.on('exit', (code, signal) => this.onExit(child, proc, code, signal));
+    this.writeState();
+  }
+
+  private onExit(child: Child, proc: ChildProcess, code: number | null, signal: NodeJS.Signals | null): void {
+    if (child.process !== proc) return;
+    child.process = null;
+    child.pid = null;
+    child.last_exit = signal ? `signal ${signal}` : `exit code ${code}`;
+    if (this.stopping) {
+      child.status = 'stopped';
+      this.writeState();
+      this.finishIfAllStopped();
+      return;
+    }
+    const now = Date.now();
+    const windowMs = this.config.supervisor.crashLoopWindowSeconds * 1000;
+    child.crashes = [...child.crashes.filter((at) => now - at < windowMs), now];
+    const detail = child.stderrTail.at(-1);
+    this.logger.error({ child: child.role, exit: child.last_exit, detail }, 'child exited unexpectedly');
+    if (code === EX_CONFIG || child.crashes.length >= this.config.supervisor.crashLoopRestarts) {
+      child.status = 'failed';
+      this.failure =
+        code === EX_CONFIG
+          ? `${child.role} cannot start: ${detail ?? 'configuration or schema problem'}`
+          : `${child.role} crashed ${child.crashes.length} times within ${this.config.supervisor.crashLoopWindowSeconds}s (last: ${child.last_exit}${detail ? `: ${detail}` : ''})`;
+      this.logger.fatal({ reason: this.failure }, 'giving up');
+      this.stop();
+      return;
+    }
+    const delays = this.config.supervisor.restartDelaysMs;
+    const delay = delays[Math.min(child.crashes.length - 1, delays.length - 1)]!;
+    child.status = 'restarting';
+    child.restarts += 1;
+    this.writeState();
+    child.restartTimer = setTimeout(() => {
+      child.restartTimer = null;
+      if (!this.stopping) this.spawn(child);
+    }, delay);
+  }
+
+  private stop(): void {
+    if (this.stopping) return;
+    this.stopping = true;
+    for (const child of this.children) {
+      if (child.restartTimer) clearTimeout(child.restartTimer);
+      if (child.process) {
+        child.status = 'stopping';
+        child.process.kill('SIGTERM');
+      } else if (child.status !== 'failed') {
+        child.status = 'stopped';
+      }
+    }
+    this.writeState();
+    setTimeout(() => {
+      for (const child of this.children) {
+        if (child.process) {
+          this.logger.warn({ child: child.role }, 'shutdown timeout: killing');
+          child.process.kill('SIGKILL');
+        }
+      }
+    }, this.config.supervisor.shutdownTimeoutSeconds * 1000).unref();
+    this.finishIfAllStopped();
+  }
+
+  private finishIfAllStopped(): void {
+    if (this.children.some((child) => child.process !== null)) return;
+    this.finished(this.failure ? 1 : 0);
+  }
+
+  state(): SupervisorState {
+    return {
+      pid: process.pid,
+      started_at: this.startedAt.toISOString(),
+      roles: this.roles,
+      children: this.children.map(({ role, pid, status, started_at, restarts, last_exit }) => ({ role, pid, status, started_at, restarts, last_exit })),
+    };
+  }
+
+  private writeState(): void {
+    writeFileSync(this.stateFile, JSON.stringify(this.state(), null, 2));
+  }
+}

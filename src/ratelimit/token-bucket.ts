@@ -1,0 +1,42 @@
+import type { RateLimit } from '../config/defaults.js';
+
+export interface BucketState {
+  tokens: number;
+  updatedAt: number;
+}
+
+export interface Decision {
+  allowed: boolean;
+  state: BucketState;
+  limit: number;
+  remaining: number;
+  /** Unix seconds at which the bucket is full again. */
+  resetAt: number;
+  /** Whole seconds until one request is allowed again (0 when allowed). */
+  retryAfter: number;
+}
+
+/**
+ * A token bucket: `burst` tokens at most, refilled at `perMinute / 60` per second. A fresh bucket starts
+ * full, so a client may send `burst` requests at once and then `perMinute` per minute.
+ */
+export function take(state: BucketState | undefined, limit: RateLimit, now: number): Decision {
+  const ratePerMs = limit.perMinute / 60_000;
+  const refilled = state ? Math.min(limit.burst, state.tokens + Math.max(0, now - state.updatedAt) * ratePerMs) : limit.burst;
+  const allowed = refilled >= 1;
+  const tokens = allowed ? refilled - 1 : refilled;
+  return describe(allowed, { tokens, updatedAt: now }, limit, ratePerMs);
+}
+
+export function describe(allowed: boolean, state: BucketState, limit: RateLimit, ratePerMs = limit.perMinute / 60_000): Decision {
+  const untilFull = (limit.burst - state.tokens) / ratePerMs;
+  const untilOne = allowed ? 0 : (1 - state.tokens) / ratePerMs;
+  return {
+    allowed,
+    state,
+    limit: limit.perMinute,
+    remaining: Math.max(0, Math.floor(state.tokens)),
+    resetAt: Math.ceil((state.updatedAt + untilFull) / 1000),
+    retryAfter: allowed ? 0 : Math.max(1, Math.ceil(untilOne / 1000)),
+  };
+}
