@@ -4,12 +4,18 @@ import { resolveHome } from '../src/config/load-config.js';
 import type { InstallResult } from '../src/install/install.js';
 
 export default class Install extends BaseCommand {
-  static override summary = 'Create the data directory, config, master key and database, and issue the first test keys';
+  static override summary =
+    'Create the data directory, config, master key and database, and issue the first test keys';
   static override description =
     'Safe to run again: it creates only what is missing, never overwrites a master key or database, and prints keys only on the run that created them.';
-  static override examples = ['<%= config.bin %> install', '<%= config.bin %> install --database-url postgres://svc@db.internal/svc --brand acme'];
+  static override examples = [
+    '<%= config.bin %> install',
+    '<%= config.bin %> install --database-url postgres://svc@db.internal/svc --brand acme',
+  ];
   static override flags = {
-    'database-url': Flags.string({ description: 'postgres://… to use Postgres instead of the embedded SQLite file' }),
+    'database-url': Flags.string({
+      description: 'postgres://… to use Postgres instead of the embedded SQLite file',
+    }),
     brand: Flags.string({ description: 'prefix of API keys and of the signature header (default svc)' }),
   };
 
@@ -27,9 +33,13 @@ export default class Install extends BaseCommand {
     });
     this.log(`Data directory  ${result.home}`);
     this.log(`Config          ${result.configFile}`);
-    this.log(`Master key      ${result.masterKeyFile}${result.createdMasterKey ? ' (created, mode 0600: back it up)' : ''}`);
+    this.log(
+      `Master key      ${result.masterKeyFile}${result.createdMasterKey ? ' (created, mode 0600: back it up)' : ''}`,
+    );
     this.log(`Database        ${result.database}`);
-    this.log(`Migrations      ${result.migrationsApplied.length ? `applied ${result.migrationsApplied.join(', ')}` : 'up to date'}`);
+    this.log(
+      `Migrations      ${result.migrationsApplied.length ? `applied ${result.migrationsApplied.join(', ')}` : 'up to date'}`,
+    );
     if (result.organisation && result.keys) {
       this.log(`\nOrganisation    ${result.organisation.id} (${result.organisation.name})`);
       this.log('\nThese keys are shown once. Store them now; only their hashes are kept.');

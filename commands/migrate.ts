@@ -2,10 +2,18 @@ import { Flags } from '@oclif/core';
 import { BaseCommand } from '../src/cli/base-command.js';
 
 export default class Migrate extends BaseCommand {
-  static override summary = 'Apply pending database migrations (or show their status, or roll back the last batch)';
-  static override examples = ['<%= config.bin %> migrate', '<%= config.bin %> migrate --status', '<%= config.bin %> migrate --rollback'];
+  static override summary =
+    'Apply pending database migrations (or show their status, or roll back the last batch)';
+  static override examples = [
+    '<%= config.bin %> migrate',
+    '<%= config.bin %> migrate --status',
+    '<%= config.bin %> migrate --rollback',
+  ];
   static override flags = {
-    status: Flags.boolean({ description: 'show applied and pending migrations; change nothing', exclusive: ['rollback'] }),
+    status: Flags.boolean({
+      description: 'show applied and pending migrations; change nothing',
+      exclusive: ['rollback'],
+    }),
     rollback: Flags.boolean({ description: 'revert the last batch of migrations' }),
   };
 

@@ -12,9 +12,16 @@ export default class Serve extends BaseCommand {
     '<%= config.bin %> serve --roles scheduler,dispatcher',
   ];
   static override flags = {
-    roles: Flags.string({ description: 'comma-separated subset of api, scheduler, dispatcher', default: 'api,scheduler,dispatcher' }),
+    roles: Flags.string({
+      description: 'comma-separated subset of api, scheduler, dispatcher',
+      default: 'api,scheduler,dispatcher',
+    }),
     host: Flags.string({ description: 'address the API listens on (default from config: 127.0.0.1)' }),
-    port: Flags.integer({ description: 'port the API listens on (default from config: 8080)', min: 0, max: 65535 }),
+    port: Flags.integer({
+      description: 'port the API listens on (default from config: 8080)',
+      min: 0,
+      max: 65535,
+    }),
   };
 
   async run(): Promise<void> {
@@ -32,7 +39,14 @@ export default class Serve extends BaseCommand {
     if (flags.host) env.SVC_API_HOST = flags.host;
     if (flags.port !== undefined) env.SVC_API_PORT = String(flags.port);
     const logger = createLogger({ level: config.log.level, name: 'supervisor' });
-    logger.info({ roles, api: `${config.api.host}:${config.api.port}`, database: config.databaseUrl.startsWith('sqlite') ? 'sqlite' : 'postgres' }, 'starting');
+    logger.info(
+      {
+        roles,
+        api: `${config.api.host}:${config.api.port}`,
+        database: config.databaseUrl.startsWith('sqlite') ? 'sqlite' : 'postgres',
+      },
+      'starting',
+    );
     const supervisor = new Supervisor(config, roles, env, logger);
     const code = await supervisor.run();
     logger.flush();

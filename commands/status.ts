@@ -4,7 +4,11 @@ import type { ApplianceStatus } from '../src/processes/status.js';
 
 export default class Status extends BaseCommand {
   static override summary = 'Show the supervised processes, the database and the queues';
-  static override examples = ['<%= config.bin %> status', '<%= config.bin %> status --json', '<%= config.bin %> status --watch'];
+  static override examples = [
+    '<%= config.bin %> status',
+    '<%= config.bin %> status --json',
+    '<%= config.bin %> status --watch',
+  ];
   static override flags = {
     watch: Flags.boolean({ description: 'refresh every two seconds until Ctrl-C' }),
   };

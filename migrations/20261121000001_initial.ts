@@ -195,7 +195,11 @@ export async function up(knex: Knex): Promise<void> {
     ownedBy(t);
     t.string('event_id', 24).notNullable().references('id').inTable('events').onDelete('CASCADE');
     t.string('event_type', 64).notNullable();
-    t.string('endpoint_id', 24).notNullable().references('id').inTable('webhook_endpoints').onDelete('CASCADE');
+    t.string('endpoint_id', 24)
+      .notNullable()
+      .references('id')
+      .inTable('webhook_endpoints')
+      .onDelete('CASCADE');
     t.string('status', 12).notNullable();
     t.integer('attempts').notNullable().defaultTo(0);
     t.bigInteger('next_attempt_at');
@@ -214,7 +218,11 @@ export async function up(knex: Knex): Promise<void> {
 
   await knex.schema.createTable('webhook_attempts', (t) => {
     t.string('id', 24).primary();
-    t.string('delivery_id', 24).notNullable().references('id').inTable('webhook_deliveries').onDelete('CASCADE');
+    t.string('delivery_id', 24)
+      .notNullable()
+      .references('id')
+      .inTable('webhook_deliveries')
+      .onDelete('CASCADE');
     t.integer('number').notNullable();
     t.bigInteger('started_at').notNullable();
     t.integer('duration_ms').notNullable();

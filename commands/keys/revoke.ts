@@ -11,7 +11,9 @@ export default class KeysRevoke extends BaseCommand {
     const config = this.appConfig(flags.home);
     const { revokeApiKey } = await import('../../src/keys/keys.js');
     const key = await this.withDatabase(config, (db) =>
-      db.transaction((trx) => revokeApiKey(trx, { keyId: args.keyId, actor: this.actor(), now: this.clock(config).now() })),
+      db.transaction((trx) =>
+        revokeApiKey(trx, { keyId: args.keyId, actor: this.actor(), now: this.clock(config).now() }),
+      ),
     );
     this.log(`Revoked ${key.id} (${key.redacted}) at ${key.revoked_at}.`);
     return key;

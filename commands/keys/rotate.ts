@@ -2,11 +2,20 @@ import { Args, Flags } from '@oclif/core';
 import { BaseCommand, parseDuration } from '../../src/cli/base-command.js';
 
 export default class KeysRotate extends BaseCommand {
-  static override summary = 'Replace a key: the new one is printed once, the old one works until the grace period ends';
-  static override examples = ['<%= config.bin %> keys rotate key_0123456789abcdef --grace 24h', '<%= config.bin %> keys rotate key_0123456789abcdef --grace 0'];
-  static override args = { keyId: Args.string({ required: true, description: 'the key to replace (key_…)' }) };
+  static override summary =
+    'Replace a key: the new one is printed once, the old one works until the grace period ends';
+  static override examples = [
+    '<%= config.bin %> keys rotate key_0123456789abcdef --grace 24h',
+    '<%= config.bin %> keys rotate key_0123456789abcdef --grace 0',
+  ];
+  static override args = {
+    keyId: Args.string({ required: true, description: 'the key to replace (key_…)' }),
+  };
   static override flags = {
-    grace: Flags.string({ description: 'how long the old key keeps working (e.g. 0, 90s, 30m, 24h, 7d)', default: '24h' }),
+    grace: Flags.string({
+      description: 'how long the old key keeps working (e.g. 0, 90s, 30m, 24h, 7d)',
+      default: '24h',
+    }),
   };
 
   async run() {
@@ -15,9 +24,19 @@ export default class KeysRotate extends BaseCommand {
     const graceSeconds = parseDuration(flags.grace);
     const { rotateApiKey } = await import('../../src/keys/keys.js');
     const issued = await this.withDatabase(config, (db) =>
-      db.transaction((trx) => rotateApiKey(trx, { brand: config.brand, keyId: args.keyId, graceSeconds, actor: this.actor(), now: this.clock(config).now() })),
+      db.transaction((trx) =>
+        rotateApiKey(trx, {
+          brand: config.brand,
+          keyId: args.keyId,
+          graceSeconds,
+          actor: this.actor(),
+          now: this.clock(config).now(),
+        }),
+      ),
     );
-    this.log(`Created ${issued.key.id} to replace ${issued.previous.id}, which stops working at ${issued.previous.expires_at}.`);
+    this.log(
+      `Created ${issued.key.id} to replace ${issued.previous.id}, which stops working at ${issued.previous.expires_at}.`,
+    );
     this.log('The new key is shown once. Store it now:');
     this.log(`  ${issued.secret}`);
     return issued;

@@ -4,22 +4,37 @@ import { errorMiddleware } from './middleware/errors.js';
 import { requestContextMiddleware } from './middleware/request-context.js';
 import { buildRouter } from './router.js';
 import { errors, ApiError } from '../errors/api-error.js';
+import type { AnyRoute } from './route.js';
 import type { AppServices } from './services.js';
 
-export function createApp(services: AppServices): Koa {
+/** `extraRoutes` lets a test mount a route through the real middleware stack (e.g. one that throws). */
+export function createApp(services: AppServices, extraRoutes: AnyRoute[] = []): Koa {
   const app = new Koa({ proxy: false });
   // Koa's own error printing would duplicate our log line, and could print a request body.
   app.silent = true;
-  const router = buildRouter(services, allRoutes, components);
+  const router = buildRouter(services, [...allRoutes, ...extraRoutes], components);
   app.use(requestContextMiddleware(services));
   app.use(errorMiddleware());
   app.use(router.routes());
-  app.use(
-    router.allowedMethods({
-      throw: true,
-      methodNotAllowed: () => new ApiError(405, 'invalid_request_error', 'method_not_allowed', 'This method is not allowed on this URL; see the Allow header.'),
-      notImplemented: () => errors.badRequest('method_not_implemented', 'This HTTP method is not supported.'),
-    }),
-  );
+  // koa-router's `throw: true` mode throws before it sets `Allow`, so let it set the status and header,
+  // then turn the bare 405/501 into our envelope (keeping `Allow`).
+  app.use(async (ctx, next) => {
+    await next();
+    if (ctx.body !== undefined) return;
+    if (ctx.status === 405) {
+      throw new ApiError(
+        405,
+        'invalid_request_error',
+        'method_not_allowed',
+        'This method is not allowed on this URL; see the Allow header.',
+        undefined,
+        { Allow: ctx.response.get('Allow') },
+      );
+    }
+    if (ctx.status === 501) {
+      throw errors.badRequest('method_not_implemented', 'This HTTP method is not supported.');
+    }
+  });
+  app.use(router.allowedMethods());
   return app;
 }

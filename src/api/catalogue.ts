@@ -1,10 +1,11 @@
 import { healthComponents, healthRoutes } from '../health/routes.js';
+import { webhookComponents, webhookEndpointRoutes } from '../webhooks/routes.js';
 import { buildOpenApi } from './openapi.js';
 import { defineRoute, type AnyRoute, type JsonSchema } from './route.js';
 
 /** Every capability contributes its routes and component schemas here, and nowhere else. */
-const capabilityRoutes: AnyRoute[] = [...healthRoutes];
-export const components: Record<string, JsonSchema> = { ...healthComponents };
+const capabilityRoutes: AnyRoute[] = [...healthRoutes, ...webhookEndpointRoutes];
+export const components: Record<string, JsonSchema> = { ...healthComponents, ...webhookComponents };
 
 const openApiRoute = defineRoute({
   method: 'get',

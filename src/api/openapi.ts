@@ -12,7 +12,15 @@ export const baseComponents: Record<string, JsonSchema> = {
         type: 'object',
         required: ['type', 'code', 'message'],
         properties: {
-          type: { enum: ['invalid_request_error', 'authentication_error', 'permission_error', 'rate_limit_error', 'api_error'] },
+          type: {
+            enum: [
+              'invalid_request_error',
+              'authentication_error',
+              'permission_error',
+              'rate_limit_error',
+              'api_error',
+            ],
+          },
           code: { type: 'string' },
           message: { type: 'string' },
           param: { type: 'string' },
@@ -29,37 +37,63 @@ const errorResponse = (description: string) => ({
 });
 
 const rateHeaders = {
-  'X-RateLimit-Limit': { description: 'Effective limit of the group, requests per minute', schema: { type: 'integer' } },
-  'X-RateLimit-Remaining': { description: 'Requests left before the bucket is empty', schema: { type: 'integer' } },
-  'X-RateLimit-Reset': { description: 'Unix time at which the bucket is full again', schema: { type: 'integer' } },
+  'X-RateLimit-Limit': {
+    description: 'Effective limit of the group, requests per minute',
+    schema: { type: 'integer' },
+  },
+  'X-RateLimit-Remaining': {
+    description: 'Requests left before the bucket is empty',
+    schema: { type: 'integer' },
+  },
+  'X-RateLimit-Reset': {
+    description: 'Unix time at which the bucket is full again',
+    schema: { type: 'integer' },
+  },
 };
 
 const pageHeaders = {
   'X-Total-Count': { description: 'Number of results matching the query', schema: { type: 'integer' } },
-  Link: { description: 'RFC 5988 links: first, prev, next, last (absolute URLs)', schema: { type: 'string' } },
+  Link: {
+    description: 'RFC 5988 links: first, prev, next, last (absolute URLs)',
+    schema: { type: 'string' },
+  },
 };
 
 /** The OpenAPI 3.1 document, generated from the same route declarations the router mounts. */
-export function buildOpenApi(routes: AnyRoute[], components: Record<string, JsonSchema>, baseUrl: string, brand: string) {
+export function buildOpenApi(
+  routes: AnyRoute[],
+  components: Record<string, JsonSchema>,
+  baseUrl: string,
+  brand: string,
+) {
   const paths: Record<string, Record<string, unknown>> = {};
   for (const route of routes) {
     const authenticated = route.auth !== 'none';
     const parameters = [
-      ...Object.entries((route.params?.properties ?? {}) as Record<string, JsonSchema>).map(([name, schema]) => ({
-        name,
-        in: 'path',
-        required: true,
-        schema,
-      })),
-      ...Object.entries((route.query?.properties ?? {}) as Record<string, JsonSchema>).map(([name, schema]) => ({
-        name,
-        in: 'query',
-        required: ((route.query?.required ?? []) as string[]).includes(name),
-        schema,
-      })),
+      ...Object.entries((route.params?.properties ?? {}) as Record<string, JsonSchema>).map(
+        ([name, schema]) => ({
+          name,
+          in: 'path',
+          required: true,
+          schema,
+        }),
+      ),
+      ...Object.entries((route.query?.properties ?? {}) as Record<string, JsonSchema>).map(
+        ([name, schema]) => ({
+          name,
+          in: 'query',
+          required: ((route.query?.required ?? []) as string[]).includes(name),
+          schema,
+        }),
+      ),
     ];
     if (route.method === 'post') {
-      parameters.push({ name: 'Idempotency-Key', in: 'header', required: false, schema: { type: 'string', maxLength: 255 } });
+      parameters.push({
+        name: 'Idempotency-Key',
+        in: 'header',
+        required: false,
+        schema: { type: 'string', maxLength: 255 },
+      });
     }
     const responses: Record<string, unknown> = {};
     for (const [status, response] of Object.entries(route.responses)) {
@@ -73,8 +107,12 @@ export function buildOpenApi(routes: AnyRoute[], components: Record<string, Json
     }
     responses['400'] ??= errorResponse('Invalid request');
     if (authenticated) {
-      responses['401'] = errorResponse('Missing, malformed, unknown, revoked or expired credential (`invalid_credential`)');
-      responses['403'] = errorResponse('Credential of the wrong kind (`insufficient_scope`) or mode (`wrong_mode`)');
+      responses['401'] = errorResponse(
+        'Missing, malformed, unknown, revoked or expired credential (`invalid_credential`)',
+      );
+      responses['403'] = errorResponse(
+        'Credential of the wrong kind (`insufficient_scope`) or mode (`wrong_mode`)',
+      );
       responses['429'] = errorResponse('Rate limit exceeded (`rate_limit_exceeded`); see `Retry-After`');
     }
     responses['500'] = errorResponse('Unexpected error; the body carries a request id');
@@ -84,7 +122,9 @@ export function buildOpenApi(routes: AnyRoute[], components: Record<string, Json
       tags: [route.tag],
       ...(authenticated ? { 'x-credentials': route.auth } : { security: [] }),
       ...(parameters.length ? { parameters } : {}),
-      ...(route.body ? { requestBody: { required: true, content: { 'application/json': { schema: route.body } } } } : {}),
+      ...(route.body
+        ? { requestBody: { required: true, content: { 'application/json': { schema: route.body } } } }
+        : {}),
       responses,
     };
   }
@@ -98,6 +138,9 @@ export function buildOpenApi(routes: AnyRoute[], components: Record<string, Json
     servers: [{ url: baseUrl }],
     security: [{ bearer: [] }],
     paths,
-    components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } }, schemas: { ...baseComponents, ...components } },
+    components: {
+      securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } },
+      schemas: { ...baseComponents, ...components },
+    },
   };
 }

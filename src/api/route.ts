@@ -51,7 +51,9 @@ export interface Route<Q = Record<string, never>, B = undefined, P = Record<stri
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type AnyRoute = Route<any, any, any>;
 
-export function defineRoute<Q = Record<string, never>, B = undefined, P = Record<string, string>>(route: Route<Q, B, P>): AnyRoute {
+export function defineRoute<Q = Record<string, never>, B = undefined, P = Record<string, string>>(
+  route: Route<Q, B, P>,
+): AnyRoute {
   return route as AnyRoute;
 }
 

@@ -16,7 +16,11 @@ const KIND_NAMES: Record<string, string> = {
   exchange_token: 'an exchange token',
 };
 
-export function buildRouter(services: AppServices, routes: AnyRoute[], components: Record<string, JsonSchema>): Router {
+export function buildRouter(
+  services: AppServices,
+  routes: AnyRoute[],
+  components: Record<string, JsonSchema>,
+): Router {
   const router = new Router();
   // koa-body ships its own copy of Koa's types, hence the cast to ours.
   const parseBody = koaBody({
@@ -32,7 +36,9 @@ export function buildRouter(services: AppServices, routes: AnyRoute[], component
   for (const route of routes) {
     const validate = {
       params: route.params ? compileValidator(route.params, 'params', components) : null,
-      query: route.query ? compileValidator(route.query, 'query', components) : compileValidator({ type: 'object', additionalProperties: false }, 'query', components),
+      query: route.query
+        ? compileValidator(route.query, 'query', components)
+        : compileValidator({ type: 'object', additionalProperties: false }, 'query', components),
       body: route.body ? compileValidator(route.body, 'body', components) : null,
     } satisfies Record<string, Validator | null>;
     const group = route.rateGroup ?? rateGroupFor(route.method, route.path);
@@ -82,9 +88,18 @@ export function buildRouter(services: AppServices, routes: AnyRoute[], component
   return router;
 }
 
-async function applyRateLimit(ctx: Context, services: AppServices, principal: Principal, group: keyof Principal['limits']) {
+async function applyRateLimit(
+  ctx: Context,
+  services: AppServices,
+  principal: Principal,
+  group: keyof Principal['limits'],
+) {
   const limit = principal.limits[group];
-  const decision = await services.rateLimiter.take(`${principal.bucketId}:${group}`, limit, services.clock.now());
+  const decision = await services.rateLimiter.take(
+    `${principal.bucketId}:${group}`,
+    limit,
+    services.clock.now(),
+  );
   ctx.set('X-RateLimit-Limit', String(decision.limit));
   ctx.set('X-RateLimit-Remaining', String(decision.remaining));
   ctx.set('X-RateLimit-Reset', String(decision.resetAt));
@@ -106,12 +121,19 @@ function isEmptyBody(ctx: Context): boolean {
 }
 
 function isEmptyObject(value: unknown): boolean {
-  return value === undefined || (typeof value === 'object' && value !== null && Object.keys(value).length === 0);
+  return (
+    value === undefined || (typeof value === 'object' && value !== null && Object.keys(value).length === 0)
+  );
 }
 
 function rejectNonJson(ctx: Context): void {
   if (isEmptyBody(ctx)) return;
   if (!ctx.is('application/json')) {
-    throw new ApiError(415, 'invalid_request_error', 'unsupported_media_type', 'Send request bodies as application/json.');
+    throw new ApiError(
+      415,
+      'invalid_request_error',
+      'unsupported_media_type',
+      'Send request bodies as application/json.',
+    );
   }
 }

@@ -1,6 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createApp } from './app.js';
+import type { AnyRoute } from './route.js';
 import type { AppServices } from './services.js';
 
 export interface ApiServer {
@@ -10,9 +11,12 @@ export interface ApiServer {
   close(timeoutMs?: number): Promise<void>;
 }
 
-export async function startApiServer(services: AppServices, host: string, port: number): Promise<ApiServer> {
-  const app = createApp(services);
-  const server = createServer({ requestTimeout: services.config.api.requestTimeoutMs, headersTimeout: 10_000, keepAliveTimeout: 5_000 }, app.callback());
+export async function startApiServer(services: AppServices, host: string, port: number, extraRoutes: AnyRoute[] = []): Promise<ApiServer> {
+  const app = createApp(services, extraRoutes);
+  const server = createServer(
+    { requestTimeout: services.config.api.requestTimeoutMs, headersTimeout: 10_000, keepAliveTimeout: 5_000 },
+    app.callback(),
+  );
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, () => {

@@ -11,7 +11,11 @@ addFormats.default(coercingAjv);
 
 export type Validator = (value: unknown) => unknown;
 
-export function compileValidator(schema: JsonSchema, where: 'query' | 'params' | 'body', components: JsonSchema): Validator {
+export function compileValidator(
+  schema: JsonSchema,
+  where: 'query' | 'params' | 'body',
+  components: JsonSchema,
+): Validator {
   const ajv = where === 'body' ? strictAjv : coercingAjv;
   const validate: ValidateFunction = ajv.compile({ ...schema, components });
   return (value) => {

@@ -62,7 +62,12 @@ export class Authenticator {
     const row = entry.row;
     // The hash is the lookup key, so equality is already established; the constant-time check guards
     // against a cache keyed by something weaker in future.
-    if (!row || !sameDigest(row.token_hash, hash) || keyStatus(row, now) === 'revoked' || keyStatus(row, now) === 'expired') {
+    if (
+      !row ||
+      !sameDigest(row.token_hash, hash) ||
+      keyStatus(row, now) === 'revoked' ||
+      keyStatus(row, now) === 'expired'
+    ) {
       throw errors.invalidCredential(UNKNOWN);
     }
     this.touch(row.id, now);
@@ -78,8 +83,10 @@ export class Authenticator {
 
   private async lookup(hash: string, now: number): Promise<CachedKey> {
     const cached = this.cache.get(hash);
-    if (cached && now - cached.fetchedAt < this.options.cacheSeconds * 1000 && now >= cached.fetchedAt) return cached;
-    const row: ApiKeyRow | null = (await this.options.db('api_keys').where({ token_hash: hash }).first()) ?? null;
+    if (cached && now - cached.fetchedAt < this.options.cacheSeconds * 1000 && now >= cached.fetchedAt)
+      return cached;
+    const row: ApiKeyRow | null =
+      (await this.options.db('api_keys').where({ token_hash: hash }).first()) ?? null;
     let bucketId = row?.bucket_id ?? '';
     let overrides = row?.rate_limits ? (JSON.parse(row.rate_limits) as RateLimitOverrides) : null;
     if (row?.type === 'publishable') {
@@ -98,7 +105,12 @@ export class Authenticator {
         overrides = owner.rate_limits ? (JSON.parse(owner.rate_limits) as RateLimitOverrides) : null;
       }
     }
-    const entry: CachedKey = { row, bucketId, limits: effectiveLimits(this.options.defaultLimits, overrides), fetchedAt: now };
+    const entry: CachedKey = {
+      row,
+      bucketId,
+      limits: effectiveLimits(this.options.defaultLimits, overrides),
+      fetchedAt: now,
+    };
     if (this.cache.size > 10_000) this.cache.clear();
     this.cache.set(hash, entry);
     return entry;
@@ -112,13 +124,19 @@ export class Authenticator {
   }
 
   private async widgetToken(token: string): Promise<Principal> {
-    const row = await this.options.db('widget_tokens').where({ token_hash: sha256Hex(token) }).first();
+    const row = await this.options
+      .db('widget_tokens')
+      .where({ token_hash: sha256Hex(token) })
+      .first();
     if (!row || row.expires_at <= this.options.clock.now()) throw errors.invalidCredential(UNKNOWN);
     return this.tokenPrincipal('widget_token', row.id, row.org_id, row.mode);
   }
 
   private async intentToken(token: string): Promise<Principal> {
-    const row = await this.options.db('refresh_intents').where({ mfa_token_hash: sha256Hex(token) }).first();
+    const row = await this.options
+      .db('refresh_intents')
+      .where({ mfa_token_hash: sha256Hex(token) })
+      .first();
     if (!row || row.mfa_expires_at === null || row.mfa_expires_at <= this.options.clock.now()) {
       throw errors.invalidCredential(UNKNOWN);
     }
@@ -126,12 +144,28 @@ export class Authenticator {
   }
 
   private async exchangeToken(token: string): Promise<Principal> {
-    const row = await this.options.db('exchange_tokens').where({ token_hash: sha256Hex(token) }).first();
-    if (!row || row.consumed_at !== null || row.expires_at <= this.options.clock.now()) throw errors.invalidCredential(UNKNOWN);
+    const row = await this.options
+      .db('exchange_tokens')
+      .where({ token_hash: sha256Hex(token) })
+      .first();
+    if (!row || row.consumed_at !== null || row.expires_at <= this.options.clock.now())
+      throw errors.invalidCredential(UNKNOWN);
     return this.tokenPrincipal('exchange_token', row.id, row.org_id, row.mode);
   }
 
-  private tokenPrincipal(kind: Principal['kind'], id: string, orgId: string, mode: Principal['mode']): Principal {
-    return { kind, orgId, mode, credentialId: id, bucketId: `${orgId}:${mode}:${kind}`, limits: this.options.defaultLimits };
+  private tokenPrincipal(
+    kind: Principal['kind'],
+    id: string,
+    orgId: string,
+    mode: Principal['mode'],
+  ): Principal {
+    return {
+      kind,
+      orgId,
+      mode,
+      credentialId: id,
+      bucketId: `${orgId}:${mode}:${kind}`,
+      limits: this.options.defaultLimits,
+    };
   }
 }

@@ -16,7 +16,9 @@ export async function findOwned<T extends { org_id: string; mode: string }>(
   const row: T | undefined = await db(table).where({ id, org_id: principal.orgId }).first();
   if (!row) throw errors.notFound(`No such ${noun}: '${id}'.`, 'id');
   if (row.mode !== principal.mode) {
-    throw errors.wrongMode(`The ${noun} '${id}' exists in ${row.mode} mode, but a ${principal.mode}-mode key was used.`);
+    throw errors.wrongMode(
+      `The ${noun} '${id}' exists in ${row.mode} mode, but a ${principal.mode}-mode key was used.`,
+    );
   }
   return row;
 }

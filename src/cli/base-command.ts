@@ -18,7 +18,10 @@ export abstract class BaseCommand extends Command {
 
   private cachedConfig: Readonly<Config> | null = null;
 
-  protected appConfig(home: string | undefined, overrides?: LoadConfigOptions['overrides']): Readonly<Config> {
+  protected appConfig(
+    home: string | undefined,
+    overrides?: LoadConfigOptions['overrides'],
+  ): Readonly<Config> {
     this.cachedConfig ??= loadConfig({ home, env: process.env, overrides });
     return this.cachedConfig;
   }
@@ -43,7 +46,8 @@ export abstract class BaseCommand extends Command {
 
   protected override async catch(error: Error & { exitCode?: number; oclif?: unknown }): Promise<unknown> {
     if (error instanceof ConfigError) this.error(error.message, { exit: 78 });
-    if (error instanceof ApiError) this.error(`${error.code}: ${error.message}`, { exit: error.status === 404 ? 4 : 1 });
+    if (error instanceof ApiError)
+      this.error(`${error.code}: ${error.message}`, { exit: error.status === 404 ? 4 : 1 });
     if (error.oclif) return super.catch(error);
     this.error(error.message, { exit: 1 });
   }

@@ -12,5 +12,10 @@ export async function resolveOrg(db: Knex, flag: string | undefined): Promise<st
   if (flag) return flag;
   const orgs: { id: string }[] = await db('organisations').select('id').limit(2);
   if (orgs.length === 1) return orgs[0]!.id;
-  throw errors.missingParameter('org', orgs.length === 0 ? 'No organisation exists yet; run `svc install`.' : 'Several organisations exist; name one with --org.');
+  throw errors.missingParameter(
+    'org',
+    orgs.length === 0
+      ? 'No organisation exists yet; run `svc install`.'
+      : 'Several organisations exist; name one with --org.',
+  );
 }

@@ -1,5 +1,11 @@
 /** The spec's constants and the appliance's settings, each with the spec's value as its default. */
-export const RATE_GROUPS = ['read', 'sync_write', 'widget_tokens', 'resource_write', 'webhook_deliveries'] as const;
+export const RATE_GROUPS = [
+  'read',
+  'sync_write',
+  'widget_tokens',
+  'resource_write',
+  'webhook_deliveries',
+] as const;
 export type RateGroup = (typeof RATE_GROUPS)[number];
 
 export interface RateLimit {
@@ -22,9 +28,15 @@ export interface Config {
   rateLimits: Record<RateGroup, RateLimit>;
   rateLimitStore: 'auto' | 'memory' | 'database';
   idempotency: { ttlHours: number };
-  supervisor: { restartDelaysMs: number[]; crashLoopRestarts: number; crashLoopWindowSeconds: number; shutdownTimeoutSeconds: number };
+  supervisor: {
+    restartDelaysMs: number[];
+    crashLoopRestarts: number;
+    crashLoopWindowSeconds: number;
+    shutdownTimeoutSeconds: number;
+  };
   scheduler: { cron: string; syncIntervalMinutes: number; concurrency: number; leaseSeconds: number };
   dispatcher: { pollIntervalMs: number; concurrency: number; leaseSeconds: number };
+  webhooks: { allowPrivateAddresses: boolean; secretRollGraceSeconds: number };
 }
 
 export function defaultConfig(home: string): Config {
@@ -35,7 +47,13 @@ export function defaultConfig(home: string): Config {
     masterKeyFile: `${home}/master.key`,
     masterKey: '',
     clockOffsetMs: 0,
-    api: { host: '127.0.0.1', port: 8080, baseUrl: '', bodyLimitBytes: 1024 * 1024, requestTimeoutMs: 30_000 },
+    api: {
+      host: '127.0.0.1',
+      port: 8080,
+      baseUrl: '',
+      bodyLimitBytes: 1024 * 1024,
+      requestTimeoutMs: 30_000,
+    },
     metrics: { host: '127.0.0.1', port: 9464 },
     log: { level: 'info' },
     auth: { cacheSeconds: 5 },
@@ -56,5 +74,6 @@ export function defaultConfig(home: string): Config {
     },
     scheduler: { cron: '* * * * *', syncIntervalMinutes: 240, concurrency: 4, leaseSeconds: 120 },
     dispatcher: { pollIntervalMs: 500, concurrency: 16, leaseSeconds: 60 },
+    webhooks: { allowPrivateAddresses: false, secretRollGraceSeconds: 86_400 },
   };
 }

@@ -10,7 +10,9 @@ export class ConfigError extends Error {
 }
 
 type Source = { name: string };
-type DeepPartial<T> = { [K in keyof T]?: T[K] extends object ? (T[K] extends unknown[] ? T[K] : DeepPartial<T[K]>) : T[K] };
+type DeepPartial<T> = {
+  [K in keyof T]?: T[K] extends object ? (T[K] extends unknown[] ? T[K] : DeepPartial<T[K]>) : T[K];
+};
 
 export interface LoadConfigOptions {
   /** `--home`; otherwise SVC_HOME; otherwise ~/.svc. */
@@ -52,7 +54,8 @@ export function loadConfig(options: LoadConfigOptions = {}): Readonly<Config> {
     mergeInto(config, fromFile as Record<string, unknown>, [], sources, { name: filePath });
   }
   applyEnvironment(config, [], env, sources);
-  if (options.overrides) mergeInto(config, options.overrides as Record<string, unknown>, [], sources, { name: 'flag' });
+  if (options.overrides)
+    mergeInto(config, options.overrides as Record<string, unknown>, [], sources, { name: 'flag' });
   config.home = home;
 
   validate(config, sources);
@@ -92,7 +95,8 @@ function parseEnvValue(raw: string, current: unknown, name: string): unknown {
     return value;
   }
   if (typeof current === 'boolean') {
-    if (raw !== 'true' && raw !== 'false') throw new ConfigError(`${name} must be true or false, got "${raw}".`);
+    if (raw !== 'true' && raw !== 'false')
+      throw new ConfigError(`${name} must be true or false, got "${raw}".`);
     return raw === 'true';
   }
   if (Array.isArray(current)) {

@@ -86,5 +86,13 @@ export const configSchema = {
         leaseSeconds: { type: 'integer', minimum: 1 },
       },
     },
+    webhooks: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        allowPrivateAddresses: { type: 'boolean' },
+        secretRollGraceSeconds: { type: 'integer', minimum: 0, maximum: 604_800 },
+      },
+    },
   },
 } as const;

@@ -18,8 +18,23 @@ export function isUniqueViolation(error: unknown): boolean {
 /** The database cannot be reached (down, restarting, refusing connections): a 503, not a 500. */
 export function isUnavailableError(error: unknown): boolean {
   const { code, message } = (error as DriverError) ?? {};
-  if (code && ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', '57P01', '57P02', '57P03', '08006', '08001'].includes(code))
+  if (
+    code &&
+    [
+      'ECONNREFUSED',
+      'ECONNRESET',
+      'ETIMEDOUT',
+      'EPIPE',
+      '57P01',
+      '57P02',
+      '57P03',
+      '08006',
+      '08001',
+    ].includes(code)
+  )
     return true;
   if (isBusyError(error)) return true;
-  return /Knex: Timeout acquiring a connection|Connection terminated|database did not answer/.test(message ?? '');
+  return /Knex: Timeout acquiring a connection|Connection terminated|database did not answer/.test(
+    message ?? '',
+  );
 }

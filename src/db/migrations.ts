@@ -75,7 +75,8 @@ async function withMigrationLock<T>(db: Database, work: () => Promise<T>): Promi
   try {
     await client.query("select pg_advisory_lock(hashtext(current_schema() || '.svc_migrate'))");
     try {
-      if (await db.knex.schema.hasTable(`${TABLE}_lock`)) await db.knex.migrate.forceFreeMigrationsLock(config);
+      if (await db.knex.schema.hasTable(`${TABLE}_lock`))
+        await db.knex.migrate.forceFreeMigrationsLock(config);
       return await work();
     } finally {
       await client.query("select pg_advisory_unlock(hashtext(current_schema() || '.svc_migrate'))");

@@ -3,9 +3,9 @@ import { createRequire } from 'node:module';
 const require = createRequire(import.meta.url);
 // knex's own sqlite3 client and transaction classes; we subclass them to change one statement.
 const ClientSqlite3: new (...args: unknown[]) => object = require('knex/lib/dialects/sqlite3/index.js');
-const TransactionSqlite: new (...args: unknown[]) => { query(conn: unknown, sql: string): unknown } = require(
-  'knex/lib/dialects/sqlite3/execution/sqlite-transaction.js',
-);
+const TransactionSqlite: new (...args: unknown[]) => {
+  query(conn: unknown, sql: string): unknown;
+} = require('knex/lib/dialects/sqlite3/execution/sqlite-transaction.js');
 
 /**
  * A transaction opened with plain `BEGIN` that reads first and writes later fails at once with SQLITE_BUSY

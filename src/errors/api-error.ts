@@ -3,11 +3,7 @@
  * (the API's error middleware) and to a CLI exit code once (the base command).
  */
 export type ErrorType =
-  | 'invalid_request_error'
-  | 'authentication_error'
-  | 'permission_error'
-  | 'rate_limit_error'
-  | 'api_error';
+  'invalid_request_error' | 'authentication_error' | 'permission_error' | 'rate_limit_error' | 'api_error';
 
 export interface ErrorEnvelope {
   error: { type: ErrorType; code: string; message: string; param?: string; request_id?: string };
@@ -44,8 +40,10 @@ export const errors = {
     new ApiError(404, 'invalid_request_error', 'resource_missing', message, param),
   conflict: (code: string, message: string, headers: Record<string, string> = {}) =>
     new ApiError(409, 'invalid_request_error', code, message, undefined, headers),
-  invalidCredential: (message: string) => new ApiError(401, 'authentication_error', 'invalid_credential', message),
-  insufficientScope: (message: string) => new ApiError(403, 'permission_error', 'insufficient_scope', message),
+  invalidCredential: (message: string) =>
+    new ApiError(401, 'authentication_error', 'invalid_credential', message),
+  insufficientScope: (message: string) =>
+    new ApiError(403, 'permission_error', 'insufficient_scope', message),
   wrongMode: (message: string) => new ApiError(403, 'permission_error', 'wrong_mode', message),
   unavailable: (message: string, retryAfterSeconds: number) =>
     new ApiError(503, 'api_error', 'service_unavailable', message, undefined, {

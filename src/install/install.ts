@@ -1,7 +1,7 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Clock } from '../clock/clock.js';
-import { CONFIG_FILE, loadConfig } from '../config/load-config.js';
+import { CONFIG_FILE, loadConfig, maskUrl } from '../config/load-config.js';
 import { openDatabase } from '../db/database.js';
 import { migrateUp } from '../db/migrations.js';
 import { createApiKey } from '../keys/keys.js';
@@ -63,7 +63,11 @@ export async function install(options: InstallOptions): Promise<InstallResult> {
         const org = await createOrganisation(trx, 'Default organisation', options.actor, now);
         const base = { brand: config.brand, orgId: org.id, mode: 'test' as const, actor: options.actor, now };
         const secret = await createApiKey(trx, { ...base, type: 'secret', name: 'Default test secret key' });
-        const publishable = await createApiKey(trx, { ...base, type: 'publishable', name: 'Default test publishable key' });
+        const publishable = await createApiKey(trx, {
+          ...base,
+          type: 'publishable',
+          name: 'Default test publishable key',
+        });
         return { organisation: org, keys: { secret: secret.secret, publishable: publishable.secret } };
       }));
     }
@@ -96,8 +100,13 @@ function writeConfigFile(path: string, options: InstallOptions): void {
     ['brand', options.brand],
     ['databaseUrl', options.databaseUrl],
   ] as const) {
-    if (wanted !== undefined && (existing[key] ?? (key === 'brand' ? 'svc' : undefined)) !== wanted) {
-      throw new Error(`${path} already sets ${key}; edit the file to change it (svc install never rewrites it).`);
+    const current = existing[key] ?? (key === 'brand' ? 'svc' : undefined);
+    if (wanted !== undefined && current !== wanted) {
+      const show = (value: unknown) =>
+        value === undefined ? 'the default SQLite file' : `"${maskUrl(String(value))}"`;
+      throw new Error(
+        `This installation already uses ${key} ${show(current)} (${path}); svc install will not change it to ${show(wanted)}, because the keys and data already issued depend on it.`,
+      );
     }
   }
 }

@@ -34,7 +34,14 @@ const KEY_PATTERN = new RegExp(
 export function parseApiKey(token: string, brand: string): ParsedKey | null {
   const match = KEY_PATTERN.exec(token);
   if (!match) return null;
-  const [, keyBrand, typeCode, mode, body, sum] = match as unknown as [string, string, 'sk' | 'pk', Mode, string, string];
+  const [, keyBrand, typeCode, mode, body, sum] = match as unknown as [
+    string,
+    string,
+    'sk' | 'pk',
+    Mode,
+    string,
+    string,
+  ];
   if (keyBrand !== brand) return null;
   const prefix = `${keyBrand}_${typeCode}_${mode}_`;
   if (checksum(prefix + body) !== sum) return null;

@@ -97,7 +97,14 @@ export async function createApiKey(trx: Knex, input: CreateKeyInput): Promise<Is
   const issued = await insertKey(trx, { ...input, id, bucketId: id, rotatedFrom: null, expiresAt: null });
   await recordAudit(
     trx,
-    { orgId: input.orgId, actor: input.actor, action: 'api_key.created', targetType: 'api_key', targetId: id, details: { mode: input.mode, type: input.type, rate_limits: input.rateLimits ?? null } },
+    {
+      orgId: input.orgId,
+      actor: input.actor,
+      action: 'api_key.created',
+      targetType: 'api_key',
+      targetId: id,
+      details: { mode: input.mode, type: input.type, rate_limits: input.rateLimits ?? null },
+    },
     input.now,
   );
   return issued;
@@ -105,7 +112,12 @@ export async function createApiKey(trx: Knex, input: CreateKeyInput): Promise<Is
 
 async function insertKey(
   trx: Knex,
-  input: CreateKeyInput & { id: string; bucketId: string; rotatedFrom: string | null; expiresAt: number | null },
+  input: CreateKeyInput & {
+    id: string;
+    bucketId: string;
+    rotatedFrom: string | null;
+    expiresAt: number | null;
+  },
 ): Promise<IssuedKey> {
   const secret = generateApiKey(input.brand, input.type, input.mode);
   const row: ApiKeyRow = {
@@ -117,7 +129,8 @@ async function insertKey(
     prefix: secret.slice(0, secret.indexOf(`_${input.mode}_`) + input.mode.length + 2),
     last4: secret.slice(-4),
     name: input.name ?? null,
-    rate_limits: input.rateLimits && Object.keys(input.rateLimits).length > 0 ? JSON.stringify(input.rateLimits) : null,
+    rate_limits:
+      input.rateLimits && Object.keys(input.rateLimits).length > 0 ? JSON.stringify(input.rateLimits) : null,
     bucket_id: input.bucketId,
     rotated_from: input.rotatedFrom,
     rotated_to: null,
@@ -130,7 +143,11 @@ async function insertKey(
   return { key: presentKey(row, input.now), secret };
 }
 
-export async function listApiKeys(db: Knex, filter: { orgId?: string; includeRevoked?: boolean }, now: number): Promise<ApiKeyView[]> {
+export async function listApiKeys(
+  db: Knex,
+  filter: { orgId?: string; includeRevoked?: boolean },
+  now: number,
+): Promise<ApiKeyView[]> {
   const query = db<ApiKeyRow>('api_keys').select('*').orderBy('created_at').orderBy('id');
   if (filter.orgId) query.where('org_id', filter.orgId);
   if (!filter.includeRevoked) query.whereNull('revoked_at');
@@ -156,7 +173,11 @@ export async function rotateApiKey(
   if (status === 'revoked' || status === 'expired') {
     throw errors.conflict('key_inactive', `API key ${old.id} is ${status} and cannot be rotated.`);
   }
-  if (old.rotated_to) throw errors.conflict('key_already_rotated', `API key ${old.id} was already rotated to ${old.rotated_to}.`);
+  if (old.rotated_to)
+    throw errors.conflict(
+      'key_already_rotated',
+      `API key ${old.id} was already rotated to ${old.rotated_to}.`,
+    );
   const id = newId('key');
   const issued = await insertKey(trx, {
     brand: input.brand,
@@ -176,17 +197,37 @@ export async function rotateApiKey(
   await trx('api_keys').where({ id: old.id }).update({ rotated_to: id, expires_at: expiresAt });
   await recordAudit(
     trx,
-    { orgId: old.org_id, actor: input.actor, action: 'api_key.rotated', targetType: 'api_key', targetId: old.id, details: { successor: id, grace_seconds: input.graceSeconds } },
+    {
+      orgId: old.org_id,
+      actor: input.actor,
+      action: 'api_key.rotated',
+      targetType: 'api_key',
+      targetId: old.id,
+      details: { successor: id, grace_seconds: input.graceSeconds },
+    },
     input.now,
   );
   return { ...issued, previous: presentKey({ ...old, rotated_to: id, expires_at: expiresAt }, input.now) };
 }
 
-export async function revokeApiKey(trx: Knex, input: { keyId: string; actor: string; now: number }): Promise<ApiKeyView> {
+export async function revokeApiKey(
+  trx: Knex,
+  input: { keyId: string; actor: string; now: number },
+): Promise<ApiKeyView> {
   const row = await loadKey(trx, input.keyId);
   if (row.revoked_at !== null) return presentKey(row, input.now);
   await trx('api_keys').where({ id: row.id }).update({ revoked_at: input.now });
-  await recordAudit(trx, { orgId: row.org_id, actor: input.actor, action: 'api_key.revoked', targetType: 'api_key', targetId: row.id }, input.now);
+  await recordAudit(
+    trx,
+    {
+      orgId: row.org_id,
+      actor: input.actor,
+      action: 'api_key.revoked',
+      targetType: 'api_key',
+      targetId: row.id,
+    },
+    input.now,
+  );
   return presentKey({ ...row, revoked_at: input.now }, input.now);
 }
 
@@ -195,12 +236,22 @@ export async function setKeyRateLimits(
   input: { keyId: string; rateLimits: RateLimitOverrides; actor: string; now: number },
 ): Promise<ApiKeyView> {
   const row = await loadKey(trx, input.keyId);
-  const merged = { ...(row.rate_limits ? (JSON.parse(row.rate_limits) as RateLimitOverrides) : {}), ...input.rateLimits };
+  const merged = {
+    ...(row.rate_limits ? (JSON.parse(row.rate_limits) as RateLimitOverrides) : {}),
+    ...input.rateLimits,
+  };
   const rateLimits = JSON.stringify(merged);
   await trx('api_keys').where({ id: row.id }).update({ rate_limits: rateLimits });
   await recordAudit(
     trx,
-    { orgId: row.org_id, actor: input.actor, action: 'api_key.rate_limits_changed', targetType: 'api_key', targetId: row.id, details: { rate_limits: merged } },
+    {
+      orgId: row.org_id,
+      actor: input.actor,
+      action: 'api_key.rate_limits_changed',
+      targetType: 'api_key',
+      targetId: row.id,
+      details: { rate_limits: merged },
+    },
     input.now,
   );
   return presentKey({ ...row, rate_limits: rateLimits }, input.now);

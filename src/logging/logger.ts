@@ -6,7 +6,11 @@ export type { Logger };
  * JSON lines on stdout. Redaction is the second line of defence: no code passes a secret to the logger,
  * but a header or body that slips into a log object is masked by path.
  */
-export function createLogger(options: { level: string; name: string; destination?: DestinationStream }): Logger {
+export function createLogger(options: {
+  level: string;
+  name: string;
+  destination?: DestinationStream;
+}): Logger {
   return pino(
     {
       level: options.level,

@@ -57,7 +57,8 @@ export async function startMetricsServer(metrics: HttpMetrics, host: string, por
     }
     metrics.registry.metrics().then(
       (text) => res.writeHead(200, { 'content-type': metrics.registry.contentType }).end(text),
-      (error: Error) => res.writeHead(500, { 'content-type': 'text/plain' }).end(`metrics unavailable: ${error.message}\n`),
+      (error: Error) =>
+        res.writeHead(500, { 'content-type': 'text/plain' }).end(`metrics unavailable: ${error.message}\n`),
     );
   });
   await new Promise<void>((resolve, reject) => {

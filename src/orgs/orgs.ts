@@ -24,14 +24,23 @@ const present = (row: OrganisationRow): Organisation => ({
   created_at: toIso(row.created_at)!,
 });
 
-export async function createOrganisation(trx: Knex, name: string, actor: string, now: number): Promise<Organisation> {
+export async function createOrganisation(
+  trx: Knex,
+  name: string,
+  actor: string,
+  now: number,
+): Promise<Organisation> {
   const trimmed = name.trim();
   if (trimmed.length === 0 || trimmed.length > 200) {
     throw errors.invalidParameter('name', 'An organisation name must have 1 to 200 characters.');
   }
   const row: OrganisationRow = { id: newId('org'), name: trimmed, created_at: now };
   await trx('organisations').insert(row);
-  await recordAudit(trx, { orgId: row.id, actor, action: 'organisation.created', targetType: 'organisation', targetId: row.id }, now);
+  await recordAudit(
+    trx,
+    { orgId: row.id, actor, action: 'organisation.created', targetType: 'organisation', targetId: row.id },
+    now,
+  );
   return present(row);
 }
 

@@ -17,7 +17,9 @@ export interface Role {
 }
 
 function waitForAbort(signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => (signal.aborted ? resolve() : signal.addEventListener('abort', () => resolve(), { once: true })));
+  return new Promise((resolve) =>
+    signal.aborted ? resolve() : signal.addEventListener('abort', () => resolve(), { once: true }),
+  );
 }
 
 async function openServices(config: Readonly<Config>, role: RoleName) {
@@ -39,8 +41,14 @@ const api: Role = {
   async run(config, signal, ready) {
     const services = await openServices(config, 'api');
     const server = await startApiServer(services, config.api.host, config.api.port);
-    const metrics = config.metrics.port > 0 ? await startMetricsServer(services.metrics, config.metrics.host, config.metrics.port) : null;
-    services.logger.info({ url: server.url, metrics: metrics ? `${config.metrics.host}:${config.metrics.port}` : 'off' }, 'api listening');
+    const metrics =
+      config.metrics.port > 0
+        ? await startMetricsServer(services.metrics, config.metrics.host, config.metrics.port)
+        : null;
+    services.logger.info(
+      { url: server.url, metrics: metrics ? `${config.metrics.host}:${config.metrics.port}` : 'off' },
+      'api listening',
+    );
     ready();
     await waitForAbort(signal);
     services.logger.info('api draining in-flight requests');
@@ -57,10 +65,15 @@ const scheduler: Role = {
     const services = await openServices(config, 'scheduler');
     let running: Promise<void> = Promise.resolve();
     const tick = () => {
-      running = runHousekeeping(services).catch((error: Error) => services.logger.error({ err: error }, 'scheduler tick failed'));
+      running = runHousekeeping(services).catch((error: Error) =>
+        services.logger.error({ err: error }, 'scheduler tick failed'),
+      );
     };
     const cron = new Cron(config.scheduler.cron, { protect: true }, tick);
-    services.logger.info({ cron: config.scheduler.cron, next: cron.nextRun()?.toISOString() }, 'scheduler started');
+    services.logger.info(
+      { cron: config.scheduler.cron, next: cron.nextRun()?.toISOString() },
+      'scheduler started',
+    );
     ready();
     await waitForAbort(signal);
     cron.stop();
@@ -81,7 +94,9 @@ const dispatcher: Role = {
     while (!signal.aborted) {
       await sleep(config.dispatcher.pollIntervalMs * 20, undefined, { signal }).catch(() => undefined);
       if (signal.aborted) break;
-      await services.db.ping().catch((error: Error) => services.logger.warn({ err: error.message }, 'database not answering'));
+      await services.db
+        .ping()
+        .catch((error: Error) => services.logger.warn({ err: error.message }, 'database not answering'));
     }
     await services.db.close();
     services.logger.info('dispatcher stopped');
@@ -91,7 +106,10 @@ const dispatcher: Role = {
 export const ROLES: Record<RoleName, Role> = { api, scheduler, dispatcher };
 
 export function parseRoles(text: string): RoleName[] {
-  const names = text.split(',').map((name) => name.trim()).filter(Boolean);
+  const names = text
+    .split(',')
+    .map((name) => name.trim())
+    .filter(Boolean);
   const unknown = names.filter((name) => !(ROLE_NAMES as readonly string[]).includes(name));
   if (unknown.length > 0 || names.length === 0) {
     throw new Error(`--roles takes a comma-separated list of ${ROLE_NAMES.join(', ')}; got "${text}".`);

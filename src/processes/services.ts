@@ -17,7 +17,11 @@ export interface ServiceOverrides {
 }
 
 /** The composition root: one place builds the database handle and services for a process and passes them down. */
-export function buildServices(config: Readonly<Config>, role: string, overrides: ServiceOverrides = {}): AppServices {
+export function buildServices(
+  config: Readonly<Config>,
+  role: string,
+  overrides: ServiceOverrides = {},
+): AppServices {
   const db = overrides.db ?? openDatabase({ url: config.databaseUrl });
   const clock = overrides.clock ?? offsetClock(config.clockOffsetMs);
   const logger = overrides.logger ?? createLogger({ level: config.log.level, name: role });
@@ -29,8 +33,8 @@ export function buildServices(config: Readonly<Config>, role: string, overrides:
     defaultLimits: config.rateLimits,
     cacheSeconds: config.auth.cacheSeconds,
     onKeyUsed: (keyId, at) => {
-      db.transaction((trx) => trx('api_keys').where({ id: keyId }).update({ last_used_at: at })).catch((error: Error) =>
-        logger.warn({ err: error.message, key: keyId }, 'could not record key use'),
+      db.transaction((trx) => trx('api_keys').where({ id: keyId }).update({ last_used_at: at })).catch(
+        (error: Error) => logger.warn({ err: error.message, key: keyId }, 'could not record key use'),
       );
     },
   });
@@ -47,6 +51,11 @@ export function buildServices(config: Readonly<Config>, role: string, overrides:
 }
 
 function chooseRateLimiter(config: Readonly<Config>, db: Database): RateLimiter {
-  const store = config.rateLimitStore === 'auto' ? (db.engine === 'postgres' ? 'database' : 'memory') : config.rateLimitStore;
+  const store =
+    config.rateLimitStore === 'auto'
+      ? db.engine === 'postgres'
+        ? 'database'
+        : 'memory'
+      : config.rateLimitStore;
   return store === 'database' ? new DatabaseRateLimiter(db.knex) : new MemoryRateLimiter();
 }

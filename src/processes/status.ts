@@ -64,7 +64,10 @@ export async function collectStatus(config: Readonly<Config>, now = Date.now()):
       role: child.role,
       pid: child.pid,
       status: child.status,
-      uptime_seconds: child.started_at && child.pid ? Math.max(0, Math.round((now - Date.parse(child.started_at)) / 1000)) : null,
+      uptime_seconds:
+        child.started_at && child.pid
+          ? Math.max(0, Math.round((now - Date.parse(child.started_at)) / 1000))
+          : null,
       restarts: child.restarts,
       last_exit: child.last_exit,
     })),
@@ -89,7 +92,15 @@ export async function collectStatus(config: Readonly<Config>, now = Date.now()):
     return {
       home: config.home,
       processes,
-      database: { engine: db.engine, location: db.describe(), reachable: false, error: (error as Error).message, schema_version: null, pending_migrations: 0, size_bytes: null },
+      database: {
+        engine: db.engine,
+        location: db.describe(),
+        reachable: false,
+        error: (error as Error).message,
+        schema_version: null,
+        pending_migrations: 0,
+        size_bytes: null,
+      },
       queues: null,
     };
   } finally {

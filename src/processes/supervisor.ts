@@ -199,7 +199,14 @@ export class Supervisor {
       pid: process.pid,
       started_at: this.startedAt.toISOString(),
       roles: this.roles,
-      children: this.children.map(({ role, pid, status, started_at, restarts, last_exit }) => ({ role, pid, status, started_at, restarts, last_exit })),
+      children: this.children.map(({ role, pid, status, started_at, restarts, last_exit }) => ({
+        role,
+        pid,
+        status,
+        started_at,
+        restarts,
+        last_exit,
+      })),
     };
   }
 

@@ -19,7 +19,8 @@ export class MemoryRateLimiter implements RateLimiter {
 
   private prune(now: number, limit: RateLimit): void {
     const fullAfterMs = (limit.burst / limit.perMinute) * 60_000;
-    for (const [key, state] of this.buckets) if (now - state.updatedAt > fullAfterMs) this.buckets.delete(key);
+    for (const [key, state] of this.buckets)
+      if (now - state.updatedAt > fullAfterMs) this.buckets.delete(key);
   }
 }
 
@@ -32,19 +33,31 @@ export class DatabaseRateLimiter implements RateLimiter {
   constructor(private readonly db: Knex) {}
 
   async take(bucketKey: string, limit: RateLimit, now: number): Promise<Decision> {
-    const rate = limit.perMinute / 60_000;
-    const refilled = `(CASE WHEN rate_limit_buckets.tokens + (? - rate_limit_buckets.updated_at) * ? > ? THEN ? ELSE rate_limit_buckets.tokens + (CASE WHEN ? > rate_limit_buckets.updated_at THEN ? - rate_limit_buckets.updated_at ELSE 0 END) * ? END)`;
-    const refillBindings = [now, rate, limit.burst, limit.burst, now, now, rate];
+    // Casts fix the parameters' types, which Postgres would otherwise infer from the bigint columns.
+    const elapsed =
+      'CASE WHEN CAST(:now AS BIGINT) > rate_limit_buckets.updated_at THEN CAST(:now AS BIGINT) - rate_limit_buckets.updated_at ELSE 0 END';
+    const grown = `rate_limit_buckets.tokens + (${elapsed}) * CAST(:rate AS DOUBLE PRECISION)`;
+    const refilled = `(CASE WHEN ${grown} > CAST(:burst AS DOUBLE PRECISION) THEN CAST(:burst AS DOUBLE PRECISION) ELSE ${grown} END)`;
     const result = await this.db.raw(
-      `INSERT INTO rate_limit_buckets (bucket_key, tokens, allowed, updated_at) VALUES (?, ?, ?, ?)
+      `INSERT INTO rate_limit_buckets (bucket_key, tokens, allowed, updated_at)
+       VALUES (:key, CAST(:burst AS DOUBLE PRECISION) - 1, true, CAST(:now AS BIGINT))
        ON CONFLICT (bucket_key) DO UPDATE SET
          tokens = CASE WHEN ${refilled} >= 1 THEN ${refilled} - 1 ELSE ${refilled} END,
          allowed = CASE WHEN ${refilled} >= 1 THEN true ELSE false END,
-         updated_at = CASE WHEN ? > rate_limit_buckets.updated_at THEN ? ELSE rate_limit_buckets.updated_at END
+         updated_at = CASE WHEN CAST(:now AS BIGINT) > rate_limit_buckets.updated_at
+           THEN CAST(:now AS BIGINT) ELSE rate_limit_buckets.updated_at END
        RETURNING tokens, allowed, updated_at`,
-      [bucketKey, limit.burst - 1, true, now, ...refillBindings, ...refillBindings, ...refillBindings, ...refillBindings, now, now],
+      { key: bucketKey, now, rate: limit.perMinute / 60_000, burst: limit.burst },
     );
-    const row = (Array.isArray(result) ? result[0] : result.rows[0]) as { tokens: number; allowed: boolean | number; updated_at: number };
-    return describe(Boolean(row.allowed), { tokens: Number(row.tokens), updatedAt: Number(row.updated_at) }, limit);
+    const row = (Array.isArray(result) ? result[0] : result.rows[0]) as {
+      tokens: number;
+      allowed: boolean | number;
+      updated_at: number;
+    };
+    return describe(
+      Boolean(row.allowed),
+      { tokens: Number(row.tokens), updatedAt: Number(row.updated_at) },
+      limit,
+    );
   }
 }

@@ -6,19 +6,32 @@ export type RateLimitOverrides = Partial<Record<RateGroup, RateLimit>>;
  * Parses `group=perMinute[:burst]` items (`read=1000`, `sync_write=60:20`). Without a burst, the burst
  * keeps the default's ratio to the limit (100/min with 20 → 1000/min with 200).
  */
-export function parseRateLimitOverrides(items: string[], defaults: Record<RateGroup, RateLimit>): RateLimitOverrides {
+export function parseRateLimitOverrides(
+  items: string[],
+  defaults: Record<RateGroup, RateLimit>,
+): RateLimitOverrides {
   const overrides: RateLimitOverrides = {};
   for (const item of items) {
     const match = /^([a-z_]+)=(\d+)(?::(\d+))?$/.exec(item.trim());
-    if (!match) throw new Error(`Rate limit "${item}" must look like group=perMinute or group=perMinute:burst.`);
-    const [, group, perMinuteText, burstText] = match as unknown as [string, string, string, string | undefined];
+    if (!match)
+      throw new Error(`Rate limit "${item}" must look like group=perMinute or group=perMinute:burst.`);
+    const [, group, perMinuteText, burstText] = match as unknown as [
+      string,
+      string,
+      string,
+      string | undefined,
+    ];
     if (!(RATE_GROUPS as readonly string[]).includes(group)) {
       throw new Error(`Unknown rate-limit group "${group}"; the groups are ${RATE_GROUPS.join(', ')}.`);
     }
     const perMinute = Number(perMinuteText);
     const base = defaults[group as RateGroup];
-    const burst = burstText === undefined ? Math.max(1, Math.round((perMinute * base.burst) / base.perMinute)) : Number(burstText);
-    if (perMinute < 1 || burst < 1) throw new Error(`Rate limit "${item}" must be at least 1 per minute with a burst of at least 1.`);
+    const burst =
+      burstText === undefined
+        ? Math.max(1, Math.round((perMinute * base.burst) / base.perMinute))
+        : Number(burstText);
+    if (perMinute < 1 || burst < 1)
+      throw new Error(`Rate limit "${item}" must be at least 1 per minute with a burst of at least 1.`);
     overrides[group as RateGroup] = { perMinute, burst };
   }
   return overrides;

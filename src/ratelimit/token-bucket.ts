@@ -22,13 +22,20 @@ export interface Decision {
  */
 export function take(state: BucketState | undefined, limit: RateLimit, now: number): Decision {
   const ratePerMs = limit.perMinute / 60_000;
-  const refilled = state ? Math.min(limit.burst, state.tokens + Math.max(0, now - state.updatedAt) * ratePerMs) : limit.burst;
+  const refilled = state
+    ? Math.min(limit.burst, state.tokens + Math.max(0, now - state.updatedAt) * ratePerMs)
+    : limit.burst;
   const allowed = refilled >= 1;
   const tokens = allowed ? refilled - 1 : refilled;
   return describe(allowed, { tokens, updatedAt: now }, limit, ratePerMs);
 }
 
-export function describe(allowed: boolean, state: BucketState, limit: RateLimit, ratePerMs = limit.perMinute / 60_000): Decision {
+export function describe(
+  allowed: boolean,
+  state: BucketState,
+  limit: RateLimit,
+  ratePerMs = limit.perMinute / 60_000,
+): Decision {
   const untilFull = (limit.burst - state.tokens) / ratePerMs;
   const untilOne = allowed ? 0 : (1 - state.tokens) / ratePerMs;
   return {

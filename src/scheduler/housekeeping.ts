@@ -4,19 +4,31 @@ import type { AppServices } from '../api/services.js';
  * Periodic clean-up that any scheduler may run: whichever wins the tick (a conditional update of its
  * `cron_ticks` row) does the work, so several schedulers never repeat it.
  */
-export async function runHousekeeping(services: Pick<AppServices, 'db' | 'clock' | 'config' | 'logger'>): Promise<void> {
+export async function runHousekeeping(
+  services: Pick<AppServices, 'db' | 'clock' | 'config' | 'logger'>,
+): Promise<void> {
   const now = services.clock.now();
   const won = await winTick(services, 'housekeeping', now, 50_000);
   if (!won) return;
   const cutoff = now - services.config.idempotency.ttlHours * 3_600_000;
-  const removed = await services.db.transaction((trx) => trx('idempotency_keys').where('created_at', '<', cutoff).delete());
+  const removed = await services.db.transaction((trx) =>
+    trx('idempotency_keys').where('created_at', '<', cutoff).delete(),
+  );
   services.logger.info({ idempotency_keys_removed: removed }, 'housekeeping done');
 }
 
 /** True for exactly one caller per `minIntervalMs`, across processes. */
-export async function winTick(services: Pick<AppServices, 'db'>, name: string, now: number, minIntervalMs: number): Promise<boolean> {
+export async function winTick(
+  services: Pick<AppServices, 'db'>,
+  name: string,
+  now: number,
+  minIntervalMs: number,
+): Promise<boolean> {
   return services.db.transaction(async (trx) => {
-    const updated = await trx('cron_ticks').where({ name }).where('last_run_at', '<=', now - minIntervalMs).update({ last_run_at: now });
+    const updated = await trx('cron_ticks')
+      .where({ name })
+      .where('last_run_at', '<=', now - minIntervalMs)
+      .update({ last_run_at: now });
     if (updated > 0) return true;
     const exists = await trx('cron_ticks').where({ name }).first('name');
     if (exists) return false;

@@ -36,11 +36,17 @@ export function loadSecretBox(options: { masterKeyFile: string; masterKey: strin
     throw new Error(`No master key at ${options.masterKeyFile}. Run \`svc install\` first.`);
   }
   if ((statSync(options.masterKeyFile).mode & 0o077) !== 0) {
-    throw new Error(`${options.masterKeyFile} is readable by other users; run \`chmod 600 ${options.masterKeyFile}\`.`);
+    throw new Error(
+      `${options.masterKeyFile} is readable by other users; run \`chmod 600 ${options.masterKeyFile}\`.`,
+    );
   }
   const contents = JSON.parse(readFileSync(options.masterKeyFile, 'utf8')) as MasterKeyFileContents;
   const keys = contents.keys.map((k) => ({ id: k.id, key: Buffer.from(k.key, 'base64') }));
   const active = keys.find((k) => k.id === contents.active);
-  if (!active) throw new Error(`${options.masterKeyFile} names active key ${contents.active}, which it does not hold.`);
-  return new SecretBox(active, keys.filter((k) => k !== active));
+  if (!active)
+    throw new Error(`${options.masterKeyFile} names active key ${contents.active}, which it does not hold.`);
+  return new SecretBox(
+    active,
+    keys.filter((k) => k !== active),
+  );
 }

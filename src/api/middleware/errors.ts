@@ -8,7 +8,12 @@ export function errorMiddleware() {
     try {
       await next();
       if (ctx.status === 404 && ctx.body === undefined) {
-        throw new ApiError(404, 'invalid_request_error', 'resource_missing', `Unrecognized request URL (${ctx.method}: ${ctx.path}).`);
+        throw new ApiError(
+          404,
+          'invalid_request_error',
+          'resource_missing',
+          `Unrecognized request URL (${ctx.method}: ${ctx.path}).`,
+        );
       }
     } catch (caught) {
       const error = toApiError(caught);
@@ -24,16 +29,32 @@ export function errorMiddleware() {
 
 export function toApiError(caught: unknown): ApiError {
   if (caught instanceof ApiError) return caught;
-  if (isUnavailableError(caught)) return errors.unavailable('The database is not answering; retry shortly.', 5);
-  const status = (caught as { status?: number; statusCode?: number })?.status ?? (caught as { statusCode?: number })?.statusCode;
+  if (isUnavailableError(caught))
+    return errors.unavailable('The database is not answering; retry shortly.', 5);
+  const status =
+    (caught as { status?: number; statusCode?: number })?.status ??
+    (caught as { statusCode?: number })?.statusCode;
   const type = (caught as { type?: string })?.type;
   if (status === 413) {
-    return new ApiError(413, 'invalid_request_error', 'request_too_large', 'The request body is larger than this server accepts.');
+    return new ApiError(
+      413,
+      'invalid_request_error',
+      'request_too_large',
+      'The request body is larger than this server accepts.',
+    );
   }
   if (status === 415) {
-    return new ApiError(415, 'invalid_request_error', 'unsupported_media_type', 'Send request bodies as application/json.');
+    return new ApiError(
+      415,
+      'invalid_request_error',
+      'unsupported_media_type',
+      'Send request bodies as application/json.',
+    );
   }
-  if (status === 400 && (type === 'entity.parse.failed' || /JSON|Unexpected|token/i.test(String((caught as Error).message)))) {
+  if (
+    status === 400 &&
+    (type === 'entity.parse.failed' || /JSON|Unexpected|token/i.test(String((caught as Error).message)))
+  ) {
     return errors.badRequest('invalid_json', 'The request body is not valid JSON.');
   }
   if (status === 400) return errors.badRequest('invalid_request', 'The request could not be read.');

@@ -21,52 +21,73 @@ interface IdempotencyRow {
  * replayed for a repeat with the same body; a different body is 409 `idempotency_key_reused`. Server errors
  * are not kept, so a retry after a 5xx runs again.
  */
-export async function withIdempotency(ctx: Context, services: AppServices, principal: Principal, body: unknown, next: Next) {
+export async function withIdempotency(
+  ctx: Context,
+  services: AppServices,
+  principal: Principal,
+  body: unknown,
+  next: Next,
+) {
   const key = ctx.get('Idempotency-Key');
   if (ctx.method !== 'POST' || key === '') return next();
   if (!KEY_PATTERN.test(key)) {
-    throw errors.invalidParameter('Idempotency-Key', 'An Idempotency-Key must be 1 to 255 printable ASCII characters.');
+    throw errors.invalidParameter(
+      'Idempotency-Key',
+      'An Idempotency-Key must be 1 to 255 printable ASCII characters.',
+    );
   }
   const db = services.db;
   const now = services.clock.now();
   const where = { org_id: principal.orgId, mode: principal.mode, idempotency_key: key };
-  const requestHash = createHash('sha256').update(`${ctx.method} ${ctx.path}\n${JSON.stringify(body ?? null)}`).digest('hex');
+  const requestHash = createHash('sha256')
+    .update(`${ctx.method} ${ctx.path}\n${JSON.stringify(body ?? null)}`)
+    .digest('hex');
   const ttlMs = services.config.idempotency.ttlHours * 3_600_000;
 
-  const claimed = await db.transaction(async (trx) => {
-    const existing: IdempotencyRow | undefined = await trx('idempotency_keys').where(where).first();
-    if (existing && existing.created_at > now - ttlMs) {
-      if (existing.request_hash !== requestHash) {
+  const claimed = await db
+    .transaction(async (trx) => {
+      const existing: IdempotencyRow | undefined = await trx('idempotency_keys').where(where).first();
+      if (existing && existing.created_at > now - ttlMs) {
+        if (existing.request_hash !== requestHash) {
+          throw errors.conflict(
+            'idempotency_key_reused',
+            'This Idempotency-Key was already used with a different request. Use a new key for a new request.',
+          );
+        }
+        if (existing.status_code !== null) return existing;
+        if ((existing.locked_until ?? 0) > now) {
+          throw errors.conflict(
+            'idempotency_key_in_use',
+            'A request with this Idempotency-Key is still being processed; retry shortly.',
+            {
+              'Retry-After': '1',
+            },
+          );
+        }
+      }
+      if (existing) await trx('idempotency_keys').where(where).delete();
+      await trx('idempotency_keys').insert({
+        ...where,
+        request_hash: requestHash,
+        status_code: null,
+        response_body: null,
+        locked_until: now + IN_FLIGHT_LEASE_MS,
+        created_at: now,
+      });
+      return null;
+    })
+    .catch((error: unknown) => {
+      if (isUniqueViolation(error)) {
         throw errors.conflict(
-          'idempotency_key_reused',
-          'This Idempotency-Key was already used with a different request. Use a new key for a new request.',
+          'idempotency_key_in_use',
+          'A request with this Idempotency-Key is still being processed; retry shortly.',
+          {
+            'Retry-After': '1',
+          },
         );
       }
-      if (existing.status_code !== null) return existing;
-      if ((existing.locked_until ?? 0) > now) {
-        throw errors.conflict('idempotency_key_in_use', 'A request with this Idempotency-Key is still being processed; retry shortly.', {
-          'Retry-After': '1',
-        });
-      }
-    }
-    if (existing) await trx('idempotency_keys').where(where).delete();
-    await trx('idempotency_keys').insert({
-      ...where,
-      request_hash: requestHash,
-      status_code: null,
-      response_body: null,
-      locked_until: now + IN_FLIGHT_LEASE_MS,
-      created_at: now,
+      throw error;
     });
-    return null;
-  }).catch((error: unknown) => {
-    if (isUniqueViolation(error)) {
-      throw errors.conflict('idempotency_key_in_use', 'A request with this Idempotency-Key is still being processed; retry shortly.', {
-        'Retry-After': '1',
-      });
-    }
-    throw error;
-  });
 
   if (claimed) {
     ctx.status = claimed.status_code!;
@@ -76,12 +97,17 @@ export async function withIdempotency(ctx: Context, services: AppServices, princ
   }
 
   const store = (status: number, responseBody: unknown) =>
-    db.transaction((trx) => trx('idempotency_keys').where(where).update({ status_code: status, response_body: JSON.stringify(responseBody), locked_until: null }));
+    db.transaction((trx) =>
+      trx('idempotency_keys')
+        .where(where)
+        .update({ status_code: status, response_body: JSON.stringify(responseBody), locked_until: null }),
+    );
   const release = () => db.transaction((trx) => trx('idempotency_keys').where(where).delete());
   try {
     await next();
   } catch (error) {
-    if (error instanceof ApiError && error.status < 500 && error.status !== 429) await store(error.status, error.toEnvelope());
+    if (error instanceof ApiError && error.status < 500 && error.status !== 429)
+      await store(error.status, error.toEnvelope());
     else await release();
     throw error;
   }

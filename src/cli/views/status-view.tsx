@@ -3,9 +3,22 @@ import { useEffect, useState } from 'react';
 import type { ApplianceStatus } from '../../processes/status.js';
 import { formatBytes, formatSeconds } from './format.js';
 
-const STATUS_COLOUR: Record<string, string> = { running: 'green', starting: 'yellow', restarting: 'yellow', stopping: 'yellow', failed: 'red', stopped: 'gray' };
+const STATUS_COLOUR: Record<string, string> = {
+  running: 'green',
+  starting: 'yellow',
+  restarting: 'yellow',
+  stopping: 'yellow',
+  failed: 'red',
+  stopped: 'gray',
+};
 
-function StatusView({ initial, refresh }: { initial: ApplianceStatus; refresh: (() => Promise<ApplianceStatus>) | null }) {
+function StatusView({
+  initial,
+  refresh,
+}: {
+  initial: ApplianceStatus;
+  refresh: (() => Promise<ApplianceStatus>) | null;
+}) {
   const [status, setStatus] = useState(initial);
   useEffect(() => {
     if (!refresh) return;
@@ -17,36 +30,49 @@ function StatusView({ initial, refresh }: { initial: ApplianceStatus; refresh: (
     <Box flexDirection="column">
       <Text bold>Processes</Text>
       {status.processes.length === 0 ? (
-        <Text color="gray">  none running from {status.home} (start them with `svc serve`)</Text>
+        <Text color="gray"> none running from {status.home} (start them with `svc serve`)</Text>
       ) : (
         <Box flexDirection="column">
-          <Text color="gray">{'  ' + ['ROLE', 'PID', 'STATUS', 'UPTIME', 'RESTARTS', 'LAST EXIT'].map((h, i) => h.padEnd([12, 8, 12, 10, 10, 20][i]!)).join('')}</Text>
+          <Text color="gray">
+            {'  ' +
+              ['ROLE', 'PID', 'STATUS', 'UPTIME', 'RESTARTS', 'LAST EXIT']
+                .map((h, i) => h.padEnd([12, 8, 12, 10, 10, 20][i]!))
+                .join('')}
+          </Text>
           {status.processes.map((p) => (
             <Text key={`${p.supervisor_pid}-${p.role}`}>
               {'  ' + p.role.padEnd(12) + String(p.pid ?? '-').padEnd(8)}
               <Text color={STATUS_COLOUR[p.status] ?? 'white'}>{p.status.padEnd(12)}</Text>
-              {formatSeconds(p.uptime_seconds).padEnd(10) + String(p.restarts).padEnd(10) + (p.last_exit ?? '-')}
+              {formatSeconds(p.uptime_seconds).padEnd(10) +
+                String(p.restarts).padEnd(10) +
+                (p.last_exit ?? '-')}
             </Text>
           ))}
         </Box>
       )}
       <Box marginTop={1} flexDirection="column">
         <Text bold>Database</Text>
-        <Text>  {database.location}</Text>
+        <Text> {database.location}</Text>
         {database.reachable ? (
           <Text>
             {'  '}schema {database.schema_version ?? '(empty)'}
-            {database.pending_migrations > 0 ? <Text color="yellow"> ({database.pending_migrations} pending: run svc migrate)</Text> : null}, size {formatBytes(database.size_bytes)}
+            {database.pending_migrations > 0 ? (
+              <Text color="yellow"> ({database.pending_migrations} pending: run svc migrate)</Text>
+            ) : null}
+            , size {formatBytes(database.size_bytes)}
           </Text>
         ) : (
-          <Text color="red">  unreachable: {database.error}</Text>
+          <Text color="red"> unreachable: {database.error}</Text>
         )}
       </Box>
       {queues ? (
         <Box marginTop={1} flexDirection="column">
           <Text bold>Queues</Text>
-          <Text>  sync jobs queued {queues.sync_jobs_queued}, running {queues.sync_jobs_running}</Text>
-          <Text>  webhook deliveries pending {queues.webhook_deliveries_pending}</Text>
+          <Text>
+            {' '}
+            sync jobs queued {queues.sync_jobs_queued}, running {queues.sync_jobs_running}
+          </Text>
+          <Text> webhook deliveries pending {queues.webhook_deliveries_pending}</Text>
         </Box>
       ) : null}
     </Box>
@@ -54,7 +80,10 @@ function StatusView({ initial, refresh }: { initial: ApplianceStatus; refresh: (
 }
 
 /** Renders once, or until Ctrl-C with `refresh`. */
-export async function renderStatus(status: ApplianceStatus, refresh: (() => Promise<ApplianceStatus>) | null): Promise<void> {
+export async function renderStatus(
+  status: ApplianceStatus,
+  refresh: (() => Promise<ApplianceStatus>) | null,
+): Promise<void> {
   const app = render(<StatusView initial={status} refresh={refresh} />);
   if (!refresh) app.unmount();
   await app.waitUntilExit();

@@ -1,0 +1,44 @@
+import type { JsonSchema } from './route.js';
+
+export interface PageQuery {
+  page: number;
+  per_page: number;
+}
+
+/** `page` (at least 1, default 1) and `per_page` (1 to 300, default 30), as the spec fixes for every list. */
+export const pageQueryProperties: Record<string, JsonSchema> = {
+  page: { type: 'integer', minimum: 1, default: 1, description: 'Page number, from 1' },
+  per_page: { type: 'integer', minimum: 1, maximum: 300, default: 30, description: 'Results per page, 1 to 300' },
+};
+
+export function offsetOf(query: PageQuery): number {
+  return (query.page - 1) * query.per_page;
+}
+
+/**
+ * `X-Total-Count` and an RFC 5988 `Link` header with absolute `first`, `prev`, `next` and `last` URLs built
+ * from the configured public base URL; every other query parameter is carried over unchanged.
+ */
+export function paginationHeaders(
+  baseUrl: string,
+  path: string,
+  query: object,
+  page: PageQuery,
+  total: number,
+): Record<string, string> {
+  const last = Math.max(1, Math.ceil(total / page.per_page));
+  const link = (rel: string, number: number) => {
+    const params = new URLSearchParams();
+    for (const [name, value] of Object.entries(query)) {
+      if (name !== 'page' && name !== 'per_page' && value !== undefined) params.set(name, String(value));
+    }
+    params.set('page', String(number));
+    params.set('per_page', String(page.per_page));
+    return `<${baseUrl}${path}?${params.toString()}>; rel="${rel}"`;
+  };
+  const links = [link('first', 1)];
+  if (page.page > 1) links.push(link('prev', Math.min(page.page - 1, last)));
+  if (page.page < last) links.push(link('next', page.page + 1));
+  links.push(link('last', last));
+  return { 'X-Total-Count': String(total), Link: links.join(', ') };
+}

@@ -1,0 +1,181 @@
+import type { Knex } from 'knex';
+import { toIso } from '../clock/clock.js';
+import { errors } from '../errors/api-error.js';
+import { newId } from '../ids/ids.js';
+import { randomBase62 } from '../keys/key-format.js';
+import type { Principal } from '../auth/principal.js';
+import { findOwned } from '../auth/ownership.js';
+import type { SecretBox } from '../secrets/secret-box.js';
+import { EVENT_TYPES } from './event-types.js';
+import { checkWebhookUrl } from './url-policy.js';
+
+export interface WebhookEndpointRow {
+  id: string;
+  org_id: string;
+  mode: 'live' | 'test';
+  url: string;
+  description: string | null;
+  enabled_events: string;
+  disabled: boolean | number;
+  secret_encrypted: string;
+  previous_secret_encrypted: string | null;
+  previous_secret_expires_at: number | null;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface WebhookEndpoint {
+  object: 'webhook_endpoint';
+  id: string;
+  url: string;
+  description: string | null;
+  enabled_events: string[];
+  disabled: boolean;
+  mode: 'live' | 'test';
+  created_at: string;
+  updated_at: string;
+  /** Only in the responses that create or roll it. */
+  secret?: string;
+}
+
+export function presentEndpoint(row: WebhookEndpointRow, secret?: string): WebhookEndpoint {
+  return {
+    object: 'webhook_endpoint',
+    id: row.id,
+    url: row.url,
+    description: row.description,
+    enabled_events: JSON.parse(row.enabled_events) as string[],
+    disabled: Boolean(row.disabled),
+    mode: row.mode,
+    created_at: toIso(row.created_at)!,
+    updated_at: toIso(row.updated_at)!,
+    ...(secret ? { secret } : {}),
+  };
+}
+
+export interface EndpointPolicy {
+  secrets: SecretBox;
+  allowPrivateAddresses: boolean;
+}
+
+function newSigningSecret(): string {
+  return `whsec_${randomBase62(40)}`;
+}
+
+/** Every listed type must be in the catalogue; `*` alone subscribes to all, present and future. */
+export function validateEnabledEvents(events: string[]): string[] {
+  const unique = [...new Set(events)];
+  if (unique.includes('*') && unique.length > 1) {
+    throw errors.invalidParameter('enabled_events', '"*" subscribes to every type; do not combine it with other types.');
+  }
+  const unknown = unique.filter((type) => type !== '*' && !(EVENT_TYPES as readonly string[]).includes(type));
+  if (unknown.length > 0) {
+    throw errors.invalidParameter('enabled_events', `Unknown event type${unknown.length > 1 ? 's' : ''}: ${unknown.join(', ')}. Known types: ${EVENT_TYPES.join(', ')}, or "*".`);
+  }
+  return unique;
+}
+
+async function validateUrl(url: string, mode: 'live' | 'test', policy: EndpointPolicy): Promise<void> {
+  const verdict = await checkWebhookUrl(url, mode, policy.allowPrivateAddresses);
+  if (!verdict.ok) throw errors.invalidParameter('url', `The webhook URL ${verdict.reason}.`);
+}
+
+export async function createEndpoint(
+  trx: Knex,
+  principal: Principal,
+  input: { url: string; enabled_events: string[]; description?: string },
+  policy: EndpointPolicy,
+  now: number,
+): Promise<WebhookEndpoint> {
+  await validateUrl(input.url, principal.mode, policy);
+  const enabled = validateEnabledEvents(input.enabled_events);
+  const id = newId('we');
+  const secret = newSigningSecret();
+  const row: WebhookEndpointRow = {
+    id,
+    org_id: principal.orgId,
+    mode: principal.mode,
+    url: input.url,
+    description: input.description ?? null,
+    enabled_events: JSON.stringify(enabled),
+    disabled: false,
+    secret_encrypted: policy.secrets.seal(secret, id),
+    previous_secret_encrypted: null,
+    previous_secret_expires_at: null,
+    created_at: now,
+    updated_at: now,
+  };
+  await trx('webhook_endpoints').insert(row);
+  return presentEndpoint(row, secret);
+}
+
+export async function listEndpoints(db: Knex, principal: Principal, offset: number, limit: number) {
+  const scope = { org_id: principal.orgId, mode: principal.mode };
+  const [rows, [count]] = await Promise.all([
+    db<WebhookEndpointRow>('webhook_endpoints').where(scope).orderBy('created_at', 'desc').orderBy('id', 'desc').offset(offset).limit(limit),
+    db('webhook_endpoints').where(scope).count({ n: '*' }),
+  ]);
+  return { data: rows.map((row) => presentEndpoint(row)), total: Number((count as { n: number | string }).n) };
+}
+
+export async function getEndpoint(db: Knex, principal: Principal, id: string): Promise<WebhookEndpoint> {
+  return presentEndpoint(await findOwned<WebhookEndpointRow>(db, 'webhook_endpoints', id, principal, 'webhook endpoint'));
+}
+
+export async function updateEndpoint(
+  trx: Knex,
+  principal: Principal,
+  id: string,
+  patch: { url?: string; enabled_events?: string[]; disabled?: boolean; description?: string | null },
+  policy: EndpointPolicy,
+  now: number,
+): Promise<WebhookEndpoint> {
+  const row = await findOwned<WebhookEndpointRow>(trx, 'webhook_endpoints', id, principal, 'webhook endpoint');
+  if (patch.url !== undefined) await validateUrl(patch.url, principal.mode, policy);
+  const changes: Partial<WebhookEndpointRow> = { updated_at: now };
+  if (patch.url !== undefined) changes.url = patch.url;
+  if (patch.enabled_events !== undefined) changes.enabled_events = JSON.stringify(validateEnabledEvents(patch.enabled_events));
+  if (patch.disabled !== undefined) changes.disabled = patch.disabled;
+  if (patch.description !== undefined) changes.description = patch.description;
+  await trx('webhook_endpoints').where({ id: row.id }).update(changes);
+  return presentEndpoint({ ...row, ...changes });
+}
+
+export async function deleteEndpoint(trx: Knex, principal: Principal, id: string) {
+  const row = await findOwned<WebhookEndpointRow>(trx, 'webhook_endpoints', id, principal, 'webhook endpoint');
+  await trx('webhook_endpoints').where({ id: row.id }).delete();
+  return { object: 'webhook_endpoint' as const, id: row.id, deleted: true };
+}
+
+/**
+ * A new secret signs from now on; the current one keeps signing beside it (one `v1` each) for
+ * `graceSeconds`, so receivers can deploy the new secret without dropping deliveries.
+ */
+export async function rollEndpointSecret(
+  trx: Knex,
+  principal: Principal,
+  id: string,
+  graceSeconds: number,
+  policy: EndpointPolicy,
+  now: number,
+): Promise<WebhookEndpoint> {
+  const row = await findOwned<WebhookEndpointRow>(trx, 'webhook_endpoints', id, principal, 'webhook endpoint');
+  const secret = newSigningSecret();
+  const changes: Partial<WebhookEndpointRow> = {
+    secret_encrypted: policy.secrets.seal(secret, row.id),
+    previous_secret_encrypted: graceSeconds > 0 ? row.secret_encrypted : null,
+    previous_secret_expires_at: graceSeconds > 0 ? now + graceSeconds * 1000 : null,
+    updated_at: now,
+  };
+  await trx('webhook_endpoints').where({ id: row.id }).update(changes);
+  return presentEndpoint({ ...row, ...changes }, secret);
+}
+
+/** The secrets that sign a delivery now: the current one, and the previous one during its grace. */
+export function signingSecrets(row: WebhookEndpointRow, secrets: SecretBox, now: number): string[] {
+  const active = [secrets.open(row.secret_encrypted, row.id)];
+  if (row.previous_secret_encrypted && (row.previous_secret_expires_at ?? 0) > now) {
+    active.push(secrets.open(row.previous_secret_encrypted, row.id));
+  }
+  return active;
+}

@@ -1,0 +1,158 @@
+import { defineRoute, type JsonSchema } from '../api/route.js';
+import { offsetOf, pageQueryProperties, paginationHeaders, type PageQuery } from '../api/pagination.js';
+import type { AppServices } from '../api/services.js';
+import {
+  createEndpoint,
+  deleteEndpoint,
+  getEndpoint,
+  listEndpoints,
+  rollEndpointSecret,
+  updateEndpoint,
+  type EndpointPolicy,
+} from './endpoints.js';
+
+const ref = { $ref: '#/components/schemas/WebhookEndpoint' };
+const endpointParams = {
+  type: 'object',
+  required: ['endpointId'],
+  properties: { endpointId: { type: 'string', pattern: '^we_[0-9a-f]{16}$' } },
+};
+const eventsList = {
+  type: 'array',
+  minItems: 1,
+  maxItems: 50,
+  items: { type: 'string', minLength: 1, maxLength: 64 },
+  description: 'Event types to receive; ["*"] for every type, including ones added later',
+};
+const url = { type: 'string', minLength: 1, maxLength: 2048 };
+const description = { type: ['string', 'null'], maxLength: 500 };
+
+function policy(services: AppServices): EndpointPolicy {
+  return { secrets: services.secrets, allowPrivateAddresses: services.config.webhooks.allowPrivateAddresses };
+}
+
+export const webhookComponents: Record<string, JsonSchema> = {
+  WebhookEndpoint: {
+    type: 'object',
+    required: ['object', 'id', 'url', 'enabled_events', 'disabled', 'mode', 'created_at', 'updated_at'],
+    properties: {
+      object: { const: 'webhook_endpoint' },
+      id: { type: 'string', pattern: '^we_[0-9a-f]{16}$' },
+      url: { type: 'string' },
+      description: { type: ['string', 'null'] },
+      enabled_events: { type: 'array', items: { type: 'string' } },
+      disabled: { type: 'boolean' },
+      mode: { enum: ['live', 'test'] },
+      created_at: { type: 'string', format: 'date-time' },
+      updated_at: { type: 'string', format: 'date-time' },
+      secret: { type: 'string', pattern: '^whsec_', description: 'Only when created or rolled' },
+    },
+  },
+};
+
+export const webhookEndpointRoutes = [
+  defineRoute<Record<string, never>, { url: string; enabled_events: string[]; description?: string }>({
+    method: 'post',
+    path: '/v1/webhook_endpoints',
+    operationId: 'createWebhookEndpoint',
+    summary: 'Subscribe a URL to events; the response carries the signing secret, once',
+    tag: 'webhooks',
+    auth: ['secret_key'],
+    body: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['url', 'enabled_events'],
+      properties: { url, enabled_events: eventsList, description },
+    },
+    responses: { 200: { description: 'The endpoint, with its secret', schema: ref } },
+    async handler({ services, principal, body, now }) {
+      const endpoint = await services.db.transaction((trx) => createEndpoint(trx, principal, body, policy(services), now));
+      return { body: endpoint };
+    },
+  }),
+  defineRoute<PageQuery>({
+    method: 'get',
+    path: '/v1/webhook_endpoints',
+    operationId: 'listWebhookEndpoints',
+    summary: 'List webhook endpoints, newest first',
+    tag: 'webhooks',
+    auth: ['secret_key'],
+    query: { type: 'object', additionalProperties: false, properties: pageQueryProperties },
+    responses: { 200: { description: 'A page of endpoints', schema: { type: 'array', items: ref }, headers: ['pagination'] } },
+    async handler({ services, principal, query, ctx }) {
+      const { data, total } = await listEndpoints(services.db.reader, principal, offsetOf(query), query.per_page);
+      return { body: data, headers: paginationHeaders(services.config.api.baseUrl, ctx.path, query, query, total) };
+    },
+  }),
+  defineRoute<Record<string, never>, undefined, { endpointId: string }>({
+    method: 'get',
+    path: '/v1/webhook_endpoints/{endpointId}',
+    operationId: 'getWebhookEndpoint',
+    summary: 'Get a webhook endpoint',
+    tag: 'webhooks',
+    auth: ['secret_key'],
+    params: endpointParams,
+    responses: { 200: { description: 'The endpoint', schema: ref } },
+    async handler({ services, principal, params }) {
+      return { body: await getEndpoint(services.db.reader, principal, params.endpointId) };
+    },
+  }),
+  defineRoute<Record<string, never>, { url?: string; enabled_events?: string[]; disabled?: boolean; description?: string | null }, { endpointId: string }>({
+    method: 'patch',
+    path: '/v1/webhook_endpoints/{endpointId}',
+    operationId: 'updateWebhookEndpoint',
+    summary: 'Change the URL, the event types, the description, or disable and re-enable',
+    tag: 'webhooks',
+    auth: ['secret_key'],
+    params: endpointParams,
+    body: {
+      type: 'object',
+      additionalProperties: false,
+      minProperties: 1,
+      properties: { url, enabled_events: eventsList, disabled: { type: 'boolean' }, description },
+    },
+    responses: { 200: { description: 'The updated endpoint', schema: ref } },
+    async handler({ services, principal, params, body, now }) {
+      const endpoint = await services.db.transaction((trx) => updateEndpoint(trx, principal, params.endpointId, body, policy(services), now));
+      return { body: endpoint };
+    },
+  }),
+  defineRoute<Record<string, never>, undefined, { endpointId: string }>({
+    method: 'delete',
+    path: '/v1/webhook_endpoints/{endpointId}',
+    operationId: 'deleteWebhookEndpoint',
+    summary: 'Delete a webhook endpoint; it receives nothing more',
+    tag: 'webhooks',
+    auth: ['secret_key'],
+    params: endpointParams,
+    responses: {
+      200: {
+        description: 'Deleted',
+        schema: { type: 'object', required: ['object', 'id', 'deleted'], properties: { object: { const: 'webhook_endpoint' }, id: { type: 'string' }, deleted: { const: true } } },
+      },
+    },
+    async handler({ services, principal, params }) {
+      return { body: await services.db.transaction((trx) => deleteEndpoint(trx, principal, params.endpointId)) };
+    },
+  }),
+  defineRoute<Record<string, never>, { grace_seconds?: number }, { endpointId: string }>({
+    method: 'post',
+    path: '/v1/webhook_endpoints/{endpointId}/roll_secret',
+    operationId: 'rollWebhookEndpointSecret',
+    summary: 'Replace the signing secret; the old one keeps signing beside it for the grace period',
+    tag: 'webhooks',
+    auth: ['secret_key'],
+    params: endpointParams,
+    body: {
+      type: 'object',
+      additionalProperties: false,
+      properties: { grace_seconds: { type: 'integer', minimum: 0, maximum: 604_800, description: 'Default 86400 (24 h)' } },
+    },
+    responses: { 200: { description: 'The endpoint, with its new secret', schema: ref } },
+    async handler({ services, principal, params, body, now }) {
+      const grace = body.grace_seconds ?? services.config.webhooks.secretRollGraceSeconds;
+      const endpoint = await services.db.transaction((trx) => rollEndpointSecret(trx, principal, params.endpointId, grace, policy(services), now));
+      return { body: endpoint };
+    },
+  }),
+];

@@ -1,0 +1,194 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import knexFactory from 'knex';
+import type { Test } from 'tap';
+import { ManualClock } from '../../src/clock/clock.js';
+import type { Config } from '../../src/config/defaults.js';
+import { loadConfig } from '../../src/config/load-config.js';
+import { openDatabase, type Database } from '../../src/db/database.js';
+import { migrateUp } from '../../src/db/migrations.js';
+import { silentLogger } from '../../src/logging/logger.js';
+import { buildServices } from '../../src/processes/services.js';
+import { startApiServer, type ApiServer } from '../../src/api/server.js';
+import type { AppServices } from '../../src/api/services.js';
+import type { AnyRoute } from '../../src/api/route.js';
+import { SecretBox } from '../../src/secrets/secret-box.js';
+import { createOrganisation } from '../../src/orgs/orgs.js';
+import { createApiKey } from '../../src/keys/keys.js';
+import type { Mode, KeyType } from '../../src/keys/key-format.js';
+import type { RateLimitOverrides } from '../../src/ratelimit/overrides.js';
+
+export type EngineName = 'sqlite' | 'postgres';
+
+/** SQLite always; Postgres too when SVC_TEST_DATABASE_URL names a server (CI gives one). */
+export function engines(): EngineName[] {
+  return process.env.SVC_TEST_DATABASE_URL ? ['sqlite', 'postgres'] : ['sqlite'];
+}
+
+/** Runs `body` once per engine as a subtest named after the engine. */
+export function forEachEngine(t: Test, body: (t: Test, engine: EngineName) => Promise<void>): void {
+  for (const engine of engines()) t.test(engine, (sub) => body(sub, engine));
+}
+
+export interface TestDatabase {
+  url: string;
+  home: string;
+}
+
+/**
+ * An isolated, empty database: a fresh SQLite file in a temporary home, or a fresh Postgres schema. Removed
+ * when the test ends, unless it failed and SVC_KEEP_FAILED_DB=1, so the evidence can be read.
+ */
+export async function freshDatabase(t: Test, engine: EngineName): Promise<TestDatabase> {
+  const home = mkdtempSync(join(tmpdir(), 'svc-test-'));
+  if (engine === 'sqlite') {
+    t.teardown(() => cleanup(t, () => rmSync(home, { recursive: true, force: true })));
+    return { url: `sqlite://${home}/svc.db`, home };
+  }
+  const base = process.env.SVC_TEST_DATABASE_URL!;
+  const schema = `t_${randomBytes(6).toString('hex')}`;
+  const admin = knexFactory({ client: 'pg', connection: base, pool: { min: 0, max: 1 } });
+  await admin.raw(`create schema ${schema}`);
+  await admin.destroy();
+  t.teardown(() =>
+    cleanup(t, async () => {
+      const dropper = knexFactory({ client: 'pg', connection: base, pool: { min: 0, max: 1 } });
+      await dropper.raw(`drop schema if exists ${schema} cascade`);
+      await dropper.destroy();
+      rmSync(home, { recursive: true, force: true });
+    }),
+  );
+  const separator = base.includes('?') ? '&' : '?';
+  return { url: `${base}${separator}schema=${schema}`, home };
+}
+
+async function cleanup(t: Test, remove: () => unknown): Promise<void> {
+  if (process.env.SVC_KEEP_FAILED_DB === '1' && !t.passing()) return;
+  await remove();
+}
+
+export interface TestApp {
+  engine: EngineName;
+  url: string;
+  config: Readonly<Config>;
+  clock: ManualClock;
+  services: AppServices;
+  db: Database;
+  server: ApiServer;
+  request(method: string, path: string, options?: RequestOptions): Promise<TestResponse>;
+}
+
+export interface RequestOptions {
+  key?: string;
+  body?: unknown;
+  /** Sent as is, for malformed bodies. */
+  rawBody?: string;
+  headers?: Record<string, string>;
+}
+
+export interface TestResponse {
+  status: number;
+  headers: Headers;
+  body: any; // eslint-disable-line @typescript-eslint/no-explicit-any
+  text: string;
+}
+
+export type ConfigOverrides = Parameters<typeof loadConfig>[0] extends infer O ? (O extends { overrides?: infer V } ? V : never) : never;
+
+export function testConfig(database: TestDatabase, overrides: ConfigOverrides = {}): Readonly<Config> {
+  return loadConfig({
+    home: database.home,
+    env: {},
+    overrides: { ...overrides, databaseUrl: database.url, log: { level: 'silent' }, metrics: { port: 0 }, api: { port: 0, ...(overrides?.api ?? {}) } },
+  });
+}
+
+/** A migrated database, its services and a real HTTP server on an ephemeral port, all torn down after. */
+export async function startTestApp(
+  t: Test,
+  engine: EngineName,
+  options: { config?: ConfigOverrides; database?: TestDatabase; clock?: ManualClock; extraRoutes?: AnyRoute[] } = {},
+): Promise<TestApp> {
+  const database = options.database ?? (await freshDatabase(t, engine));
+  const config = testConfig(database, options.config);
+  const db = openDatabase({ url: config.databaseUrl });
+  await migrateUp(db);
+  const clock = options.clock ?? new ManualClock(Date.now());
+  const services = buildServices(config, 'api', { db, clock, logger: silentLogger, secrets: new SecretBox({ id: 'mk_test', key: randomBytes(32) }) });
+  const server = await startApiServer(services, '127.0.0.1', 0, options.extraRoutes);
+  t.teardown(async () => {
+    await server.close(1000);
+    await db.close();
+  });
+  return { engine, url: server.url, config, clock, services, db, server, request: (method, path, opts) => request(server.url, method, path, opts) };
+}
+
+export async function request(baseUrl: string, method: string, path: string, options: RequestOptions = {}): Promise<TestResponse> {
+  const headers: Record<string, string> = { ...(options.headers ?? {}) };
+  if (options.key) headers.authorization = `Bearer ${options.key}`;
+  let body: string | undefined = options.rawBody;
+  if (options.body !== undefined) {
+    body = JSON.stringify(options.body);
+    headers['content-type'] ??= 'application/json';
+  }
+  const response = await fetch(baseUrl + path, { method, headers, body });
+  const text = await response.text();
+  let parsed: unknown = undefined;
+  try {
+    parsed = text ? JSON.parse(text) : undefined;
+  } catch {
+    parsed = undefined;
+  }
+  return { status: response.status, headers: response.headers, body: parsed, text };
+}
+
+export interface TestTenant {
+  orgId: string;
+  keys: Record<`${'sk' | 'pk'}_${Mode}`, { id: string; secret: string }>;
+}
+
+/** An organisation with one secret and one publishable key in each mode. */
+export async function createTenant(app: Pick<TestApp, 'db' | 'clock' | 'config'>, options: { rateLimits?: RateLimitOverrides } = {}): Promise<TestTenant> {
+  return app.db.transaction(async (trx) => {
+    const now = app.clock.now();
+    const org = await createOrganisation(trx, `Tenant ${randomBytes(3).toString('hex')}`, 'test', now);
+    const keys = {} as TestTenant['keys'];
+    for (const mode of ['test', 'live'] as Mode[]) {
+      for (const type of ['secret', 'publishable'] as KeyType[]) {
+        const issued = await createApiKey(trx, { brand: app.config.brand, orgId: org.id, mode, type, actor: 'test', now, rateLimits: options.rateLimits });
+        keys[`${type === 'secret' ? 'sk' : 'pk'}_${mode}`] = { id: issued.key.id, secret: issued.secret };
+      }
+    }
+    return { orgId: org.id, keys };
+  });
+}
+
+const TABLES = [
+  'organisations',
+  'api_keys',
+  'links',
+  'accounts',
+  'movements',
+  'refresh_intents',
+  'widget_tokens',
+  'exchange_tokens',
+  'webhook_endpoints',
+  'events',
+  'webhook_deliveries',
+  'webhook_attempts',
+  'jobs',
+  'idempotency_keys',
+  'audit_log',
+];
+
+/** Row counts of every resource table: a rejected request must leave them as they were. */
+export async function tableCounts(db: Database): Promise<Record<string, number>> {
+  const counts: Record<string, number> = {};
+  for (const table of TABLES) {
+    const [row] = await db.knex(table).count({ n: '*' });
+    counts[table] = Number((row as { n: number | string }).n);
+  }
+  return counts;
+}
