@@ -34,11 +34,11 @@ export default class Serve extends BaseCommand {
     if (problem) this.error(problem, { exit: 78 });
 
     const { Supervisor } = await import('../src/processes/supervisor.js');
-    const { createLogger } = await import('../src/logging/logger.js');
+    const { createLogger, flushLogger } = await import('../src/logging/logger.js');
     const env: Record<string, string | undefined> = { ...process.env };
     if (flags.host) env.SVC_API_HOST = flags.host;
     if (flags.port !== undefined) env.SVC_API_PORT = String(flags.port);
-    const logger = createLogger({ level: config.log.level, name: 'supervisor' });
+    const logger = createLogger({ level: config.log.level, name: 'supervisor', file: config.log.file });
     logger.info(
       {
         roles,
@@ -49,7 +49,7 @@ export default class Serve extends BaseCommand {
     );
     const supervisor = new Supervisor(config, roles, env, logger);
     const code = await supervisor.run();
-    logger.flush();
+    await flushLogger(logger);
     if (code !== 0) this.error(supervisor.failureReason ?? 'a child process failed', { exit: code });
   }
 }

@@ -8,7 +8,13 @@ export interface PageQuery {
 /** `page` (at least 1, default 1) and `per_page` (1 to 300, default 30), as the spec fixes for every list. */
 export const pageQueryProperties: Record<string, JsonSchema> = {
   page: { type: 'integer', minimum: 1, default: 1, description: 'Page number, from 1' },
-  per_page: { type: 'integer', minimum: 1, maximum: 300, default: 30, description: 'Results per page, 1 to 300' },
+  per_page: {
+    type: 'integer',
+    minimum: 1,
+    maximum: 300,
+    default: 30,
+    description: 'Results per page, 1 to 300',
+  },
 };
 
 export function offsetOf(query: PageQuery): number {

@@ -50,12 +50,13 @@ export function buildRouter(
       if (route.auth !== 'none') {
         principal = await services.authenticator.authenticate(ctx.get('Authorization') || undefined);
         ctx.state.principal = principal;
+        // Charged before the scope check, so every authenticated response carries the rate-limit headers.
+        await applyRateLimit(ctx, services, principal, group);
         if (!route.auth.includes(principal.kind)) {
           throw errors.insufficientScope(
             `This endpoint accepts ${route.auth.map((kind) => KIND_NAMES[kind]).join(' or ')}, not ${KIND_NAMES[principal.kind]}.`,
           );
         }
-        await applyRateLimit(ctx, services, principal, group);
       }
       if (hasBody) {
         rejectNonJson(ctx);

@@ -11,7 +11,12 @@ export interface ApiServer {
   close(timeoutMs?: number): Promise<void>;
 }
 
-export async function startApiServer(services: AppServices, host: string, port: number, extraRoutes: AnyRoute[] = []): Promise<ApiServer> {
+export async function startApiServer(
+  services: AppServices,
+  host: string,
+  port: number,
+  extraRoutes: AnyRoute[] = [],
+): Promise<ApiServer> {
   const app = createApp(services, extraRoutes);
   const server = createServer(
     { requestTimeout: services.config.api.requestTimeoutMs, headersTimeout: 10_000, keepAliveTimeout: 5_000 },

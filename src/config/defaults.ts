@@ -23,7 +23,8 @@ export interface Config {
   clockOffsetMs: number;
   api: { host: string; port: number; baseUrl: string; bodyLimitBytes: number; requestTimeoutMs: number };
   metrics: { host: string; port: number };
-  log: { level: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent' };
+  /** `file` empty: JSON lines on stdout (journald under systemd); otherwise appended to that file. */
+  log: { level: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent'; file: string };
   auth: { cacheSeconds: number };
   rateLimits: Record<RateGroup, RateLimit>;
   rateLimitStore: 'auto' | 'memory' | 'database';
@@ -55,7 +56,7 @@ export function defaultConfig(home: string): Config {
       requestTimeoutMs: 30_000,
     },
     metrics: { host: '127.0.0.1', port: 9464 },
-    log: { level: 'info' },
+    log: { level: 'info', file: '' },
     auth: { cacheSeconds: 5 },
     rateLimits: {
       read: { perMinute: 100, burst: 20 },

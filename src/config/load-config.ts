@@ -165,5 +165,6 @@ export function describeConfig(config: Config): Record<string, unknown> {
 }
 
 export function maskUrl(url: string): string {
-  return url.replace(/(\/\/[^:/@]+):[^@]*@/, '$1:****@');
+  // The driver also takes a password with an empty user (`//:pw@`) and as a `password=` query parameter.
+  return url.replace(/(\/\/[^:/@]*):[^@]*@/, '$1:****@').replace(/([?&]password=)[^&#]*/gi, '$1****');
 }

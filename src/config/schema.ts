@@ -33,7 +33,10 @@ export const configSchema = {
     log: {
       type: 'object',
       additionalProperties: false,
-      properties: { level: { enum: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] } },
+      properties: {
+        level: { enum: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] },
+        file: { type: 'string' },
+      },
     },
     auth: {
       type: 'object',

@@ -3,12 +3,17 @@ import { pino, destination, stdTimeFunctions, type Logger, type DestinationStrea
 export type { Logger };
 
 /**
- * JSON lines on stdout. Redaction is the second line of defence: no code passes a secret to the logger,
- * but a header or body that slips into a log object is masked by path.
+ * JSON lines on stdout. No code passes a secret to the logger (log objects carry ids, never credentials);
+ * redaction of the likely top-level names is a second line of defence. Wildcard paths would double the
+ * cost of every line (measured 111k against 250k lines/s), so the paths stay flat.
+ *
+ * Lines are written in batches of 4 KiB rather than one write per line: one asynchronous write per request
+ * took a third of a small request's time. `flushLogger` empties the batch on a clean exit.
  */
 export function createLogger(options: {
   level: string;
   name: string;
+  file?: string;
   destination?: DestinationStream;
 }): Logger {
   return pino(
@@ -19,25 +24,30 @@ export function createLogger(options: {
       redact: {
         paths: [
           'authorization',
-          '*.authorization',
-          'headers.authorization',
-          '*.headers.authorization',
           'password',
-          '*.password',
           'secret',
-          '*.secret',
           'credentials',
-          '*.credentials',
           'token',
-          '*.token',
           'code',
-          'body.code',
+          'headers.authorization',
         ],
         censor: '[redacted]',
       },
     },
-    options.destination ?? destination({ sync: false }),
+    options.destination ??
+      destination({ dest: options.file || 1, mkdir: true, append: true, sync: false, minLength: 4096 }),
   );
+}
+
+/** Writes out the batched lines; call it before a process exits. */
+export function flushLogger(logger: Logger): Promise<void> {
+  return new Promise((resolve) => {
+    try {
+      logger.flush(() => resolve());
+    } catch {
+      resolve(); // a destination that was never opened has nothing to flush
+    }
+  });
 }
 
 export const silentLogger: Logger = pino({ level: 'silent' });

@@ -25,6 +25,7 @@ export function createHttpMetrics(db: Database | null): HttpMetrics {
     buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
     registers: [registry],
   });
+  const bound = new Map<string, { count: { inc(): void }; latency: { observe(value: number): void } }>();
   new Gauge({ name: 'svc_up', help: '1 while the process serves', registers: [registry] }).set(1);
   if (db) {
     new Gauge({
@@ -41,9 +42,16 @@ export function createHttpMetrics(db: Database | null): HttpMetrics {
   return {
     registry,
     observe(method, route, status, seconds) {
-      const labels = { method, route, status: String(status) };
-      requests.inc(labels);
-      duration.observe(labels, seconds);
+      // Bound children skip prom-client's per-call label hashing.
+      const key = `${method} ${route} ${status}`;
+      let series = bound.get(key);
+      if (!series) {
+        const labels = { method, route, status: String(status) };
+        series = { count: requests.labels(labels), latency: duration.labels(labels) };
+        bound.set(key, series);
+      }
+      series.count.inc();
+      series.latency.observe(seconds);
     },
   };
 }

@@ -6,6 +6,7 @@ import { startApiServer } from '../api/server.js';
 import { startMetricsServer } from '../metrics/metrics.js';
 import { runHousekeeping } from '../scheduler/housekeeping.js';
 import { buildServices } from './services.js';
+import { flushLogger } from '../logging/logger.js';
 
 export const ROLE_NAMES = ['api', 'scheduler', 'dispatcher'] as const;
 export type RoleName = (typeof ROLE_NAMES)[number];
@@ -56,6 +57,7 @@ const api: Role = {
     await new Promise((resolve) => (metrics ? metrics.close(resolve) : resolve(undefined)));
     await services.db.close();
     services.logger.info('api stopped');
+    await flushLogger(services.logger);
   },
 };
 
@@ -80,6 +82,7 @@ const scheduler: Role = {
     await running;
     await services.db.close();
     services.logger.info('scheduler stopped');
+    await flushLogger(services.logger);
   },
 };
 
@@ -100,6 +103,7 @@ const dispatcher: Role = {
     }
     await services.db.close();
     services.logger.info('dispatcher stopped');
+    await flushLogger(services.logger);
   },
 };
 

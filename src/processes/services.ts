@@ -24,7 +24,8 @@ export function buildServices(
 ): AppServices {
   const db = overrides.db ?? openDatabase({ url: config.databaseUrl });
   const clock = overrides.clock ?? offsetClock(config.clockOffsetMs);
-  const logger = overrides.logger ?? createLogger({ level: config.log.level, name: role });
+  const logger =
+    overrides.logger ?? createLogger({ level: config.log.level, name: role, file: config.log.file });
   const secrets = overrides.secrets ?? loadSecretBox(config);
   const authenticator = new Authenticator({
     db: db.reader,

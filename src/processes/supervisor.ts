@@ -1,5 +1,5 @@
 import { fork, type ChildProcess } from 'node:child_process';
-import { mkdirSync, rmSync, writeFileSync, createWriteStream, type WriteStream } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Config } from '../config/defaults.js';
@@ -46,7 +46,6 @@ export class Supervisor {
   private failure: string | null = null;
   private finished!: (code: number) => void;
   private readonly stateFile: string;
-  private readonly logFile: WriteStream;
 
   constructor(
     private readonly config: Readonly<Config>,
@@ -67,9 +66,7 @@ export class Supervisor {
       restartTimer: null,
     }));
     mkdirSync(join(config.home, 'run'), { recursive: true });
-    mkdirSync(join(config.home, 'logs'), { recursive: true });
     this.stateFile = join(config.home, 'run', `serve-${process.pid}.json`);
-    this.logFile = createWriteStream(join(config.home, 'logs', 'svc.log'), { flags: 'a' });
   }
 
   /** Resolves with the exit code once every child has stopped. */
@@ -91,7 +88,6 @@ export class Supervisor {
       process.off('SIGTERM', onSignal);
       process.off('SIGINT', onSignal);
       rmSync(this.stateFile, { force: true });
-      this.logFile.end();
     });
   }
 
@@ -102,20 +98,18 @@ export class Supervisor {
   private spawn(child: Child): void {
     const proc = fork(CHILD_ENTRY, [child.role], {
       env: { ...this.env, SVC_HOME: this.config.home },
-      stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+      // Children write their JSON lines straight to our stdout (or to `log.file`): relaying every line
+      // through this process cost a second process's CPU per request. Only stderr passes through us, so
+      // a crash can be reported with its last words.
+      stdio: ['ignore', 'inherit', 'pipe', 'ipc'],
     });
     child.process = proc;
     child.pid = proc.pid ?? null;
     child.status = 'starting';
     child.started_at = new Date().toISOString();
     child.stderrTail = [];
-    proc.stdout?.on('data', (chunk: Buffer) => {
-      process.stdout.write(chunk);
-      this.logFile.write(chunk);
-    });
     proc.stderr?.on('data', (chunk: Buffer) => {
       process.stderr.write(chunk);
-      this.logFile.write(chunk);
       child.stderrTail = [...child.stderrTail, ...chunk.toString().split('\n').filter(Boolean)].slice(-5);
     });
     proc.on('message', (message: { type?: string }) => {

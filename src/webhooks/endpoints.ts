@@ -66,11 +66,17 @@ function newSigningSecret(): string {
 export function validateEnabledEvents(events: string[]): string[] {
   const unique = [...new Set(events)];
   if (unique.includes('*') && unique.length > 1) {
-    throw errors.invalidParameter('enabled_events', '"*" subscribes to every type; do not combine it with other types.');
+    throw errors.invalidParameter(
+      'enabled_events',
+      '"*" subscribes to every type; do not combine it with other types.',
+    );
   }
   const unknown = unique.filter((type) => type !== '*' && !(EVENT_TYPES as readonly string[]).includes(type));
   if (unknown.length > 0) {
-    throw errors.invalidParameter('enabled_events', `Unknown event type${unknown.length > 1 ? 's' : ''}: ${unknown.join(', ')}. Known types: ${EVENT_TYPES.join(', ')}, or "*".`);
+    throw errors.invalidParameter(
+      'enabled_events',
+      `Unknown event type${unknown.length > 1 ? 's' : ''}: ${unknown.join(', ')}. Known types: ${EVENT_TYPES.join(', ')}, or "*".`,
+    );
   }
   return unique;
 }
@@ -112,14 +118,24 @@ export async function createEndpoint(
 export async function listEndpoints(db: Knex, principal: Principal, offset: number, limit: number) {
   const scope = { org_id: principal.orgId, mode: principal.mode };
   const [rows, [count]] = await Promise.all([
-    db<WebhookEndpointRow>('webhook_endpoints').where(scope).orderBy('created_at', 'desc').orderBy('id', 'desc').offset(offset).limit(limit),
+    db<WebhookEndpointRow>('webhook_endpoints')
+      .where(scope)
+      .orderBy('created_at', 'desc')
+      .orderBy('id', 'desc')
+      .offset(offset)
+      .limit(limit),
     db('webhook_endpoints').where(scope).count({ n: '*' }),
   ]);
-  return { data: rows.map((row) => presentEndpoint(row)), total: Number((count as { n: number | string }).n) };
+  return {
+    data: rows.map((row) => presentEndpoint(row)),
+    total: Number((count as { n: number | string }).n),
+  };
 }
 
 export async function getEndpoint(db: Knex, principal: Principal, id: string): Promise<WebhookEndpoint> {
-  return presentEndpoint(await findOwned<WebhookEndpointRow>(db, 'webhook_endpoints', id, principal, 'webhook endpoint'));
+  return presentEndpoint(
+    await findOwned<WebhookEndpointRow>(db, 'webhook_endpoints', id, principal, 'webhook endpoint'),
+  );
 }
 
 export async function updateEndpoint(
@@ -130,11 +146,18 @@ export async function updateEndpoint(
   policy: EndpointPolicy,
   now: number,
 ): Promise<WebhookEndpoint> {
-  const row = await findOwned<WebhookEndpointRow>(trx, 'webhook_endpoints', id, principal, 'webhook endpoint');
+  const row = await findOwned<WebhookEndpointRow>(
+    trx,
+    'webhook_endpoints',
+    id,
+    principal,
+    'webhook endpoint',
+  );
   if (patch.url !== undefined) await validateUrl(patch.url, principal.mode, policy);
   const changes: Partial<WebhookEndpointRow> = { updated_at: now };
   if (patch.url !== undefined) changes.url = patch.url;
-  if (patch.enabled_events !== undefined) changes.enabled_events = JSON.stringify(validateEnabledEvents(patch.enabled_events));
+  if (patch.enabled_events !== undefined)
+    changes.enabled_events = JSON.stringify(validateEnabledEvents(patch.enabled_events));
   if (patch.disabled !== undefined) changes.disabled = patch.disabled;
   if (patch.description !== undefined) changes.description = patch.description;
   await trx('webhook_endpoints').where({ id: row.id }).update(changes);
@@ -142,7 +165,13 @@ export async function updateEndpoint(
 }
 
 export async function deleteEndpoint(trx: Knex, principal: Principal, id: string) {
-  const row = await findOwned<WebhookEndpointRow>(trx, 'webhook_endpoints', id, principal, 'webhook endpoint');
+  const row = await findOwned<WebhookEndpointRow>(
+    trx,
+    'webhook_endpoints',
+    id,
+    principal,
+    'webhook endpoint',
+  );
   await trx('webhook_endpoints').where({ id: row.id }).delete();
   return { object: 'webhook_endpoint' as const, id: row.id, deleted: true };
 }
@@ -159,7 +188,13 @@ export async function rollEndpointSecret(
   policy: EndpointPolicy,
   now: number,
 ): Promise<WebhookEndpoint> {
-  const row = await findOwned<WebhookEndpointRow>(trx, 'webhook_endpoints', id, principal, 'webhook endpoint');
+  const row = await findOwned<WebhookEndpointRow>(
+    trx,
+    'webhook_endpoints',
+    id,
+    principal,
+    'webhook endpoint',
+  );
   const secret = newSigningSecret();
   const changes: Partial<WebhookEndpointRow> = {
     secret_encrypted: policy.secrets.seal(secret, row.id),

@@ -66,7 +66,9 @@ export const webhookEndpointRoutes = [
     },
     responses: { 200: { description: 'The endpoint, with its secret', schema: ref } },
     async handler({ services, principal, body, now }) {
-      const endpoint = await services.db.transaction((trx) => createEndpoint(trx, principal, body, policy(services), now));
+      const endpoint = await services.db.transaction((trx) =>
+        createEndpoint(trx, principal, body, policy(services), now),
+      );
       return { body: endpoint };
     },
   }),
@@ -78,10 +80,24 @@ export const webhookEndpointRoutes = [
     tag: 'webhooks',
     auth: ['secret_key'],
     query: { type: 'object', additionalProperties: false, properties: pageQueryProperties },
-    responses: { 200: { description: 'A page of endpoints', schema: { type: 'array', items: ref }, headers: ['pagination'] } },
+    responses: {
+      200: {
+        description: 'A page of endpoints',
+        schema: { type: 'array', items: ref },
+        headers: ['pagination'],
+      },
+    },
     async handler({ services, principal, query, ctx }) {
-      const { data, total } = await listEndpoints(services.db.reader, principal, offsetOf(query), query.per_page);
-      return { body: data, headers: paginationHeaders(services.config.api.baseUrl, ctx.path, query, query, total) };
+      const { data, total } = await listEndpoints(
+        services.db.reader,
+        principal,
+        offsetOf(query),
+        query.per_page,
+      );
+      return {
+        body: data,
+        headers: paginationHeaders(services.config.api.baseUrl, ctx.path, query, query, total),
+      };
     },
   }),
   defineRoute<Record<string, never>, undefined, { endpointId: string }>({
@@ -97,7 +113,11 @@ export const webhookEndpointRoutes = [
       return { body: await getEndpoint(services.db.reader, principal, params.endpointId) };
     },
   }),
-  defineRoute<Record<string, never>, { url?: string; enabled_events?: string[]; disabled?: boolean; description?: string | null }, { endpointId: string }>({
+  defineRoute<
+    Record<string, never>,
+    { url?: string; enabled_events?: string[]; disabled?: boolean; description?: string | null },
+    { endpointId: string }
+  >({
     method: 'patch',
     path: '/v1/webhook_endpoints/{endpointId}',
     operationId: 'updateWebhookEndpoint',
@@ -113,7 +133,9 @@ export const webhookEndpointRoutes = [
     },
     responses: { 200: { description: 'The updated endpoint', schema: ref } },
     async handler({ services, principal, params, body, now }) {
-      const endpoint = await services.db.transaction((trx) => updateEndpoint(trx, principal, params.endpointId, body, policy(services), now));
+      const endpoint = await services.db.transaction((trx) =>
+        updateEndpoint(trx, principal, params.endpointId, body, policy(services), now),
+      );
       return { body: endpoint };
     },
   }),
@@ -128,11 +150,21 @@ export const webhookEndpointRoutes = [
     responses: {
       200: {
         description: 'Deleted',
-        schema: { type: 'object', required: ['object', 'id', 'deleted'], properties: { object: { const: 'webhook_endpoint' }, id: { type: 'string' }, deleted: { const: true } } },
+        schema: {
+          type: 'object',
+          required: ['object', 'id', 'deleted'],
+          properties: {
+            object: { const: 'webhook_endpoint' },
+            id: { type: 'string' },
+            deleted: { const: true },
+          },
+        },
       },
     },
     async handler({ services, principal, params }) {
-      return { body: await services.db.transaction((trx) => deleteEndpoint(trx, principal, params.endpointId)) };
+      return {
+        body: await services.db.transaction((trx) => deleteEndpoint(trx, principal, params.endpointId)),
+      };
     },
   }),
   defineRoute<Record<string, never>, { grace_seconds?: number }, { endpointId: string }>({
@@ -146,12 +178,16 @@ export const webhookEndpointRoutes = [
     body: {
       type: 'object',
       additionalProperties: false,
-      properties: { grace_seconds: { type: 'integer', minimum: 0, maximum: 604_800, description: 'Default 86400 (24 h)' } },
+      properties: {
+        grace_seconds: { type: 'integer', minimum: 0, maximum: 604_800, description: 'Default 86400 (24 h)' },
+      },
     },
     responses: { 200: { description: 'The endpoint, with its new secret', schema: ref } },
     async handler({ services, principal, params, body, now }) {
       const grace = body.grace_seconds ?? services.config.webhooks.secretRollGraceSeconds;
-      const endpoint = await services.db.transaction((trx) => rollEndpointSecret(trx, principal, params.endpointId, grace, policy(services), now));
+      const endpoint = await services.db.transaction((trx) =>
+        rollEndpointSecret(trx, principal, params.endpointId, grace, policy(services), now),
+      );
       return { body: endpoint };
     },
   }),

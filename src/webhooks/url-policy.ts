@@ -44,14 +44,19 @@ export type UrlVerdict = { ok: true } | { ok: false; reason: string };
  * that resolves only to public addresses, unless the operator allows private ones. The dispatcher checks
  * again at connection time, since DNS can change after this check.
  */
-export async function checkWebhookUrl(raw: string, mode: 'live' | 'test', allowPrivate: boolean): Promise<UrlVerdict> {
+export async function checkWebhookUrl(
+  raw: string,
+  mode: 'live' | 'test',
+  allowPrivate: boolean,
+): Promise<UrlVerdict> {
   let url: URL;
   try {
     url = new URL(raw);
   } catch {
     return { ok: false, reason: 'is not a valid absolute URL' };
   }
-  if (url.protocol !== 'https:' && url.protocol !== 'http:') return { ok: false, reason: 'must use http or https' };
+  if (url.protocol !== 'https:' && url.protocol !== 'http:')
+    return { ok: false, reason: 'must use http or https' };
   if (url.username || url.password) return { ok: false, reason: 'must not carry a user name or password' };
   if (mode === 'test' || allowPrivate) return { ok: true };
   if (url.protocol !== 'https:') return { ok: false, reason: 'must use https in live mode' };
@@ -63,7 +68,11 @@ export async function checkWebhookUrl(raw: string, mode: 'live' | 'test', allowP
     return { ok: false, reason: `has a host (${host}) that does not resolve` };
   }
   if (addresses.length === 0 || addresses.some(isBlockedAddress)) {
-    return { ok: false, reason: 'resolves to a private, loopback, link-local or metadata address, which live mode does not deliver to' };
+    return {
+      ok: false,
+      reason:
+        'resolves to a private, loopback, link-local or metadata address, which live mode does not deliver to',
+    };
   }
   return { ok: true };
 }

@@ -3,7 +3,10 @@ import { createTenant, forEachEngine, startTestApp, tableCounts } from '../helpe
 
 const body = { url: 'http://127.0.0.1:9/hook', enabled_events: ['*'] };
 
-const generous = { resource_write: { perMinute: 10_000, burst: 1_000 }, read: { perMinute: 10_000, burst: 1_000 } };
+const generous = {
+  resource_write: { perMinute: 10_000, burst: 1_000 },
+  read: { perMinute: 10_000, burst: 1_000 },
+};
 
 forEachEngine(t, async (t, engine) => {
   const app = await startTestApp(t, engine);
@@ -27,24 +30,39 @@ forEachEngine(t, async (t, engine) => {
     const headers = { 'Idempotency-Key': 'create-endpoint-2' };
     await app.request('POST', '/v1/webhook_endpoints', { key: sk, body, headers });
     const before = await tableCounts(app.db);
-    const other = await app.request('POST', '/v1/webhook_endpoints', { key: sk, body: { ...body, enabled_events: ['link.created'] }, headers });
+    const other = await app.request('POST', '/v1/webhook_endpoints', {
+      key: sk,
+      body: { ...body, enabled_events: ['link.created'] },
+      headers,
+    });
     t.equal(other.status, 409);
     t.match(other.body, { error: { type: 'invalid_request_error', code: 'idempotency_key_reused' } });
     t.same(await tableCounts(app.db), before);
   });
 
-  t.test('a failed request is replayed as the same failure; keys are scoped per organisation and mode', async (t) => {
-    const headers = { 'Idempotency-Key': 'bad-request' };
-    const bad = { url: 'nope', enabled_events: ['*'] };
-    const first = await app.request('POST', '/v1/webhook_endpoints', { key: sk, body: bad, headers });
-    t.equal(first.status, 400);
-    const again = await app.request('POST', '/v1/webhook_endpoints', { key: sk, body: bad, headers });
-    t.equal(again.status, 400);
-    t.equal(again.body.error.code, first.body.error.code);
-    const otherMode = await app.request('POST', '/v1/webhook_endpoints', { key: tenant.keys.sk_live.secret, body, headers });
-    t.equal(otherMode.status, 400, 'the live key is refused for its own reason (http in live mode), not replayed');
-    t.equal(otherMode.headers.get('idempotent-replayed'), null);
-  });
+  t.test(
+    'a failed request is replayed as the same failure; keys are scoped per organisation and mode',
+    async (t) => {
+      const headers = { 'Idempotency-Key': 'bad-request' };
+      const bad = { url: 'nope', enabled_events: ['*'] };
+      const first = await app.request('POST', '/v1/webhook_endpoints', { key: sk, body: bad, headers });
+      t.equal(first.status, 400);
+      const again = await app.request('POST', '/v1/webhook_endpoints', { key: sk, body: bad, headers });
+      t.equal(again.status, 400);
+      t.equal(again.body.error.code, first.body.error.code);
+      const otherMode = await app.request('POST', '/v1/webhook_endpoints', {
+        key: tenant.keys.sk_live.secret,
+        body,
+        headers,
+      });
+      t.equal(
+        otherMode.status,
+        400,
+        'the live key is refused for its own reason (http in live mode), not replayed',
+      );
+      t.equal(otherMode.headers.get('idempotent-replayed'), null);
+    },
+  );
 
   t.test('after the retention period a key can be used afresh', async (t) => {
     const headers = { 'Idempotency-Key': 'expires' };
@@ -57,7 +75,11 @@ forEachEngine(t, async (t, engine) => {
 
   t.test('a malformed Idempotency-Key is a 400', async (t) => {
     const before = await tableCounts(app.db);
-    const response = await app.request('POST', '/v1/webhook_endpoints', { key: sk, body, headers: { 'Idempotency-Key': 'x'.repeat(256) } });
+    const response = await app.request('POST', '/v1/webhook_endpoints', {
+      key: sk,
+      body,
+      headers: { 'Idempotency-Key': 'x'.repeat(256) },
+    });
     t.equal(response.status, 400);
     t.match(response.body, { error: { code: 'parameter_invalid', param: 'Idempotency-Key' } });
     t.same(await tableCounts(app.db), before);
@@ -67,7 +89,9 @@ forEachEngine(t, async (t, engine) => {
     const fresh = await createTenant(app);
     const statuses: number[] = [];
     for (let i = 0; i < 11; i++) {
-      statuses.push((await app.request('POST', '/v1/webhook_endpoints', { key: fresh.keys.sk_test.secret, body })).status);
+      statuses.push(
+        (await app.request('POST', '/v1/webhook_endpoints', { key: fresh.keys.sk_test.secret, body })).status,
+      );
     }
     t.same(statuses, [...Array(10).fill(200), 429]);
   });

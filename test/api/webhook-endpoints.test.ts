@@ -4,7 +4,10 @@ import { createTenant, forEachEngine, startTestApp, tableCounts } from '../helpe
 
 const hook = 'http://127.0.0.1:9/hook';
 
-const generous = { resource_write: { perMinute: 10_000, burst: 1_000 }, read: { perMinute: 10_000, burst: 1_000 } };
+const generous = {
+  resource_write: { perMinute: 10_000, burst: 1_000 },
+  read: { perMinute: 10_000, burst: 1_000 },
+};
 
 forEachEngine(t, async (t, engine) => {
   const app = await startTestApp(t, engine);
@@ -14,9 +17,18 @@ forEachEngine(t, async (t, engine) => {
   const sk = tenant.keys.sk_test.secret;
 
   t.test('create returns the secret once; get and list never do', async (t) => {
-    const created = await app.request('POST', '/v1/webhook_endpoints', { key: sk, body: { url: hook, enabled_events: ['link.created', 'link.refreshed'] } });
+    const created = await app.request('POST', '/v1/webhook_endpoints', {
+      key: sk,
+      body: { url: hook, enabled_events: ['link.created', 'link.refreshed'] },
+    });
     t.equal(created.status, 200);
-    t.match(created.body, { object: 'webhook_endpoint', url: hook, enabled_events: ['link.created', 'link.refreshed'], disabled: false, mode: 'test' });
+    t.match(created.body, {
+      object: 'webhook_endpoint',
+      url: hook,
+      enabled_events: ['link.created', 'link.refreshed'],
+      disabled: false,
+      mode: 'test',
+    });
     t.match(created.body.id, /^we_[0-9a-f]{16}$/);
     t.match(created.body.secret, /^whsec_[0-9A-Za-z]{40}$/);
     const fetched = await app.request('GET', `/v1/webhook_endpoints/${created.body.id}`, { key: sk });
@@ -29,24 +41,40 @@ forEachEngine(t, async (t, engine) => {
   });
 
   t.test('update, roll and delete', async (t) => {
-    const created = await app.request('POST', '/v1/webhook_endpoints', { key: sk, body: { url: hook, enabled_events: ['*'] } });
+    const created = await app.request('POST', '/v1/webhook_endpoints', {
+      key: sk,
+      body: { url: hook, enabled_events: ['*'] },
+    });
     const id = created.body.id;
-    const updated = await app.request('PATCH', `/v1/webhook_endpoints/${id}`, { key: sk, body: { disabled: true, enabled_events: ['link.expired'] } });
+    const updated = await app.request('PATCH', `/v1/webhook_endpoints/${id}`, {
+      key: sk,
+      body: { disabled: true, enabled_events: ['link.expired'] },
+    });
     t.equal(updated.status, 200);
     t.match(updated.body, { disabled: true, enabled_events: ['link.expired'] });
-    const rolled = await app.request('POST', `/v1/webhook_endpoints/${id}/roll_secret`, { key: sk, body: { grace_seconds: 3600 } });
+    const rolled = await app.request('POST', `/v1/webhook_endpoints/${id}/roll_secret`, {
+      key: sk,
+      body: { grace_seconds: 3600 },
+    });
     t.equal(rolled.status, 200);
     t.match(rolled.body.secret, /^whsec_/);
     t.not(rolled.body.secret, created.body.secret);
     const row = await app.db.knex('webhook_endpoints').where({ id }).first();
-    t.equal(Number(row.previous_secret_expires_at), app.clock.now() + 3600_000, 'the old secret signs for the grace period');
+    t.equal(
+      Number(row.previous_secret_expires_at),
+      app.clock.now() + 3600_000,
+      'the old secret signs for the grace period',
+    );
     const deleted = await app.request('DELETE', `/v1/webhook_endpoints/${id}`, { key: sk });
     t.same(deleted.body, { object: 'webhook_endpoint', id, deleted: true });
     t.equal((await app.request('GET', `/v1/webhook_endpoints/${id}`, { key: sk })).status, 404);
   });
 
   t.test("another organisation's endpoint is 404; the other mode's is 403 wrong_mode", async (t) => {
-    const created = await app.request('POST', '/v1/webhook_endpoints', { key: sk, body: { url: hook, enabled_events: ['*'] } });
+    const created = await app.request('POST', '/v1/webhook_endpoints', {
+      key: sk,
+      body: { url: hook, enabled_events: ['*'] },
+    });
     const id = created.body.id;
     for (const [method, path, body] of [
       ['GET', `/v1/webhook_endpoints/${id}`, undefined],
@@ -65,6 +93,7 @@ forEachEngine(t, async (t, engine) => {
       const publishable = await app.request(method, path, { key: tenant.keys.pk_test.secret, body });
       t.equal(publishable.status, 403);
       t.match(publishable.body, { error: { code: 'insufficient_scope' } });
+      t.ok(publishable.headers.get('x-ratelimit-remaining'), 'a 403 still carries the rate-limit headers');
       t.same(await tableCounts(app.db), before, 'nothing was written');
     }
     const stillThere = await app.request('GET', `/v1/webhook_endpoints/${id}`, { key: sk });
@@ -93,7 +122,10 @@ forEachEngine(t, async (t, engine) => {
       t.match(response.body, { error: { type: 'invalid_request_error', code, param } });
       t.same(await tableCounts(app.db), before, 'nothing was written');
     }
-    const empty = await app.request('PATCH', '/v1/webhook_endpoints/we_0000000000000000', { key: sk, body: {} });
+    const empty = await app.request('PATCH', '/v1/webhook_endpoints/we_0000000000000000', {
+      key: sk,
+      body: {},
+    });
     t.equal(empty.status, 400);
     const badId = await app.request('GET', '/v1/webhook_endpoints/nope', { key: sk });
     t.equal(badId.status, 400);
@@ -111,11 +143,17 @@ forEachEngine(t, async (t, engine) => {
       'https://[::1]/hook',
       'https://localhost/hook',
     ]) {
-      const response = await app.request('POST', '/v1/webhook_endpoints', { key: live, body: { url, enabled_events: ['*'] } });
+      const response = await app.request('POST', '/v1/webhook_endpoints', {
+        key: live,
+        body: { url, enabled_events: ['*'] },
+      });
       t.equal(response.status, 400, url);
       t.match(response.body, { error: { code: 'parameter_invalid', param: 'url' } });
     }
-    const publicAddress = await app.request('POST', '/v1/webhook_endpoints', { key: live, body: { url: 'https://93.184.216.34/hook', enabled_events: ['*'] } });
+    const publicAddress = await app.request('POST', '/v1/webhook_endpoints', {
+      key: live,
+      body: { url: 'https://93.184.216.34/hook', enabled_events: ['*'] },
+    });
     t.equal(publicAddress.status, 200, 'a public address is accepted');
   });
 
@@ -125,7 +163,14 @@ forEachEngine(t, async (t, engine) => {
     const ids: string[] = [];
     for (let i = 0; i < 5; i++) {
       app.clock.advance(1000);
-      ids.push((await app.request('POST', '/v1/webhook_endpoints', { key, body: { url: hook, enabled_events: ['*'] } })).body.id);
+      ids.push(
+        (
+          await app.request('POST', '/v1/webhook_endpoints', {
+            key,
+            body: { url: hook, enabled_events: ['*'] },
+          })
+        ).body.id,
+      );
     }
     const first = await app.request('GET', '/v1/webhook_endpoints?per_page=2', { key });
     t.equal(first.headers.get('x-total-count'), '5');
@@ -138,11 +183,18 @@ forEachEngine(t, async (t, engine) => {
     t.same(Object.keys(links).sort(), ['first', 'last', 'next']);
     t.equal(links.next!.page, '2');
     t.equal(links.last!.page, '3');
-    t.ok(links.next!.url.startsWith(app.config.api.baseUrl + '/v1/webhook_endpoints?'), 'absolute URLs from the base URL');
+    t.ok(
+      links.next!.url.startsWith(app.config.api.baseUrl + '/v1/webhook_endpoints?'),
+      'absolute URLs from the base URL',
+    );
     const middle = await app.request('GET', '/v1/webhook_endpoints?per_page=2&page=2', { key });
     const middleLinks = parseLinkHeader(middle.headers.get('link'))!;
     t.same(Object.keys(middleLinks).sort(), ['first', 'last', 'next', 'prev']);
-    const last = await app.request('GET', new URL(links.last!.url).pathname + new URL(links.last!.url).search, { key });
+    const last = await app.request(
+      'GET',
+      new URL(links.last!.url).pathname + new URL(links.last!.url).search,
+      { key },
+    );
     t.same(
       last.body.map((e: { id: string }) => e.id),
       [ids[0]],
@@ -151,7 +203,11 @@ forEachEngine(t, async (t, engine) => {
     const beyond = await app.request('GET', '/v1/webhook_endpoints?per_page=2&page=9', { key });
     t.equal(beyond.status, 200);
     t.same(beyond.body, [], 'paging past the end is an empty page');
-    t.equal(parseLinkHeader(beyond.headers.get('link'))!.prev!.page, '3', 'prev from past the end points at the last page');
+    t.equal(
+      parseLinkHeader(beyond.headers.get('link'))!.prev!.page,
+      '3',
+      'prev from past the end points at the last page',
+    );
     for (const query of ['per_page=0', 'per_page=301', 'page=0', 'page=x', 'per_page=2.5', 'sort=asc']) {
       const bad = await app.request('GET', `/v1/webhook_endpoints?${query}`, { key });
       t.equal(bad.status, 400, query);

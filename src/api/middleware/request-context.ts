@@ -4,12 +4,21 @@ import type { AppServices } from '../services.js';
 
 const INCOMING_ID = /^[A-Za-z0-9._-]{8,64}$/;
 
+// Request ids need to be unique, not unguessable: a random per-process prefix and a counter cost nothing,
+// where 8 random bytes per request cost 2% of a small request's CPU.
+const processPrefix = randomBytes(4).toString('hex');
+let counter = 0;
+function nextRequestId(): string {
+  counter = (counter + 1) % 0x1_0000_0000;
+  return `req_${processPrefix}${counter.toString(16).padStart(8, '0')}`;
+}
+
 /** Request id, access log line and metrics for every request, matched or not. */
 export function requestContextMiddleware(services: AppServices) {
   return async (ctx: Context, next: Next) => {
     const started = process.hrtime.bigint();
     const incoming = ctx.get('X-Request-Id');
-    const requestId = INCOMING_ID.test(incoming) ? incoming : `req_${randomBytes(8).toString('hex')}`;
+    const requestId = INCOMING_ID.test(incoming) ? incoming : nextRequestId();
     ctx.state.requestId = requestId;
     ctx.state.logger = services.logger;
     ctx.set('X-Request-Id', requestId);

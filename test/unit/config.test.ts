@@ -1,0 +1,181 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t from 'tap';
+import type { Test } from 'tap';
+import { ConfigError, describeConfig, envName, loadConfig } from '../../src/config/load-config.js';
+
+function tempHome(t: Test, config?: unknown): string {
+  const home = mkdtempSync(join(tmpdir(), 'svc-config-'));
+  t.teardown(() => rmSync(home, { recursive: true, force: true }));
+  if (config !== undefined)
+    writeFileSync(join(home, 'config.json'), typeof config === 'string' ? config : JSON.stringify(config));
+  return home;
+}
+
+t.test('without a file or environment the spec defaults apply', async (t) => {
+  const home = tempHome(t);
+  const config = loadConfig({ home, env: {} });
+  t.equal(config.home, home);
+  t.equal(config.brand, 'svc');
+  t.equal(config.databaseUrl, `sqlite://${home}/svc.db`);
+  t.equal(config.api.port, 8080);
+  t.equal(config.api.baseUrl, 'http://127.0.0.1:8080', 'the base URL follows host and port');
+  t.equal(config.auth.cacheSeconds, 5);
+  t.same(config.rateLimits, {
+    read: { perMinute: 100, burst: 20 },
+    sync_write: { perMinute: 10, burst: 5 },
+    widget_tokens: { perMinute: 30, burst: 10 },
+    resource_write: { perMinute: 30, burst: 10 },
+    webhook_deliveries: { perMinute: 60, burst: 20 },
+  });
+  t.ok(Object.isFrozen(config) && Object.isFrozen(config.api), 'the result cannot be changed by accident');
+});
+
+t.test('SVC_HOME picks the data directory', async (t) => {
+  const home = tempHome(t);
+  t.equal(loadConfig({ env: { SVC_HOME: home } }).home, home);
+  const other = tempHome(t);
+  t.equal(loadConfig({ home: other, env: { SVC_HOME: home } }).home, other, '--home wins');
+});
+
+t.test('config.json in the home overrides the defaults', async (t) => {
+  const home = tempHome(t, { api: { port: 9000 }, rateLimits: { read: { perMinute: 500, burst: 50 } } });
+  const config = loadConfig({ home, env: {} });
+  t.equal(config.api.port, 9000);
+  t.equal(config.api.host, '127.0.0.1', 'siblings of a set key keep their defaults');
+  t.same(config.rateLimits.read, { perMinute: 500, burst: 50 });
+  t.same(config.rateLimits.sync_write, { perMinute: 10, burst: 5 });
+});
+
+t.test('SVC_* environment variables override the file', async (t) => {
+  const home = tempHome(t, { api: { port: 9000 } });
+  const config = loadConfig({
+    home,
+    env: {
+      SVC_API_PORT: '9100',
+      SVC_RATE_LIMITS_READ_PER_MINUTE: '250',
+      SVC_RATE_LIMIT_STORE: 'database',
+      SVC_SUPERVISOR_RESTART_DELAYS_MS: '[10, 20]',
+      SVC_LOG_LEVEL: '',
+    },
+  });
+  t.equal(config.api.port, 9100);
+  t.same(config.rateLimits.read, { perMinute: 250, burst: 20 });
+  t.equal(config.rateLimitStore, 'database');
+  t.same(config.supervisor.restartDelaysMs, [10, 20]);
+  t.equal(config.log.level, 'info', 'an empty variable is ignored');
+  t.equal(envName(['rateLimits', 'read', 'perMinute']), 'SVC_RATE_LIMITS_READ_PER_MINUTE');
+});
+
+t.test('flags win over the environment and the file', async (t) => {
+  const home = tempHome(t, { api: { port: 9000 } });
+  const config = loadConfig({ home, env: { SVC_API_PORT: '9100' }, overrides: { api: { port: 9200 } } });
+  t.equal(config.api.port, 9200);
+  t.equal(config.api.baseUrl, 'http://127.0.0.1:9200');
+});
+
+t.test('a bad value names the key and the variable that set it', async (t) => {
+  const home = tempHome(t);
+  t.throws(() => loadConfig({ home, env: { SVC_API_PORT: '99999' } }), {
+    name: 'ConfigError',
+    message: /api\.port must be <= 65535 \(set by SVC_API_PORT\)/,
+  });
+  t.throws(() => loadConfig({ home, env: { SVC_API_PORT: 'eighty' } }), {
+    name: 'ConfigError',
+    message: /SVC_API_PORT must be a number, got "eighty"/,
+  });
+  t.throws(() => loadConfig({ home, env: { SVC_RATE_LIMITS_READ_PER_MINUTE: '0' } }), {
+    name: 'ConfigError',
+    message: /rateLimits\.read\.perMinute must be >= 1 \(set by SVC_RATE_LIMITS_READ_PER_MINUTE\)/,
+  });
+  t.throws(() => loadConfig({ home, env: { SVC_RATE_LIMIT_STORE: 'redis' } }), {
+    name: 'ConfigError',
+    message: /rateLimitStore .*\(set by SVC_RATE_LIMIT_STORE\)/,
+  });
+  const error = (() => {
+    try {
+      loadConfig({ home, env: { SVC_API_PORT: '-1' } });
+    } catch (caught) {
+      return caught;
+    }
+  })();
+  t.ok(error instanceof ConfigError, 'it is a ConfigError, which the CLI maps to its exit code');
+});
+
+t.test('a bad value in config.json names the file', async (t) => {
+  const home = tempHome(t, { api: { bodyLimitBytes: 10 } });
+  t.throws(() => loadConfig({ home, env: {} }), {
+    name: 'ConfigError',
+    message: new RegExp(`api\\.bodyLimitBytes must be >= 1024 \\(set by ${join(home, 'config.json')}\\)`),
+  });
+});
+
+t.test('an unknown key in config.json is refused', async (t) => {
+  const top = tempHome(t, { apiPort: 9000 });
+  t.throws(() => loadConfig({ home: top, env: {} }), {
+    name: 'ConfigError',
+    message: /apiPort is not a known setting/,
+  });
+  const nested = tempHome(t, { api: { prot: 9000 } });
+  t.throws(() => loadConfig({ home: nested, env: {} }), {
+    name: 'ConfigError',
+    message: /api\.prot is not a known setting/,
+  });
+});
+
+t.test('a config.json that is not a JSON object is refused', async (t) => {
+  t.throws(() => loadConfig({ home: tempHome(t, '{"api": '), env: {} }), {
+    name: 'ConfigError',
+    message: /Cannot read .*config\.json/,
+  });
+  t.throws(() => loadConfig({ home: tempHome(t, '[1, 2]'), env: {} }), {
+    name: 'ConfigError',
+    message: /must hold a JSON object/,
+  });
+});
+
+t.test('describeConfig never shows the master key or a database password', async (t) => {
+  const masterKey = Buffer.alloc(32, 7).toString('base64');
+  const config = loadConfig({
+    home: tempHome(t),
+    env: {
+      SVC_MASTER_KEY: masterKey,
+      SVC_DATABASE_URL: 'postgres://svc:pa55-w0rd@db.internal:5432/svc',
+    },
+  });
+  t.equal(config.masterKey, masterKey, 'the loaded config holds the real key');
+  const shown = describeConfig(config);
+  t.equal(shown.masterKey, '****');
+  t.equal(shown.databaseUrl, 'postgres://svc:****@db.internal:5432/svc');
+  const text = JSON.stringify(shown);
+  t.notMatch(text, masterKey);
+  t.notMatch(text, 'pa55-w0rd');
+  t.equal(
+    describeConfig(loadConfig({ home: tempHome(t), env: {} })).masterKey,
+    '',
+    'no key, nothing to mask',
+  );
+});
+
+t.test('every way the driver accepts a password in the URL is masked', async (t) => {
+  const cases: [string, string][] = [
+    ['postgresql://svc:p%40ss@db:5432/svc?schema=x', 'postgresql://svc:****@db:5432/svc?schema=x'],
+    ['postgres://:lonely-pw@db/svc', 'postgres://:****@db/svc'],
+    [
+      'postgres://svc@db/svc?password=query-pw&sslmode=require',
+      'postgres://svc@db/svc?password=****&sslmode=require',
+    ],
+    [
+      'postgres://svc@db/svc?sslmode=require&PASSWORD=upper-pw',
+      'postgres://svc@db/svc?sslmode=require&PASSWORD=****',
+    ],
+    ['postgres://svc@db:5432/svc', 'postgres://svc@db:5432/svc'],
+  ];
+  for (const [url, shown] of cases) {
+    const config = loadConfig({ home: tempHome(t), env: { SVC_DATABASE_URL: url } });
+    t.equal(describeConfig(config).databaseUrl, shown, url.replace(/-pw|%40ss/, '…'));
+  }
+  const sqlite = loadConfig({ home: tempHome(t), env: {} });
+  t.equal(describeConfig(sqlite).databaseUrl, sqlite.databaseUrl, 'a SQLite path is shown as is');
+});
