@@ -19,6 +19,7 @@ import { createOrganisation } from '../../src/orgs/orgs.js';
 import { createApiKey } from '../../src/keys/keys.js';
 import type { Mode, KeyType } from '../../src/keys/key-format.js';
 import type { RateLimitOverrides } from '../../src/ratelimit/overrides.js';
+import { contractViolation } from './contract.js';
 
 export type EngineName = 'sqlite' | 'postgres';
 
@@ -95,13 +96,23 @@ export interface TestResponse {
   text: string;
 }
 
-export type ConfigOverrides = Parameters<typeof loadConfig>[0] extends infer O ? (O extends { overrides?: infer V } ? V : never) : never;
+export type ConfigOverrides = Parameters<typeof loadConfig>[0] extends infer O
+  ? O extends { overrides?: infer V }
+    ? V
+    : never
+  : never;
 
 export function testConfig(database: TestDatabase, overrides: ConfigOverrides = {}): Readonly<Config> {
   return loadConfig({
     home: database.home,
     env: {},
-    overrides: { ...overrides, databaseUrl: database.url, log: { level: 'silent' }, metrics: { port: 0 }, api: { port: 0, ...(overrides?.api ?? {}) } },
+    overrides: {
+      ...overrides,
+      databaseUrl: database.url,
+      log: { level: 'silent' },
+      metrics: { port: 0 },
+      api: { port: 0, ...(overrides?.api ?? {}) },
+    },
   });
 }
 
@@ -109,23 +120,47 @@ export function testConfig(database: TestDatabase, overrides: ConfigOverrides = 
 export async function startTestApp(
   t: Test,
   engine: EngineName,
-  options: { config?: ConfigOverrides; database?: TestDatabase; clock?: ManualClock; extraRoutes?: AnyRoute[] } = {},
+  options: {
+    config?: ConfigOverrides;
+    database?: TestDatabase;
+    clock?: ManualClock;
+    extraRoutes?: AnyRoute[];
+  } = {},
 ): Promise<TestApp> {
   const database = options.database ?? (await freshDatabase(t, engine));
   const config = testConfig(database, options.config);
   const db = openDatabase({ url: config.databaseUrl });
   await migrateUp(db);
   const clock = options.clock ?? new ManualClock(Date.now());
-  const services = buildServices(config, 'api', { db, clock, logger: silentLogger, secrets: new SecretBox({ id: 'mk_test', key: randomBytes(32) }) });
+  const services = buildServices(config, 'api', {
+    db,
+    clock,
+    logger: silentLogger,
+    secrets: new SecretBox({ id: 'mk_test', key: randomBytes(32) }),
+  });
   const server = await startApiServer(services, '127.0.0.1', 0, options.extraRoutes);
   t.teardown(async () => {
     await server.close(1000);
     await db.close();
   });
-  return { engine, url: server.url, config, clock, services, db, server, request: (method, path, opts) => request(server.url, method, path, opts) };
+  return {
+    engine,
+    url: server.url,
+    config,
+    clock,
+    services,
+    db,
+    server,
+    request: (method, path, opts) => request(server.url, method, path, opts),
+  };
 }
 
-export async function request(baseUrl: string, method: string, path: string, options: RequestOptions = {}): Promise<TestResponse> {
+export async function request(
+  baseUrl: string,
+  method: string,
+  path: string,
+  options: RequestOptions = {},
+): Promise<TestResponse> {
   const headers: Record<string, string> = { ...(options.headers ?? {}) };
   if (options.key) headers.authorization = `Bearer ${options.key}`;
   let body: string | undefined = options.rawBody;
@@ -141,6 +176,10 @@ export async function request(baseUrl: string, method: string, path: string, opt
   } catch {
     parsed = undefined;
   }
+  if (text && method !== 'HEAD') {
+    const violation = contractViolation(method, path, response.status, parsed);
+    if (violation) throw new Error(`OpenAPI contract: ${violation}`);
+  }
   return { status: response.status, headers: response.headers, body: parsed, text };
 }
 
@@ -150,14 +189,25 @@ export interface TestTenant {
 }
 
 /** An organisation with one secret and one publishable key in each mode. */
-export async function createTenant(app: Pick<TestApp, 'db' | 'clock' | 'config'>, options: { rateLimits?: RateLimitOverrides } = {}): Promise<TestTenant> {
+export async function createTenant(
+  app: Pick<TestApp, 'db' | 'clock' | 'config'>,
+  options: { rateLimits?: RateLimitOverrides } = {},
+): Promise<TestTenant> {
   return app.db.transaction(async (trx) => {
     const now = app.clock.now();
     const org = await createOrganisation(trx, `Tenant ${randomBytes(3).toString('hex')}`, 'test', now);
     const keys = {} as TestTenant['keys'];
     for (const mode of ['test', 'live'] as Mode[]) {
       for (const type of ['secret', 'publishable'] as KeyType[]) {
-        const issued = await createApiKey(trx, { brand: app.config.brand, orgId: org.id, mode, type, actor: 'test', now, rateLimits: options.rateLimits });
+        const issued = await createApiKey(trx, {
+          brand: app.config.brand,
+          orgId: org.id,
+          mode,
+          type,
+          actor: 'test',
+          now,
+          rateLimits: options.rateLimits,
+        });
         keys[`${type === 'secret' ? 'sk' : 'pk'}_${mode}`] = { id: issued.key.id, secret: issued.secret };
       }
     }
