@@ -38,6 +38,16 @@ export interface Config {
   scheduler: { cron: string; syncIntervalMinutes: number; concurrency: number; leaseSeconds: number };
   dispatcher: { pollIntervalMs: number; concurrency: number; leaseSeconds: number };
   webhooks: { allowPrivateAddresses: boolean; secretRollGraceSeconds: number };
+  /** Live-mode connectors by bank code; a bank without one is unavailable in live mode. */
+  banks: { connectors: Record<string, BankConnectorConfig> };
+}
+
+export interface BankConnectorConfig {
+  /** Base URL of a gateway that speaks the HTTP connector protocol (docs/connector-protocol.md). */
+  url: string;
+  /** Shared secret that signs every request to the gateway. */
+  secret: string;
+  timeoutMs: number;
 }
 
 export function defaultConfig(home: string): Config {
@@ -76,5 +86,6 @@ export function defaultConfig(home: string): Config {
     scheduler: { cron: '* * * * *', syncIntervalMinutes: 240, concurrency: 4, leaseSeconds: 120 },
     dispatcher: { pollIntervalMs: 500, concurrency: 16, leaseSeconds: 60 },
     webhooks: { allowPrivateAddresses: false, secretRollGraceSeconds: 86_400 },
+    banks: { connectors: {} },
   };
 }

@@ -136,7 +136,7 @@ function mergeInto(
   }
 }
 
-const ajv = new Ajv({ allErrors: false, strict: true });
+const ajv = new Ajv({ allErrors: false, strict: true, useDefaults: true });
 const validateSchema = ajv.compile(configSchema);
 
 function validate(config: Record<string, unknown>, sources: Map<string, Source>): void {
@@ -161,7 +161,12 @@ function deepFreeze<T>(value: T): T {
 
 /** The settings as an operator may print them: the master key never, credentials in URLs masked. */
 export function describeConfig(config: Config): Record<string, unknown> {
-  return { ...config, masterKey: config.masterKey ? '****' : '', databaseUrl: maskUrl(config.databaseUrl) };
+  return {
+    ...config,
+    masterKey: config.masterKey ? '****' : '',
+    databaseUrl: maskUrl(config.databaseUrl),
+    banks: { connectors: Object.fromEntries(Object.entries(config.banks.connectors).map(([bank, c]) => [bank, { ...c, secret: '****' }])) },
+  };
 }
 
 export function maskUrl(url: string): string {

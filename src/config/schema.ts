@@ -97,5 +97,25 @@ export const configSchema = {
         secretRollGraceSeconds: { type: 'integer', minimum: 0, maximum: 604_800 },
       },
     },
+    banks: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        connectors: {
+          type: 'object',
+          propertyNames: { enum: ['bancochile', 'bancoestado', 'santander', 'bci', 'itau', 'scotiabank', 'security', 'bice', 'falabella', 'ripley', 'consorcio'] },
+          additionalProperties: {
+            type: 'object',
+            additionalProperties: false,
+            required: ['url', 'secret'],
+            properties: {
+              url: { type: 'string', pattern: '^https?://' },
+              secret: { type: 'string', minLength: 16 },
+              timeoutMs: { type: 'integer', minimum: 100, default: 15000 },
+            },
+          },
+        },
+      },
+    },
   },
 } as const;

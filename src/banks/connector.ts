@@ -1,0 +1,131 @@
+/**
+ * The only code that talks to a bank is a connector. It logs in (perhaps asking for an MFA code), lists
+ * accounts, lists movements for a date window and, where the bank has them, downloads statements for
+ * backfill. It raises typed errors; the sync engine owns everything else (dedup, reversals, pending to
+ * posted, removed accounts, failure counting, events).
+ */
+export type HolderType = 'individual' | 'business';
+export type AccountType = 'checking' | 'savings' | 'credit_card';
+export type MovementType = 'transfer' | 'card_purchase' | 'deposit' | 'withdrawal' | 'fee' | 'interest' | 'salary' | 'other';
+
+export interface BankCredentials {
+  /** Normalised RUT: digits, a hyphen and the check digit (`12345678-5`). */
+  rut: string;
+  password: string;
+  /** The company's RUT, for business holders. */
+  rutEmpresa: string | null;
+}
+
+export interface LoginRequest {
+  bankId: string;
+  holderType: HolderType;
+  credentials: BankCredentials;
+  /** Milliseconds since the epoch, from the caller's clock (sandbox data is a function of it). */
+  now: number;
+  /**
+   * True when a person can answer an MFA prompt (an on-demand refresh or the widget); a scheduled sync is
+   * not interactive, and a bank that would ask for a code fails it with `mfa_required`.
+   */
+  interactive: boolean;
+  /**
+   * The link's sync history before this attempt. Real banks ignore it; the sandbox's scenarios use it
+   * (`sandbox-flaky` fails every other attempt, `sandbox-expiring` rejects every login after the first
+   * success, and some accounts appear or disappear after a number of successful syncs).
+   */
+  history: { attempts: number; successes: number };
+}
+
+/** An opaque, JSON-serialisable session: the sync engine stores nothing of it beyond the sync. */
+export interface BankSession {
+  holderName: string;
+  state: Record<string, unknown>;
+}
+
+/** The bank waits for a code; `state` is JSON the engine keeps (encrypted) so any process can resume. */
+export interface MfaChallenge {
+  expiresAt: number;
+  state: Record<string, unknown>;
+}
+
+export type LoginResult = { kind: 'session'; session: BankSession } | { kind: 'mfa'; challenge: MfaChallenge };
+
+export interface BankAccount {
+  /** The bank's stable id of the account. */
+  ref: string;
+  name: string;
+  type: AccountType;
+  currency: string;
+  last4: string;
+  holderName: string;
+  /** Minor units. `limit` only for credit cards. */
+  balance: { available: number; current: number; limit: number | null };
+}
+
+export interface BankMovement {
+  /** The bank's id of the row, when it gives one; a pending row and its posted row may differ. */
+  ref: string | null;
+  /** Signed minor units: negative is money out. */
+  amount: number;
+  currency: string;
+  description: string;
+  type: MovementType;
+  /** The transaction's reference number, shared by a pending row, its posted row and a repeated row. */
+  referenceId: string | null;
+  counterparty: { name: string; rut: string | null; bankId: string | null; accountLast4: string | null } | null;
+  /** Booking time, ms since the epoch (may be earlier than a previous sync: banks book retroactively). */
+  postedAt: number;
+  /** The day of the transaction, `YYYY-MM-DD`. */
+  transactionDate: string;
+  pending: boolean;
+}
+
+export interface DateWindow {
+  /** Inclusive, ms since the epoch. */
+  from: number;
+  /** Exclusive, ms since the epoch. */
+  to: number;
+}
+
+export interface Connector {
+  login(request: LoginRequest): Promise<LoginResult>;
+  /** Completes a login that asked for a code; a wrong code raises `mfa_invalid`, a late one `mfa_expired`. */
+  submitMfa(request: LoginRequest, challenge: MfaChallenge, code: string): Promise<BankSession>;
+  listAccounts(session: BankSession, now: number): Promise<BankAccount[]>;
+  /** Movements booked in the window; for credit cards, unbilled charges come with `pending: true`. */
+  listMovements(session: BankSession, account: BankAccount, window: DateWindow, now: number): Promise<BankMovement[]>;
+  /** Statement rows older than the movements API reaches, for backfill; absent where the bank has none. */
+  statements?(session: BankSession, account: BankAccount, window: DateWindow, now: number): Promise<BankMovement[]>;
+}
+
+export const CONNECTOR_ERROR_CODES = [
+  'rejected_credentials',
+  'account_locked',
+  'action_required',
+  'mfa_required',
+  'mfa_invalid',
+  'mfa_expired',
+  'bank_unavailable',
+  'timeout',
+  'unsupported',
+] as const;
+export type ConnectorErrorCode = (typeof CONNECTOR_ERROR_CODES)[number];
+
+/**
+ * Whether an error says something about the credentials (and so counts towards expiring the link after
+ * three in a row) or about the bank's availability (retried, never expires a link).
+ */
+export const CREDENTIAL_FAILURES: ReadonlySet<ConnectorErrorCode> = new Set(['rejected_credentials', 'account_locked', 'action_required']);
+
+export class ConnectorError extends Error {
+  override name = 'ConnectorError';
+  constructor(
+    readonly code: ConnectorErrorCode,
+    message: string,
+  ) {
+    super(message);
+  }
+
+  get retryable(): boolean {
+    return this.code === 'bank_unavailable' || this.code === 'timeout';
+  }
+}
