@@ -1,11 +1,20 @@
 import { healthComponents, healthRoutes } from '../health/routes.js';
 import { webhookComponents, webhookEndpointRoutes } from '../webhooks/routes.js';
+import { institutionComponents, institutionRoutes } from '../banks/routes.js';
+import { linkComponents, linkRoutes } from '../links/routes.js';
+import { eventComponents, eventRoutes } from '../events/routes.js';
 import { buildOpenApi } from './openapi.js';
 import { defineRoute, type AnyRoute, type JsonSchema } from './route.js';
 
 /** Every capability contributes its routes and component schemas here, and nowhere else. */
-const capabilityRoutes: AnyRoute[] = [...healthRoutes, ...webhookEndpointRoutes];
-export const components: Record<string, JsonSchema> = { ...healthComponents, ...webhookComponents };
+const capabilityRoutes: AnyRoute[] = [...healthRoutes, ...institutionRoutes, ...linkRoutes, ...eventRoutes, ...webhookEndpointRoutes];
+export const components: Record<string, JsonSchema> = {
+  ...healthComponents,
+  ...institutionComponents,
+  ...linkComponents,
+  ...eventComponents,
+  ...webhookComponents,
+};
 
 const openApiRoute = defineRoute({
   method: 'get',

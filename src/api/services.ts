@@ -6,6 +6,7 @@ import type { Logger } from '../logging/logger.js';
 import type { RateLimiter } from '../ratelimit/limiter.js';
 import type { SecretBox } from '../secrets/secret-box.js';
 import type { HttpMetrics } from '../metrics/metrics.js';
+import type { ConnectorResolver } from '../banks/resolver.js';
 
 /** Everything a request handler may use, built once per process by the composition root. */
 export interface AppServices {
@@ -17,4 +18,6 @@ export interface AppServices {
   authenticator: Authenticator;
   rateLimiter: RateLimiter;
   metrics: HttpMetrics;
+  /** The connector for a bank in a mode: the sandbox in test mode, configured gateways in live mode. */
+  connectors: ConnectorResolver;
 }

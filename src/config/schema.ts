@@ -78,7 +78,13 @@ export const configSchema = {
         syncIntervalMinutes: { type: 'number', exclusiveMinimum: 0 },
         concurrency: { type: 'integer', minimum: 1 },
         leaseSeconds: { type: 'integer', minimum: 1 },
+        pollIntervalMs: { type: 'integer', minimum: 10 },
       },
+    },
+    sync: {
+      type: 'object',
+      additionalProperties: false,
+      properties: { failuresToExpire: { type: 'integer', minimum: 1 } },
     },
     dispatcher: {
       type: 'object',

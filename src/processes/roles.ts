@@ -5,6 +5,8 @@ import { migrationStatus, schemaMismatch } from '../db/migrations.js';
 import { startApiServer } from '../api/server.js';
 import { startMetricsServer } from '../metrics/metrics.js';
 import { runHousekeeping } from '../scheduler/housekeeping.js';
+import { enqueueDueLinks } from '../scheduler/enqueue-due.js';
+import { runSyncWorkers } from '../sync/worker-pool.js';
 import { buildServices } from './services.js';
 import { flushLogger } from '../logging/logger.js';
 
@@ -77,9 +79,11 @@ const scheduler: Role = {
       'scheduler started',
     );
     ready();
+    tick();
+    const workers = runSyncWorkers(services, signal);
     await waitForAbort(signal);
     cron.stop();
-    await running;
+    await Promise.all([running, workers]);
     await services.db.close();
     services.logger.info('scheduler stopped');
     await flushLogger(services.logger);

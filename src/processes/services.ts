@@ -8,8 +8,11 @@ import { DatabaseRateLimiter, MemoryRateLimiter, type RateLimiter } from '../rat
 import { loadSecretBox } from '../secrets/master-key-file.js';
 import type { SecretBox } from '../secrets/secret-box.js';
 import type { AppServices } from '../api/services.js';
+import type { ConnectorResolver } from '../banks/resolver.js';
+import { defaultConnectors } from '../banks/default-connectors.js';
 
 export interface ServiceOverrides {
+  connectors?: ConnectorResolver;
   clock?: Clock;
   logger?: Logger;
   db?: Database;
@@ -48,6 +51,7 @@ export function buildServices(
     authenticator,
     rateLimiter: chooseRateLimiter(config, db),
     metrics: createHttpMetrics(db),
+    connectors: overrides.connectors ?? defaultConnectors(config),
   };
 }
 

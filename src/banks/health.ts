@@ -1,0 +1,36 @@
+import type { Knex } from 'knex';
+
+export type BankHealth = 'up' | 'degraded' | 'down';
+
+const WINDOW_MS = 60 * 60_000;
+/** Only failures that say the bank itself is failing count; rejected credentials say nothing about it. */
+const BANK_SIDE = ['bank_unavailable', 'timeout'];
+
+/** Share of bank-side failures among the last hour's syncs of a bank: up below 20%, down from 80%. */
+export function healthOf(total: number, bankFailures: number): BankHealth {
+  if (total < 3) return bankFailures > 0 && bankFailures === total ? 'degraded' : 'up';
+  const ratio = bankFailures / total;
+  return ratio >= 0.8 ? 'down' : ratio >= 0.2 ? 'degraded' : 'up';
+}
+
+export async function bankHealth(
+  db: Knex,
+  mode: 'live' | 'test',
+  now: number,
+): Promise<Map<string, BankHealth>> {
+  const rows: { bank_id: string; total: number | string; failures: number | string }[] = await db(
+    'bank_sync_outcomes',
+  )
+    .where({ mode })
+    .where('created_at', '>', now - WINDOW_MS)
+    .groupBy('bank_id')
+    .select('bank_id')
+    .count({ total: '*' })
+    .select(
+      db.raw(
+        `sum(case when error_code in (${BANK_SIDE.map(() => '?').join(', ')}) then 1 else 0 end) as failures`,
+        BANK_SIDE,
+      ),
+    );
+  return new Map(rows.map((row) => [row.bank_id, healthOf(Number(row.total), Number(row.failures))]));
+}

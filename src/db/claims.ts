@@ -1,0 +1,33 @@
+import type { Knex } from 'knex';
+import type { Database } from './database.js';
+
+export interface ClaimOptions {
+  table: string;
+  /** Who holds the lease (process and worker), so a finisher can check the lease is still theirs. */
+  owner: string;
+  now: number;
+  leaseMs: number;
+  /** The SQL condition of a row that may be claimed, with `?` bindings; it must cover expired leases. */
+  where: string;
+  bindings: (string | number | boolean | null)[];
+  orderBy: string;
+  /** Extra SET assignments (e.g. `attempts = attempts + 1`). */
+  set?: string;
+}
+
+/**
+ * Claims one due row with a lease in a single statement. Postgres skips rows other claimers have locked
+ * (`FOR UPDATE SKIP LOCKED`), so claimers never wait on each other; SQLite has one writer at a time, so
+ * one `UPDATE … RETURNING` is already atomic.
+ */
+export async function claimOne<T>(db: Database, options: ClaimOptions): Promise<T | null> {
+  const lock = db.engine === 'postgres' ? 'FOR UPDATE SKIP LOCKED' : '';
+  const sql = `UPDATE ${options.table} SET locked_by = ?, locked_until = ?${options.set ? `, ${options.set}` : ''}
+    WHERE id = (SELECT id FROM ${options.table} WHERE ${options.where} ORDER BY ${options.orderBy} LIMIT 1 ${lock})
+    RETURNING *`;
+  const bindings = [options.owner, options.now + options.leaseMs, ...options.bindings];
+  const run = (conn: Knex) => conn.raw(sql, bindings);
+  const result = db.engine === 'postgres' ? await run(db.knex) : await db.transaction((trx) => run(trx));
+  const rows = (Array.isArray(result) ? result : result.rows) as T[];
+  return rows[0] ?? null;
+}

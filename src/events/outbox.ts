@@ -1,0 +1,89 @@
+import type { Knex } from 'knex';
+import { toIso } from '../clock/clock.js';
+import { newId } from '../ids/ids.js';
+import type { EventType } from '../webhooks/event-types.js';
+import { subscribes } from '../webhooks/event-types.js';
+
+export interface EventRecord {
+  object: 'event';
+  id: string;
+  type: string;
+  created_at: string;
+  mode: 'live' | 'test';
+  data: Record<string, unknown>;
+}
+
+export interface EmitInput {
+  orgId: string;
+  mode: 'live' | 'test';
+  type: EventType;
+  linkId: string | null;
+  data: Record<string, unknown>;
+  now: number;
+}
+
+/**
+ * The transactional outbox: the event row and one delivery row per subscribed, enabled endpoint are
+ * written in the caller's transaction, beside the state change that caused them. The dispatcher reads only
+ * delivery rows, so an event is delivered if and only if its change committed.
+ */
+export async function emitEvent(trx: Knex, input: EmitInput): Promise<EventRecord> {
+  const id = newId('evt');
+  await trx('events').insert({
+    id,
+    org_id: input.orgId,
+    mode: input.mode,
+    type: input.type,
+    link_id: input.linkId,
+    data: JSON.stringify(input.data),
+    created_at: input.now,
+  });
+  const endpoints: { id: string; enabled_events: string }[] = await trx('webhook_endpoints')
+    .where({ org_id: input.orgId, mode: input.mode, disabled: false })
+    .select('id', 'enabled_events');
+  const deliveries = endpoints
+    .filter((endpoint) => subscribes(JSON.parse(endpoint.enabled_events) as string[], input.type))
+    .map((endpoint) => ({
+      id: newId('wd'),
+      org_id: input.orgId,
+      mode: input.mode,
+      event_id: id,
+      event_type: input.type,
+      endpoint_id: endpoint.id,
+      status: 'pending',
+      attempts: 0,
+      next_attempt_at: input.now,
+      created_at: input.now,
+      updated_at: input.now,
+    }));
+  if (deliveries.length > 0) await trx('webhook_deliveries').insert(deliveries);
+  return {
+    object: 'event',
+    id,
+    type: input.type,
+    created_at: toIso(input.now)!,
+    mode: input.mode,
+    data: input.data,
+  };
+}
+
+export interface EventRow {
+  id: string;
+  org_id: string;
+  mode: 'live' | 'test';
+  type: string;
+  link_id: string | null;
+  data: string;
+  created_at: number;
+}
+
+export function presentEvent(row: EventRow): EventRecord {
+  return {
+    object: 'event',
+    id: row.id,
+    type: row.type,
+    created_at: toIso(row.created_at)!,
+    mode: row.mode,
+    data: JSON.parse(row.data) as Record<string, unknown>,
+  };
+}

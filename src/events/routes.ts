@@ -1,0 +1,105 @@
+import { defineRoute, type JsonSchema } from '../api/route.js';
+import { offsetOf, pageQueryProperties, paginationHeaders, type PageQuery } from '../api/pagination.js';
+import { findOwned } from '../auth/ownership.js';
+import { EVENT_TYPES } from '../webhooks/event-types.js';
+import { presentEvent, type EventRow } from './outbox.js';
+
+const ref = { $ref: '#/components/schemas/Event' };
+
+export const eventComponents: Record<string, JsonSchema> = {
+  Event: {
+    type: 'object',
+    required: ['object', 'id', 'type', 'created_at', 'data', 'mode'],
+    properties: {
+      object: { const: 'event' },
+      id: { type: 'string', pattern: '^evt_[0-9a-f]{16}$' },
+      type: { type: 'string' },
+      created_at: { type: 'string', format: 'date-time' },
+      data: { type: 'object' },
+      mode: { enum: ['live', 'test'] },
+    },
+  },
+};
+
+interface EventQuery extends PageQuery {
+  type?: string;
+  link_id?: string;
+  created_after?: string;
+}
+
+export const eventRoutes = [
+  defineRoute<EventQuery>({
+    method: 'get',
+    path: '/v1/events',
+    operationId: 'listEvents',
+    summary: 'Events, newest first, so a receiver can recover what it missed',
+    tag: 'events',
+    auth: ['secret_key'],
+    query: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        ...pageQueryProperties,
+        type: { enum: EVENT_TYPES },
+        link_id: { type: 'string', pattern: '^link_[0-9a-f]{16}$' },
+        created_after: {
+          type: 'string',
+          format: 'date-time',
+          description: 'Only events created after this time',
+        },
+      },
+    },
+    responses: {
+      200: {
+        description: 'A page of events',
+        schema: { type: 'array', items: ref },
+        headers: ['pagination'],
+      },
+    },
+    async handler({ services, principal, query, ctx }) {
+      const scoped = () => {
+        const q = services.db
+          .reader<EventRow>('events')
+          .where({ org_id: principal.orgId, mode: principal.mode });
+        if (query.type) q.where('type', query.type);
+        if (query.link_id) q.where('link_id', query.link_id);
+        if (query.created_after) q.where('created_at', '>', Date.parse(query.created_after));
+        return q;
+      };
+      const [rows, [count]] = await Promise.all([
+        scoped()
+          .orderBy('created_at', 'desc')
+          .orderBy('id', 'desc')
+          .offset(offsetOf(query))
+          .limit(query.per_page),
+        scoped().count({ n: '*' }),
+      ]);
+      const total = Number((count as { n: number | string }).n);
+      return {
+        body: rows.map(presentEvent),
+        headers: paginationHeaders(services.config.api.baseUrl, ctx.path, query, query, total),
+      };
+    },
+  }),
+  defineRoute<Record<string, never>, undefined, { eventId: string }>({
+    method: 'get',
+    path: '/v1/events/{eventId}',
+    operationId: 'getEvent',
+    summary: 'One event',
+    tag: 'events',
+    auth: ['secret_key'],
+    params: {
+      type: 'object',
+      required: ['eventId'],
+      properties: { eventId: { type: 'string', pattern: '^evt_[0-9a-f]{16}$' } },
+    },
+    responses: { 200: { description: 'The event', schema: ref } },
+    async handler({ services, principal, params }) {
+      return {
+        body: presentEvent(
+          await findOwned<EventRow>(services.db.reader, 'events', params.eventId, principal, 'event'),
+        ),
+      };
+    },
+  }),
+];

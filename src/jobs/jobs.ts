@@ -1,0 +1,120 @@
+import type { Knex } from 'knex';
+import { newId } from '../ids/ids.js';
+import { claimOne } from '../db/claims.js';
+import type { Database } from '../db/database.js';
+import { createIntent, type RefreshType } from '../refresh/intents.js';
+
+export type SyncKind = RefreshType | 'scheduled';
+
+export interface JobRow {
+  id: string;
+  kind: 'sync';
+  org_id: string | null;
+  link_id: string | null;
+  refresh_intent_id: string | null;
+  payload: string | null;
+  status: 'queued' | 'running' | 'succeeded' | 'failed';
+  attempts: number;
+  run_at: number;
+  locked_by: string | null;
+  locked_until: number | null;
+  last_error: string | null;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface SyncPayload {
+  refresh_type: SyncKind;
+  /** Whether a person can answer MFA during this sync (on-demand refreshes). */
+  interactive: boolean;
+}
+
+export function syncJob(
+  link: { id: string; org_id: string },
+  payload: SyncPayload,
+  now: number,
+  intentId: string | null = null,
+): JobRow {
+  return {
+    id: newId('job'),
+    kind: 'sync',
+    org_id: link.org_id,
+    link_id: link.id,
+    refresh_intent_id: intentId,
+    payload: JSON.stringify(payload),
+    status: 'queued',
+    attempts: 0,
+    run_at: now,
+    locked_by: null,
+    locked_until: null,
+    last_error: null,
+    created_at: now,
+    updated_at: now,
+  };
+}
+
+/**
+ * Queues an on-demand sync with its refresh intent. The partial unique index on jobs refuses a second
+ * active sync of the same link; callers turn that into `refresh_in_progress`.
+ */
+export async function enqueueSync(
+  trx: Knex,
+  input: {
+    link: { id: string; org_id: string; mode: 'live' | 'test' };
+    refreshType: RefreshType;
+    now: number;
+    interactive?: boolean;
+  },
+) {
+  const intent = await createIntent(trx, input.link, input.refreshType, input.now);
+  await trx('jobs').insert(
+    syncJob(
+      input.link,
+      { refresh_type: input.refreshType, interactive: input.interactive ?? false },
+      input.now,
+      intent.id,
+    ),
+  );
+  await trx('links').where({ id: input.link.id }).update({ refresh_status: 'queued', updated_at: input.now });
+  return intent;
+}
+
+/** A queued job whose time has come, or a running one whose lease expired (its worker died). */
+export async function claimJob(
+  db: Database,
+  owner: string,
+  now: number,
+  leaseMs: number,
+): Promise<JobRow | null> {
+  return claimOne<JobRow>(db, {
+    table: 'jobs',
+    owner,
+    now,
+    leaseMs,
+    where: "(status = 'queued' AND run_at <= ?) OR (status = 'running' AND locked_until < ?)",
+    bindings: [now, now],
+    orderBy: 'run_at, id',
+    set: "status = 'running', attempts = attempts + 1",
+  });
+}
+
+/**
+ * Marks the job finished inside the sync's own transaction, if the lease is still ours: a worker whose
+ * lease expired (it was too slow, or presumed dead) must not commit over the one that took over.
+ */
+export async function finishJob(
+  trx: Knex,
+  job: JobRow,
+  outcome: 'succeeded' | 'failed',
+  now: number,
+  error: string | null = null,
+): Promise<boolean> {
+  const updated = await trx('jobs')
+    .where({ id: job.id, locked_by: job.locked_by, status: 'running' })
+    .update({ status: outcome, locked_by: null, locked_until: null, last_error: error, updated_at: now });
+  return updated === 1;
+}
+
+export class LeaseLostError extends Error {
+  override name = 'LeaseLostError';
+}

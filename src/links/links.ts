@@ -1,0 +1,292 @@
+import type { Knex } from 'knex';
+import { toIso } from '../clock/clock.js';
+import { errors } from '../errors/api-error.js';
+import { newId } from '../ids/ids.js';
+import type { Principal } from '../auth/principal.js';
+import { findOwned } from '../auth/ownership.js';
+import { emitEvent } from '../events/outbox.js';
+import type { SecretBox } from '../secrets/secret-box.js';
+import type { HolderType, BankCredentials } from '../banks/connector.js';
+import { findInstitution, offers } from '../banks/institutions.js';
+import { enqueueSync } from '../jobs/jobs.js';
+import { normaliseRut } from './rut.js';
+import { firstSyncAt } from './schedule.js';
+
+export type LinkStatus = 'active' | 'expired';
+export type RefreshStatus = 'idle' | 'queued' | 'in_progress' | 'requires_mfa';
+
+export interface LinkRow {
+  id: string;
+  org_id: string;
+  mode: 'live' | 'test';
+  bank_id: string;
+  holder_type: HolderType;
+  holder_name: string | null;
+  status: LinkStatus;
+  paused: boolean | number;
+  paused_at: number | null;
+  external_user_id: string | null;
+  consent_version: string | null;
+  consent_text_hash: string | null;
+  credentials_encrypted: string;
+  refresh_status: RefreshStatus;
+  accounts_count: number;
+  new_movements_count: number;
+  consecutive_failures: number;
+  sync_attempts: number;
+  sync_successes: number;
+  last_error_code: string | null;
+  last_synced_at: number | null;
+  next_sync_at: number | null;
+  expired_at: number | null;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface Link {
+  object: 'link';
+  id: string;
+  bank_id: string;
+  holder_type: HolderType;
+  holder_name: string | null;
+  status: LinkStatus;
+  paused: boolean;
+  paused_at: string | null;
+  refresh_status: RefreshStatus;
+  created_at: string;
+  last_synced_at: string | null;
+  next_sync_at: string | null;
+  accounts_count: number;
+  new_movements_count: number;
+  last_error_code: string | null;
+  expired_at: string | null;
+  external_user_id: string | null;
+  consent_version: string | null;
+  mode: 'live' | 'test';
+}
+
+export function presentLink(row: LinkRow): Link {
+  return {
+    object: 'link',
+    id: row.id,
+    bank_id: row.bank_id,
+    holder_type: row.holder_type,
+    holder_name: row.holder_name,
+    status: row.status,
+    paused: Boolean(row.paused),
+    paused_at: toIso(row.paused_at),
+    refresh_status: row.refresh_status,
+    created_at: toIso(row.created_at)!,
+    last_synced_at: toIso(row.last_synced_at),
+    next_sync_at: toIso(row.next_sync_at),
+    accounts_count: row.accounts_count,
+    new_movements_count: row.new_movements_count,
+    last_error_code: row.last_error_code,
+    expired_at: toIso(row.expired_at),
+    external_user_id: row.external_user_id,
+    consent_version: row.consent_version,
+    mode: row.mode,
+  };
+}
+
+export interface CreateLinkInput {
+  bank_id: string;
+  holder_type: HolderType;
+  credentials: { rut: string; password: string; rut_empresa?: string };
+  external_user_id?: string;
+  consent_version: string;
+  consent_text_hash: string;
+}
+
+export interface LinkPolicy {
+  secrets: SecretBox;
+  syncIntervalMs: number;
+  /** Whether the bank has a connector in this mode (every bank has the sandbox in test mode). */
+  bankAvailable(bankId: string, mode: 'live' | 'test'): boolean;
+}
+
+/** Checks everything a link needs, in the order a person would fix it; returns the credentials to seal. */
+export function validateLinkInput(
+  input: CreateLinkInput,
+  mode: 'live' | 'test',
+  policy: LinkPolicy,
+): BankCredentials {
+  const institution = findInstitution(input.bank_id);
+  if (!institution)
+    throw errors.invalidParameter(
+      'bank_id',
+      `Unknown bank '${input.bank_id}'. GET /v1/institutions lists the bank codes.`,
+    );
+  if (!offers(institution, 'movements', input.holder_type)) {
+    throw errors.invalidParameter(
+      'holder_type',
+      `${institution.name} does not offer ${input.holder_type} accounts.`,
+    );
+  }
+  if (!policy.bankAvailable(institution.id, mode)) {
+    throw errors.badRequest(
+      'institution_unavailable',
+      `${institution.name} is not available in ${mode} mode on this appliance.`,
+    );
+  }
+  const rut = normaliseRut(input.credentials.rut);
+  if (!rut)
+    throw errors.invalidParameter(
+      'credentials.rut',
+      'The RUT is not valid: check the number and its check digit.',
+    );
+  let rutEmpresa: string | null = null;
+  if (input.holder_type === 'business') {
+    if (input.credentials.rut_empresa === undefined || input.credentials.rut_empresa === '') {
+      throw errors.missingParameter(
+        'credentials.rut_empresa',
+        'A business link needs the company RUT in credentials.rut_empresa.',
+      );
+    }
+    rutEmpresa = normaliseRut(input.credentials.rut_empresa);
+    if (!rutEmpresa)
+      throw errors.invalidParameter(
+        'credentials.rut_empresa',
+        'The company RUT is not valid: check the number and its check digit.',
+      );
+  } else if (input.credentials.rut_empresa !== undefined) {
+    throw errors.invalidParameter(
+      'credentials.rut_empresa',
+      'credentials.rut_empresa is only for business holders.',
+    );
+  }
+  return { rut, password: input.credentials.password, rutEmpresa };
+}
+
+/**
+ * Creates the link `active` with its credentials sealed, emits `link.created`, and queues the first sync as
+ * a refresh intent of type `full` (with its `refresh_intent.created`), all in the caller's transaction.
+ */
+export async function createLink(
+  trx: Knex,
+  principal: Principal,
+  input: CreateLinkInput,
+  policy: LinkPolicy,
+  now: number,
+): Promise<Link> {
+  const credentials = validateLinkInput(input, principal.mode, policy);
+  const id = newId('link');
+  const row: LinkRow = {
+    id,
+    org_id: principal.orgId,
+    mode: principal.mode,
+    bank_id: input.bank_id,
+    holder_type: input.holder_type,
+    holder_name: null,
+    status: 'active',
+    paused: false,
+    paused_at: null,
+    external_user_id: input.external_user_id ?? null,
+    consent_version: input.consent_version,
+    consent_text_hash: input.consent_text_hash,
+    credentials_encrypted: policy.secrets.seal(JSON.stringify(credentials), id),
+    refresh_status: 'queued',
+    accounts_count: 0,
+    new_movements_count: 0,
+    consecutive_failures: 0,
+    sync_attempts: 0,
+    sync_successes: 0,
+    last_error_code: null,
+    last_synced_at: null,
+    next_sync_at: firstSyncAt(id, now, policy.syncIntervalMs),
+    expired_at: null,
+    created_at: now,
+    updated_at: now,
+  };
+  await trx('links').insert(row);
+  const link = presentLink(row);
+  await emitEvent(trx, {
+    orgId: row.org_id,
+    mode: row.mode,
+    type: 'link.created',
+    linkId: id,
+    data: {
+      object: 'link',
+      id,
+      bank_id: row.bank_id,
+      status: row.status,
+      holder_name: row.holder_name,
+      created_at: link.created_at,
+    },
+    now,
+  });
+  await enqueueSync(trx, { link: row, refreshType: 'full', now });
+  return link;
+}
+
+export function openCredentials(
+  row: Pick<LinkRow, 'id' | 'credentials_encrypted'>,
+  secrets: SecretBox,
+): BankCredentials {
+  return JSON.parse(secrets.open(row.credentials_encrypted, row.id)) as BankCredentials;
+}
+
+export async function getLink(db: Knex, principal: Principal, id: string): Promise<Link> {
+  return presentLink(await findOwned<LinkRow>(db, 'links', id, principal, 'link'));
+}
+
+export async function listLinks(
+  db: Knex,
+  principal: Principal,
+  filter: { status?: LinkStatus; external_user_id?: string },
+  offset: number,
+  limit: number,
+): Promise<{ data: Link[]; total: number }> {
+  const scoped = () => {
+    const query = db<LinkRow>('links').where({ org_id: principal.orgId, mode: principal.mode });
+    if (filter.status) query.where('status', filter.status);
+    if (filter.external_user_id !== undefined) query.where('external_user_id', filter.external_user_id);
+    return query;
+  };
+  const [rows, [count]] = await Promise.all([
+    scoped().orderBy('created_at', 'desc').orderBy('id', 'desc').offset(offset).limit(limit),
+    scoped().count({ n: '*' }),
+  ]);
+  return { data: rows.map(presentLink), total: Number((count as { n: number | string }).n) };
+}
+
+/** Pausing stops the 4-hour scheduler; on-demand refreshes keep working. */
+export async function pauseLink(trx: Knex, principal: Principal, id: string, now: number): Promise<Link> {
+  const row = await findOwned<LinkRow>(trx, 'links', id, principal, 'link');
+  if (row.paused) return presentLink(row);
+  const changes = { paused: true, paused_at: now, updated_at: now };
+  await trx('links').where({ id }).update(changes);
+  return presentLink({ ...row, ...changes });
+}
+
+/** Resuming clears the flag and sets `next_sync_at` to now, so the next scheduler tick picks the link up. */
+export async function resumeLink(trx: Knex, principal: Principal, id: string, now: number): Promise<Link> {
+  const row = await findOwned<LinkRow>(trx, 'links', id, principal, 'link');
+  const changes = { paused: false, paused_at: null, next_sync_at: now, updated_at: now };
+  await trx('links').where({ id }).update(changes);
+  return presentLink({ ...row, ...changes });
+}
+
+/**
+ * Irreversible: accounts, movements, refresh intents, jobs and tokens go with the link (foreign keys cascade);
+ * the `link.deleted` event stays, so receivers learn of it.
+ */
+export async function deleteLink(
+  trx: Knex,
+  principal: Principal,
+  id: string,
+  now: number,
+): Promise<{ object: 'link'; id: string; deleted: true; deleted_at: string }> {
+  const row = await findOwned<LinkRow>(trx, 'links', id, principal, 'link');
+  await trx('links').where({ id }).delete();
+  const deletedAt = toIso(now)!;
+  await emitEvent(trx, {
+    orgId: row.org_id,
+    mode: row.mode,
+    type: 'link.deleted',
+    linkId: id,
+    data: { object: 'link', id, deleted_at: deletedAt },
+    now,
+  });
+  return { object: 'link', id, deleted: true, deleted_at: deletedAt };
+}

@@ -1,0 +1,211 @@
+import { defineRoute, type JsonSchema } from '../api/route.js';
+import { offsetOf, pageQueryProperties, paginationHeaders, type PageQuery } from '../api/pagination.js';
+import type { AppServices } from '../api/services.js';
+import { BANK_IDS } from '../banks/institutions.js';
+import {
+  createLink,
+  deleteLink,
+  getLink,
+  listLinks,
+  pauseLink,
+  resumeLink,
+  type CreateLinkInput,
+  type LinkPolicy,
+  type LinkStatus,
+} from './links.js';
+
+const ref = { $ref: '#/components/schemas/Link' };
+const linkParams = {
+  type: 'object',
+  required: ['linkId'],
+  properties: { linkId: { type: 'string', pattern: '^link_[0-9a-f]{16}$' } },
+};
+const nullableTime = { type: ['string', 'null'], format: 'date-time' };
+
+export function linkPolicy(services: AppServices): LinkPolicy {
+  return {
+    secrets: services.secrets,
+    syncIntervalMs: services.config.scheduler.syncIntervalMinutes * 60_000,
+    bankAvailable: (bankId, mode) => services.connectors(bankId, mode) !== null,
+  };
+}
+
+export const linkComponents: Record<string, JsonSchema> = {
+  Link: {
+    type: 'object',
+    required: [
+      'object',
+      'id',
+      'bank_id',
+      'holder_type',
+      'status',
+      'paused',
+      'refresh_status',
+      'created_at',
+      'accounts_count',
+      'new_movements_count',
+      'mode',
+    ],
+    properties: {
+      object: { const: 'link' },
+      id: { type: 'string', pattern: '^link_[0-9a-f]{16}$' },
+      bank_id: { enum: BANK_IDS },
+      holder_type: { enum: ['individual', 'business'] },
+      holder_name: { type: ['string', 'null'] },
+      status: { enum: ['active', 'expired'] },
+      paused: { type: 'boolean' },
+      paused_at: nullableTime,
+      refresh_status: { enum: ['idle', 'queued', 'in_progress', 'requires_mfa'] },
+      created_at: { type: 'string', format: 'date-time' },
+      last_synced_at: nullableTime,
+      next_sync_at: nullableTime,
+      accounts_count: { type: 'integer' },
+      new_movements_count: { type: 'integer' },
+      last_error_code: { type: ['string', 'null'] },
+      expired_at: nullableTime,
+      external_user_id: { type: ['string', 'null'] },
+      consent_version: { type: ['string', 'null'] },
+      mode: { enum: ['live', 'test'] },
+    },
+  },
+  DeletedLink: {
+    type: 'object',
+    required: ['object', 'id', 'deleted', 'deleted_at'],
+    properties: {
+      object: { const: 'link' },
+      id: { type: 'string' },
+      deleted: { const: true },
+      deleted_at: { type: 'string', format: 'date-time' },
+    },
+  },
+};
+
+export const linkRoutes = [
+  defineRoute<Record<string, never>, CreateLinkInput>({
+    method: 'post',
+    path: '/v1/links',
+    operationId: 'createLink',
+    summary: "Connect a bank with the end user's credentials; the first sync starts in the background",
+    tag: 'links',
+    auth: ['secret_key'],
+    body: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['bank_id', 'holder_type', 'credentials', 'consent_version', 'consent_text_hash'],
+      properties: {
+        bank_id: { type: 'string', minLength: 1, description: `One of ${BANK_IDS.join(', ')}` },
+        holder_type: { enum: ['individual', 'business'] },
+        credentials: {
+          type: 'object',
+          additionalProperties: false,
+          required: ['rut', 'password'],
+          properties: {
+            rut: { type: 'string', minLength: 1, maxLength: 20 },
+            password: { type: 'string', minLength: 1, maxLength: 256 },
+            rut_empresa: { type: 'string', maxLength: 20, description: 'Required for business holders' },
+          },
+        },
+        external_user_id: { type: 'string', minLength: 1, maxLength: 255 },
+        consent_version: { type: 'string', minLength: 1, maxLength: 64 },
+        consent_text_hash: {
+          type: 'string',
+          pattern: '^[0-9a-fA-F]{64}$',
+          description: 'SHA-256 (hex) of the consent text the user accepted',
+        },
+      },
+    },
+    responses: { 200: { description: 'The new link, active, with its first sync queued', schema: ref } },
+    async handler({ services, principal, body, now }) {
+      return {
+        body: await services.db.transaction((trx) =>
+          createLink(trx, principal, body, linkPolicy(services), now),
+        ),
+      };
+    },
+  }),
+  defineRoute<PageQuery & { status?: LinkStatus; external_user_id?: string }>({
+    method: 'get',
+    path: '/v1/links',
+    operationId: 'listLinks',
+    summary: 'List links, newest first',
+    tag: 'links',
+    auth: ['secret_key'],
+    query: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        ...pageQueryProperties,
+        status: { enum: ['active', 'expired'] },
+        external_user_id: { type: 'string', minLength: 1, maxLength: 255 },
+      },
+    },
+    responses: {
+      200: { description: 'A page of links', schema: { type: 'array', items: ref }, headers: ['pagination'] },
+    },
+    async handler({ services, principal, query, ctx }) {
+      const { data, total } = await listLinks(
+        services.db.reader,
+        principal,
+        query,
+        offsetOf(query),
+        query.per_page,
+      );
+      return {
+        body: data,
+        headers: paginationHeaders(services.config.api.baseUrl, ctx.path, query, query, total),
+      };
+    },
+  }),
+  defineRoute<Record<string, never>, undefined, { linkId: string }>({
+    method: 'get',
+    path: '/v1/links/{linkId}',
+    operationId: 'getLink',
+    summary: "A link's current state",
+    tag: 'links',
+    auth: ['secret_key'],
+    params: linkParams,
+    responses: { 200: { description: 'The link', schema: ref } },
+    async handler({ services, principal, params }) {
+      return { body: await getLink(services.db.reader, principal, params.linkId) };
+    },
+  }),
+  defineRoute<Record<string, never>, undefined, { linkId: string }>({
+    method: 'delete',
+    path: '/v1/links/{linkId}',
+    operationId: 'deleteLink',
+    summary: 'Delete a link with its accounts, movements, refresh intents and tokens; irreversible',
+    tag: 'links',
+    auth: ['secret_key'],
+    params: linkParams,
+    responses: { 200: { description: 'Deleted', schema: { $ref: '#/components/schemas/DeletedLink' } } },
+    async handler({ services, principal, params, now }) {
+      return { body: await services.db.transaction((trx) => deleteLink(trx, principal, params.linkId, now)) };
+    },
+  }),
+  defineRoute<Record<string, never>, undefined, { linkId: string }>({
+    method: 'post',
+    path: '/v1/links/{linkId}/pause',
+    operationId: 'pauseLink',
+    summary: 'Stop the automatic 4-hour sync (on-demand refreshes keep working)',
+    tag: 'links',
+    auth: ['secret_key'],
+    params: linkParams,
+    responses: { 200: { description: 'The paused link', schema: ref } },
+    async handler({ services, principal, params, now }) {
+      return { body: await services.db.transaction((trx) => pauseLink(trx, principal, params.linkId, now)) };
+    },
+  }),
+  defineRoute<Record<string, never>, undefined, { linkId: string }>({
+    method: 'post',
+    path: '/v1/links/{linkId}/resume',
+    operationId: 'resumeLink',
+    summary: 'Resume the automatic sync; the next scheduler tick picks the link up',
+    tag: 'links',
+    auth: ['secret_key'],
+    params: linkParams,
+    responses: { 200: { description: 'The resumed link', schema: ref } },
+    async handler({ services, principal, params, now }) {
+      return { body: await services.db.transaction((trx) => resumeLink(trx, principal, params.linkId, now)) };
+    },
+  }),
+];

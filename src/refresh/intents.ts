@@ -1,0 +1,107 @@
+import type { Knex } from 'knex';
+import { toIso } from '../clock/clock.js';
+import { newId } from '../ids/ids.js';
+import { emitEvent } from '../events/outbox.js';
+
+export type RefreshType = 'only_last' | 'historical' | 'full' | 'backfill';
+export type IntentStatus = 'created' | 'in_progress' | 'requires_mfa' | 'succeeded' | 'failed';
+
+export interface IntentRow {
+  id: string;
+  org_id: string;
+  mode: 'live' | 'test';
+  link_id: string;
+  refresh_type: RefreshType;
+  status: IntentStatus;
+  error_code: string | null;
+  accounts_updated: number | null;
+  new_movements_count: number | null;
+  mfa_token_hash: string | null;
+  mfa_expires_at: number | null;
+  mfa_code_encrypted: string | null;
+  backfill_months: number | null;
+  force: boolean | number;
+  started_at: number | null;
+  completed_at: number | null;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface RefreshIntent {
+  object: 'refresh_intent';
+  id: string;
+  link_id: string;
+  status: IntentStatus;
+  refresh_type: RefreshType;
+  created_at: string;
+  completed_at: string | null;
+  error_code: string | null;
+  summary: { accounts_updated: number; new_movements_count: number } | null;
+  requires_mfa: { widget_token: string; expires_at: string } | null;
+  mode: 'live' | 'test';
+}
+
+export function presentIntent(row: IntentRow): RefreshIntent {
+  return {
+    object: 'refresh_intent',
+    id: row.id,
+    link_id: row.link_id,
+    status: row.status,
+    refresh_type: row.refresh_type,
+    created_at: toIso(row.created_at)!,
+    completed_at: toIso(row.completed_at),
+    error_code: row.error_code,
+    summary:
+      row.status === 'succeeded'
+        ? { accounts_updated: row.accounts_updated ?? 0, new_movements_count: row.new_movements_count ?? 0 }
+        : null,
+    // The token itself is stored only as a hash; it is shown in the requires_mfa event and response.
+    requires_mfa: null,
+    mode: row.mode,
+  };
+}
+
+export async function createIntent(
+  trx: Knex,
+  link: { id: string; org_id: string; mode: 'live' | 'test' },
+  refreshType: RefreshType,
+  now: number,
+  extra: { backfill_months?: number; force?: boolean } = {},
+): Promise<IntentRow> {
+  const row: IntentRow = {
+    id: newId('ri'),
+    org_id: link.org_id,
+    mode: link.mode,
+    link_id: link.id,
+    refresh_type: refreshType,
+    status: 'created',
+    error_code: null,
+    accounts_updated: null,
+    new_movements_count: null,
+    mfa_token_hash: null,
+    mfa_expires_at: null,
+    mfa_code_encrypted: null,
+    backfill_months: extra.backfill_months ?? null,
+    force: extra.force ?? false,
+    started_at: null,
+    completed_at: null,
+    created_at: now,
+    updated_at: now,
+  };
+  await trx('refresh_intents').insert(row);
+  await emitEvent(trx, {
+    orgId: row.org_id,
+    mode: row.mode,
+    type: 'refresh_intent.created',
+    linkId: link.id,
+    data: {
+      object: 'refresh_intent',
+      id: row.id,
+      link_id: link.id,
+      status: 'created',
+      refresh_type: refreshType,
+    },
+    now,
+  });
+  return row;
+}

@@ -1,0 +1,50 @@
+import type { Database } from '../db/database.js';
+import { syncJob } from '../jobs/jobs.js';
+import { winTick } from './housekeeping.js';
+
+/** Most due links one tick enqueues; the rest wait for the next tick (a minute later by default). */
+const MAX_PER_TICK = 20_000;
+const CHUNK = 500;
+
+/**
+ * One scheduler tick: the links that are active, not paused and due get a sync job, and their
+ * `next_sync_at` moves one interval on. Only the scheduler that wins the tick does it, so two schedulers
+ * never enqueue a tick twice; links with a sync already queued or running are skipped.
+ */
+export async function enqueueDueLinks(
+  db: Database,
+  now: number,
+  intervalMs: number,
+  tickName = 'enqueue-due-links',
+): Promise<number> {
+  if (!(await winTick({ db }, tickName, now, 30_000))) return 0;
+  return db.transaction(async (trx) => {
+    const due: { id: string; org_id: string }[] = await trx('links')
+      .where({ status: 'active', paused: false })
+      .where('next_sync_at', '<=', now)
+      .whereNotExists((q) =>
+        q
+          .select(trx.raw('1'))
+          .from('jobs')
+          .whereRaw('jobs.link_id = links.id')
+          .where('kind', 'sync')
+          .whereIn('status', ['queued', 'running']),
+      )
+      .orderBy('next_sync_at')
+      .limit(MAX_PER_TICK)
+      .select('id', 'org_id');
+    for (let i = 0; i < due.length; i += CHUNK) {
+      const chunk = due.slice(i, i + CHUNK);
+      await trx('jobs').insert(
+        chunk.map((link) => syncJob(link, { refresh_type: 'scheduled', interactive: false }, now)),
+      );
+      await trx('links')
+        .whereIn(
+          'id',
+          chunk.map((link) => link.id),
+        )
+        .update({ next_sync_at: now + intervalMs, refresh_status: 'queued', updated_at: now });
+    }
+    return due.length;
+  });
+}

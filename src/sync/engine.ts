@@ -1,0 +1,469 @@
+import type { Knex } from 'knex';
+import { toIso, type Clock } from '../clock/clock.js';
+import type { Config } from '../config/defaults.js';
+import type { Database } from '../db/database.js';
+import type { Logger } from '../logging/logger.js';
+import type { SecretBox } from '../secrets/secret-box.js';
+import { newId } from '../ids/ids.js';
+import { emitEvent } from '../events/outbox.js';
+import {
+  ConnectorError,
+  CREDENTIAL_FAILURES,
+  type BankAccount,
+  type BankMovement,
+  type BankSession,
+  type Connector,
+} from '../banks/connector.js';
+import type { ConnectorResolver } from '../banks/resolver.js';
+import { finishJob, LeaseLostError, type JobRow, type SyncPayload } from '../jobs/jobs.js';
+import { openCredentials, type LinkRow } from '../links/links.js';
+import type { IntentRow } from '../refresh/intents.js';
+import { reconcile, type StoredMovement } from './reconcile.js';
+
+const DAY = 86_400_000;
+
+/** How far back each kind of sync reads movements. */
+export const SYNC_WINDOW_DAYS: Record<SyncPayload['refresh_type'], number> = {
+  scheduled: 14,
+  only_last: 14,
+  historical: 60,
+  full: 90,
+  backfill: 90,
+};
+
+/** Stored rows this far before the window are loaded too, so a retroactive booking still matches. */
+const MATCH_SLACK_DAYS = 7;
+
+export interface SyncServices {
+  db: Database;
+  clock: Clock;
+  secrets: SecretBox;
+  logger: Logger;
+  config: Readonly<Config>;
+  connectors: ConnectorResolver;
+}
+
+interface Fetched {
+  session: BankSession;
+  accounts: { account: BankAccount; movements: BankMovement[] }[];
+}
+
+export type SyncOutcome =
+  | { status: 'succeeded'; newMovements: number; accounts: number }
+  | { status: 'failed'; errorCode: string }
+  | { status: 'skipped'; reason: string };
+
+/**
+ * Runs one claimed sync job: talks to the bank outside any transaction, then writes everything the sync
+ * found (accounts, movements, counters, link state, intent, events, the job's completion) in one short
+ * transaction, or, on failure, the failure's consequences in one transaction. Nothing is half-written.
+ */
+export async function runSyncJob(services: SyncServices, job: JobRow): Promise<SyncOutcome> {
+  const payload = JSON.parse(job.payload ?? '{}') as SyncPayload;
+  const link: LinkRow | undefined = await services.db.knex('links').where({ id: job.link_id }).first();
+  if (!link) {
+    await services.db.transaction((trx) =>
+      finishJob(trx, job, 'failed', services.clock.now(), 'link deleted'),
+    );
+    return { status: 'skipped', reason: 'link deleted' };
+  }
+  if (link.status === 'expired' && payload.refresh_type === 'scheduled') {
+    await services.db.transaction((trx) =>
+      finishJob(trx, job, 'failed', services.clock.now(), 'link expired'),
+    );
+    return { status: 'skipped', reason: 'link expired' };
+  }
+
+  const startedAt = services.clock.now();
+  await services.db.transaction(async (trx) => {
+    await trx('links')
+      .where({ id: link.id })
+      .update({ refresh_status: 'in_progress', updated_at: startedAt });
+    if (job.refresh_intent_id) {
+      await trx('refresh_intents')
+        .where({ id: job.refresh_intent_id })
+        .update({ status: 'in_progress', started_at: startedAt, updated_at: startedAt });
+    }
+  });
+
+  let fetched: Fetched;
+  try {
+    const connector = services.connectors(link.bank_id, link.mode);
+    if (!connector)
+      throw new ConnectorError(
+        'bank_unavailable',
+        `No connector is configured for ${link.bank_id} in ${link.mode} mode.`,
+      );
+    fetched = await fetchFromBank(services, connector, link, payload);
+  } catch (error) {
+    if (!(error instanceof ConnectorError)) throw error;
+    const now = services.clock.now();
+    await services.db.transaction((trx) => recordFailure(trx, services, job, link, error, now));
+    services.logger.info({ link: link.id, job: job.id, error: error.code }, 'sync failed');
+    return { status: 'failed', errorCode: error.code };
+  }
+
+  const now = services.clock.now();
+  const result = await services.db.transaction((trx) =>
+    recordSuccess(trx, services, job, link, fetched, payload, now),
+  );
+  services.logger.info(
+    { link: link.id, job: job.id, new_movements: result.newMovements, accounts: result.accounts },
+    'sync succeeded',
+  );
+  return { status: 'succeeded', ...result };
+}
+
+async function fetchFromBank(
+  services: SyncServices,
+  connector: Connector,
+  link: LinkRow,
+  payload: SyncPayload,
+): Promise<Fetched> {
+  const now = services.clock.now();
+  const request = {
+    bankId: link.bank_id,
+    holderType: link.holder_type,
+    credentials: openCredentials(link, services.secrets),
+    now,
+    interactive: false,
+    history: { attempts: link.sync_attempts, successes: link.sync_successes },
+  };
+  const login = await connector.login(request);
+  if (login.kind === 'mfa') {
+    throw new ConnectorError(
+      'mfa_required',
+      'The bank asked for a second factor, which a background sync cannot provide.',
+    );
+  }
+  const session = login.session;
+  const window = { from: now - SYNC_WINDOW_DAYS[payload.refresh_type] * DAY, to: now + 1 };
+  const accounts = await connector.listAccounts(session, now);
+  const out: Fetched['accounts'] = [];
+  for (const account of accounts) {
+    out.push({ account, movements: await connector.listMovements(session, account, window, now) });
+  }
+  return { session, accounts: out };
+}
+
+interface AccountRow {
+  id: string;
+  bank_account_ref: string;
+  status: 'active' | 'removed';
+  name: string;
+  type: string;
+  currency: string;
+  last_4: string | null;
+}
+
+async function recordSuccess(
+  trx: Knex,
+  services: SyncServices,
+  job: JobRow,
+  link: LinkRow,
+  fetched: Fetched,
+  payload: SyncPayload,
+  now: number,
+): Promise<{ newMovements: number; accounts: number }> {
+  if (!(await finishJob(trx, job, 'succeeded', now)))
+    throw new LeaseLostError(`job ${job.id} lost its lease`);
+  const owner = { orgId: link.org_id, mode: link.mode, linkId: link.id };
+  const existing: AccountRow[] = await trx('accounts').where({ link_id: link.id });
+  const byRef = new Map(existing.map((row) => [row.bank_account_ref, row]));
+  const seen = new Set<string>();
+  let newMovements = 0;
+  let accountsUpdated = 0;
+
+  for (const { account, movements } of fetched.accounts) {
+    let row = byRef.get(account.ref);
+    const balances = {
+      name: account.name,
+      last_4: account.last4,
+      holder_name: account.holderName,
+      balance_available: account.balance.available,
+      balance_current: account.balance.current,
+      balance_limit: account.balance.limit,
+      refreshed_at: now,
+      updated_at: now,
+    };
+    if (!row) {
+      const id = newId('acc');
+      await trx('accounts').insert({
+        id,
+        org_id: link.org_id,
+        mode: link.mode,
+        link_id: link.id,
+        bank_account_ref: account.ref,
+        type: account.type,
+        currency: account.currency,
+        status: 'active',
+        removed_from_link: false,
+        created_at: now,
+        ...balances,
+      });
+      row = {
+        id,
+        bank_account_ref: account.ref,
+        status: 'active',
+        name: account.name,
+        type: account.type,
+        currency: account.currency,
+        last_4: account.last4,
+      };
+      await emitEvent(trx, {
+        ...owner,
+        type: 'account.created',
+        data: {
+          object: 'account',
+          id,
+          link_id: link.id,
+          name: account.name,
+          type: account.type,
+          currency: account.currency,
+          last_4: account.last4,
+        },
+        now,
+      });
+    } else {
+      await trx('accounts')
+        .where({ id: row.id })
+        .update({ ...balances, status: 'active', removed_from_link: false, removed_at: null });
+    }
+    seen.add(row.id);
+    newMovements += await writeMovements(trx, link, row.id, movements, payload, now);
+    accountsUpdated += 1;
+  }
+
+  for (const row of existing) {
+    if (seen.has(row.id) || row.status === 'removed') continue;
+    await trx('accounts')
+      .where({ id: row.id })
+      .update({ status: 'removed', removed_from_link: true, removed_at: now, updated_at: now });
+    await emitEvent(trx, {
+      ...owner,
+      type: 'account.removed',
+      data: { object: 'account', id: row.id, link_id: link.id, status: 'removed', removed_at: toIso(now) },
+      now,
+    });
+  }
+
+  const changes = {
+    status: 'active' as const,
+    holder_name: fetched.session.holderName,
+    accounts_count: seen.size,
+    new_movements_count: newMovements,
+    consecutive_failures: 0,
+    last_error_code: null,
+    last_synced_at: now,
+    next_sync_at: now + services.config.scheduler.syncIntervalMinutes * 60_000,
+    refresh_status: 'idle' as const,
+    sync_attempts: link.sync_attempts + 1,
+    sync_successes: link.sync_successes + 1,
+    updated_at: now,
+  };
+  await trx('links').where({ id: link.id }).update(changes);
+  await trx('bank_sync_outcomes').insert({
+    bank_id: link.bank_id,
+    mode: link.mode,
+    succeeded: true,
+    error_code: null,
+    created_at: now,
+  });
+
+  if (job.refresh_intent_id) {
+    await trx('refresh_intents')
+      .where({ id: job.refresh_intent_id })
+      .update({
+        status: 'succeeded',
+        accounts_updated: accountsUpdated,
+        new_movements_count: newMovements,
+        completed_at: now,
+        updated_at: now,
+      });
+    await emitEvent(trx, {
+      ...owner,
+      type: 'refresh_intent.succeeded',
+      data: {
+        object: 'refresh_intent',
+        id: job.refresh_intent_id,
+        link_id: link.id,
+        status: 'succeeded',
+        completed_at: toIso(now),
+        summary: { accounts_updated: accountsUpdated, new_movements_count: newMovements },
+      },
+      now,
+    });
+  }
+  await emitEvent(trx, {
+    ...owner,
+    type: 'link.refreshed',
+    data: {
+      object: 'link',
+      id: link.id,
+      status: 'active',
+      last_synced_at: toIso(now),
+      next_sync_at: toIso(changes.next_sync_at),
+      accounts_count: seen.size,
+      new_movements_count: newMovements,
+    },
+    now,
+  });
+  return { newMovements, accounts: seen.size };
+}
+
+interface MovementRow extends StoredMovement {
+  synced_at: number;
+}
+
+/**
+ * Reconciles one account and writes the plan. Every row written gets its own `synced_at`, strictly above
+ * every earlier one of the account (one sync of a link runs at a time, so the account's rows are written
+ * in order): a consumer that saves the largest `synced_at` it has read and asks for what came after never
+ * misses or repeats a row, even when a page ends in the middle of a sync's rows.
+ */
+async function writeMovements(
+  trx: Knex,
+  link: LinkRow,
+  accountId: string,
+  movements: BankMovement[],
+  payload: SyncPayload,
+  now: number,
+): Promise<number> {
+  const from = now - (SYNC_WINDOW_DAYS[payload.refresh_type] + MATCH_SLACK_DAYS) * DAY;
+  const refs = movements.map((m) => m.ref).filter((ref): ref is string => ref !== null);
+  const storedRows: MovementRow[] = await trx('movements')
+    .where({ account_id: accountId })
+    .where((q) => {
+      q.where('posted_at', '>=', from).orWhere('pending', true);
+      if (refs.length > 0 && refs.length <= 500) q.orWhereIn('bank_ref', refs);
+    })
+    .select(
+      'id',
+      'bank_ref',
+      'fingerprint',
+      'amount',
+      'currency',
+      'description',
+      'type',
+      'reference_id',
+      'posted_at',
+      'transaction_date',
+      'pending',
+      'status',
+      'canonical_id',
+      'synced_at',
+    );
+  const stored = storedRows.map((row) => ({ ...row, pending: Boolean(row.pending) }));
+  const plan = reconcile(stored, movements, () => newId('mov'));
+  if (plan.inserts.length === 0 && plan.updates.length === 0) return 0;
+
+  const [top] = await trx('movements').where({ account_id: accountId }).max({ latest: 'synced_at' });
+  let syncedAt = Math.max(now, Number(top?.latest ?? 0) + 1);
+  const next = () => syncedAt++;
+
+  const inserts = plan.inserts.map((m) => ({
+    ...m,
+    counterparty: m.counterparty ? JSON.stringify(m.counterparty) : null,
+    org_id: link.org_id,
+    mode: link.mode,
+    link_id: link.id,
+    account_id: accountId,
+    synced_at: next(),
+    created_at: now,
+  }));
+  for (let i = 0; i < inserts.length; i += 200) await trx('movements').insert(inserts.slice(i, i + 200));
+  for (const { id, changes } of plan.updates) {
+    const { counterparty, ...rest } = changes;
+    await trx('movements')
+      .where({ id })
+      .update({
+        ...rest,
+        ...(counterparty !== undefined
+          ? { counterparty: counterparty ? JSON.stringify(counterparty) : null }
+          : {}),
+        synced_at: next(),
+      });
+  }
+
+  const counts: { pending: boolean | number; n: number | string }[] = await trx('movements')
+    .where({ account_id: accountId, status: 'normal' })
+    .select('pending')
+    .count({ n: '*' })
+    .groupBy('pending');
+  const pendingCount = Number(counts.find((c) => Boolean(c.pending))?.n ?? 0);
+  const visibleCount = Number(counts.find((c) => !c.pending)?.n ?? 0);
+  await trx('accounts')
+    .where({ id: accountId })
+    .update({ visible_count: visibleCount, pending_count: pendingCount });
+  return plan.newMovements;
+}
+
+async function recordFailure(
+  trx: Knex,
+  services: SyncServices,
+  job: JobRow,
+  link: LinkRow,
+  error: ConnectorError,
+  now: number,
+): Promise<void> {
+  if (!(await finishJob(trx, job, 'failed', now, error.code)))
+    throw new LeaseLostError(`job ${job.id} lost its lease`);
+  const countsTowardsExpiry = CREDENTIAL_FAILURES.has(error.code);
+  const failures = countsTowardsExpiry ? link.consecutive_failures + 1 : link.consecutive_failures;
+  const expires = link.status === 'active' && failures >= services.config.sync.failuresToExpire;
+  const changes = {
+    consecutive_failures: failures,
+    last_error_code: error.code,
+    refresh_status: 'idle' as const,
+    sync_attempts: link.sync_attempts + 1,
+    next_sync_at: now + services.config.scheduler.syncIntervalMinutes * 60_000,
+    updated_at: now,
+    ...(expires ? { status: 'expired' as const, expired_at: now } : {}),
+  };
+  await trx('links').where({ id: link.id }).update(changes);
+  await trx('bank_sync_outcomes').insert({
+    bank_id: link.bank_id,
+    mode: link.mode,
+    succeeded: false,
+    error_code: error.code,
+    created_at: now,
+  });
+  const owner = { orgId: link.org_id, mode: link.mode, linkId: link.id };
+  if (job.refresh_intent_id) {
+    const intent: IntentRow | undefined = await trx('refresh_intents')
+      .where({ id: job.refresh_intent_id })
+      .first();
+    if (intent) {
+      await trx('refresh_intents')
+        .where({ id: intent.id })
+        .update({ status: 'failed', error_code: error.code, completed_at: now, updated_at: now });
+      await emitEvent(trx, {
+        ...owner,
+        type: 'refresh_intent.failed',
+        data: {
+          object: 'refresh_intent',
+          id: intent.id,
+          link_id: link.id,
+          status: 'failed',
+          error_code: error.code,
+          completed_at: toIso(now),
+        },
+        now,
+      });
+    }
+  }
+  if (expires) {
+    await emitEvent(trx, {
+      ...owner,
+      type: 'link.expired',
+      data: {
+        object: 'link',
+        id: link.id,
+        status: 'expired',
+        last_error_code: error.code,
+        expired_at: toIso(now),
+      },
+      now,
+    });
+  }
+}

@@ -1,0 +1,233 @@
+import { createHash } from 'node:crypto';
+import type { BankMovement, MovementType } from '../banks/connector.js';
+
+export type MovementStatus = 'normal' | 'duplicated' | 'reversed';
+
+/** A stored movement, as far as matching needs it. */
+export interface StoredMovement {
+  id: string;
+  bank_ref: string | null;
+  fingerprint: string;
+  amount: number;
+  currency: string;
+  description: string;
+  type: MovementType;
+  reference_id: string | null;
+  posted_at: number;
+  transaction_date: string | null;
+  pending: boolean;
+  status: MovementStatus;
+  canonical_id: string | null;
+}
+
+export type MovementFields = Omit<StoredMovement, 'id'> & { counterparty: BankMovement['counterparty'] };
+
+export interface ReconcilePlan {
+  inserts: (MovementFields & { id: string })[];
+  updates: { id: string; changes: Partial<MovementFields> }[];
+  /** Inserted rows that a consumer sees as new (status `normal`). */
+  newMovements: number;
+}
+
+const DAY = 86_400_000;
+/** How far apart a pending row and its posted row may be booked for the fuzzy pass to pair them. */
+const FUZZY_DAYS = 5;
+
+export function fingerprintOf(
+  m: Pick<BankMovement, 'amount' | 'currency' | 'transactionDate' | 'description' | 'referenceId'>,
+): string {
+  return createHash('sha256')
+    .update(
+      [m.amount, m.currency, m.transactionDate, normalise(m.description), m.referenceId ?? ''].join('|'),
+    )
+    .digest('hex')
+    .slice(0, 32);
+}
+
+function normalise(text: string): string {
+  return text
+    .toUpperCase()
+    .normalize('NFD')
+    .replace(/[\u0300-\u036f]/g, '')
+    .replace(/[^A-Z0-9]+/g, ' ')
+    .trim();
+}
+
+/** Share of the shorter description's words that the other contains: 1 for "UBER *TRIP" against "UBER TRIP 123". */
+function similarity(a: string, b: string): number {
+  const left = new Set(
+    normalise(a)
+      .split(' ')
+      .filter((w) => w.length > 1 && !/^\d+$/.test(w)),
+  );
+  const right = new Set(
+    normalise(b)
+      .split(' ')
+      .filter((w) => w.length > 1 && !/^\d+$/.test(w)),
+  );
+  if (left.size === 0 || right.size === 0) return 0;
+  let shared = 0;
+  for (const word of left) if (right.has(word)) shared += 1;
+  return shared / Math.min(left.size, right.size);
+}
+
+function fieldsOf(m: BankMovement): MovementFields {
+  return {
+    bank_ref: m.ref,
+    fingerprint: fingerprintOf(m),
+    amount: m.amount,
+    currency: m.currency,
+    description: m.description,
+    type: m.type,
+    reference_id: m.referenceId,
+    counterparty: m.counterparty,
+    posted_at: m.postedAt,
+    transaction_date: m.transactionDate,
+    pending: m.pending,
+    status: 'normal',
+    canonical_id: null,
+  };
+}
+
+function changed(row: StoredMovement, next: MovementFields): Partial<MovementFields> | null {
+  const changes: Partial<MovementFields> = {};
+  for (const key of [
+    'amount',
+    'description',
+    'posted_at',
+    'transaction_date',
+    'pending',
+    'type',
+    'reference_id',
+  ] as const) {
+    if (row[key] !== next[key]) (changes as Record<string, unknown>)[key] = next[key];
+  }
+  if (Object.keys(changes).length === 0) return null;
+  changes.fingerprint = next.fingerprint;
+  return changes;
+}
+
+/**
+ * Decides what one sync of one account writes, from the rows already stored (those of the window, every
+ * pending row, and any whose bank id reappears) and the rows the bank returned. In order of confidence:
+ *
+ * 1. the bank's own id: a known row, updated if the bank changed it;
+ * 2. a posted row whose reference number matches a stored pending row: the pending row becomes the posted
+ *    one and keeps its id (so a consumer's copy stays valid; its `synced_at` moves, so cursors see it);
+ * 3. a bounded fuzzy pass for banks without reference numbers: a pending row with the same amount and
+ *    currency, booked within 5 days, with a similar description;
+ * 4. a row without a bank id whose fingerprint is stored: known;
+ * 5. the same reference number, amount and day under another bank id: the bank reported the row twice;
+ *    kept as `duplicated` with `canonical_id`, hidden from lists;
+ * 6. the same reference number with the opposite amount: a reversal pair; both become `reversed`;
+ * 7. otherwise, a new movement.
+ */
+export function reconcile(
+  stored: StoredMovement[],
+  incoming: BankMovement[],
+  newId: () => string,
+): ReconcilePlan {
+  const plan: ReconcilePlan = { inserts: [], updates: [], newMovements: 0 };
+  // The working set: stored rows as this sync leaves them, and the rows it inserts.
+  const rows: StoredMovement[] = stored.map((row) => ({ ...row }));
+  const byRef = new Map(rows.filter((row) => row.bank_ref).map((row) => [row.bank_ref!, row]));
+  const matched = new Set<string>();
+
+  const update = (row: StoredMovement, changes: Partial<MovementFields>) => {
+    const insertedNow = plan.inserts.find((i) => i.id === row.id);
+    if (insertedNow && row.status === 'normal' && changes.status && changes.status !== 'normal')
+      plan.newMovements -= 1;
+    Object.assign(row, changes);
+    if (insertedNow) return; // the insert carries the change (it is the same object)
+    const earlier = plan.updates.find((u) => u.id === row.id);
+    if (earlier) Object.assign(earlier.changes, changes);
+    else plan.updates.push({ id: row.id, changes: { ...changes } });
+  };
+  const insert = (fields: MovementFields) => {
+    const row = { ...fields, id: newId() };
+    plan.inserts.push(row);
+    rows.push(row);
+    if (row.bank_ref) byRef.set(row.bank_ref, row);
+    matched.add(row.id);
+    if (row.status === 'normal') plan.newMovements += 1;
+    return row;
+  };
+
+  const ordered = [...incoming].sort(
+    (a, b) =>
+      a.postedAt - b.postedAt ||
+      Number(a.pending) - Number(b.pending) ||
+      (a.ref ?? '').localeCompare(b.ref ?? ''),
+  );
+  for (const movement of ordered) {
+    const fields = fieldsOf(movement);
+
+    const known = movement.ref ? byRef.get(movement.ref) : undefined;
+    if (known) {
+      matched.add(known.id);
+      const changes = known.status === 'normal' ? changed(known, fields) : null;
+      if (changes) update(known, changes);
+      continue;
+    }
+
+    if (!movement.pending) {
+      const open = rows.filter(
+        (row) =>
+          row.status === 'normal' && row.pending && !matched.has(row.id) && row.currency === fields.currency,
+      );
+      const twin =
+        (fields.reference_id ? open.find((row) => row.reference_id === fields.reference_id) : undefined) ??
+        open.find(
+          (row) =>
+            row.amount === fields.amount &&
+            Math.abs(row.posted_at - fields.posted_at) <= FUZZY_DAYS * DAY &&
+            similarity(row.description, fields.description) >= 0.5,
+        );
+      if (twin) {
+        matched.add(twin.id);
+        const { status: _status, canonical_id: _canonical, ...rest } = fields;
+        update(twin, rest);
+        continue;
+      }
+    }
+
+    if (!movement.ref) {
+      const same = rows.find(
+        (row) => !row.bank_ref && row.fingerprint === fields.fingerprint && !matched.has(row.id),
+      );
+      if (same) {
+        matched.add(same.id);
+        continue;
+      }
+    }
+
+    if (fields.reference_id) {
+      const related = rows.filter(
+        (row) =>
+          row.reference_id === fields.reference_id &&
+          row.status === 'normal' &&
+          row.pending === fields.pending,
+      );
+      const original = related.find(
+        (row) => row.amount === fields.amount && sameDay(row.posted_at, fields.posted_at),
+      );
+      if (original) {
+        insert({ ...fields, status: 'duplicated', canonical_id: original.id });
+        continue;
+      }
+      const reversed = related.find((row) => row.amount === -fields.amount);
+      if (reversed) {
+        insert({ ...fields, status: 'reversed' });
+        update(reversed, { status: 'reversed' });
+        continue;
+      }
+    }
+
+    insert(fields);
+  }
+  return plan;
+}
+
+function sameDay(a: number, b: number): boolean {
+  return Math.floor(a / DAY) === Math.floor(b / DAY);
+}
