@@ -7,6 +7,12 @@ export async function up(knex: Knex): Promise<void> {
     t.integer('sync_successes').notNullable().defaultTo(0);
   });
 
+  // Events written in one transaction share a millisecond; `seq` keeps their order (see src/events/outbox.ts).
+  await knex.schema.alterTable('events', (t) => {
+    t.bigInteger('seq').notNullable().defaultTo(0);
+    t.index(['org_id', 'mode', 'seq']);
+  });
+
   await knex.schema.createTable('bank_sync_outcomes', (t) => {
     t.increments('id').primary();
     t.string('bank_id', 24).notNullable();
@@ -27,6 +33,10 @@ export async function up(knex: Knex): Promise<void> {
 export async function down(knex: Knex): Promise<void> {
   await knex.raw('DROP INDEX IF EXISTS jobs_one_active_sync_per_link');
   await knex.schema.dropTableIfExists('bank_sync_outcomes');
+  await knex.schema.alterTable('events', (t) => {
+    t.dropIndex(['org_id', 'mode', 'seq']);
+    t.dropColumn('seq');
+  });
   await knex.schema.alterTable('links', (t) => {
     t.dropColumn('sync_attempts');
     t.dropColumn('sync_successes');

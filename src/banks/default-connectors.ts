@@ -1,9 +1,10 @@
 import type { Config } from '../config/defaults.js';
+import { connectorFor } from './connectors.js';
 import type { ConnectorResolver } from './resolver.js';
 import { createSandboxConnector } from './sandbox/sandbox-connector.js';
 
 /** Test mode: the sandbox for every bank. Live mode: the gateway configured for the bank, if any. */
 export function defaultConnectors(config: Readonly<Config>): ConnectorResolver {
   const sandbox = createSandboxConnector();
-  return (_bankId, mode) => (mode === 'test' ? sandbox : config.banks.connectors[_bankId] ? null : null);
+  return (bankId, mode) => connectorFor(bankId, mode, config, sandbox);
 }

@@ -13,6 +13,14 @@ export interface EventRecord {
   data: Record<string, unknown>;
 }
 
+// Microseconds of emission: the millisecond, then a counter, so the events of one transaction (which share
+// a millisecond) keep the order they were emitted in. Across processes, ties fall back to the id.
+let sequence = 0;
+function nextSeq(now: number): number {
+  sequence = (sequence + 1) % 1000;
+  return now * 1000 + sequence;
+}
+
 export interface EmitInput {
   orgId: string;
   mode: 'live' | 'test';
@@ -37,6 +45,7 @@ export async function emitEvent(trx: Knex, input: EmitInput): Promise<EventRecor
     link_id: input.linkId,
     data: JSON.stringify(input.data),
     created_at: input.now,
+    seq: nextSeq(input.now),
   });
   const endpoints: { id: string; enabled_events: string }[] = await trx('webhook_endpoints')
     .where({ org_id: input.orgId, mode: input.mode, disabled: false })

@@ -67,11 +67,7 @@ export const eventRoutes = [
         return q;
       };
       const [rows, [count]] = await Promise.all([
-        scoped()
-          .orderBy('created_at', 'desc')
-          .orderBy('id', 'desc')
-          .offset(offsetOf(query))
-          .limit(query.per_page),
+        scoped().orderBy('seq', 'desc').orderBy('id', 'desc').offset(offsetOf(query)).limit(query.per_page),
         scoped().count({ n: '*' }),
       ]);
       const total = Number((count as { n: number | string }).n);

@@ -242,3 +242,44 @@ export async function tableCounts(db: Database): Promise<Record<string, number>>
   }
   return counts;
 }
+
+/** Runs every due sync job now, as the scheduler's workers would. */
+export async function runSyncs(app: Pick<TestApp, 'services'>): Promise<number> {
+  const { drainSyncJobs } = await import('../../src/sync/worker-pool.js');
+  return drainSyncJobs(app.services);
+}
+
+/** One scheduler tick at the app's clock (due links get a job), then the syncs it queued. */
+export async function schedulerTick(app: Pick<TestApp, 'services' | 'clock' | 'config'>): Promise<number> {
+  const { enqueueDueLinks } = await import('../../src/scheduler/enqueue-due.js');
+  const queued = await enqueueDueLinks(
+    app.services.db,
+    app.clock.now(),
+    app.config.scheduler.syncIntervalMinutes * 60_000,
+  );
+  await runSyncs(app);
+  return queued;
+}
+
+export const CONSENT = { consent_version: '2026-01', consent_text_hash: 'a'.repeat(64) };
+
+/** A test-mode link body for the sandbox; `password` picks the scenario. */
+export function linkBody(overrides: Record<string, unknown> = {}, password = 'sandbox') {
+  return {
+    bank_id: 'bancochile',
+    holder_type: 'individual',
+    credentials: { rut: '11.111.111-1', password },
+    ...CONSENT,
+    ...overrides,
+  };
+}
+
+export async function eventTypes(app: Pick<TestApp, 'db'>, linkId: string): Promise<string[]> {
+  const rows: { type: string }[] = await app.db
+    .knex('events')
+    .where({ link_id: linkId })
+    .orderBy('seq')
+    .orderBy('id')
+    .select('type');
+  return rows.map((row) => row.type);
+}

@@ -1,0 +1,43 @@
+import { Flags } from '@oclif/core';
+import { BaseCommand } from '../../src/cli/base-command.js';
+
+export default class LinksList extends BaseCommand {
+  static override summary = 'List links across organisations, newest first';
+  static override examples = [
+    '<%= config.bin %> links list --status expired',
+    '<%= config.bin %> links list --org org_0123456789abcdef --bank bci --json',
+  ];
+  static override flags = {
+    org: Flags.string({ description: 'only this organisation' }),
+    mode: Flags.string({ options: ['test', 'live'] }),
+    status: Flags.string({ options: ['active', 'expired'] }),
+    bank: Flags.string({ description: 'only this bank code' }),
+    'external-user': Flags.string({ description: "only this customer's user reference" }),
+    paused: Flags.boolean({ description: 'only paused links', allowNo: true }),
+    limit: Flags.integer({ default: 50, min: 1, max: 10_000 }),
+  };
+
+  async run() {
+    const { flags } = await this.parse(LinksList);
+    const config = this.appConfig(flags.home);
+    const { presentLink } = await import('../../src/links/links.js');
+    const links = await this.withDatabase(config, async (db) => {
+      const query = db.reader('links').orderBy('created_at', 'desc').orderBy('id', 'desc').limit(flags.limit);
+      if (flags.org) query.where('org_id', flags.org);
+      if (flags.mode) query.where('mode', flags.mode);
+      if (flags.status) query.where('status', flags.status);
+      if (flags.bank) query.where('bank_id', flags.bank);
+      if (flags['external-user']) query.where('external_user_id', flags['external-user']);
+      if (flags.paused !== undefined) query.where('paused', flags.paused);
+      return (await query).map((row) => ({ ...presentLink(row), org_id: row.org_id as string }));
+    });
+    if (links.length === 0) this.log('No links match.');
+    for (const link of links) {
+      const state = `${link.status}${link.paused ? ',paused' : ''}`;
+      this.log(
+        `${link.id}  ${link.mode}  ${link.bank_id.padEnd(11)} ${state.padEnd(14)} last sync ${link.last_synced_at ?? 'never'}  next ${link.next_sync_at ?? '-'}  ${link.last_error_code ?? ''}`,
+      );
+    }
+    return links;
+  }
+}

@@ -1,0 +1,119 @@
+import { Box, Text, render } from 'ink';
+import type { LinkInspection } from '../../links/inspect.js';
+
+function money(amount: number | null, currency: string): string {
+  if (amount === null) return '-';
+  return currency === 'CLP'
+    ? `$${amount.toLocaleString('es-CL')}`
+    : `${(amount / 100).toFixed(2)} ${currency}`;
+}
+
+function Section({ title, children }: { title: string; children: React.ReactNode }) {
+  return (
+    <Box flexDirection="column" marginTop={1}>
+      <Text bold>{title}</Text>
+      {children}
+    </Box>
+  );
+}
+
+function LinkView({ data }: { data: LinkInspection }) {
+  const { link } = data;
+  const statusColour = link.status === 'active' ? (link.paused ? 'yellow' : 'green') : 'red';
+  return (
+    <Box flexDirection="column">
+      <Text>
+        <Text bold>{link.id}</Text> {link.bank_id} {link.holder_type}{' '}
+        <Text color={statusColour}>
+          {link.status}
+          {link.paused ? ' (paused)' : ''}
+        </Text>{' '}
+        {link.mode} mode, org {link.org_id}
+      </Text>
+      <Text>
+        {' '}
+        holder {link.holder_name ?? '-'}, external user {link.external_user_id ?? '-'}, created{' '}
+        {link.created_at}
+      </Text>
+      <Text>
+        {' '}
+        last synced {link.last_synced_at ?? 'never'}, next sync {link.next_sync_at ?? '-'}, refresh{' '}
+        {link.refresh_status}
+      </Text>
+      <Text>
+        {' '}
+        syncs {link.sync_successes}/{link.sync_attempts} succeeded, credential failures in a row{' '}
+        {link.consecutive_failures}, last error {link.last_error_code ?? '-'}
+      </Text>
+      <Section title="Diagnosis">
+        {data.diagnosis.map((note, i) => (
+          <Text key={i} color={link.status === 'active' && !link.last_error_code ? 'green' : 'yellow'}>
+            {' '}
+            • {note}
+          </Text>
+        ))}
+      </Section>
+      <Section title={`Accounts (${data.accounts.length})`}>
+        {data.accounts.map((a) => (
+          <Text key={a.id}>
+            {'  '}
+            {a.id} {a.name} ·{a.last_4 ?? '????'} {a.type} {a.currency}{' '}
+            <Text color={a.status === 'removed' ? 'red' : 'green'}>{a.status}</Text> current{' '}
+            {money(a.balance.current, a.currency)} available {money(a.balance.available, a.currency)}
+            {a.balance.limit !== null ? ` limit ${money(a.balance.limit, a.currency)}` : ''}, {a.movements}{' '}
+            movements, {a.pending} pending
+          </Text>
+        ))}
+      </Section>
+      <Section title="Sync jobs">
+        {data.jobs.length === 0 ? <Text color="gray"> none</Text> : null}
+        {data.jobs.map((j) => (
+          <Text key={j.id}>
+            {' '}
+            {j.id} {j.refresh_type} {j.status} attempts {j.attempts} run at {j.run_at}
+            {j.last_error ? ` error ${j.last_error}` : ''}
+          </Text>
+        ))}
+      </Section>
+      <Section title="Refresh intents">
+        {data.refresh_intents.length === 0 ? <Text color="gray"> none</Text> : null}
+        {data.refresh_intents.map((i) => (
+          <Text key={i.id}>
+            {' '}
+            {i.id} {i.refresh_type} {i.status}
+            {i.error_code ? ` (${i.error_code})` : ''} created {i.created_at}
+          </Text>
+        ))}
+      </Section>
+      <Section title="Recent events">
+        {data.events.map((e) => (
+          <Text key={e.id}>
+            {' '}
+            {e.created_at} {e.type} {e.id}
+          </Text>
+        ))}
+      </Section>
+      <Section title="Recent webhook deliveries">
+        {data.deliveries.length === 0 ? <Text color="gray"> none</Text> : null}
+        {data.deliveries.map((d) => (
+          <Text key={d.id}>
+            {'  '}
+            {d.id} {d.event_type} → {d.endpoint_id}{' '}
+            <Text color={d.status === 'failed' ? 'red' : d.status === 'succeeded' ? 'green' : 'yellow'}>
+              {d.status}
+            </Text>{' '}
+            attempts {d.attempts}
+            {d.last_response_status ? ` last HTTP ${d.last_response_status}` : ''}
+            {d.last_error ? ` ${d.last_error}` : ''}
+          </Text>
+        ))}
+      </Section>
+    </Box>
+  );
+}
+
+export async function renderLinkInspection(data: LinkInspection): Promise<void> {
+  const app = render(<LinkView data={data} />);
+  app.unmount();
+  await app.waitUntilExit();
+}

@@ -1,0 +1,183 @@
+import type { Knex } from 'knex';
+import { toIso } from '../clock/clock.js';
+import { errors } from '../errors/api-error.js';
+import type { Principal } from '../auth/principal.js';
+import { presentLink, type Link, type LinkRow } from './links.js';
+
+export interface LinkInspection {
+  link: Link & {
+    org_id: string;
+    consecutive_failures: number;
+    sync_attempts: number;
+    sync_successes: number;
+  };
+  diagnosis: string[];
+  accounts: {
+    id: string;
+    name: string;
+    type: string;
+    currency: string;
+    last_4: string | null;
+    status: string;
+    balance: { available: number | null; current: number | null; limit: number | null };
+    movements: number;
+    pending: number;
+    refreshed_at: string | null;
+  }[];
+  jobs: {
+    id: string;
+    status: string;
+    refresh_type: string;
+    attempts: number;
+    run_at: string | null;
+    locked_by: string | null;
+    locked_until: string | null;
+    last_error: string | null;
+  }[];
+  refresh_intents: {
+    id: string;
+    refresh_type: string;
+    status: string;
+    error_code: string | null;
+    created_at: string | null;
+    completed_at: string | null;
+  }[];
+  events: { id: string; type: string; created_at: string | null }[];
+  deliveries: {
+    id: string;
+    event_type: string;
+    endpoint_id: string;
+    status: string;
+    attempts: number;
+    last_response_status: number | null;
+    last_error: string | null;
+    next_attempt_at: string | null;
+  }[];
+}
+
+/** Everything support needs to answer "why is this link stale?", with the likely answer first. */
+export async function inspectLink(db: Knex, linkId: string, now: number): Promise<LinkInspection> {
+  const row: LinkRow | undefined = await db('links').where({ id: linkId }).first();
+  if (!row)
+    throw errors.notFound(
+      `No link ${linkId}. (A deleted link leaves only its link.deleted event: try \`svc links list\`.)`,
+      'link',
+    );
+  const [accounts, jobs, intents, events, deliveries] = await Promise.all([
+    db('accounts').where({ link_id: linkId }).orderBy('created_at'),
+    db('jobs').where({ link_id: linkId }).orderBy('created_at', 'desc').limit(5),
+    db('refresh_intents').where({ link_id: linkId }).orderBy('created_at', 'desc').limit(10),
+    db('events').where({ link_id: linkId }).orderBy('seq', 'desc').orderBy('id', 'desc').limit(15),
+    db('webhook_deliveries')
+      .join('events', 'events.id', 'webhook_deliveries.event_id')
+      .where('events.link_id', linkId)
+      .orderBy('webhook_deliveries.created_at', 'desc')
+      .limit(10)
+      .select('webhook_deliveries.*'),
+  ]);
+  return {
+    link: {
+      ...presentLink(row),
+      org_id: row.org_id,
+      consecutive_failures: row.consecutive_failures,
+      sync_attempts: row.sync_attempts,
+      sync_successes: row.sync_successes,
+    },
+    diagnosis: diagnose(row, jobs, now),
+    accounts: accounts.map((a) => ({
+      id: a.id,
+      name: a.name,
+      type: a.type,
+      currency: a.currency,
+      last_4: a.last_4,
+      status: a.status,
+      balance: { available: a.balance_available, current: a.balance_current, limit: a.balance_limit },
+      movements: a.visible_count,
+      pending: a.pending_count,
+      refreshed_at: toIso(a.refreshed_at),
+    })),
+    jobs: jobs.map((j) => ({
+      id: j.id,
+      status: j.status,
+      refresh_type: (JSON.parse(j.payload ?? '{}') as { refresh_type?: string }).refresh_type ?? 'scheduled',
+      attempts: j.attempts,
+      run_at: toIso(j.run_at),
+      locked_by: j.locked_by,
+      locked_until: toIso(j.locked_until),
+      last_error: j.last_error,
+    })),
+    refresh_intents: intents.map((i) => ({
+      id: i.id,
+      refresh_type: i.refresh_type,
+      status: i.status,
+      error_code: i.error_code,
+      created_at: toIso(i.created_at),
+      completed_at: toIso(i.completed_at),
+    })),
+    events: events.map((e) => ({ id: e.id, type: e.type, created_at: toIso(e.created_at) })),
+    deliveries: deliveries.map((d) => ({
+      id: d.id,
+      event_type: d.event_type,
+      endpoint_id: d.endpoint_id,
+      status: d.status,
+      attempts: d.attempts,
+      last_response_status: d.last_response_status,
+      last_error: d.last_error,
+      next_attempt_at: toIso(d.next_attempt_at),
+    })),
+  };
+}
+
+const HOUR = 3_600_000;
+
+export function diagnose(
+  row: LinkRow,
+  jobs: { status: string; locked_until: number | null }[],
+  now: number,
+): string[] {
+  const notes: string[] = [];
+  if (row.status === 'expired') {
+    notes.push(
+      `Expired ${toIso(row.expired_at)} after ${row.consecutive_failures} failed logins (${row.last_error_code}): the user must reconnect it with a widget token (intent "reconnect").`,
+    );
+  }
+  if (row.paused)
+    notes.push(
+      `Paused since ${toIso(row.paused_at)}: the scheduler skips it; resume it with \`svc links resume ${row.id}\`.`,
+    );
+  if (row.status === 'active' && row.last_error_code) {
+    notes.push(
+      `The last sync failed with ${row.last_error_code}${row.consecutive_failures > 0 ? ` (${row.consecutive_failures} credential failure(s) in a row; 3 expire the link)` : ' (a bank-side error: retried at the next sync)'}.`,
+    );
+  }
+  const stuck = jobs.find((j) => j.status === 'running' && j.locked_until !== null && j.locked_until < now);
+  if (stuck)
+    notes.push('A sync job holds an expired lease (its worker died); the next free worker takes it over.');
+  if (jobs.some((j) => j.status === 'queued'))
+    notes.push('A sync is queued: is a scheduler running (`svc status`)?');
+  if (row.status === 'active' && !row.paused && row.next_sync_at !== null && row.next_sync_at < now - HOUR) {
+    notes.push(
+      `next_sync_at passed more than an hour ago (${toIso(row.next_sync_at)}): no scheduler seems to be running.`,
+    );
+  }
+  if (row.last_synced_at === null && row.status === 'active') notes.push('It has never synced successfully.');
+  if (notes.length === 0)
+    notes.push(`Healthy: last synced ${toIso(row.last_synced_at)}, next sync ${toIso(row.next_sync_at)}.`);
+  return notes;
+}
+
+/** Operators act on any link: the CLI acts with the link's own organisation and mode. */
+export async function operatorPrincipal(db: Knex, linkId: string): Promise<Principal> {
+  const row: Pick<LinkRow, 'org_id' | 'mode'> | undefined = await db('links')
+    .where({ id: linkId })
+    .first('org_id', 'mode');
+  if (!row) throw errors.notFound(`No link ${linkId}.`, 'link');
+  return {
+    kind: 'secret_key',
+    orgId: row.org_id,
+    mode: row.mode,
+    credentialId: 'cli',
+    bucketId: 'cli',
+    limits: {} as Principal['limits'],
+  };
+}
