@@ -7,28 +7,115 @@ import type { Rng } from './prng.js';
  * every sandbox holder, so append rather than reorder.
  */
 const FIRST_NAMES = [
-  'María José', 'Camila', 'Valentina', 'Francisca', 'Javiera', 'Catalina', 'Constanza', 'Fernanda', 'Daniela',
-  'Carolina', 'Isidora', 'Antonia', 'Sofía', 'Paula', 'Macarena', 'Juan Pablo', 'Matías', 'Sebastián',
-  'Benjamín', 'Diego', 'Felipe', 'Cristóbal', 'Nicolás', 'Tomás', 'Joaquín', 'Ignacio', 'Rodrigo',
-  'Francisco', 'Vicente', 'José Miguel', 'Andrés', 'Gonzalo',
+  'María José',
+  'Camila',
+  'Valentina',
+  'Francisca',
+  'Javiera',
+  'Catalina',
+  'Constanza',
+  'Fernanda',
+  'Daniela',
+  'Carolina',
+  'Isidora',
+  'Antonia',
+  'Sofía',
+  'Paula',
+  'Macarena',
+  'Juan Pablo',
+  'Matías',
+  'Sebastián',
+  'Benjamín',
+  'Diego',
+  'Felipe',
+  'Cristóbal',
+  'Nicolás',
+  'Tomás',
+  'Joaquín',
+  'Ignacio',
+  'Rodrigo',
+  'Francisco',
+  'Vicente',
+  'José Miguel',
+  'Andrés',
+  'Gonzalo',
 ] as const;
 
 const SURNAMES = [
-  'González', 'Muñoz', 'Rojas', 'Díaz', 'Pérez', 'Soto', 'Contreras', 'Silva', 'Martínez', 'Sepúlveda',
-  'Morales', 'Rodríguez', 'López', 'Fuentes', 'Hernández', 'Torres', 'Araya', 'Flores', 'Espinoza',
-  'Valenzuela', 'Castillo', 'Tapia', 'Reyes', 'Gutiérrez', 'Castro', 'Pizarro', 'Álvarez', 'Vásquez',
-  'Sánchez', 'Fernández', 'Ramírez', 'Carrasco', 'Cortés', 'Herrera', 'Núñez', 'Jara', 'Vergara', 'Rivera',
+  'González',
+  'Muñoz',
+  'Rojas',
+  'Díaz',
+  'Pérez',
+  'Soto',
+  'Contreras',
+  'Silva',
+  'Martínez',
+  'Sepúlveda',
+  'Morales',
+  'Rodríguez',
+  'López',
+  'Fuentes',
+  'Hernández',
+  'Torres',
+  'Araya',
+  'Flores',
+  'Espinoza',
+  'Valenzuela',
+  'Castillo',
+  'Tapia',
+  'Reyes',
+  'Gutiérrez',
+  'Castro',
+  'Pizarro',
+  'Álvarez',
+  'Vásquez',
+  'Sánchez',
+  'Fernández',
+  'Ramírez',
+  'Carrasco',
+  'Cortés',
+  'Herrera',
+  'Núñez',
+  'Jara',
+  'Vergara',
+  'Rivera',
 ] as const;
 
 const COMPANY_KINDS = [
-  'Comercial', 'Inversiones', 'Servicios', 'Distribuidora', 'Constructora', 'Transportes', 'Agrícola',
-  'Importadora', 'Ingeniería', 'Consultora', 'Alimentos', 'Exportadora',
+  'Comercial',
+  'Inversiones',
+  'Servicios',
+  'Distribuidora',
+  'Constructora',
+  'Transportes',
+  'Agrícola',
+  'Importadora',
+  'Ingeniería',
+  'Consultora',
+  'Alimentos',
+  'Exportadora',
 ] as const;
 
 const COMPANY_NAMES = [
-  'Los Andes', 'del Pacífico', 'Cordillera', 'Austral', 'San Cristóbal', 'Biobío', 'Atacama',
-  'Valle Central', 'Puerto Claro', 'Mar Azul', 'Las Condes', 'Patagonia', 'Llanquihue', 'El Roble',
-  'Tres Montes', 'La Araucanía', 'Maipo', 'Costa Norte',
+  'Los Andes',
+  'del Pacífico',
+  'Cordillera',
+  'Austral',
+  'San Cristóbal',
+  'Biobío',
+  'Atacama',
+  'Valle Central',
+  'Puerto Claro',
+  'Mar Azul',
+  'Las Condes',
+  'Patagonia',
+  'Llanquihue',
+  'El Roble',
+  'Tres Montes',
+  'La Araucanía',
+  'Maipo',
+  'Costa Norte',
 ] as const;
 
 const COMPANY_FORMS = ['SpA', 'Ltda.', 'S.A.', 'EIRL'] as const;
@@ -64,11 +151,31 @@ export const MERCHANTS: readonly Merchant[] = [
   { name: 'SALCOBRAND', min: 3_000, max: 35_000 },
 ];
 
-export const CITIES = ['SANTIAGO', 'PROVIDENCIA', 'LAS CONDES', 'NUNOA', 'VINA DEL MAR', 'CONCEPCION', 'MAIPU'] as const;
+export const CITIES = [
+  'SANTIAGO',
+  'PROVIDENCIA',
+  'LAS CONDES',
+  'NUNOA',
+  'VINA DEL MAR',
+  'CONCEPCION',
+  'MAIPU',
+] as const;
 
-export const FOREIGN_MERCHANTS = ['AMAZON.COM', 'APPLE.COM/BILL', 'GOOGLE *CLOUD', 'AIRBNB', 'BOOKING.COM'] as const;
+export const FOREIGN_MERCHANTS = [
+  'AMAZON.COM',
+  'APPLE.COM/BILL',
+  'GOOGLE *CLOUD',
+  'AIRBNB',
+  'BOOKING.COM',
+] as const;
 
-export const INSURERS = ['SEGUROS SURA', 'BCI SEGUROS', 'METLIFE', 'HDI SEGUROS', 'CONSORCIO SEGUROS'] as const;
+export const INSURERS = [
+  'SEGUROS SURA',
+  'BCI SEGUROS',
+  'METLIFE',
+  'HDI SEGUROS',
+  'CONSORCIO SEGUROS',
+] as const;
 
 export function personName(rng: Rng): string {
   const paternal = rng.pick(SURNAMES);

@@ -46,7 +46,14 @@ export interface Profile {
  * appear).
  */
 export type AccountKind = 'checking' | 'card' | 'savings' | 'usd' | 'vista' | 'vivienda';
-export const ACCOUNT_KINDS: readonly AccountKind[] = ['checking', 'card', 'savings', 'usd', 'vista', 'vivienda'];
+export const ACCOUNT_KINDS: readonly AccountKind[] = [
+  'checking',
+  'card',
+  'savings',
+  'usd',
+  'vista',
+  'vivienda',
+];
 
 /** The number of successful syncs after which `vista` is gone and `vivienda` is there. */
 export const ACCOUNT_CHANGE_AFTER_SUCCESSES = 2;
@@ -69,7 +76,14 @@ export interface AccountSpec {
   limit: number | null;
 }
 
-const REF_PREFIX: Record<AccountKind, string> = { checking: 'CC', card: 'TC', savings: 'CA', usd: 'CD', vista: 'CV', vivienda: 'AV' };
+const REF_PREFIX: Record<AccountKind, string> = {
+  checking: 'CC',
+  card: 'TC',
+  savings: 'CA',
+  usd: 'CD',
+  vista: 'CV',
+  vivienda: 'AV',
+};
 
 const CARD_NAMES: Record<string, string> = {
   bancochile: 'Tarjeta de Crédito Visa Signature',
@@ -135,7 +149,9 @@ export function buildProfile(holder: Holder): Profile {
       accountLast4: String(rng.int(0, 9999)).padStart(4, '0'),
     };
   }
-  const accounts = ACCOUNT_KINDS.map((kind, index) => accountSpec(holder, ownerRut, business, monthlyIncome, kind, index));
+  const accounts = ACCOUNT_KINDS.map((kind, index) =>
+    accountSpec(holder, ownerRut, business, monthlyIncome, kind, index),
+  );
   return { holder, ownerRut, holderName, monthlyIncome, employer, accounts };
 }
 
@@ -150,7 +166,9 @@ function accountSpec(
   const seed = ['account', holder.bankId, holder.holderType, ownerRut, kind].join('|');
   const ref = `${REF_PREFIX[kind]}-${hashHex(10, seed)}`;
   // Spread the last four digits of one holder's accounts apart so two of them never share them.
-  const last4 = String((hash32('last4', holder.bankId, holder.holderType, ownerRut) + index * 2_357) % 10_000).padStart(4, '0');
+  const last4 = String(
+    (hash32('last4', holder.bankId, holder.holderType, ownerRut) + index * 2_357) % 10_000,
+  ).padStart(4, '0');
   const code = String(hash32('code', ref) % 1_000_000).padStart(6, '0');
   const rng = rngFor(seed, 'opening');
   const suffix = business ? ' Empresa' : '';
@@ -162,12 +180,14 @@ function accountSpec(
   switch (kind) {
     case 'checking':
       name = `Cuenta Corriente${suffix}`;
-      opening = Math.round(income * (0.3 + rng.next()));
+      opening = Math.round(income * (1 + rng.next()));
       break;
     case 'card':
       name = business ? 'Tarjeta de Crédito Empresa' : (CARD_NAMES[holder.bankId] ?? 'Tarjeta de Crédito');
       type = 'credit_card';
-      limit = Math.round((income * (business ? 0.3 + rng.next() * 0.5 : 1.5 + rng.next() * 1.5)) / 100_000) * 100_000;
+      limit =
+        Math.round((income * (business ? 0.3 + rng.next() * 0.5 : 1.5 + rng.next() * 1.5)) / 100_000) *
+        100_000;
       opening = Math.round(limit * (0.05 + rng.next() * 0.15));
       break;
     case 'savings':

@@ -42,21 +42,27 @@ interface SandboxState {
 
 export function createSandboxConnector(options: SandboxConnectorOptions = {}): Connector {
   const mfaTtlMs = options.mfaTtlMs ?? DEFAULT_SANDBOX_MFA_TTL_MS;
-  if (!Number.isFinite(mfaTtlMs) || mfaTtlMs <= 0) throw new RangeError('mfaTtlMs must be a positive number of milliseconds');
+  if (!Number.isFinite(mfaTtlMs) || mfaTtlMs <= 0)
+    throw new RangeError('mfaTtlMs must be a positive number of milliseconds');
 
   return {
     async login(request: LoginRequest): Promise<LoginResult> {
       const holder = identify(request);
       const scenario = scenarioOf(request.credentials.password);
       if (scenario === null)
-        throw new ConnectorError('rejected_credentials', `Sandbox password not recognised; use one of ${SANDBOX_PASSWORDS.join(', ')}.`);
+        throw new ConnectorError(
+          'rejected_credentials',
+          `Sandbox password not recognised; use one of ${SANDBOX_PASSWORDS.join(', ')}.`,
+        );
       const outcome = loginOutcome(scenario, request.interactive, request.history);
       const state = toState(holder, request.history.successes);
       switch (outcome.kind) {
         case 'fail':
           throw new ConnectorError(
             outcome.code,
-            outcome.code === 'bank_unavailable' ? 'The sandbox bank is unavailable (scenario).' : 'The sandbox bank rejected the credentials (scenario).',
+            outcome.code === 'bank_unavailable'
+              ? 'The sandbox bank is unavailable (scenario).'
+              : 'The sandbox bank rejected the credentials (scenario).',
           );
         case 'mfa':
           return { kind: 'mfa', challenge: { expiresAt: request.now + mfaTtlMs, state: { ...state } } };
@@ -68,8 +74,10 @@ export function createSandboxConnector(options: SandboxConnectorOptions = {}): C
     async submitMfa(request: LoginRequest, challenge: MfaChallenge, code: string): Promise<BankSession> {
       const state = parseState(challenge.state);
       if (!state) throw new ConnectorError('mfa_invalid', 'Not a sandbox MFA challenge.');
-      if (request.now > challenge.expiresAt) throw new ConnectorError('mfa_expired', 'The sandbox MFA challenge has expired.');
-      if (code.trim() !== SANDBOX_MFA_CODE) throw new ConnectorError('mfa_invalid', `Wrong code; the sandbox code is ${SANDBOX_MFA_CODE}.`);
+      if (request.now > challenge.expiresAt)
+        throw new ConnectorError('mfa_expired', 'The sandbox MFA challenge has expired.');
+      if (code.trim() !== SANDBOX_MFA_CODE)
+        throw new ConnectorError('mfa_invalid', `Wrong code; the sandbox code is ${SANDBOX_MFA_CODE}.`);
       return sessionOf(state);
     },
 
@@ -82,7 +90,12 @@ export function createSandboxConnector(options: SandboxConnectorOptions = {}): C
         .map((spec) => toAccount(profile, spec, balanceAt(context, spec, now)));
     },
 
-    async listMovements(session: BankSession, account: BankAccount, window: DateWindow, now: number): Promise<BankMovement[]> {
+    async listMovements(
+      session: BankSession,
+      account: BankAccount,
+      window: DateWindow,
+      now: number,
+    ): Promise<BankMovement[]> {
       const state = sessionState(session);
       const context = generationContext(profileOf(state));
       const spec = context.profile.accounts.find((candidate) => candidate.ref === account.ref);
@@ -90,10 +103,18 @@ export function createSandboxConnector(options: SandboxConnectorOptions = {}): C
       return rowsBetween(context, spec, Math.max(window.from, now - MOVEMENTS_REACH_MS), window.to, now);
     },
 
-    async statements(session: BankSession, account: BankAccount, window: DateWindow, now: number): Promise<BankMovement[]> {
+    async statements(
+      session: BankSession,
+      account: BankAccount,
+      window: DateWindow,
+      now: number,
+    ): Promise<BankMovement[]> {
       const state = sessionState(session);
       if (state.bankId !== BACKFILL_BANK || state.holderType !== 'business')
-        throw new ConnectorError('unsupported', `Statements are offered by ${BACKFILL_BANK} to business holders only.`);
+        throw new ConnectorError(
+          'unsupported',
+          `Statements are offered by ${BACKFILL_BANK} to business holders only.`,
+        );
       const context = generationContext(profileOf(state));
       const spec = context.profile.accounts.find((candidate) => candidate.ref === account.ref);
       if (!spec) return [];
@@ -113,7 +134,11 @@ function identify(request: LoginRequest): Holder {
   let rutEmpresa: string | null = null;
   if (request.holderType === 'business') {
     rutEmpresa = normaliseRut(request.credentials.rutEmpresa ?? '');
-    if (!rutEmpresa) throw new ConnectorError('rejected_credentials', 'A business login needs a valid company RUT (rutEmpresa).');
+    if (!rutEmpresa)
+      throw new ConnectorError(
+        'rejected_credentials',
+        'A business login needs a valid company RUT (rutEmpresa).',
+      );
   }
   return { bankId: request.bankId, holderType: request.holderType, rut, rutEmpresa };
 }
@@ -131,7 +156,12 @@ function parseState(raw: Record<string, unknown>): SandboxState | null {
   if (sandbox !== 1 || typeof bankId !== 'string' || !findInstitution(bankId)) return null;
   if (holderType !== 'individual' && holderType !== 'business') return null;
   if (typeof rut !== 'string' || normaliseRut(rut) !== rut) return null;
-  if (holderType === 'business' ? typeof rutEmpresa !== 'string' || normaliseRut(rutEmpresa) !== rutEmpresa : rutEmpresa !== null) return null;
+  if (
+    holderType === 'business'
+      ? typeof rutEmpresa !== 'string' || normaliseRut(rutEmpresa) !== rutEmpresa
+      : rutEmpresa !== null
+  )
+    return null;
   if (typeof successes !== 'number' || !Number.isInteger(successes) || successes < 0) return null;
   return { sandbox, bankId, holderType, rut, rutEmpresa: rutEmpresa as string | null, successes };
 }
@@ -143,7 +173,12 @@ function sessionState(session: BankSession): SandboxState {
 }
 
 function profileOf(state: SandboxState): Profile {
-  return buildProfile({ bankId: state.bankId, holderType: state.holderType, rut: state.rut, rutEmpresa: state.rutEmpresa });
+  return buildProfile({
+    bankId: state.bankId,
+    holderType: state.holderType,
+    rut: state.rut,
+    rutEmpresa: state.rutEmpresa,
+  });
 }
 
 /**
@@ -151,7 +186,11 @@ function profileOf(state: SandboxState): Profile {
  * movements. Cards follow the usual convention: `current` is the amount owed (positive), `available` the
  * limit minus what is owed and what pending charges hold.
  */
-function toAccount(profile: Profile, spec: AccountSpec, balance: { posted: number; pending: number }): BankAccount {
+function toAccount(
+  profile: Profile,
+  spec: AccountSpec,
+  balance: { posted: number; pending: number },
+): BankAccount {
   let current: number;
   let available: number;
   if (spec.type === 'credit_card') {

@@ -30,7 +30,8 @@ export function scenarioOf(password: string): SandboxScenario | null {
 }
 
 /** What a login does before any data is read: fail with a code, ask for MFA, or open a session. */
-export type LoginOutcome = { kind: 'fail'; code: 'rejected_credentials' | 'bank_unavailable' } | { kind: 'mfa' } | { kind: 'session' };
+export type LoginOutcome =
+  { kind: 'fail'; code: 'rejected_credentials' | 'bank_unavailable' } | { kind: 'mfa' } | { kind: 'session' };
 
 export function loginOutcome(
   scenario: SandboxScenario,
