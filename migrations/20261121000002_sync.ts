@@ -23,6 +23,11 @@ export async function up(knex: Knex): Promise<void> {
     t.index(['bank_id', 'mode', 'created_at']);
   });
 
+  // The default movement list (visible rows, newest first) walks this index alone, at any page depth.
+  await knex.schema.alterTable('movements', (t) => {
+    t.index(['account_id', 'status', 'pending', 'posted_at', 'id'], 'movements_list_idx');
+  });
+
   // At most one queued or running sync per link: the scheduler and on-demand refreshes can never start a
   // second one beside it. Partial unique indexes read the same on both engines.
   await knex.raw(
@@ -32,6 +37,9 @@ export async function up(knex: Knex): Promise<void> {
 
 export async function down(knex: Knex): Promise<void> {
   await knex.raw('DROP INDEX IF EXISTS jobs_one_active_sync_per_link');
+  await knex.schema.alterTable('movements', (t) => {
+    t.dropIndex([], 'movements_list_idx');
+  });
   await knex.schema.dropTableIfExists('bank_sync_outcomes');
   await knex.schema.alterTable('events', (t) => {
     t.dropIndex(['org_id', 'mode', 'seq']);

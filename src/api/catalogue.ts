@@ -3,15 +3,27 @@ import { webhookComponents, webhookEndpointRoutes } from '../webhooks/routes.js'
 import { institutionComponents, institutionRoutes } from '../banks/routes.js';
 import { linkComponents, linkRoutes } from '../links/routes.js';
 import { eventComponents, eventRoutes } from '../events/routes.js';
+import { accountComponents, accountRoutes } from '../accounts/routes.js';
+import { movementComponents, movementRoutes } from '../movements/routes.js';
 import { buildOpenApi } from './openapi.js';
 import { defineRoute, type AnyRoute, type JsonSchema } from './route.js';
 
 /** Every capability contributes its routes and component schemas here, and nowhere else. */
-const capabilityRoutes: AnyRoute[] = [...healthRoutes, ...institutionRoutes, ...linkRoutes, ...eventRoutes, ...webhookEndpointRoutes];
+const capabilityRoutes: AnyRoute[] = [
+  ...healthRoutes,
+  ...institutionRoutes,
+  ...linkRoutes,
+  ...accountRoutes,
+  ...movementRoutes,
+  ...eventRoutes,
+  ...webhookEndpointRoutes,
+];
 export const components: Record<string, JsonSchema> = {
   ...healthComponents,
   ...institutionComponents,
   ...linkComponents,
+  ...accountComponents,
+  ...movementComponents,
   ...eventComponents,
   ...webhookComponents,
 };

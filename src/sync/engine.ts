@@ -271,15 +271,13 @@ async function recordSuccess(
   });
 
   if (job.refresh_intent_id) {
-    await trx('refresh_intents')
-      .where({ id: job.refresh_intent_id })
-      .update({
-        status: 'succeeded',
-        accounts_updated: accountsUpdated,
-        new_movements_count: newMovements,
-        completed_at: now,
-        updated_at: now,
-      });
+    await trx('refresh_intents').where({ id: job.refresh_intent_id }).update({
+      status: 'succeeded',
+      accounts_updated: accountsUpdated,
+      new_movements_count: newMovements,
+      completed_at: now,
+      updated_at: now,
+    });
     await emitEvent(trx, {
       ...owner,
       type: 'refresh_intent.succeeded',

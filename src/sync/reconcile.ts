@@ -176,7 +176,14 @@ export function reconcile(
           row.status === 'normal' && row.pending && !matched.has(row.id) && row.currency === fields.currency,
       );
       const twin =
-        (fields.reference_id ? open.find((row) => row.reference_id === fields.reference_id) : undefined) ??
+        // A posting keeps the sign of its pending charge; the same reference with the other sign is a reversal.
+        (fields.reference_id
+          ? open.find(
+              (row) =>
+                row.reference_id === fields.reference_id &&
+                Math.sign(row.amount) === Math.sign(fields.amount),
+            )
+          : undefined) ??
         open.find(
           (row) =>
             row.amount === fields.amount &&
@@ -203,13 +210,13 @@ export function reconcile(
 
     if (fields.reference_id) {
       const related = rows.filter(
-        (row) =>
-          row.reference_id === fields.reference_id &&
-          row.status === 'normal' &&
-          row.pending === fields.pending,
+        (row) => row.reference_id === fields.reference_id && row.status === 'normal',
       );
       const original = related.find(
-        (row) => row.amount === fields.amount && sameDay(row.posted_at, fields.posted_at),
+        (row) =>
+          row.pending === fields.pending &&
+          row.amount === fields.amount &&
+          sameDay(row.posted_at, fields.posted_at),
       );
       if (original) {
         insert({ ...fields, status: 'duplicated', canonical_id: original.id });

@@ -23,6 +23,12 @@ import { contractViolation } from './contract.js';
 
 export type EngineName = 'sqlite' | 'postgres';
 
+/**
+ * Where every test app's clock starts. Sandbox data is a function of time, so a fixed start makes every
+ * run see the same bank (here: pending card charges on the day, a reversal within the month).
+ */
+export const TEST_EPOCH = Date.UTC(2026, 5, 15, 15, 0, 0);
+
 /** SQLite always; Postgres too when SVC_TEST_DATABASE_URL names a server (CI gives one). */
 export function engines(): EngineName[] {
   return process.env.SVC_TEST_DATABASE_URL ? ['sqlite', 'postgres'] : ['sqlite'];
@@ -131,7 +137,7 @@ export async function startTestApp(
   const config = testConfig(database, options.config);
   const db = openDatabase({ url: config.databaseUrl });
   await migrateUp(db);
-  const clock = options.clock ?? new ManualClock(Date.now());
+  const clock = options.clock ?? new ManualClock(TEST_EPOCH);
   const services = buildServices(config, 'api', {
     db,
     clock,

@@ -196,3 +196,19 @@ t.test('a row without a bank id is recognised by its fingerprint', async (t) => 
   const again = sync(first.stored, [bank({ ref: null })]);
   t.same(again.plan, { inserts: [], updates: [], newMovements: 0 });
 });
+
+t.test('a reversal of a pending charge reverses it rather than posting it', async (t) => {
+  const first = sync([], [bank({ ref: 'P-r1', pending: true })]);
+  const reversal = sync(first.stored, [
+    bank({ ref: 'P-r1', pending: true }),
+    bank({
+      ref: 'r1-R',
+      amount: 15_990,
+      description: 'REVERSO COMPRA SUPERMERCADO LIDER',
+      postedAt: T0 + DAY,
+    }),
+  ]);
+  t.same(reversal.plan.updates, [{ id: first.plan.inserts[0]!.id, changes: { status: 'reversed' } }]);
+  t.equal(reversal.plan.inserts[0]!.status, 'reversed');
+  t.equal(reversal.plan.newMovements, 0);
+});

@@ -1,0 +1,75 @@
+import type { Knex } from 'knex';
+import { toIso } from '../clock/clock.js';
+import type { Principal } from '../auth/principal.js';
+import { findOwned } from '../auth/ownership.js';
+
+export interface AccountRow {
+  id: string;
+  org_id: string;
+  mode: 'live' | 'test';
+  link_id: string;
+  name: string;
+  type: 'checking' | 'savings' | 'credit_card';
+  currency: string;
+  last_4: string | null;
+  holder_name: string | null;
+  balance_available: number | null;
+  balance_current: number | null;
+  balance_limit: number | null;
+  status: 'active' | 'removed';
+  removed_from_link: boolean | number;
+  removed_at: number | null;
+  visible_count: number;
+  pending_count: number;
+  refreshed_at: number | null;
+  created_at: number;
+}
+
+export function presentAccount(row: AccountRow) {
+  return {
+    object: 'account' as const,
+    id: row.id,
+    link_id: row.link_id,
+    name: row.name,
+    type: row.type,
+    currency: row.currency,
+    last_4: row.last_4,
+    holder_name: row.holder_name,
+    balance: { available: row.balance_available, current: row.balance_current, limit: row.balance_limit },
+    status: row.status,
+    removed_from_link: Boolean(row.removed_from_link),
+    removed_at: toIso(row.removed_at),
+    refreshed_at: toIso(row.refreshed_at),
+    created_at: toIso(row.created_at)!,
+    mode: row.mode,
+  };
+}
+
+export async function listAccounts(
+  db: Knex,
+  principal: Principal,
+  linkId: string,
+  includeRemoved: boolean,
+  offset: number,
+  limit: number,
+) {
+  await findOwned(db, 'links', linkId, principal, 'link');
+  const scoped = () => {
+    const query = db<AccountRow>('accounts').where({
+      link_id: linkId,
+      org_id: principal.orgId,
+      mode: principal.mode,
+    });
+    if (!includeRemoved) query.where('removed_from_link', false);
+    return query;
+  };
+  const [rows, [count]] = await Promise.all([
+    scoped().orderBy('created_at').orderBy('id').offset(offset).limit(limit),
+    scoped().count({ n: '*' }),
+  ]);
+  return { data: rows.map(presentAccount), total: Number((count as { n: number | string }).n) };
+}
+
+export async function getAccount(db: Knex, principal: Principal, id: string) {
+  return presentAccount(await findOwned<AccountRow>(db, 'accounts', id, principal, 'account'));
+}
