@@ -68,10 +68,13 @@ const scheduler: Role = {
   async run(config, signal, ready) {
     const services = await openServices(config, 'scheduler');
     let running: Promise<void> = Promise.resolve();
+    const intervalMs = config.scheduler.syncIntervalMinutes * 60_000;
     const tick = () => {
-      running = runHousekeeping(services).catch((error: Error) =>
-        services.logger.error({ err: error }, 'scheduler tick failed'),
-      );
+      running = (async () => {
+        const queued = await enqueueDueLinks(services.db, services.clock.now(), intervalMs);
+        if (queued > 0) services.logger.info({ queued }, 'due links queued');
+        await runHousekeeping(services);
+      })().catch((error: Error) => services.logger.error({ err: error }, 'scheduler tick failed'));
     };
     const cron = new Cron(config.scheduler.cron, { protect: true }, tick);
     services.logger.info(
