@@ -71,12 +71,14 @@ const scheduler: Role = {
     const intervalMs = config.scheduler.syncIntervalMinutes * 60_000;
     const tick = () => {
       running = (async () => {
-        const queued = await enqueueDueLinks(services.db, services.clock.now(), intervalMs);
+        const queued = await enqueueDueLinks(services.db, services.clock.now(), intervalMs, periodMs);
         if (queued > 0) services.logger.info({ queued }, 'due links queued');
-        await runHousekeeping(services);
+        await runHousekeeping(services, periodMs);
       })().catch((error: Error) => services.logger.error({ err: error }, 'scheduler tick failed'));
     };
     const cron = new Cron(config.scheduler.cron, { protect: true }, tick);
+    const [first, second] = cron.nextRuns(2);
+    const periodMs = first && second ? second.getTime() - first.getTime() : 60_000;
     services.logger.info(
       { cron: config.scheduler.cron, next: cron.nextRun()?.toISOString() },
       'scheduler started',

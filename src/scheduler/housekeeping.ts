@@ -6,9 +6,10 @@ import type { AppServices } from '../api/services.js';
  */
 export async function runHousekeeping(
   services: Pick<AppServices, 'db' | 'clock' | 'config' | 'logger'>,
+  tickPeriodMs = 60_000,
 ): Promise<void> {
   const now = services.clock.now();
-  const won = await winTick(services, 'housekeeping', now, 50_000);
+  const won = await winTick(services, 'housekeeping', now, tickPeriodMs / 2);
   if (!won) return;
   const cutoff = now - services.config.idempotency.ttlHours * 3_600_000;
   const removed = await services.db.transaction((trx) =>

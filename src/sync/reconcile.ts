@@ -122,42 +122,44 @@ function changed(row: StoredMovement, next: MovementFields): Partial<MovementFie
  * 6. the same reference number with the opposite amount: a reversal pair; both become `reversed`;
  * 7. otherwise, a new movement.
  */
-export function reconcile(
-  stored: StoredMovement[],
-  incoming: BankMovement[],
-  newId: () => string,
-): ReconcilePlan {
+export function reconcile(stored: StoredMovement[], incoming: BankMovement[], newId: () => string): ReconcilePlan {
   const plan: ReconcilePlan = { inserts: [], updates: [], newMovements: 0 };
-  // The working set: stored rows as this sync leaves them, and the rows it inserts.
-  const rows: StoredMovement[] = stored.map((row) => ({ ...row }));
-  const byRef = new Map(rows.filter((row) => row.bank_ref).map((row) => [row.bank_ref!, row]));
+  // The working set (stored rows as this sync leaves them, and the rows it inserts), indexed so that each
+  // incoming row costs a few map lookups: a full scan per row made 20,000 rows take minutes.
+  const byRef = new Map<string, StoredMovement>();
+  const byReference = new Index<string>();
+  const byAmount = new Index<string>();
+  const byFingerprint = new Index<string>();
+  const inserted = new Set<string>();
+  const updates = new Map<string, Partial<MovementFields>>();
   const matched = new Set<string>();
+  const track = (row: StoredMovement) => {
+    if (row.bank_ref) byRef.set(row.bank_ref, row);
+    if (row.reference_id) byReference.add(row.reference_id, row);
+    byAmount.add(`${row.currency}|${row.amount}`, row);
+    if (!row.bank_ref) byFingerprint.add(row.fingerprint, row);
+  };
+  for (const row of stored) track({ ...row });
 
   const update = (row: StoredMovement, changes: Partial<MovementFields>) => {
-    const insertedNow = plan.inserts.find((i) => i.id === row.id);
-    if (insertedNow && row.status === 'normal' && changes.status && changes.status !== 'normal')
-      plan.newMovements -= 1;
+    if (inserted.has(row.id) && row.status === 'normal' && changes.status && changes.status !== 'normal') plan.newMovements -= 1;
     Object.assign(row, changes);
-    if (insertedNow) return; // the insert carries the change (it is the same object)
-    const earlier = plan.updates.find((u) => u.id === row.id);
-    if (earlier) Object.assign(earlier.changes, changes);
-    else plan.updates.push({ id: row.id, changes: { ...changes } });
+    if (changes.amount !== undefined) byAmount.add(`${row.currency}|${row.amount}`, row);
+    if (changes.reference_id) byReference.add(changes.reference_id, row);
+    if (inserted.has(row.id)) return; // the insert is this same object, so it carries the change
+    updates.set(row.id, { ...(updates.get(row.id) ?? {}), ...changes });
   };
   const insert = (fields: MovementFields) => {
     const row = { ...fields, id: newId() };
     plan.inserts.push(row);
-    rows.push(row);
-    if (row.bank_ref) byRef.set(row.bank_ref, row);
+    inserted.add(row.id);
     matched.add(row.id);
+    track(row);
     if (row.status === 'normal') plan.newMovements += 1;
-    return row;
   };
 
   const ordered = [...incoming].sort(
-    (a, b) =>
-      a.postedAt - b.postedAt ||
-      Number(a.pending) - Number(b.pending) ||
-      (a.ref ?? '').localeCompare(b.ref ?? ''),
+    (a, b) => a.postedAt - b.postedAt || Number(a.pending) - Number(b.pending) || (a.ref ?? '').localeCompare(b.ref ?? ''),
   );
   for (const movement of ordered) {
     const fields = fieldsOf(movement);
@@ -171,25 +173,21 @@ export function reconcile(
     }
 
     if (!movement.pending) {
-      const open = rows.filter(
-        (row) =>
-          row.status === 'normal' && row.pending && !matched.has(row.id) && row.currency === fields.currency,
-      );
+      const open = (row: StoredMovement) => row.status === 'normal' && row.pending && !matched.has(row.id) && row.currency === fields.currency;
       const twin =
         // A posting keeps the sign of its pending charge; the same reference with the other sign is a reversal.
         (fields.reference_id
-          ? open.find(
-              (row) =>
-                row.reference_id === fields.reference_id &&
-                Math.sign(row.amount) === Math.sign(fields.amount),
-            )
+          ? byReference.get(fields.reference_id).find((row) => open(row) && Math.sign(row.amount) === Math.sign(fields.amount))
           : undefined) ??
-        open.find(
-          (row) =>
-            row.amount === fields.amount &&
-            Math.abs(row.posted_at - fields.posted_at) <= FUZZY_DAYS * DAY &&
-            similarity(row.description, fields.description) >= 0.5,
-        );
+        byAmount
+          .get(`${fields.currency}|${fields.amount}`)
+          .find(
+            (row) =>
+              open(row) &&
+              row.amount === fields.amount &&
+              Math.abs(row.posted_at - fields.posted_at) <= FUZZY_DAYS * DAY &&
+              similarity(row.description, fields.description) >= 0.5,
+          );
       if (twin) {
         matched.add(twin.id);
         const { status: _status, canonical_id: _canonical, ...rest } = fields;
@@ -199,9 +197,7 @@ export function reconcile(
     }
 
     if (!movement.ref) {
-      const same = rows.find(
-        (row) => !row.bank_ref && row.fingerprint === fields.fingerprint && !matched.has(row.id),
-      );
+      const same = byFingerprint.get(fields.fingerprint).find((row) => !row.bank_ref && !matched.has(row.id));
       if (same) {
         matched.add(same.id);
         continue;
@@ -209,14 +205,9 @@ export function reconcile(
     }
 
     if (fields.reference_id) {
-      const related = rows.filter(
-        (row) => row.reference_id === fields.reference_id && row.status === 'normal',
-      );
+      const related = byReference.get(fields.reference_id).filter((row) => row.status === 'normal');
       const original = related.find(
-        (row) =>
-          row.pending === fields.pending &&
-          row.amount === fields.amount &&
-          sameDay(row.posted_at, fields.posted_at),
+        (row) => row.pending === fields.pending && row.amount === fields.amount && sameDay(row.posted_at, fields.posted_at),
       );
       if (original) {
         insert({ ...fields, status: 'duplicated', canonical_id: original.id });
@@ -232,7 +223,21 @@ export function reconcile(
 
     insert(fields);
   }
+  plan.updates = [...updates].map(([id, changes]) => ({ id, changes }));
   return plan;
+}
+
+/** A multimap; candidates are re-checked on lookup, so an entry may outlive a change of its row. */
+class Index<K> {
+  private readonly map = new Map<K, StoredMovement[]>();
+  add(key: K, row: StoredMovement): void {
+    const list = this.map.get(key);
+    if (!list) this.map.set(key, [row]);
+    else if (!list.includes(row)) list.push(row);
+  }
+  get(key: K): StoredMovement[] {
+    return this.map.get(key) ?? [];
+  }
 }
 
 function sameDay(a: number, b: number): boolean {
