@@ -31,7 +31,15 @@ const NOW = Date.UTC(2026, 5, 15, 12);
 
 /** A bank answering with `movements` for one checking account: the engine's input, without network. */
 function benchBank(movements: BankMovement[]): Connector {
-  const account = { ref: 'CC-1', name: 'Cuenta Corriente', type: 'checking' as const, currency: 'CLP', last4: '1234', holderName: 'Bench', balance: { available: 1, current: 1, limit: null } };
+  const account = {
+    ref: 'CC-1',
+    name: 'Cuenta Corriente',
+    type: 'checking' as const,
+    currency: 'CLP',
+    last4: '1234',
+    holderName: 'Bench',
+    balance: { available: 1, current: 1, limit: null },
+  };
   return {
     login: async () => ({ kind: 'session', session: { holderName: 'Bench', state: {} } }),
     submitMfa: async () => ({ holderName: 'Bench', state: {} }),
@@ -64,9 +72,18 @@ async function seedOrgAndLink(db: Database, secrets: SecretBox): Promise<{ orgId
   const linkId = newId('link');
   await db.knex('organisations').insert({ id: orgId, name: 'bench', created_at: NOW });
   await db.knex('links').insert({
-    id: linkId, org_id: orgId, mode: 'test', bank_id: 'bancochile', holder_type: 'individual', status: 'active',
-    credentials_encrypted: secrets.seal(JSON.stringify({ rut: '11111111-1', password: 'x', rutEmpresa: null }), linkId),
-    created_at: NOW, updated_at: NOW,
+    id: linkId,
+    org_id: orgId,
+    mode: 'test',
+    bank_id: 'bancochile',
+    holder_type: 'individual',
+    status: 'active',
+    credentials_encrypted: secrets.seal(
+      JSON.stringify({ rut: '11111111-1', password: 'x', rutEmpresa: null }),
+      linkId,
+    ),
+    created_at: NOW,
+    updated_at: NOW,
   });
   return { orgId, linkId };
 }
@@ -80,10 +97,19 @@ async function ingest(url: string, home: string) {
 
   // The engine: one full sync of an account with MOVEMENTS new rows.
   const { orgId, linkId } = await seedOrgAndLink(db, secrets);
-  await db.knex('jobs').insert(syncJob({ id: linkId, org_id: orgId }, { refresh_type: 'full', interactive: false }, NOW));
+  await db
+    .knex('jobs')
+    .insert(syncJob({ id: linkId, org_id: orgId }, { refresh_type: 'full', interactive: false }, NOW));
   const clock = new ManualClock(NOW);
   const job = (await claimJob(db, 'bench', NOW, 600_000))!;
-  const services = { db, clock, secrets, logger: silentLogger, config, connectors: () => benchBank(movements) };
+  const services = {
+    db,
+    clock,
+    secrets,
+    logger: silentLogger,
+    config,
+    connectors: () => benchBank(movements),
+  };
   let started = performance.now();
   const outcome = await runSyncJob(services, job);
   const engineSeconds = (performance.now() - started) / 1000;
@@ -92,11 +118,41 @@ async function ingest(url: string, home: string) {
   // The baseline: the same rows, already shaped, inserted in batches of 200 into another account.
   const other = await seedOrgAndLink(db, secrets);
   const accountId = newId('acc');
-  await db.knex('accounts').insert({ id: accountId, org_id: other.orgId, mode: 'test', link_id: other.linkId, bank_account_ref: 'CC-1', name: 'x', type: 'checking', currency: 'CLP', created_at: NOW, updated_at: NOW });
+  await db
+    .knex('accounts')
+    .insert({
+      id: accountId,
+      org_id: other.orgId,
+      mode: 'test',
+      link_id: other.linkId,
+      bank_account_ref: 'CC-1',
+      name: 'x',
+      type: 'checking',
+      currency: 'CLP',
+      created_at: NOW,
+      updated_at: NOW,
+    });
   const rows = movements.map((m, i) => ({
-    id: newId('mov'), org_id: other.orgId, mode: 'test', link_id: other.linkId, account_id: accountId, bank_ref: m.ref, fingerprint: fingerprintOf(m),
-    amount: m.amount, currency: m.currency, description: m.description, type: m.type, reference_id: m.referenceId, counterparty: null,
-    posted_at: m.postedAt, transaction_date: m.transactionDate, pending: m.pending, status: 'normal', canonical_id: null, synced_at: NOW + i, created_at: NOW,
+    id: newId('mov'),
+    org_id: other.orgId,
+    mode: 'test',
+    link_id: other.linkId,
+    account_id: accountId,
+    bank_ref: m.ref,
+    fingerprint: fingerprintOf(m),
+    amount: m.amount,
+    currency: m.currency,
+    description: m.description,
+    type: m.type,
+    reference_id: m.referenceId,
+    counterparty: null,
+    posted_at: m.postedAt,
+    transaction_date: m.transactionDate,
+    pending: m.pending,
+    status: 'normal',
+    canonical_id: null,
+    synced_at: NOW + i,
+    created_at: NOW,
   }));
   started = performance.now();
   await db.transaction(async (trx) => {
@@ -105,13 +161,19 @@ async function ingest(url: string, home: string) {
   const plainSeconds = (performance.now() - started) / 1000;
 
   // A second sync of the same answer: everything matches, nothing is written.
-  await db.knex('jobs').insert(syncJob({ id: linkId, org_id: orgId }, { refresh_type: 'full', interactive: false }, NOW + 1));
+  await db
+    .knex('jobs')
+    .insert(syncJob({ id: linkId, org_id: orgId }, { refresh_type: 'full', interactive: false }, NOW + 1));
   const again = (await claimJob(db, 'bench', NOW + 1, 600_000))!;
   started = performance.now();
   await runSyncJob(services, again);
   const resyncSeconds = (performance.now() - started) / 1000;
   await db.close();
-  return { engine: MOVEMENTS / engineSeconds, plain: MOVEMENTS / plainSeconds, resync: MOVEMENTS / resyncSeconds };
+  return {
+    engine: MOVEMENTS / engineSeconds,
+    plain: MOVEMENTS / plainSeconds,
+    resync: MOVEMENTS / resyncSeconds,
+  };
 }
 
 /**
@@ -129,7 +191,18 @@ async function tick(url: string) {
       const id = newId('link');
       // firstSyncAt from half an interval ago lands in [NOW, NOW + interval): evenly spread phases.
       const next = firstSyncAt(id, NOW - interval / 2, interval);
-      return { id, org_id: orgId, mode: 'test', bank_id: 'bancochile', holder_type: 'individual', status: 'active', credentials_encrypted: 'x', created_at: NOW, updated_at: NOW, next_sync_at: next };
+      return {
+        id,
+        org_id: orgId,
+        mode: 'test',
+        bank_id: 'bancochile',
+        holder_type: 'individual',
+        status: 'active',
+        credentials_encrypted: 'x',
+        created_at: NOW,
+        updated_at: NOW,
+        next_sync_at: next,
+      };
     });
     await db.transaction((trx) => trx('links').insert(batch));
   }
@@ -147,21 +220,28 @@ async function tick(url: string) {
 
 async function main() {
   const targets = [{ name: 'sqlite', url: (home: string) => `sqlite://${home}/bench.db` }];
-  if (process.env.BENCH_DATABASE_URL) targets.push({ name: 'postgres', url: () => process.env.BENCH_DATABASE_URL! });
+  if (process.env.BENCH_DATABASE_URL)
+    targets.push({ name: 'postgres', url: () => process.env.BENCH_DATABASE_URL! });
   for (const target of targets) {
     const home = mkdtempSync(join(tmpdir(), 'svc-bench-sync-'));
     try {
       const figures = await ingest(target.url(home), home);
-      console.log(`\nSync ingestion (${target.name}, ${MOVEMENTS} new movements in one account, one transaction)`);
+      console.log(
+        `\nSync ingestion (${target.name}, ${MOVEMENTS} new movements in one account, one transaction)`,
+      );
       console.log(`  sync engine, matching included   ${figures.engine.toFixed(0).padStart(8)} movements/s`);
       console.log(`  plain batched insert             ${figures.plain.toFixed(0).padStart(8)} movements/s`);
-      console.log(`  engine / plain                   ${(figures.engine / figures.plain).toFixed(2).padStart(8)} (target ≥ 0.5)`);
+      console.log(
+        `  engine / plain                   ${(figures.engine / figures.plain).toFixed(2).padStart(8)} (target ≥ 0.5)`,
+      );
       console.log(`  re-sync, all rows already known  ${figures.resync.toFixed(0).padStart(8)} movements/s`);
       if (target.name === 'postgres') await resetSchema(target.url(home));
       const timings = await tick(target.name === 'sqlite' ? `sqlite://${home}/tick.db` : target.url(home));
       console.log(`Scheduler tick (${target.name}, ${LINKS} links spread over the 4-hour interval)`);
       for (const { label, due, ms } of timings) {
-        console.log(`  ${label.padEnd(24)} ${String(due).padStart(6)} due links queued in ${ms.toFixed(0).padStart(5)} ms (target < 1000 ms)`);
+        console.log(
+          `  ${label.padEnd(24)} ${String(due).padStart(6)} due links queued in ${ms.toFixed(0).padStart(5)} ms (target < 1000 ms)`,
+        );
       }
       if (target.name === 'postgres') await resetSchema(target.url(home));
     } finally {

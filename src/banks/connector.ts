@@ -6,7 +6,8 @@
  */
 export type HolderType = 'individual' | 'business';
 export type AccountType = 'checking' | 'savings' | 'credit_card';
-export type MovementType = 'transfer' | 'card_purchase' | 'deposit' | 'withdrawal' | 'fee' | 'interest' | 'salary' | 'other';
+export type MovementType =
+  'transfer' | 'card_purchase' | 'deposit' | 'withdrawal' | 'fee' | 'interest' | 'salary' | 'other';
 
 export interface BankCredentials {
   /** Normalised RUT: digits, a hyphen and the check digit (`12345678-5`). */
@@ -47,7 +48,8 @@ export interface MfaChallenge {
   state: Record<string, unknown>;
 }
 
-export type LoginResult = { kind: 'session'; session: BankSession } | { kind: 'mfa'; challenge: MfaChallenge };
+export type LoginResult =
+  { kind: 'session'; session: BankSession } | { kind: 'mfa'; challenge: MfaChallenge };
 
 export interface BankAccount {
   /** The bank's stable id of the account. */
@@ -71,7 +73,12 @@ export interface BankMovement {
   type: MovementType;
   /** The transaction's reference number, shared by a pending row, its posted row and a repeated row. */
   referenceId: string | null;
-  counterparty: { name: string; rut: string | null; bankId: string | null; accountLast4: string | null } | null;
+  counterparty: {
+    name: string;
+    rut: string | null;
+    bankId: string | null;
+    accountLast4: string | null;
+  } | null;
   /** Booking time, ms since the epoch (may be earlier than a previous sync: banks book retroactively). */
   postedAt: number;
   /** The day of the transaction, `YYYY-MM-DD`. */
@@ -92,9 +99,19 @@ export interface Connector {
   submitMfa(request: LoginRequest, challenge: MfaChallenge, code: string): Promise<BankSession>;
   listAccounts(session: BankSession, now: number): Promise<BankAccount[]>;
   /** Movements booked in the window; for credit cards, unbilled charges come with `pending: true`. */
-  listMovements(session: BankSession, account: BankAccount, window: DateWindow, now: number): Promise<BankMovement[]>;
+  listMovements(
+    session: BankSession,
+    account: BankAccount,
+    window: DateWindow,
+    now: number,
+  ): Promise<BankMovement[]>;
   /** Statement rows older than the movements API reaches, for backfill; absent where the bank has none. */
-  statements?(session: BankSession, account: BankAccount, window: DateWindow, now: number): Promise<BankMovement[]>;
+  statements?(
+    session: BankSession,
+    account: BankAccount,
+    window: DateWindow,
+    now: number,
+  ): Promise<BankMovement[]>;
 }
 
 export const CONNECTOR_ERROR_CODES = [
@@ -114,7 +131,11 @@ export type ConnectorErrorCode = (typeof CONNECTOR_ERROR_CODES)[number];
  * Whether an error says something about the credentials (and so counts towards expiring the link after
  * three in a row) or about the bank's availability (retried, never expires a link).
  */
-export const CREDENTIAL_FAILURES: ReadonlySet<ConnectorErrorCode> = new Set(['rejected_credentials', 'account_locked', 'action_required']);
+export const CREDENTIAL_FAILURES: ReadonlySet<ConnectorErrorCode> = new Set([
+  'rejected_credentials',
+  'account_locked',
+  'action_required',
+]);
 
 export class ConnectorError extends Error {
   override name = 'ConnectorError';

@@ -44,12 +44,21 @@ export abstract class BaseCommand extends Command {
     }
   }
 
+  /** Maps an error to a message and exit code once; with `--json`, the error is printed as JSON on stdout. */
   protected override async catch(error: Error & { exitCode?: number; oclif?: unknown }): Promise<unknown> {
-    if (error instanceof ConfigError) this.error(error.message, { exit: 78 });
-    if (error instanceof ApiError)
-      this.error(`${error.code}: ${error.message}`, { exit: error.status === 404 ? 4 : 1 });
-    if (error.oclif) return super.catch(error);
-    this.error(error.message, { exit: 1 });
+    if (error.oclif && !(error instanceof ApiError)) return super.catch(error);
+    const { code, exit } =
+      error instanceof ConfigError
+        ? { code: 'invalid_configuration', exit: 78 }
+        : error instanceof ApiError
+          ? { code: error.code, exit: error.status === 404 ? 4 : 1 }
+          : { code: 'error', exit: 1 };
+    const message = error instanceof ApiError ? `${error.code}: ${error.message}` : error.message;
+    if (this.jsonEnabled()) {
+      this.logJson({ error: { code, message: error.message } });
+      this.exit(exit);
+    }
+    this.error(message, { exit });
   }
 }
 

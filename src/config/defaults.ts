@@ -35,7 +35,13 @@ export interface Config {
     crashLoopWindowSeconds: number;
     shutdownTimeoutSeconds: number;
   };
-  scheduler: { cron: string; syncIntervalMinutes: number; concurrency: number; leaseSeconds: number; pollIntervalMs: number };
+  scheduler: {
+    cron: string;
+    syncIntervalMinutes: number;
+    concurrency: number;
+    leaseSeconds: number;
+    pollIntervalMs: number;
+  };
   sync: { failuresToExpire: number };
   dispatcher: { pollIntervalMs: number; concurrency: number; leaseSeconds: number };
   webhooks: { allowPrivateAddresses: boolean; secretRollGraceSeconds: number };
@@ -84,7 +90,13 @@ export function defaultConfig(home: string): Config {
       crashLoopWindowSeconds: 60,
       shutdownTimeoutSeconds: 30,
     },
-    scheduler: { cron: '* * * * *', syncIntervalMinutes: 240, concurrency: 4, leaseSeconds: 120, pollIntervalMs: 1000 },
+    scheduler: {
+      cron: '* * * * *',
+      syncIntervalMinutes: 240,
+      concurrency: 4,
+      leaseSeconds: 120,
+      pollIntervalMs: 1000,
+    },
     sync: { failuresToExpire: 3 },
     dispatcher: { pollIntervalMs: 500, concurrency: 16, leaseSeconds: 60 },
     webhooks: { allowPrivateAddresses: false, secretRollGraceSeconds: 86_400 },

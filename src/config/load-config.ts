@@ -165,7 +165,11 @@ export function describeConfig(config: Config): Record<string, unknown> {
     ...config,
     masterKey: config.masterKey ? '****' : '',
     databaseUrl: maskUrl(config.databaseUrl),
-    banks: { connectors: Object.fromEntries(Object.entries(config.banks.connectors).map(([bank, c]) => [bank, { ...c, secret: '****' }])) },
+    banks: {
+      connectors: Object.fromEntries(
+        Object.entries(config.banks.connectors).map(([bank, c]) => [bank, { ...c, secret: '****' }]),
+      ),
+    },
   };
 }
 

@@ -109,7 +109,21 @@ export const configSchema = {
       properties: {
         connectors: {
           type: 'object',
-          propertyNames: { enum: ['bancochile', 'bancoestado', 'santander', 'bci', 'itau', 'scotiabank', 'security', 'bice', 'falabella', 'ripley', 'consorcio'] },
+          propertyNames: {
+            enum: [
+              'bancochile',
+              'bancoestado',
+              'santander',
+              'bci',
+              'itau',
+              'scotiabank',
+              'security',
+              'bice',
+              'falabella',
+              'ripley',
+              'consorcio',
+            ],
+          },
           additionalProperties: {
             type: 'object',
             additionalProperties: false,

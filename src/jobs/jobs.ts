@@ -115,6 +115,33 @@ export async function finishJob(
   return updated === 1;
 }
 
+/**
+ * Renews the lease every third of its length while `work` runs, so a sync slower than one lease (a slow
+ * bank) keeps its job; only a worker that dies stops renewing, and its job is then taken over.
+ */
+export async function withLeaseRenewal<T>(
+  db: Database,
+  job: JobRow,
+  leaseMs: number,
+  now: () => number,
+  work: () => Promise<T>,
+): Promise<T> {
+  const renew = () =>
+    db
+      .transaction((trx) =>
+        trx('jobs')
+          .where({ id: job.id, locked_by: job.locked_by, status: 'running' })
+          .update({ locked_until: now() + leaseMs }),
+      )
+      .catch(() => undefined); // a missed renewal is retried at the next beat; the finish checks the lease anyway
+  const timer = setInterval(() => void renew(), Math.max(100, Math.floor(leaseMs / 3)));
+  try {
+    return await work();
+  } finally {
+    clearInterval(timer);
+  }
+}
+
 export class LeaseLostError extends Error {
   override name = 'LeaseLostError';
 }

@@ -193,6 +193,18 @@ export async function rotateApiKey(
     rotatedFrom: old.id,
     expiresAt: null,
   });
+  await recordAudit(
+    trx,
+    {
+      orgId: old.org_id,
+      actor: input.actor,
+      action: 'api_key.created',
+      targetType: 'api_key',
+      targetId: id,
+      details: { rotated_from: old.id },
+    },
+    input.now,
+  );
   const expiresAt = input.now + input.graceSeconds * 1000;
   await trx('api_keys').where({ id: old.id }).update({ rotated_to: id, expires_at: expiresAt });
   await recordAudit(

@@ -16,6 +16,9 @@ async function main(): Promise<void> {
   const stop = () => controller.abort();
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);
+  // The supervisor died without stopping us (`kill -9` of svc serve): drain and exit rather than run on as
+  // an orphan that nobody supervises and that keeps the API port from the next svc serve.
+  process.once('disconnect', stop);
   try {
     await role.run(config, controller.signal, () => process.send?.({ type: 'ready', role: role.name }));
     process.exit(0);

@@ -122,7 +122,11 @@ function changed(row: StoredMovement, next: MovementFields): Partial<MovementFie
  * 6. the same reference number with the opposite amount: a reversal pair; both become `reversed`;
  * 7. otherwise, a new movement.
  */
-export function reconcile(stored: StoredMovement[], incoming: BankMovement[], newId: () => string): ReconcilePlan {
+export function reconcile(
+  stored: StoredMovement[],
+  incoming: BankMovement[],
+  newId: () => string,
+): ReconcilePlan {
   const plan: ReconcilePlan = { inserts: [], updates: [], newMovements: 0 };
   // The working set (stored rows as this sync leaves them, and the rows it inserts), indexed so that each
   // incoming row costs a few map lookups: a full scan per row made 20,000 rows take minutes.
@@ -142,7 +146,8 @@ export function reconcile(stored: StoredMovement[], incoming: BankMovement[], ne
   for (const row of stored) track({ ...row });
 
   const update = (row: StoredMovement, changes: Partial<MovementFields>) => {
-    if (inserted.has(row.id) && row.status === 'normal' && changes.status && changes.status !== 'normal') plan.newMovements -= 1;
+    if (inserted.has(row.id) && row.status === 'normal' && changes.status && changes.status !== 'normal')
+      plan.newMovements -= 1;
     Object.assign(row, changes);
     if (changes.amount !== undefined) byAmount.add(`${row.currency}|${row.amount}`, row);
     if (changes.reference_id) byReference.add(changes.reference_id, row);
@@ -159,7 +164,10 @@ export function reconcile(stored: StoredMovement[], incoming: BankMovement[], ne
   };
 
   const ordered = [...incoming].sort(
-    (a, b) => a.postedAt - b.postedAt || Number(a.pending) - Number(b.pending) || (a.ref ?? '').localeCompare(b.ref ?? ''),
+    (a, b) =>
+      a.postedAt - b.postedAt ||
+      Number(a.pending) - Number(b.pending) ||
+      (a.ref ?? '').localeCompare(b.ref ?? ''),
   );
   for (const movement of ordered) {
     const fields = fieldsOf(movement);
@@ -173,11 +181,14 @@ export function reconcile(stored: StoredMovement[], incoming: BankMovement[], ne
     }
 
     if (!movement.pending) {
-      const open = (row: StoredMovement) => row.status === 'normal' && row.pending && !matched.has(row.id) && row.currency === fields.currency;
+      const open = (row: StoredMovement) =>
+        row.status === 'normal' && row.pending && !matched.has(row.id) && row.currency === fields.currency;
       const twin =
         // A posting keeps the sign of its pending charge; the same reference with the other sign is a reversal.
         (fields.reference_id
-          ? byReference.get(fields.reference_id).find((row) => open(row) && Math.sign(row.amount) === Math.sign(fields.amount))
+          ? byReference
+              .get(fields.reference_id)
+              .find((row) => open(row) && Math.sign(row.amount) === Math.sign(fields.amount))
           : undefined) ??
         byAmount
           .get(`${fields.currency}|${fields.amount}`)
@@ -207,7 +218,10 @@ export function reconcile(stored: StoredMovement[], incoming: BankMovement[], ne
     if (fields.reference_id) {
       const related = byReference.get(fields.reference_id).filter((row) => row.status === 'normal');
       const original = related.find(
-        (row) => row.pending === fields.pending && row.amount === fields.amount && sameDay(row.posted_at, fields.posted_at),
+        (row) =>
+          row.pending === fields.pending &&
+          row.amount === fields.amount &&
+          sameDay(row.posted_at, fields.posted_at),
       );
       if (original) {
         insert({ ...fields, status: 'duplicated', canonical_id: original.id });

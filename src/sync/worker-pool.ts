@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { claimJob } from '../jobs/jobs.js';
+import { claimJob, withLeaseRenewal } from '../jobs/jobs.js';
 import { runSyncJob, type SyncServices } from './engine.js';
 
 /**
@@ -27,7 +27,13 @@ async function work(
     try {
       const job = await claimJob(services.db, owner, services.clock.now(), leaseMs);
       if (job) {
-        await runSyncJob(services, job);
+        await withLeaseRenewal(
+          services.db,
+          job,
+          leaseMs,
+          () => services.clock.now(),
+          () => runSyncJob(services, job),
+        );
         continue;
       }
     } catch (error) {

@@ -1,0 +1,142 @@
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import t from 'tap';
+import { migrationNames } from '../../src/db/migrations.js';
+import { parseApiKey } from '../../src/keys/key-format.js';
+import { installArgs, runCli, runCliJson, withDatabase } from '../helpers/cli.js';
+import { forEachEngine, freshDatabase } from '../helpers/harness.js';
+
+const keyPattern = (brand: string, type: 'sk' | 'pk') =>
+  new RegExp(`\\b${brand}_${type}_test_[0-9A-Za-z]{38}\\b`, 'g');
+
+async function organisationCount(url: string): Promise<number> {
+  return withDatabase(url, async (db) => {
+    const [row] = await db.knex('organisations').count({ n: '*' });
+    return Number((row as { n: number | string }).n);
+  });
+}
+
+forEachEngine(t, async (t, engine) => {
+  await t.test('a first install prints one test key of each kind and creates the home', async (t) => {
+    const { url, home } = await freshDatabase(t, engine);
+    const first = await runCli(installArgs(engine, url), { home });
+    t.equal(first.code, 0, 'svc install succeeds');
+    t.equal(first.stderr, '', 'and complains about nothing');
+
+    const secrets = first.stdout.match(keyPattern('svc', 'sk')) ?? [];
+    const publishables = first.stdout.match(keyPattern('svc', 'pk')) ?? [];
+    t.equal(secrets.length, 1, 'one test secret key is printed');
+    t.equal(publishables.length, 1, 'one test publishable key is printed');
+    t.same(parseApiKey(secrets[0] ?? '', 'svc'), {
+      brand: 'svc',
+      type: 'secret',
+      mode: 'test',
+      prefix: 'svc_sk_test_',
+    });
+    t.same(parseApiKey(publishables[0] ?? '', 'svc'), {
+      brand: 'svc',
+      type: 'publishable',
+      mode: 'test',
+      prefix: 'svc_pk_test_',
+    });
+    t.match(first.stdout, /shown once/i, 'the user is told the keys are shown once');
+
+    const configFile = join(home, 'config.json');
+    t.ok(existsSync(configFile), 'config.json is created');
+    const config = JSON.parse(readFileSync(configFile, 'utf8')) as Record<string, unknown>;
+    if (engine === 'postgres') t.equal(config.databaseUrl, url, 'config.json records the Postgres URL');
+    else t.notOk('databaseUrl' in config, 'config.json leaves the default SQLite database implicit');
+
+    const masterKey = join(home, 'master.key');
+    t.ok(existsSync(masterKey), 'master.key is created');
+    t.equal(statSync(masterKey).mode & 0o777, 0o600, 'master.key has mode 0600');
+    if (engine === 'sqlite') t.ok(existsSync(join(home, 'svc.db')), 'the SQLite database file is created');
+    t.equal(await organisationCount(url), 1, 'the database holds the default organisation');
+
+    const before = readFileSync(masterKey);
+    const again = await runCli(installArgs(engine, url), { home });
+    t.equal(again.code, 0, 'running svc install again succeeds');
+    t.notMatch(again.stdout, /_(sk|pk)_(test|live)_/, 'and prints no key');
+    t.match(again.stdout, /already installed/i, 'it says it is already installed');
+    t.same(readFileSync(masterKey), before, 'master.key is byte-identical');
+    t.equal(statSync(masterKey).mode & 0o777, 0o600, 'master.key keeps mode 0600');
+    t.equal(await organisationCount(url), 1, 'there is still one organisation');
+    const orgs = await runCliJson<unknown[]>(t, ['orgs', 'list'], { home });
+    t.equal(orgs.length, 1, 'svc orgs list shows one organisation');
+    const keys = await runCliJson<unknown[]>(t, ['keys', 'list'], { home });
+    t.equal(keys.length, 2, 'and svc keys list the two keys of the first run');
+  });
+
+  await t.test('--json prints the organisation and the test keys', async (t) => {
+    const { url, home } = await freshDatabase(t, engine);
+    const result = await runCliJson(t, installArgs(engine, url), { home });
+    t.match(result, {
+      home,
+      configFile: join(home, 'config.json'),
+      masterKeyFile: join(home, 'master.key'),
+      database: engine === 'sqlite' ? `sqlite ${join(home, 'svc.db')}` : /^postgres /,
+      createdMasterKey: true,
+      organisation: {
+        object: 'organisation',
+        id: /^org_[0-9a-f]{16}$/,
+        name: String,
+        created_at: /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/,
+      },
+      keys: { secret: /^svc_sk_test_[0-9A-Za-z]{38}$/, publishable: /^svc_pk_test_[0-9A-Za-z]{38}$/ },
+    });
+    t.same(result.migrationsApplied, migrationNames(), 'every migration is applied');
+
+    const orgs = await runCliJson<{ id: string }[]>(t, ['orgs', 'list'], { home });
+    t.same(
+      orgs.map((org) => org.id),
+      [result.organisation.id],
+      'the printed organisation is the one that exists',
+    );
+
+    const again = await runCliJson(t, installArgs(engine, url), { home });
+    t.match(again, { createdMasterKey: false, organisation: null, keys: null, migrationsApplied: [] });
+  });
+
+  await t.test('--brand sets the key prefix, and a second install cannot change it', async (t) => {
+    const { url, home } = await freshDatabase(t, engine);
+    const first = await runCli(installArgs(engine, url, ['--brand', 'acme']), { home });
+    t.equal(first.code, 0, 'svc install --brand acme succeeds');
+    t.equal(
+      (first.stdout.match(keyPattern('acme', 'sk')) ?? []).length,
+      1,
+      'an acme_sk_test_ key is printed',
+    );
+    t.equal(
+      (first.stdout.match(keyPattern('acme', 'pk')) ?? []).length,
+      1,
+      'an acme_pk_test_ key is printed',
+    );
+    t.notMatch(first.stdout, /svc_(sk|pk)_/, 'no svc_ key is printed');
+
+    const masterKey = readFileSync(join(home, 'master.key'));
+    const config = readFileSync(join(home, 'config.json'));
+    const same = await runCli(installArgs(engine, url, ['--brand', 'acme']), { home });
+    t.equal(same.code, 0, 'repeating the same --brand is fine');
+
+    const conflicting = await runCli(installArgs(engine, url, ['--brand', 'zeta']), { home });
+    t.not(conflicting.code, 0, 'a different --brand is refused');
+    t.match(conflicting.message, /brand "acme"/, 'the message names the brand in use');
+    t.match(conflicting.message, /"zeta"/, 'and the one asked for');
+    t.notMatch(conflicting.stdout, /_(sk|pk)_/, 'no key is printed');
+    t.same(readFileSync(join(home, 'config.json')), config, 'config.json is untouched');
+    t.same(readFileSync(join(home, 'master.key')), masterKey, 'master.key is untouched');
+    t.equal(await organisationCount(url), 1, 'no organisation is added');
+
+    const keys = await runCliJson<{ redacted: string }[]>(t, ['keys', 'list'], { home });
+    t.same(keys.map((key) => key.redacted.slice(0, 12)).sort(), ['acme_pk_test', 'acme_sk_test']);
+  });
+
+  await t.test('a second --brand on a default install is refused too', async (t) => {
+    const { url, home } = await freshDatabase(t, engine);
+    t.equal((await runCli(installArgs(engine, url), { home })).code, 0);
+    const conflicting = await runCli(installArgs(engine, url, ['--brand', 'acme']), { home });
+    t.not(conflicting.code, 0, 'svc install --brand acme after a default install is refused');
+    t.match(conflicting.message, /brand "svc".*"acme"/, 'the message names both brands');
+    t.equal(await organisationCount(url), 1);
+  });
+});

@@ -1,0 +1,85 @@
+import t from 'tap';
+import { migrationNames } from '../../src/db/migrations.js';
+import { freePort, installArgs, runCli, runCliJson, startServe, withDatabase } from '../helpers/cli.js';
+import { forEachEngine, freshDatabase } from '../helpers/harness.js';
+
+interface MigrationStatusJson {
+  applied: string[];
+  pending: string[];
+  unknown: string[];
+  version: string | null;
+}
+
+forEachEngine(t, async (t, engine) => {
+  const { url, home } = await freshDatabase(t, engine);
+  const all = migrationNames();
+  t.ok(all.length > 0, 'the code ships migrations');
+  await runCliJson(t, installArgs(engine, url), { home });
+
+  await t.test('after install nothing is pending', async (t) => {
+    const status = await runCliJson<MigrationStatusJson>(t, ['migrate', '--status'], { home });
+    t.same(status, { applied: all, pending: [], unknown: [], version: all.at(-1) });
+    const text = await runCli(['migrate'], { home });
+    t.equal(text.code, 0);
+    t.match(text.stdout, /up to date/i, 'svc migrate says there is nothing to do');
+  });
+
+  await t.test('after a rollback, serve refuses to start until svc migrate runs', async (t) => {
+    const rolledBack = await runCliJson<{ reverted: string[] }>(t, ['migrate', '--rollback'], { home });
+    t.ok(rolledBack.reverted.length > 0, 'the rollback reverts the last batch');
+    t.ok(
+      rolledBack.reverted.every((name) => all.includes(name)),
+      'and names only migrations this code knows',
+    );
+
+    const status = await runCliJson<MigrationStatusJson>(t, ['migrate', '--status'], { home });
+    t.same(
+      status.pending,
+      all.filter((name) => rolledBack.reverted.includes(name)),
+      'status lists them as pending',
+    );
+    t.same(status.unknown, []);
+
+    const port = await freePort();
+    const refused = await runCli(['serve', '--port', String(port)], {
+      home,
+      env: { SVC_METRICS_PORT: '0' },
+      timeoutMs: 20_000,
+    });
+    t.notOk(refused.timedOut, 'serve does not hang');
+    t.not(refused.code, 0, 'serve exits non-zero');
+    t.match(refused.message, /pending migration/, 'it says migrations are pending');
+    t.match(refused.message, /`svc migrate`/, 'and names the command to run');
+    t.notMatch(refused.stdout, /api listening/, 'no API was started');
+
+    const applied = await runCliJson<{ applied: string[] }>(t, ['migrate'], { home });
+    t.same(applied.applied, status.pending, 'svc migrate applies what was pending');
+    const after = await runCliJson<MigrationStatusJson>(t, ['migrate', '--status'], { home });
+    t.same(after, { applied: all, pending: [], unknown: [], version: all.at(-1) });
+
+    const serve = await startServe(t, { home });
+    const health = await serve.request('GET', '/health');
+    t.equal(health.status, 200, 'serve starts and answers');
+    t.same(health.body, { status: 'ok' });
+  });
+
+  await t.test('serve refuses a schema newer than the code', async (t) => {
+    const future = '29991231000000_from_a_newer_svc';
+    await withDatabase(url, async (db) => {
+      await db.knex('knex_migrations').insert({ name: future, batch: 99, migration_time: new Date() });
+    });
+    t.teardown(() =>
+      withDatabase(url, async (db) => db.knex('knex_migrations').where({ name: future }).delete()),
+    );
+
+    const status = await runCliJson<MigrationStatusJson>(t, ['migrate', '--status'], { home });
+    t.same(status.unknown, [future], 'status reports the unknown migration');
+    const refused = await runCli(['serve', '--port', String(await freePort())], {
+      home,
+      env: { SVC_METRICS_PORT: '0' },
+      timeoutMs: 20_000,
+    });
+    t.not(refused.code, 0, 'serve exits non-zero');
+    t.match(refused.message, /newer than this version of svc/, 'and says the schema is newer than the code');
+  });
+});

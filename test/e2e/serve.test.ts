@@ -1,0 +1,206 @@
+import { createServer } from 'node:net';
+import t, { type Test } from 'tap';
+import { migrationNames } from '../../src/db/migrations.js';
+import type { ApplianceStatus, ProcessStatus } from '../../src/processes/status.js';
+import {
+  freePort,
+  installArgs,
+  isRunning,
+  killGroup,
+  runCli,
+  runCliJson,
+  startServe,
+  waitFor,
+  within,
+  type ServeProcess,
+} from '../helpers/cli.js';
+import { forEachEngine, freshDatabase } from '../helpers/harness.js';
+
+async function status(t: Test, home: string): Promise<ApplianceStatus> {
+  return runCliJson<ApplianceStatus>(t, ['status'], { home });
+}
+
+/** The processes of this `svc serve`, by role. */
+async function children(t: Test, home: string, serve: ServeProcess): Promise<Map<string, ProcessStatus>> {
+  const current = await status(t, home);
+  return new Map(
+    current.processes.filter((p) => p.supervisor_pid === serve.pid).map((p) => [p.role, p] as const),
+  );
+}
+
+/**
+ * `kill -9` one child, then expect the supervisor to have a new one running within 5 seconds, with one
+ * restart recorded and the SIGKILL as its last exit, and the API answering.
+ */
+async function killAndExpectRestart(t: Test, home: string, serve: ServeProcess, role: string, key: string) {
+  const before = (await children(t, home, serve)).get(role);
+  t.ok(before?.pid, `the ${role} has a pid`);
+  if (!before?.pid) return;
+  const others = [...(await children(t, home, serve)).values()].filter((p) => p.role !== role);
+
+  const killedAt = Date.now();
+  process.kill(before.pid, 'SIGKILL');
+  const after = await waitFor(async () => {
+    const now = (await children(t, home, serve)).get(role);
+    return now?.pid && now.pid !== before.pid && now.status === 'running' ? now : undefined;
+  }, 5000);
+  t.ok(after, `a new ${role} is running within 5 seconds (${Date.now() - killedAt} ms)`);
+  if (!after) return;
+  t.not(after.pid, before.pid, 'with a new pid');
+  t.ok(isRunning(after.pid!), 'which is alive');
+  t.notOk(isRunning(before.pid), 'and the killed one is gone');
+  t.equal(after.restarts, before.restarts + 1, 'one restart is counted');
+  t.match(after.last_exit, /SIGKILL/, 'the last exit names SIGKILL');
+
+  const untouched = await children(t, home, serve);
+  for (const other of others) {
+    t.equal(untouched.get(other.role)?.pid, other.pid, `the ${other.role} was left alone`);
+  }
+  const health = await serve.request('GET', '/health');
+  t.equal(health.status, 200, 'the API answers again');
+  const openapi = await serve.request('GET', '/v1/openapi.json', { key });
+  t.equal(openapi.status, 200, 'and authenticates the key');
+}
+
+forEachEngine(t, async (t, engine) => {
+  const { url, home } = await freshDatabase(t, engine);
+  const installed = await runCliJson(t, installArgs(engine, url), { home });
+  const secretKey: string = installed.keys.secret;
+
+  await t.test('a full serve: API, status, kill -9 recovery and graceful stop', async (t) => {
+    const serve = await startServe(t, { home });
+
+    await t.test('the API answers with the printed test secret key', async (t) => {
+      const health = await serve.request('GET', '/health');
+      t.equal(health.status, 200);
+      t.same(health.body, { status: 'ok' });
+      const openapi = await serve.request('GET', '/v1/openapi.json', { key: secretKey });
+      t.equal(openapi.status, 200, 'GET /v1/openapi.json with the secret key is 200');
+      t.match(openapi.body, { openapi: /^3\.1/, info: { version: '1.0.0' } });
+      const anonymous = await serve.request('GET', '/v1/openapi.json');
+      t.equal(anonymous.status, 401, 'and 401 without a key');
+      const publishable = await serve.request('GET', '/v1/openapi.json', { key: installed.keys.publishable });
+      t.equal(publishable.status, 403, 'and 403 with the publishable key');
+    });
+
+    await t.test('svc status --json shows the processes, the database and the queues', async (t) => {
+      const current = await status(t, home);
+      const mine = current.processes.filter((p) => p.supervisor_pid === serve.pid);
+      t.same(mine.map((p) => p.role).sort(), ['api', 'dispatcher', 'scheduler'], 'three roles are listed');
+      for (const proc of mine) {
+        t.match(
+          proc,
+          { pid: Number, status: 'running', uptime_seconds: Number, restarts: 0, last_exit: null },
+          `the ${proc.role} is running`,
+        );
+        t.ok(proc.uptime_seconds! >= 0, `the ${proc.role} reports its uptime`);
+        t.ok(isRunning(proc.pid!), `the ${proc.role} pid is a live process`);
+        t.not(proc.pid, serve.pid, `the ${proc.role} is a child, not the supervisor`);
+      }
+      t.equal(new Set(mine.map((p) => p.pid)).size, 3, 'each role is its own process');
+      t.match(current.database, {
+        engine,
+        reachable: true,
+        schema_version: migrationNames().at(-1),
+        pending_migrations: 0,
+        size_bytes: Number,
+      });
+      t.ok(current.database.size_bytes! > 0, 'the database size is reported');
+      t.same(current.queues, { sync_jobs_queued: 0, sync_jobs_running: 0, webhook_deliveries_pending: 0 });
+    });
+
+    await t.test('kill -9 of the scheduler is repaired by a restart', (t) =>
+      killAndExpectRestart(t, home, serve, 'scheduler', secretKey),
+    );
+
+    await t.test('kill -9 of the api is repaired by a restart', (t) =>
+      killAndExpectRestart(t, home, serve, 'api', secretKey),
+    );
+
+    await t.test('SIGTERM stops serve with exit 0 and no child left', async (t) => {
+      const pids = [...(await children(t, home, serve)).values()].map((p) => p.pid!);
+      t.equal(pids.length, 3);
+      process.kill(serve.pid, 'SIGTERM');
+      const exit = await within(serve.exited, 15_000);
+      t.same(exit, { code: 0, signal: null }, 'svc serve exits 0');
+      for (const pid of pids) t.notOk(isRunning(pid), `child ${pid} is gone`);
+      t.notOk(killGroup(serve.pid, 0), 'no process of the serve process group is left');
+      const after = await status(t, home);
+      t.same(
+        after.processes.filter((p) => p.supervisor_pid === serve.pid),
+        [],
+        'svc status no longer lists its processes',
+      );
+      const health = await fetch(`${serve.url}/health`).catch(() => null);
+      t.equal(health, null, 'nothing listens on the API port');
+    });
+  });
+
+  await t.test('kill -9 of svc serve does not leave its children running', async (t) => {
+    const serve = await startServe(t, { home });
+    const pids = [...(await children(t, home, serve)).values()].map((p) => p.pid!);
+    t.equal(pids.length, 3, 'three children run');
+    const killedAt = Date.now();
+    process.kill(serve.pid, 'SIGKILL');
+    await serve.exited;
+    const gone = await waitFor(async () => (pids.some(isRunning) ? undefined : true), 5000);
+    t.ok(gone, `every child stops by itself within 5 seconds (${Date.now() - killedAt} ms)`);
+    t.notOk(killGroup(serve.pid, 0), 'no process of the serve process group is left');
+    const current = await status(t, home);
+    t.same(
+      current.processes.filter((p) => p.supervisor_pid === serve.pid),
+      [],
+      'svc status does not list the dead supervisor',
+    );
+    const next = await startServe(t, { home, port: serve.port });
+    t.equal((await next.request('GET', '/health')).status, 200, 'a new svc serve can take the same port');
+  });
+
+  await t.test('--roles api starts only the api', async (t) => {
+    const serve = await startServe(t, { home, args: ['--roles', 'api'] });
+    const mine = await children(t, home, serve);
+    t.same([...mine.keys()], ['api'], 'svc status lists only the api');
+    t.equal(mine.get('api')?.status, 'running');
+    const openapi = await serve.request('GET', '/v1/openapi.json', { key: secretKey });
+    t.equal(openapi.status, 200, 'and it serves the API');
+  });
+
+  await t.test('an unknown role is refused', async (t) => {
+    const port = await freePort();
+    const refused = await runCli(['serve', '--port', String(port), '--roles', 'api,mailer'], {
+      home,
+      env: { SVC_METRICS_PORT: '0' },
+      timeoutMs: 20_000,
+    });
+    t.notOk(refused.timedOut, 'serve does not hang');
+    t.not(refused.code, 0, 'serve exits non-zero');
+    t.match(refused.message, /--roles/, 'the message names the flag');
+    t.match(refused.message, /api, scheduler, dispatcher/, 'lists the roles there are');
+    t.match(refused.message, /mailer/, 'and quotes what was given');
+    t.notOk(refused.leftProcesses, 'no process is left behind');
+    t.equal(await fetch(`http://127.0.0.1:${port}/health`).catch(() => null), null, 'no API was started');
+  });
+
+  await t.test('a crash-looping api makes serve give up with the reason', async (t) => {
+    const port = await freePort();
+    const squatter = createServer();
+    await new Promise<void>((resolve) => squatter.listen(port, '127.0.0.1', resolve));
+    t.teardown(() => new Promise<void>((resolve) => squatter.close(() => resolve())));
+
+    const result = await runCli(['serve', '--port', String(port)], {
+      home,
+      env: {
+        SVC_SUPERVISOR_RESTART_DELAYS_MS: '[50]',
+        SVC_SUPERVISOR_CRASH_LOOP_RESTARTS: '3',
+        SVC_METRICS_PORT: '0',
+      },
+      timeoutMs: 30_000,
+    });
+    t.notOk(result.timedOut, 'serve gives up by itself');
+    t.not(result.code, 0, 'and exits non-zero');
+    t.ok(result.elapsedMs < 10_000, `within a few seconds (${result.elapsedMs} ms)`);
+    t.match(result.message, /api crashed 3 times/, 'stderr names the api and how often it crashed');
+    t.match(result.message, /EADDRINUSE/, 'and the last error');
+    t.notOk(result.leftProcesses, 'the scheduler and dispatcher were stopped too');
+  });
+});

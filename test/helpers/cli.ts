@@ -1,0 +1,294 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Test } from 'tap';
+import { openDatabase, type Database } from '../../src/db/database.js';
+import { request, type TestResponse } from './harness.js';
+
+/** The CLI a user runs: `bin/run.js` at the repository root (this file compiles to dist/test/helpers). */
+export const CLI_ENTRY = fileURLToPath(new URL('../../../bin/run.js', import.meta.url));
+export const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
+
+export interface CliOptions {
+  /** The data directory, passed as SVC_HOME. */
+  home: string;
+  /** Extra environment; every inherited SVC_* variable is dropped first so a developer's shell cannot leak in. */
+  env?: Record<string, string>;
+  /** Kill the command (and everything it started) after this long; the result then has `timedOut`. */
+  timeoutMs?: number;
+}
+
+export interface CliResult {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+  /** stderr as one line: oclif wraps error messages at 80 columns behind ` ›   ` markers. */
+  message: string;
+  timedOut: boolean;
+  elapsedMs: number;
+  /** Whether any process the command started was still alive after it exited (they are killed then). */
+  leftProcesses: boolean;
+}
+
+export function cliEnv(home: string, extra: Record<string, string> = {}): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [name, value] of Object.entries(process.env)) {
+    if (value !== undefined && !name.startsWith('SVC_')) env[name] = value;
+  }
+  return { ...env, SVC_HOME: home, ...extra };
+}
+
+/** Joins oclif's wrapped ` ›   Error: …` lines back into one line of text. */
+export function oneLine(text: string): string {
+  return text
+    .replace(/\n\s*›\s*/g, ' ')
+    .replace(/\s+/g, ' ')
+    .trim();
+}
+
+function spawnCli(args: string[], options: CliOptions): ChildProcess {
+  // Its own process group, so that a teardown can stop the command and every process it forked at once.
+  return spawn(process.execPath, [CLI_ENTRY, ...args], {
+    cwd: REPO_ROOT,
+    env: cliEnv(options.home, options.env),
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+  });
+}
+
+/** Sends `signal` to every process in the group led by `pid`; false when none is left. */
+export function killGroup(pid: number, signal: NodeJS.Signals | 0): boolean {
+  try {
+    process.kill(-pid, signal);
+    return true;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ESRCH') return false;
+    throw error;
+  }
+}
+
+/** Runs `svc <args>` to completion, as a user would from a shell. */
+export async function runCli(args: string[], options: CliOptions): Promise<CliResult> {
+  const started = Date.now();
+  const child = spawnCli(args, options);
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    killGroup(child.pid!, 'SIGKILL');
+  }, options.timeoutMs ?? 30_000);
+  const closed = new Promise<void>((resolve) => child.once('close', () => resolve()));
+  const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve, reject) => {
+    child.once('error', reject);
+    child.once('exit', (exitCode, exitSignal) => resolve([exitCode, exitSignal]));
+  });
+  const elapsedMs = Date.now() - started;
+  clearTimeout(timer);
+  // Whatever the command forked must not outlive it: note it, then kill it.
+  const leftProcesses = killGroup(child.pid!, 0);
+  if (leftProcesses) killGroup(child.pid!, 'SIGKILL');
+  await closed;
+  return { code, signal, stdout, stderr, message: oneLine(stderr), timedOut, elapsedMs, leftProcesses };
+}
+
+/** Runs `svc <args> --json`, asserts it succeeded, and returns the parsed output. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- parsed JSON; callers may name its shape
+export async function runCliJson<T = any>(t: Test, args: string[], options: CliOptions): Promise<T> {
+  const result = await runCli([...args, '--json'], options);
+  if (result.code !== 0) {
+    t.fail(`svc ${args.join(' ')} --json exited ${result.code ?? result.signal}`, { stderr: result.stderr });
+    throw new Error(`svc ${args.join(' ')} failed: ${result.message}`);
+  }
+  try {
+    return JSON.parse(result.stdout) as T;
+  } catch {
+    t.fail(`svc ${args.join(' ')} --json printed something that is not JSON`, { stdout: result.stdout });
+    throw new Error(`svc ${args.join(' ')} printed no JSON`);
+  }
+}
+
+/** A TCP port that was free a moment ago: bind port 0, read the port, release it. */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => resolve());
+  });
+  const address = server.address();
+  const port = typeof address === 'object' && address ? address.port : 0;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  if (!port) throw new Error('could not find a free port');
+  return port;
+}
+
+export interface ServeOptions extends CliOptions {
+  /** Further `svc serve` flags, e.g. `['--roles', 'api']`. */
+  args?: string[];
+  /** The API port; by default a free one. */
+  port?: number;
+  /** How long to wait for /health to answer 200. */
+  readyTimeoutMs?: number;
+}
+
+export interface ServeProcess {
+  pid: number;
+  port: number;
+  url: string;
+  process: ChildProcess;
+  stdout(): string;
+  stderr(): string;
+  /** Resolves when `svc serve` has exited. */
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  request(method: string, path: string, options?: Parameters<typeof request>[3]): Promise<TestResponse>;
+}
+
+/**
+ * Starts `svc serve` on a free port, waits until GET /health answers 200, and registers a teardown that
+ * stops it (SIGTERM, then SIGKILL to its whole process group) so that no test leaks a process.
+ */
+export async function startServe(t: Test, options: ServeOptions): Promise<ServeProcess> {
+  const port = options.port ?? (await freePort());
+  const metricsPort = await freePort();
+  const child = spawnCli(['serve', '--port', String(port), ...(options.args ?? [])], {
+    ...options,
+    env: {
+      SVC_METRICS_PORT: String(metricsPort),
+      SVC_SUPERVISOR_SHUTDOWN_TIMEOUT_SECONDS: '5',
+      ...options.env,
+    },
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.on('data', (chunk: Buffer) => {
+    stdout = (stdout + chunk.toString()).slice(-200_000);
+  });
+  child.stderr!.on('data', (chunk: Buffer) => {
+    stderr = (stderr + chunk.toString()).slice(-200_000);
+  });
+  let hasExited = false;
+  let exitedAt: { code: number | null; signal: NodeJS.Signals | null; at: string } | null = null;
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once('exit', (code, signal) => {
+      hasExited = true;
+      exitedAt = { code, signal, at: new Date().toISOString() };
+      resolve({ code, signal });
+    }),
+  );
+  const pid = child.pid!;
+  t.teardown(async () => {
+    if (!t.passing()) {
+      t.comment(`svc serve ${hasExited ? `exited ${JSON.stringify(exitedAt)}` : 'still running'}`);
+      t.comment(`svc serve stderr:\n${stderr.slice(-4000)}`);
+      t.comment(`supervisor state:\n${supervisorState(options.home, pid)}`);
+      t.comment(`svc serve stdout (end):\n${stdout.slice(-4000)}`);
+    }
+    if (!hasExited) {
+      child.kill('SIGTERM');
+      await within(exited, 8000);
+    }
+    killGroup(pid, 'SIGKILL');
+  });
+
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + (options.readyTimeoutMs ?? 20_000);
+  for (;;) {
+    if (hasExited) {
+      throw new Error(`svc serve exited before answering /health:\n${stderr}\n${stdout.slice(-2000)}`);
+    }
+    const answer = await request(url, 'GET', '/health').catch(() => null);
+    if (answer?.status === 200) break;
+    if (Date.now() > deadline)
+      throw new Error(`svc serve did not answer /health within the time:\n${stderr}`);
+    await sleep(100);
+  }
+  return {
+    pid,
+    port,
+    url,
+    process: child,
+    stdout: () => stdout,
+    stderr: () => stderr,
+    exited,
+    request: (method, path, requestOptions) => request(url, method, path, requestOptions),
+  };
+}
+
+/** Polls `probe` until it returns something other than undefined, or fails after `timeoutMs`. */
+export async function waitFor<T>(
+  probe: () => Promise<T | undefined>,
+  timeoutMs: number,
+  intervalMs = 100,
+): Promise<T | undefined> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() >= deadline) return undefined;
+    await sleep(intervalMs);
+  }
+}
+
+/** `promise`'s value, or undefined if it takes longer than `ms` (without keeping the process alive after). */
+export async function within<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), ms)));
+  try {
+    return await Promise.race([promise, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** True while a process with this pid exists. */
+export function isRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** `svc install` for this engine: Postgres needs the URL of its fresh schema, SQLite uses the default file. */
+export function installArgs(engine: 'sqlite' | 'postgres', url: string, extra: string[] = []): string[] {
+  return ['install', ...(engine === 'postgres' ? ['--database-url', url] : []), ...extra];
+}
+
+/** Opens the appliance's database from the test process, for checks a user would make with a SQL client. */
+export async function withDatabase<T>(url: string, work: (db: Database) => Promise<T>): Promise<T> {
+  const db = openDatabase({ url });
+  try {
+    return await work(db);
+  } finally {
+    await db.close();
+  }
+}
+
+function supervisorState(home: string, pid: number): string {
+  try {
+    return readFileSync(join(home, 'run', `serve-${pid}.json`), 'utf8');
+  } catch (error) {
+    return (error as Error).message;
+  }
+}
+
+/** `work` over `items`, at most `limit` at a time, results in order. */
+export async function mapLimit<T, R>(items: T[], limit: number, work: (item: T) => Promise<R>): Promise<R[]> {
+  const results: R[] = new Array(items.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const i = next++;
+      results[i] = await work(items[i]!);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return results;
+}
