@@ -118,20 +118,18 @@ async function ingest(url: string, home: string) {
   // The baseline: the same rows, already shaped, inserted in batches of 200 into another account.
   const other = await seedOrgAndLink(db, secrets);
   const accountId = newId('acc');
-  await db
-    .knex('accounts')
-    .insert({
-      id: accountId,
-      org_id: other.orgId,
-      mode: 'test',
-      link_id: other.linkId,
-      bank_account_ref: 'CC-1',
-      name: 'x',
-      type: 'checking',
-      currency: 'CLP',
-      created_at: NOW,
-      updated_at: NOW,
-    });
+  await db.knex('accounts').insert({
+    id: accountId,
+    org_id: other.orgId,
+    mode: 'test',
+    link_id: other.linkId,
+    bank_account_ref: 'CC-1',
+    name: 'x',
+    type: 'checking',
+    currency: 'CLP',
+    created_at: NOW,
+    updated_at: NOW,
+  });
   const rows = movements.map((m, i) => ({
     id: newId('mov'),
     org_id: other.orgId,
