@@ -1,10 +1,14 @@
 import { healthComponents, healthRoutes } from '../health/routes.js';
 import { webhookComponents, webhookEndpointRoutes } from '../webhooks/routes.js';
+import { deliveryComponents, deliveryRoutes } from '../webhooks/delivery-routes.js';
+import { sandboxEventRoutes } from '../webhooks/sandbox-routes.js';
 import { institutionComponents, institutionRoutes } from '../banks/routes.js';
 import { linkComponents, linkRoutes } from '../links/routes.js';
 import { eventComponents, eventRoutes } from '../events/routes.js';
 import { accountComponents, accountRoutes } from '../accounts/routes.js';
 import { movementComponents, movementRoutes } from '../movements/routes.js';
+import { incomeComponents, incomeRoutes } from '../income/routes.js';
+import { refreshComponents, refreshRoutes } from '../refresh/routes.js';
 import { buildOpenApi } from './openapi.js';
 import { defineRoute, type AnyRoute, type JsonSchema } from './route.js';
 
@@ -15,8 +19,12 @@ const capabilityRoutes: AnyRoute[] = [
   ...linkRoutes,
   ...accountRoutes,
   ...movementRoutes,
+  ...incomeRoutes,
+  ...refreshRoutes,
   ...eventRoutes,
   ...webhookEndpointRoutes,
+  ...deliveryRoutes,
+  ...sandboxEventRoutes,
 ];
 export const components: Record<string, JsonSchema> = {
   ...healthComponents,
@@ -24,8 +32,11 @@ export const components: Record<string, JsonSchema> = {
   ...linkComponents,
   ...accountComponents,
   ...movementComponents,
+  ...incomeComponents,
+  ...refreshComponents,
   ...eventComponents,
   ...webhookComponents,
+  ...deliveryComponents,
 };
 
 const openApiRoute = defineRoute({

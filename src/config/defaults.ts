@@ -43,7 +43,25 @@ export interface Config {
     pollIntervalMs: number;
   };
   sync: { failuresToExpire: number };
-  dispatcher: { pollIntervalMs: number; concurrency: number; leaseSeconds: number };
+  /** On-demand refreshes: cooldowns per link and type, independent of the rate limits. */
+  refresh: { onlyLastCooldownMinutes: number; historicalCooldownMinutes: number };
+  dispatcher: {
+    /** How often an idle dispatcher looks for due deliveries when nothing woke it earlier. */
+    pollIntervalMs: number;
+    /** Attempts in flight at once in one dispatcher process. */
+    concurrency: number;
+    /** Attempts in flight to any one endpoint, so a slow receiver holds at most this many slots. */
+    perEndpointConcurrency: number;
+    leaseSeconds: number;
+    /** Delay before each attempt, in seconds; its length is the number of attempts. The first must be 0. */
+    retryScheduleSeconds: number[];
+    /** Deadline of one attempt: connect, headers and the part of the body that is read. */
+    attemptTimeoutMs: number;
+    /** How much of a response is read and kept with the attempt. */
+    responseBytesKept: number;
+    /** Wake on another process's commit (Postgres LISTEN/NOTIFY, SQLite WAL file watch), not only on the poll. */
+    wakeOnCommit: boolean;
+  };
   webhooks: { allowPrivateAddresses: boolean; secretRollGraceSeconds: number };
   /** Live-mode connectors by bank code; a bank without one is unavailable in live mode. */
   banks: { connectors: Record<string, BankConnectorConfig> };
@@ -98,7 +116,17 @@ export function defaultConfig(home: string): Config {
       pollIntervalMs: 1000,
     },
     sync: { failuresToExpire: 3 },
-    dispatcher: { pollIntervalMs: 500, concurrency: 16, leaseSeconds: 60 },
+    refresh: { onlyLastCooldownMinutes: 5, historicalCooldownMinutes: 60 },
+    dispatcher: {
+      pollIntervalMs: 500,
+      concurrency: 32,
+      perEndpointConcurrency: 4,
+      leaseSeconds: 60,
+      retryScheduleSeconds: [0, 60, 300, 1800, 7200, 21600],
+      attemptTimeoutMs: 10_000,
+      responseBytesKept: 2048,
+      wakeOnCommit: true,
+    },
     webhooks: { allowPrivateAddresses: false, secretRollGraceSeconds: 86_400 },
     banks: { connectors: {} },
   };

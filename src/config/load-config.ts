@@ -140,7 +140,16 @@ const ajv = new Ajv({ allErrors: false, strict: true, useDefaults: true });
 const validateSchema = ajv.compile(configSchema);
 
 function validate(config: Record<string, unknown>, sources: Map<string, Source>): void {
-  if (validateSchema(config)) return;
+  if (validateSchema(config)) {
+    // The outbox queues a delivery due at once, as the spec's first attempt is immediate.
+    if ((config as unknown as Config).dispatcher.retryScheduleSeconds[0] !== 0) {
+      const from = sources.get('dispatcher.retryScheduleSeconds');
+      throw new ConfigError(
+        `Invalid configuration: dispatcher.retryScheduleSeconds must start with 0 (the first attempt is immediate)${from ? ` (set by ${from.name})` : ''}.`,
+      );
+    }
+    return;
+  }
   const issue = validateSchema.errors?.[0];
   if (!issue) throw new ConfigError('Invalid configuration.');
   const segments = issue.instancePath.split('/').filter(Boolean);

@@ -81,6 +81,14 @@ export const configSchema = {
         pollIntervalMs: { type: 'integer', minimum: 10 },
       },
     },
+    refresh: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        onlyLastCooldownMinutes: { type: 'number', minimum: 0 },
+        historicalCooldownMinutes: { type: 'number', minimum: 0 },
+      },
+    },
     sync: {
       type: 'object',
       additionalProperties: false,
@@ -91,8 +99,19 @@ export const configSchema = {
       additionalProperties: false,
       properties: {
         pollIntervalMs: { type: 'integer', minimum: 10 },
-        concurrency: { type: 'integer', minimum: 1 },
+        concurrency: { type: 'integer', minimum: 1, maximum: 1024 },
+        perEndpointConcurrency: { type: 'integer', minimum: 1, maximum: 1024 },
         leaseSeconds: { type: 'integer', minimum: 1 },
+        // The first delay must be 0 (checked in load-config: JSON Schema has no strict way to say it).
+        retryScheduleSeconds: {
+          type: 'array',
+          minItems: 1,
+          maxItems: 50,
+          items: { type: 'number', minimum: 0, maximum: 2_592_000 },
+        },
+        attemptTimeoutMs: { type: 'integer', minimum: 100, maximum: 300_000 },
+        responseBytesKept: { type: 'integer', minimum: 0, maximum: 65_536 },
+        wakeOnCommit: { type: 'boolean' },
       },
     },
     webhooks: {

@@ -1,8 +1,12 @@
 import type { Knex } from 'knex';
 import { toIso } from '../clock/clock.js';
 import { newId } from '../ids/ids.js';
+import { notifyOnCommit } from '../db/notify.js';
 import type { EventType } from '../webhooks/event-types.js';
 import { subscribes } from '../webhooks/event-types.js';
+
+/** The channel on which new deliveries are announced (see src/db/notify.ts). */
+export const DELIVERY_CHANNEL = 'svc_webhook_deliveries';
 
 export interface EventRecord {
   object: 'event';
@@ -65,7 +69,11 @@ export async function emitEvent(trx: Knex, input: EmitInput): Promise<EventRecor
       created_at: input.now,
       updated_at: input.now,
     }));
-  if (deliveries.length > 0) await trx('webhook_deliveries').insert(deliveries);
+  if (deliveries.length > 0) {
+    await trx('webhook_deliveries').insert(deliveries);
+    // Postgres wakes the dispatchers when this commits (a no-op on SQLite, whose dispatchers watch the WAL).
+    await notifyOnCommit(trx, DELIVERY_CHANNEL);
+  }
   return {
     object: 'event',
     id,

@@ -13,7 +13,7 @@ export interface JobRow {
   link_id: string | null;
   refresh_intent_id: string | null;
   payload: string | null;
-  status: 'queued' | 'running' | 'succeeded' | 'failed';
+  status: 'queued' | 'running' | 'waiting_mfa' | 'succeeded' | 'failed';
   attempts: number;
   run_at: number;
   locked_by: string | null;
@@ -105,7 +105,7 @@ export async function claimJob(
 export async function finishJob(
   trx: Knex,
   job: JobRow,
-  outcome: 'succeeded' | 'failed',
+  outcome: 'succeeded' | 'failed' | 'waiting_mfa',
   now: number,
   error: string | null = null,
 ): Promise<boolean> {

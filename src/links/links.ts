@@ -39,6 +39,7 @@ export interface LinkRow {
   last_synced_at: number | null;
   next_sync_at: number | null;
   expired_at: number | null;
+  backfill_covered_from?: number | null;
   created_at: number;
   updated_at: number;
 }

@@ -2,6 +2,7 @@ import { defineRoute, type JsonSchema } from '../api/route.js';
 import { offsetOf, pageQueryProperties, paginationHeaders, type PageQuery } from '../api/pagination.js';
 import type { AppServices } from '../api/services.js';
 import { BANK_IDS } from '../banks/institutions.js';
+import { requestBackfill } from './backfill.js';
 import {
   createLink,
   deleteLink,
@@ -81,6 +82,52 @@ export const linkComponents: Record<string, JsonSchema> = {
 };
 
 export const linkRoutes = [
+  defineRoute<Record<string, never>, { months: number; force?: boolean }, { linkId: string }>({
+    method: 'post',
+    path: '/v1/links/{linkId}/backfill',
+    operationId: 'backfillLink',
+    summary:
+      'Download statements for movements older than 90 days (business links of bci); returns a refresh intent to track',
+    tag: 'links',
+    auth: ['secret_key'],
+    params: linkParams,
+    body: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['months'],
+      properties: {
+        months: {
+          type: 'integer',
+          minimum: 1,
+          maximum: 24,
+          description: 'Months of history before the last 90 days',
+        },
+        force: {
+          type: 'boolean',
+          default: false,
+          description: 'Download the period again even if it is covered',
+        },
+      },
+    },
+    responses: {
+      200: {
+        description: 'A refresh intent of type backfill',
+        schema: { $ref: '#/components/schemas/RefreshIntent' },
+      },
+      409: {
+        description: '`refresh_in_progress` or `link_expired`',
+        schema: { $ref: '#/components/schemas/Error' },
+      },
+    },
+    async handler({ services, principal, params, body, now }) {
+      const input = { months: body.months, force: body.force ?? false };
+      return {
+        body: await services.db.transaction((trx) =>
+          requestBackfill(trx, principal, params.linkId, input, now),
+        ),
+      };
+    },
+  }),
   defineRoute<Record<string, never>, CreateLinkInput>({
     method: 'post',
     path: '/v1/links',

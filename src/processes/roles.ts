@@ -1,4 +1,3 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import { Cron } from 'croner';
 import type { Config } from '../config/defaults.js';
 import { migrationStatus, schemaMismatch } from '../db/migrations.js';
@@ -99,17 +98,21 @@ const dispatcher: Role = {
   name: 'dispatcher',
   async run(config, signal, ready) {
     const services = await openServices(config, 'dispatcher');
-    services.logger.info({ poll_ms: config.dispatcher.pollIntervalMs }, 'dispatcher started');
+    const { Dispatcher } = await import('../webhooks/dispatcher.js');
+    const dispatcher = new Dispatcher(services);
+    const settings = config.dispatcher;
+    services.logger.info(
+      {
+        poll_ms: settings.pollIntervalMs,
+        concurrency: settings.concurrency,
+        per_endpoint: settings.perEndpointConcurrency,
+        schedule_s: settings.retryScheduleSeconds,
+        wake_on_commit: settings.wakeOnCommit,
+      },
+      'dispatcher started',
+    );
     ready();
-    // Webhook delivery claims arrive with the webhooks capability; until then the loop keeps the database
-    // connection honest so an outage shows in the log.
-    while (!signal.aborted) {
-      await sleep(config.dispatcher.pollIntervalMs * 20, undefined, { signal }).catch(() => undefined);
-      if (signal.aborted) break;
-      await services.db
-        .ping()
-        .catch((error: Error) => services.logger.warn({ err: error.message }, 'database not answering'));
-    }
+    await dispatcher.run(signal);
     await services.db.close();
     services.logger.info('dispatcher stopped');
     await flushLogger(services.logger);

@@ -2,6 +2,7 @@ import type { Knex } from 'knex';
 import { toIso } from '../clock/clock.js';
 import { newId } from '../ids/ids.js';
 import { emitEvent } from '../events/outbox.js';
+import type { SecretBox } from '../secrets/secret-box.js';
 
 export type RefreshType = 'only_last' | 'historical' | 'full' | 'backfill';
 export type IntentStatus = 'created' | 'in_progress' | 'requires_mfa' | 'succeeded' | 'failed';
@@ -19,6 +20,8 @@ export interface IntentRow {
   mfa_token_hash: string | null;
   mfa_expires_at: number | null;
   mfa_code_encrypted: string | null;
+  mfa_challenge_encrypted?: string | null;
+  mfa_token_encrypted?: string | null;
   backfill_months: number | null;
   force: boolean | number;
   started_at: number | null;
@@ -41,7 +44,8 @@ export interface RefreshIntent {
   mode: 'live' | 'test';
 }
 
-export function presentIntent(row: IntentRow): RefreshIntent {
+/** `secrets` opens the MFA token for the intent's owner; without it `requires_mfa` carries only the expiry. */
+export function presentIntent(row: IntentRow, secrets?: SecretBox): RefreshIntent {
   return {
     object: 'refresh_intent',
     id: row.id,
@@ -55,8 +59,14 @@ export function presentIntent(row: IntentRow): RefreshIntent {
       row.status === 'succeeded'
         ? { accounts_updated: row.accounts_updated ?? 0, new_movements_count: row.new_movements_count ?? 0 }
         : null,
-    // The token itself is stored only as a hash; it is shown in the requires_mfa event and response.
-    requires_mfa: null,
+    requires_mfa:
+      row.status === 'requires_mfa' && row.mfa_expires_at !== null
+        ? {
+            widget_token:
+              secrets && row.mfa_token_encrypted ? secrets.open(row.mfa_token_encrypted, row.id) : '',
+            expires_at: toIso(row.mfa_expires_at)!,
+          }
+        : null,
     mode: row.mode,
   };
 }

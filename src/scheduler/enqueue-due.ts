@@ -34,7 +34,7 @@ export async function enqueueDueLinks(
           .from('jobs')
           .whereRaw('jobs.link_id = links.id')
           .where('kind', 'sync')
-          .whereIn('status', ['queued', 'running']),
+          .whereIn('status', ['queued', 'running', 'waiting_mfa']),
       )
       .orderBy('next_sync_at')
       .limit(MAX_PER_TICK)

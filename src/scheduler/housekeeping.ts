@@ -1,4 +1,5 @@
 import type { AppServices } from '../api/services.js';
+import { expireMfaWaits } from '../refresh/refresh.js';
 
 /**
  * Periodic clean-up that any scheduler may run: whichever wins the tick (a conditional update of its
@@ -11,11 +12,12 @@ export async function runHousekeeping(
   const now = services.clock.now();
   const won = await winTick(services, 'housekeeping', now, tickPeriodMs / 2);
   if (!won) return;
+  const mfaExpired = await expireMfaWaits(services.db, now);
   const cutoff = now - services.config.idempotency.ttlHours * 3_600_000;
   const removed = await services.db.transaction((trx) =>
     trx('idempotency_keys').where('created_at', '<', cutoff).delete(),
   );
-  services.logger.info({ idempotency_keys_removed: removed }, 'housekeeping done');
+  services.logger.info({ idempotency_keys_removed: removed, mfa_waits_expired: mfaExpired }, 'housekeeping done');
 }
 
 /** True for exactly one caller per `minIntervalMs`, across processes. */

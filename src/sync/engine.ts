@@ -13,9 +13,13 @@ import {
   type BankMovement,
   type BankSession,
   type Connector,
+  type DateWindow,
+  type MfaChallenge,
 } from '../banks/connector.js';
 import type { ConnectorResolver } from '../banks/resolver.js';
 import { finishJob, LeaseLostError, type JobRow, type SyncPayload } from '../jobs/jobs.js';
+import { generateIntentToken } from '../auth/tokens.js';
+import { sha256Hex } from '../secrets/secret-box.js';
 import { openCredentials, type LinkRow } from '../links/links.js';
 import type { IntentRow } from '../refresh/intents.js';
 import { reconcile, type StoredMovement } from './reconcile.js';
@@ -31,6 +35,17 @@ export const SYNC_WINDOW_DAYS: Record<SyncPayload['refresh_type'], number> = {
   backfill: 90,
 };
 
+/** Once a refresh ends, its MFA material is of no further use and is not kept. */
+const MFA_CLEARED = {
+  mfa_challenge_encrypted: null,
+  mfa_code_encrypted: null,
+  mfa_token_hash: null,
+  mfa_token_encrypted: null,
+};
+
+/** Backfill reads statements for what is older than this; the movements API covers the rest. */
+export const BACKFILL_AFTER_DAYS = 90;
+
 /** Stored rows this far before the window are loaded too, so a retroactive booking still matches. */
 const MATCH_SLACK_DAYS = 7;
 
@@ -44,12 +59,22 @@ export interface SyncServices {
 }
 
 interface Fetched {
-  session: BankSession;
-  accounts: { account: BankAccount; movements: BankMovement[] }[];
+  /** Null when nothing had to be fetched (a backfill of a period already covered). */
+  session: BankSession | null;
+  /** Each account's rows and the posted_at window they cover (null: nothing fetched for it). */
+  accounts: { account: BankAccount; movements: BankMovement[]; window: DateWindow | null }[];
+}
+
+/** The bank waits for an MFA code: the intent waits too, and the sync resumes when the code arrives. */
+class MfaWait extends Error {
+  constructor(readonly challenge: MfaChallenge) {
+    super('the bank asked for an MFA code');
+  }
 }
 
 export type SyncOutcome =
   | { status: 'succeeded'; newMovements: number; accounts: number }
+  | { status: 'waiting_mfa' }
   | { status: 'failed'; errorCode: string }
   | { status: 'skipped'; reason: string };
 
@@ -73,31 +98,40 @@ export async function runSyncJob(services: SyncServices, job: JobRow): Promise<S
     );
     return { status: 'skipped', reason: 'link expired' };
   }
+  const intent: IntentRow | null = job.refresh_intent_id
+    ? ((await services.db.knex('refresh_intents').where({ id: job.refresh_intent_id }).first()) ?? null)
+    : null;
 
   const startedAt = services.clock.now();
   await services.db.transaction(async (trx) => {
     await trx('links')
       .where({ id: link.id })
       .update({ refresh_status: 'in_progress', updated_at: startedAt });
-    if (job.refresh_intent_id) {
+    if (intent)
       await trx('refresh_intents')
-        .where({ id: job.refresh_intent_id })
-        .update({ status: 'in_progress', started_at: startedAt, updated_at: startedAt });
-    }
+        .where({ id: intent.id })
+        .update({ status: 'in_progress', started_at: intent.started_at ?? startedAt, updated_at: startedAt });
   });
 
   let fetched: Fetched;
   try {
-    const connector = services.connectors(link.bank_id, link.mode);
-    if (!connector)
-      throw new ConnectorError(
-        'bank_unavailable',
-        `No connector is configured for ${link.bank_id} in ${link.mode} mode.`,
-      );
-    fetched = await fetchFromBank(services, connector, link, payload);
+    fetched = await fetchFromBank(
+      services,
+      () => services.connectors(link.bank_id, link.mode),
+      link,
+      payload,
+      intent,
+    );
   } catch (error) {
-    if (!(error instanceof ConnectorError)) throw error;
     const now = services.clock.now();
+    if (error instanceof MfaWait && intent) {
+      await services.db.transaction((trx) =>
+        recordMfaWait(trx, services, job, link, intent, error.challenge, now),
+      );
+      services.logger.info({ link: link.id, job: job.id, intent: intent.id }, 'sync waits for MFA');
+      return { status: 'waiting_mfa' };
+    }
+    if (!(error instanceof ConnectorError)) throw error;
     await services.db.transaction((trx) => recordFailure(trx, services, job, link, error, now));
     services.logger.info({ link: link.id, job: job.id, error: error.code }, 'sync failed');
     return { status: 'failed', errorCode: error.code };
@@ -105,7 +139,7 @@ export async function runSyncJob(services: SyncServices, job: JobRow): Promise<S
 
   const now = services.clock.now();
   const result = await services.db.transaction((trx) =>
-    recordSuccess(trx, services, job, link, fetched, payload, now),
+    recordSuccess(trx, services, job, link, intent, fetched, payload, now),
   );
   services.logger.info(
     { link: link.id, job: job.id, new_movements: result.newMovements, accounts: result.accounts },
@@ -114,36 +148,158 @@ export async function runSyncJob(services: SyncServices, job: JobRow): Promise<S
   return { status: 'succeeded', ...result };
 }
 
+/** A backfill of `months` reaches that many 30-day months before the last 90 days. */
+function backfillStart(intent: IntentRow | null, now: number): number {
+  return now - BACKFILL_AFTER_DAYS * DAY - (intent?.backfill_months ?? 12) * 30 * DAY;
+}
+
+/** How far back each kind of sync reads; a backfill reads statements older than the movements API reaches. */
+function windowFor(
+  payload: SyncPayload,
+  link: LinkRow,
+  intent: IntentRow | null,
+  now: number,
+): DateWindow | null {
+  if (payload.refresh_type !== 'backfill')
+    return { from: now - SYNC_WINDOW_DAYS[payload.refresh_type] * DAY, to: now + 1 };
+  const to = now - BACKFILL_AFTER_DAYS * DAY;
+  const from = backfillStart(intent, now);
+  const covered = link.backfill_covered_from ?? null;
+  if (intent?.force || covered === null) return { from, to };
+  // Covered already: nothing to download. Asked for more: download only what extends the coverage.
+  return from >= covered ? null : { from, to: covered };
+}
+
 async function fetchFromBank(
   services: SyncServices,
-  connector: Connector,
+  resolve: () => Connector | null,
   link: LinkRow,
   payload: SyncPayload,
+  intent: IntentRow | null,
 ): Promise<Fetched> {
   const now = services.clock.now();
+  const window = windowFor(payload, link, intent, now);
+  if (!window) return { session: null, accounts: [] };
+  const connector = resolve();
+  if (!connector)
+    throw new ConnectorError(
+      'bank_unavailable',
+      `No connector is configured for ${link.bank_id} in ${link.mode} mode.`,
+    );
   const request = {
     bankId: link.bank_id,
     holderType: link.holder_type,
     credentials: openCredentials(link, services.secrets),
     now,
-    interactive: false,
+    interactive: payload.interactive,
     history: { attempts: link.sync_attempts, successes: link.sync_successes },
   };
-  const login = await connector.login(request);
-  if (login.kind === 'mfa') {
-    throw new ConnectorError(
-      'mfa_required',
-      'The bank asked for a second factor, which a background sync cannot provide.',
+  let session: BankSession;
+  if (intent?.mfa_challenge_encrypted && intent.mfa_code_encrypted) {
+    // Resuming after MFA: the challenge carries the bank's half-open login; no second login.
+    const challenge = JSON.parse(
+      services.secrets.open(intent.mfa_challenge_encrypted, intent.id),
+    ) as MfaChallenge;
+    session = await connector.submitMfa(
+      request,
+      challenge,
+      services.secrets.open(intent.mfa_code_encrypted, intent.id),
     );
+  } else {
+    const login = await connector.login(request);
+    if (login.kind === 'mfa') {
+      if (payload.interactive && intent) throw new MfaWait(login.challenge);
+      throw new ConnectorError(
+        'mfa_required',
+        'The bank asked for a second factor, which a background sync cannot provide.',
+      );
+    }
+    session = login.session;
   }
-  const session = login.session;
-  const window = { from: now - SYNC_WINDOW_DAYS[payload.refresh_type] * DAY, to: now + 1 };
   const accounts = await connector.listAccounts(session, now);
   const out: Fetched['accounts'] = [];
+  const coverage = new Map<string, number | null>(
+    (
+      await services.db
+        .reader('accounts')
+        .where({ link_id: link.id })
+        .select('bank_account_ref', 'backfill_covered_from')
+    ).map((row) => [row.bank_account_ref, row.backfill_covered_from]),
+  );
   for (const account of accounts) {
-    out.push({ account, movements: await connector.listMovements(session, account, window, now) });
+    if (payload.refresh_type !== 'backfill') {
+      out.push({ account, window, movements: await connector.listMovements(session, account, window, now) });
+      continue;
+    }
+    // An account backfilled before needs only what extends its coverage; a new one, the whole period.
+    const covered = intent?.force ? null : (coverage.get(account.ref) ?? null);
+    const own =
+      covered === null
+        ? { from: window.from, to: now - BACKFILL_AFTER_DAYS * DAY }
+        : window.from < covered
+          ? { from: window.from, to: covered }
+          : null;
+    if (!own) {
+      out.push({ account, window: null, movements: [] });
+      continue;
+    }
+    try {
+      out.push({
+        account,
+        window: own,
+        movements: connector.statements ? await connector.statements(session, account, own, now) : [],
+      });
+    } catch (error) {
+      if (!(error instanceof ConnectorError && error.code === 'unsupported')) throw error;
+      out.push({ account, window: null, movements: [] }); // this account has no statements
+    }
   }
   return { session, accounts: out };
+}
+
+/**
+ * The bank asked for a code during an on-demand refresh: the job parks (`waiting_mfa`), the intent goes to
+ * `requires_mfa` with a `ri_…_sec_…` token the widget can be opened with, and `refresh_intent.requires_mfa`
+ * carries it to the customer. The challenge is kept sealed so any worker can resume.
+ */
+async function recordMfaWait(
+  trx: Knex,
+  services: SyncServices,
+  job: JobRow,
+  link: LinkRow,
+  intent: IntentRow,
+  challenge: MfaChallenge,
+  now: number,
+): Promise<void> {
+  if (!(await finishJob(trx, job, 'waiting_mfa', now)))
+    throw new LeaseLostError(`job ${job.id} lost its lease`);
+  const token = generateIntentToken(intent.id);
+  await trx('refresh_intents')
+    .where({ id: intent.id })
+    .update({
+      status: 'requires_mfa',
+      mfa_token_hash: sha256Hex(token),
+      mfa_token_encrypted: services.secrets.seal(token, intent.id),
+      mfa_challenge_encrypted: services.secrets.seal(JSON.stringify(challenge), intent.id),
+      mfa_code_encrypted: null,
+      mfa_expires_at: challenge.expiresAt,
+      updated_at: now,
+    });
+  await trx('links').where({ id: link.id }).update({ refresh_status: 'requires_mfa', updated_at: now });
+  await emitEvent(trx, {
+    orgId: link.org_id,
+    mode: link.mode,
+    type: 'refresh_intent.requires_mfa',
+    linkId: link.id,
+    data: {
+      object: 'refresh_intent',
+      id: intent.id,
+      link_id: link.id,
+      status: 'requires_mfa',
+      requires_mfa: { widget_token: token, expires_at: toIso(challenge.expiresAt) },
+    },
+    now,
+  });
 }
 
 interface AccountRow {
@@ -161,6 +317,7 @@ async function recordSuccess(
   services: SyncServices,
   job: JobRow,
   link: LinkRow,
+  intent: IntentRow | null,
   fetched: Fetched,
   payload: SyncPayload,
   now: number,
@@ -174,7 +331,7 @@ async function recordSuccess(
   let newMovements = 0;
   let accountsUpdated = 0;
 
-  for (const { account, movements } of fetched.accounts) {
+  for (const { account, movements, window } of fetched.accounts) {
     let row = byRef.get(account.ref);
     const balances = {
       name: account.name,
@@ -230,11 +387,20 @@ async function recordSuccess(
         .update({ ...balances, status: 'active', removed_from_link: false, removed_at: null });
     }
     seen.add(row.id);
-    newMovements += await writeMovements(trx, link, row.id, movements, payload, now);
+    if (window) newMovements += await writeMovements(trx, link, row.id, movements, window, now);
+    if (window && payload.refresh_type === 'backfill') {
+      const covered = await trx('accounts').where({ id: row.id }).first('backfill_covered_from');
+      await trx('accounts')
+        .where({ id: row.id })
+        .update({
+          backfill_covered_from: Math.min(covered?.backfill_covered_from ?? window.from, window.from),
+        });
+    }
     accountsUpdated += 1;
   }
 
-  for (const row of existing) {
+  // Accounts the bank did not list this time are removed; a sync that fetched nothing lists none.
+  for (const row of fetched.session ? existing : []) {
     if (seen.has(row.id) || row.status === 'removed') continue;
     await trx('accounts')
       .where({ id: row.id })
@@ -249,8 +415,8 @@ async function recordSuccess(
 
   const changes = {
     status: 'active' as const,
-    holder_name: fetched.session.holderName,
-    accounts_count: seen.size,
+    holder_name: fetched.session?.holderName ?? link.holder_name,
+    accounts_count: fetched.session ? seen.size : link.accounts_count,
     new_movements_count: newMovements,
     consecutive_failures: 0,
     last_error_code: null,
@@ -259,6 +425,11 @@ async function recordSuccess(
     refresh_status: 'idle' as const,
     sync_attempts: link.sync_attempts + 1,
     sync_successes: link.sync_successes + 1,
+    ...(payload.refresh_type === 'backfill' && fetched.session
+      ? {
+          backfill_covered_from: Math.min(link.backfill_covered_from ?? Infinity, backfillStart(intent, now)),
+        }
+      : {}),
     updated_at: now,
   };
   await trx('links').where({ id: link.id }).update(changes);
@@ -271,13 +442,16 @@ async function recordSuccess(
   });
 
   if (job.refresh_intent_id) {
-    await trx('refresh_intents').where({ id: job.refresh_intent_id }).update({
-      status: 'succeeded',
-      accounts_updated: accountsUpdated,
-      new_movements_count: newMovements,
-      completed_at: now,
-      updated_at: now,
-    });
+    await trx('refresh_intents')
+      .where({ id: job.refresh_intent_id })
+      .update({
+        ...MFA_CLEARED,
+        status: 'succeeded',
+        accounts_updated: accountsUpdated,
+        new_movements_count: newMovements,
+        completed_at: now,
+        updated_at: now,
+      });
     await emitEvent(trx, {
       ...owner,
       type: 'refresh_intent.succeeded',
@@ -324,10 +498,10 @@ async function writeMovements(
   link: LinkRow,
   accountId: string,
   movements: BankMovement[],
-  payload: SyncPayload,
+  window: DateWindow,
   now: number,
 ): Promise<number> {
-  const from = now - (SYNC_WINDOW_DAYS[payload.refresh_type] + MATCH_SLACK_DAYS) * DAY;
+  const from = window.from - MATCH_SLACK_DAYS * DAY;
   const refs = movements.map((m) => m.ref).filter((ref): ref is string => ref !== null);
   const storedRows: MovementRow[] = await trx('movements')
     .where({ account_id: accountId })
@@ -434,7 +608,13 @@ async function recordFailure(
     if (intent) {
       await trx('refresh_intents')
         .where({ id: intent.id })
-        .update({ status: 'failed', error_code: error.code, completed_at: now, updated_at: now });
+        .update({
+          ...MFA_CLEARED,
+          status: 'failed',
+          error_code: error.code,
+          completed_at: now,
+          updated_at: now,
+        });
       await emitEvent(trx, {
         ...owner,
         type: 'refresh_intent.failed',

@@ -8,6 +8,7 @@ import { findOwned } from '../auth/ownership.js';
 import type { SecretBox } from '../secrets/secret-box.js';
 import { EVENT_TYPES } from './event-types.js';
 import { checkWebhookUrl } from './url-policy.js';
+import { holdEndpointDeliveries, resumeEndpointDeliveries } from './deliveries.js';
 
 export interface WebhookEndpointRow {
   id: string;
@@ -161,6 +162,10 @@ export async function updateEndpoint(
   if (patch.disabled !== undefined) changes.disabled = patch.disabled;
   if (patch.description !== undefined) changes.description = patch.description;
   await trx('webhook_endpoints').where({ id: row.id }).update(changes);
+  if (patch.disabled !== undefined && patch.disabled !== Boolean(row.disabled)) {
+    if (patch.disabled) await holdEndpointDeliveries(trx, row.id, now);
+    else await resumeEndpointDeliveries(trx, row.id, now);
+  }
   return presentEndpoint({ ...row, ...changes });
 }
 

@@ -20,6 +20,9 @@ import { createApiKey } from '../../src/keys/keys.js';
 import type { Mode, KeyType } from '../../src/keys/key-format.js';
 import type { RateLimitOverrides } from '../../src/ratelimit/overrides.js';
 import { contractViolation } from './contract.js';
+import type { ConnectorResolver } from '../../src/banks/resolver.js';
+import type { Connector } from '../../src/banks/connector.js';
+import { createSandboxConnector } from '../../src/banks/sandbox/sandbox-connector.js';
 
 export type EngineName = 'sqlite' | 'postgres';
 
@@ -131,6 +134,7 @@ export async function startTestApp(
     database?: TestDatabase;
     clock?: ManualClock;
     extraRoutes?: AnyRoute[];
+    connectors?: ConnectorResolver;
   } = {},
 ): Promise<TestApp> {
   const database = options.database ?? (await freshDatabase(t, engine));
@@ -143,6 +147,7 @@ export async function startTestApp(
     clock,
     logger: silentLogger,
     secrets: new SecretBox({ id: 'mk_test', key: randomBytes(32) }),
+    connectors: options.connectors,
   });
   const server = await startApiServer(services, '127.0.0.1', 0, options.extraRoutes);
   t.teardown(async () => {
@@ -288,4 +293,31 @@ export async function eventTypes(app: Pick<TestApp, 'db'>, linkId: string): Prom
     .orderBy('id')
     .select('type');
   return rows.map((row) => row.type);
+}
+
+/** The real sandbox behind a spy that counts calls by method: "no call to the bank" becomes checkable. */
+export function spiedSandbox(): {
+  connectors: ConnectorResolver;
+  calls: Record<string, number>;
+  reset(): void;
+} {
+  const sandbox = createSandboxConnector();
+  const calls: Record<string, number> = {};
+  const spy = new Proxy(sandbox, {
+    get(target, name: string) {
+      const value = (target as unknown as Record<string, unknown>)[name];
+      if (typeof value !== 'function') return value;
+      return (...args: unknown[]) => {
+        calls[name] = (calls[name] ?? 0) + 1;
+        return (value as (...a: unknown[]) => unknown).apply(target, args);
+      };
+    },
+  }) as Connector;
+  return {
+    connectors: (_bank, mode) => (mode === 'test' ? spy : null),
+    calls,
+    reset: () => {
+      for (const key of Object.keys(calls)) delete calls[key];
+    },
+  };
 }

@@ -1,0 +1,31 @@
+import { Flags } from '@oclif/core';
+import { BaseCommand } from '../../src/cli/base-command.js';
+import type { OperatorEndpoint } from '../../src/webhooks/operator.js';
+
+export default class WebhooksEndpoints extends BaseCommand {
+  static override summary = 'List webhook endpoints across organisations, newest first (secrets are never shown)';
+  static override examples = [
+    '<%= config.bin %> webhooks endpoints',
+    '<%= config.bin %> webhooks endpoints --org org_0123456789abcdef --mode live --json',
+  ];
+  static override flags = {
+    org: Flags.string({ description: 'only this organisation' }),
+    mode: Flags.string({ options: ['test', 'live'] }),
+  };
+
+  async run(): Promise<OperatorEndpoint[]> {
+    const { flags } = await this.parse(WebhooksEndpoints);
+    const config = this.appConfig(flags.home);
+    const { listAllEndpoints } = await import('../../src/webhooks/operator.js');
+    const endpoints = await this.withDatabase(config, (db) =>
+      listAllEndpoints(db.reader, { orgId: flags.org, mode: flags.mode as 'test' | 'live' | undefined }),
+    );
+    if (endpoints.length === 0) this.log('No webhook endpoints.');
+    for (const endpoint of endpoints) {
+      this.log(
+        `${endpoint.id}  ${endpoint.org_id}  ${endpoint.mode}  ${endpoint.disabled ? 'disabled' : 'enabled '}  ${endpoint.url}  ${endpoint.enabled_events.join(',')}`,
+      );
+    }
+    return endpoints;
+  }
+}

@@ -1,0 +1,130 @@
+import { Flags } from '@oclif/core';
+import { BaseCommand } from '../../src/cli/base-command.js';
+
+export default class WebhooksListen extends BaseCommand {
+  static override summary = 'Forward test-mode webhooks to a local URL while printing each event';
+  static override description = `Subscribes a temporary test-mode endpoint that points at a receiver this command starts on 127.0.0.1, and passes every delivery on to --forward-to with its exact body and signature headers; the dispatcher is answered with the status your receiver gave. Your receiver verifies with the signing secret printed at start. Ctrl-C or SIGTERM deletes the endpoint. A running dispatcher (svc serve) sends the deliveries.
+
+With --json, one JSON object per line: {"type":"ready",…} with the endpoint and secret, {"type":"event",…} per delivery, {"type":"stopped",…} at the end.`;
+  static override examples = [
+    '<%= config.bin %> webhooks listen --forward-to http://localhost:3000/webhooks',
+    '<%= config.bin %> webhooks listen --forward-to http://localhost:3000/webhooks --events link.refreshed,link.expired',
+  ];
+  static override flags = {
+    'forward-to': Flags.string({ required: true, description: 'the URL your receiver listens on' }),
+    org: Flags.string({ description: 'the organisation (default: the only one)' }),
+    events: Flags.string({
+      description: 'event types to receive, comma-separated (default: every type)',
+      multiple: true,
+    }),
+  };
+
+  async run(): Promise<void> {
+    const { flags } = await this.parse(WebhooksListen);
+    const config = this.appConfig(flags.home);
+    const { loadSecretBox } = await import('../../src/secrets/master-key-file.js');
+    const { createEndpoint, deleteEndpoint } = await import('../../src/webhooks/endpoints.js');
+    const { operatorPrincipal } = await import('../../src/webhooks/operator.js');
+    const { startForwarder } = await import('../../src/webhooks/forwarder.js');
+    const { headerNames } = await import('../../src/webhooks/signature.js');
+    const { resolveOrg } = await import('../../src/cli/key-flags.js');
+    const { recordAudit } = await import('../../src/audit/audit-log.js');
+    const { openDatabase } = await import('../../src/db/database.js');
+
+    const json = this.jsonEnabled();
+    const line = (value: Record<string, unknown>) => process.stdout.write(`${JSON.stringify(value)}\n`);
+    const events = (flags.events ?? ['*']).flatMap((value) => value.split(',')).map((type) => type.trim());
+    const clock = this.clock(config);
+    let forwarded = 0;
+    const forwarder = await startForwarder({
+      forwardTo: flags['forward-to'],
+      headers: headerNames(config.brand),
+      timeoutMs: Math.max(100, config.dispatcher.attemptTimeoutMs - 500),
+      onForward: (result) => {
+        forwarded += 1;
+        if (json) line({ type: 'event', at: new Date().toISOString(), ...result });
+        else
+          this.log(
+            `${new Date().toISOString()}  ${result.event_type ?? '?'}  ${result.event_id ?? '?'}  → ${result.status ?? `failed: ${result.error}`} (${result.duration_ms} ms)`,
+          );
+      },
+    });
+
+    const db = openDatabase({ url: config.databaseUrl });
+    let endpointId: string | null = null;
+    let orgId: string | null = null;
+    const cleanUp = async () => {
+      if (endpointId && orgId) {
+        const principal = operatorPrincipal(orgId, 'test');
+        const id = endpointId;
+        endpointId = null;
+        const now = clock.now();
+        await db.transaction(async (trx) => {
+          await deleteEndpoint(trx, principal, id).catch(() => undefined); // already deleted by hand
+          await recordAudit(
+            trx,
+            { orgId: principal.orgId, actor: this.actor(), action: 'webhook_endpoint.delete', targetType: 'webhook_endpoint', targetId: id, details: { temporary: true } },
+            now,
+          );
+        });
+      }
+      await forwarder.close();
+      await db.close();
+    };
+
+    try {
+      const now = clock.now();
+      const created = await db.transaction(async (trx) => {
+        orgId = await resolveOrg(trx, flags.org);
+        const principal = operatorPrincipal(orgId, 'test');
+        const endpoint = await createEndpoint(
+          trx,
+          principal,
+          { url: forwarder.url, enabled_events: events, description: 'svc webhooks listen (temporary)' },
+          { secrets: loadSecretBox(config), allowPrivateAddresses: config.webhooks.allowPrivateAddresses },
+          now,
+        );
+        await recordAudit(
+          trx,
+          {
+            orgId,
+            actor: this.actor(),
+            action: 'webhook_endpoint.create',
+            targetType: 'webhook_endpoint',
+            targetId: endpoint.id,
+            details: { temporary: true, url: endpoint.url, enabled_events: endpoint.enabled_events },
+          },
+          now,
+        );
+        return endpoint;
+      });
+      endpointId = created.id;
+      if (json) {
+        line({
+          type: 'ready',
+          endpoint_id: created.id,
+          org_id: orgId,
+          url: created.url,
+          forward_to: flags['forward-to'],
+          enabled_events: created.enabled_events,
+          secret: created.secret,
+        });
+      } else {
+        this.log(`Ready: forwarding test-mode events of ${orgId} to ${flags['forward-to']} (Ctrl-C to stop).`);
+        this.log(`Temporary endpoint ${created.id}; your signing secret is ${created.secret}`);
+      }
+    } catch (error) {
+      await cleanUp();
+      throw error;
+    }
+
+    const signal = await new Promise<NodeJS.Signals>((resolve) => {
+      process.once('SIGINT', () => resolve('SIGINT'));
+      process.once('SIGTERM', () => resolve('SIGTERM'));
+    });
+    const id = endpointId as string | null;
+    await cleanUp();
+    if (json) line({ type: 'stopped', signal, endpoint_id: id, endpoint_deleted: true, forwarded });
+    else this.log(`Stopped (${signal}): ${forwarded} delivered; endpoint ${id} deleted.`);
+  }
+}

@@ -1,0 +1,216 @@
+import type { Knex } from 'knex';
+import { toIso } from '../clock/clock.js';
+import type { Config } from '../config/defaults.js';
+import { errors, ApiError } from '../errors/api-error.js';
+import type { Principal } from '../auth/principal.js';
+import { findOwned } from '../auth/ownership.js';
+import { emitEvent } from '../events/outbox.js';
+import type { SecretBox } from '../secrets/secret-box.js';
+import { isUniqueViolation } from '../db/errors.js';
+import { syncJob } from '../jobs/jobs.js';
+import type { LinkRow } from '../links/links.js';
+import { createIntent, presentIntent, type IntentRow, type RefreshIntent } from './intents.js';
+
+/** Sync jobs that occupy a link: at most one at a time, whoever asked for it. */
+export const ACTIVE_JOB_STATUSES = ['queued', 'running', 'waiting_mfa'];
+
+export type OnDemandType = 'only_last' | 'historical';
+
+function cooldownMs(config: Readonly<Config>, type: OnDemandType): number {
+  return (
+    (type === 'only_last'
+      ? config.refresh.onlyLastCooldownMinutes
+      : config.refresh.historicalCooldownMinutes) * 60_000
+  );
+}
+
+/** Refuses a refresh of an expired link (reconnect it) or of one already refreshing. */
+export async function assertRefreshable(trx: Knex, link: LinkRow): Promise<void> {
+  if (link.status === 'expired') {
+    throw errors.conflict(
+      'link_expired',
+      `Link ${link.id} expired on ${toIso(link.expired_at)} (${link.last_error_code}). Reconnect it: create a widget token with intent "reconnect" and link_id "${link.id}".`,
+    );
+  }
+  const active = await trx('jobs')
+    .where({ link_id: link.id, kind: 'sync' })
+    .whereIn('status', ACTIVE_JOB_STATUSES)
+    .first('id');
+  if (active)
+    throw errors.conflict(
+      'refresh_in_progress',
+      `Link ${link.id} is already being refreshed; wait for its refresh intent to finish.`,
+    );
+}
+
+/**
+ * Queues an on-demand refresh: an intent (`refresh_intent.created`) and an interactive sync job, so the
+ * bank may ask for MFA. Cooldowns apply per link and type, counted from the last refresh of that type
+ * that did not fail (5 minutes for `only_last`, 60 for `historical`), independently of the rate limits.
+ */
+export async function requestRefresh(
+  trx: Knex,
+  principal: Principal,
+  input: { link_id: string; refresh_type: OnDemandType },
+  config: Readonly<Config>,
+  now: number,
+): Promise<RefreshIntent> {
+  const link = await findOwned<LinkRow>(trx, 'links', input.link_id, principal, 'link');
+  await assertRefreshable(trx, link);
+  const last: Pick<IntentRow, 'created_at'> | undefined = await trx('refresh_intents')
+    .where({ link_id: link.id, refresh_type: input.refresh_type })
+    .whereNot('status', 'failed')
+    .orderBy('created_at', 'desc')
+    .first('created_at');
+  const wait = last ? last.created_at + cooldownMs(config, input.refresh_type) - now : 0;
+  if (wait > 0) {
+    const seconds = Math.ceil(wait / 1000);
+    throw errors.conflict(
+      'refresh_cooldown',
+      `Link ${link.id} was refreshed (${input.refresh_type}) less than ${cooldownMs(config, input.refresh_type) / 60_000} minutes ago; retry in ${seconds} s.`,
+      { 'Retry-After': String(seconds) },
+    );
+  }
+  return queueIntent(trx, link, input.refresh_type, now);
+}
+
+/** The intent and its interactive job; the partial unique index turns a race into `refresh_in_progress`. */
+export async function queueIntent(
+  trx: Knex,
+  link: LinkRow,
+  type: IntentRow['refresh_type'],
+  now: number,
+  extra: { backfill_months?: number; force?: boolean } = {},
+) {
+  const intent = await createIntent(trx, link, type, now, extra);
+  try {
+    await trx('jobs').insert(
+      syncJob(link, { refresh_type: type, interactive: type !== 'backfill' }, now, intent.id),
+    );
+  } catch (error) {
+    if (isUniqueViolation(error))
+      throw errors.conflict('refresh_in_progress', `Link ${link.id} is already being refreshed.`);
+    throw error;
+  }
+  await trx('links').where({ id: link.id }).update({ refresh_status: 'queued', updated_at: now });
+  return presentIntent(intent);
+}
+
+export async function getIntent(
+  db: Knex,
+  principal: Principal,
+  id: string,
+  secrets: SecretBox,
+): Promise<RefreshIntent> {
+  const row = await findOwned<IntentRow>(db, 'refresh_intents', id, principal, 'refresh intent');
+  return presentIntent(row, secrets);
+}
+
+/**
+ * The MFA callback: stores the code (sealed) and puts the waiting sync back in the queue, where it resumes
+ * from the bank's challenge without logging in again. A code after `expires_at` fails the intent; that
+ * failure is committed, and the caller then answers 409 `mfa_expired` (see `mfaExpiredError`).
+ */
+export async function submitMfaCode(
+  trx: Knex,
+  principal: Principal,
+  intentId: string,
+  code: string,
+  secrets: SecretBox,
+  now: number,
+): Promise<MfaOutcome> {
+  const intent = await findOwned<IntentRow>(trx, 'refresh_intents', intentId, principal, 'refresh intent');
+  return acceptMfaCode(trx, intent, code, secrets, now);
+}
+
+export type MfaOutcome = { accepted: RefreshIntent } | { expired: IntentRow };
+
+export async function acceptMfaCode(
+  trx: Knex,
+  intent: IntentRow,
+  code: string,
+  secrets: SecretBox,
+  now: number,
+): Promise<MfaOutcome> {
+  if (intent.status !== 'requires_mfa') {
+    throw errors.conflict(
+      'intent_not_waiting_for_mfa',
+      `Refresh intent ${intent.id} is ${intent.status}, not waiting for an MFA code.`,
+    );
+  }
+  if (intent.mfa_expires_at !== null && intent.mfa_expires_at < now) {
+    await failWaitingIntent(trx, intent, 'mfa_expired', now);
+    return { expired: intent };
+  }
+  await trx('refresh_intents')
+    .where({ id: intent.id })
+    .update({ mfa_code_encrypted: secrets.seal(code, intent.id), updated_at: now });
+  await trx('jobs')
+    .where({ refresh_intent_id: intent.id, status: 'waiting_mfa' })
+    .update({ status: 'queued', run_at: now, updated_at: now });
+  await trx('links').where({ id: intent.link_id }).update({ refresh_status: 'queued', updated_at: now });
+  return { accepted: presentIntent({ ...intent, updated_at: now }, secrets) };
+}
+
+export function mfaExpiredError(intent: IntentRow): ApiError {
+  return new ApiError(
+    409,
+    'invalid_request_error',
+    'mfa_expired',
+    `The MFA code for refresh intent ${intent.id} came after ${toIso(intent.mfa_expires_at)}; the refresh failed. Start a new one.`,
+  );
+}
+
+/** Fails an intent that waits for MFA (a late code, or nobody answered in time), with its event. */
+export async function failWaitingIntent(
+  trx: Knex,
+  intent: IntentRow,
+  errorCode: string,
+  now: number,
+): Promise<void> {
+  await trx('refresh_intents')
+    .where({ id: intent.id })
+    .update({
+      status: 'failed',
+      error_code: errorCode,
+      completed_at: now,
+      updated_at: now,
+      mfa_challenge_encrypted: null,
+      mfa_code_encrypted: null,
+    });
+  await trx('jobs')
+    .where({ refresh_intent_id: intent.id })
+    .whereIn('status', ACTIVE_JOB_STATUSES)
+    .update({ status: 'failed', last_error: errorCode, locked_by: null, updated_at: now });
+  await trx('links').where({ id: intent.link_id }).update({ refresh_status: 'idle', updated_at: now });
+  await emitEvent(trx, {
+    orgId: intent.org_id,
+    mode: intent.mode,
+    type: 'refresh_intent.failed',
+    linkId: intent.link_id,
+    data: {
+      object: 'refresh_intent',
+      id: intent.id,
+      link_id: intent.link_id,
+      status: 'failed',
+      error_code: errorCode,
+      completed_at: toIso(now),
+    },
+    now,
+  });
+}
+
+/** Housekeeping: intents whose MFA wait passed `expires_at` unanswered fail with `mfa_expired`. */
+export async function expireMfaWaits(
+  db: { transaction<T>(work: (trx: Knex.Transaction) => Promise<T>): Promise<T> },
+  now: number,
+): Promise<number> {
+  return db.transaction(async (trx) => {
+    const waiting: IntentRow[] = await trx('refresh_intents')
+      .where({ status: 'requires_mfa' })
+      .where('mfa_expires_at', '<', now)
+      .limit(1000);
+    for (const intent of waiting) await failWaitingIntent(trx, intent, 'mfa_expired', now);
+    return waiting.length;
+  });
+}

@@ -1,0 +1,209 @@
+import type { Knex } from 'knex';
+import { toIso } from '../clock/clock.js';
+import { errors } from '../errors/api-error.js';
+import { newId } from '../ids/ids.js';
+import type { Principal } from '../auth/principal.js';
+import { findOwned } from '../auth/ownership.js';
+import { notifyOnCommit } from '../db/notify.js';
+import { DELIVERY_CHANNEL } from '../events/outbox.js';
+
+export type DeliveryStatus = 'pending' | 'succeeded' | 'failed';
+export const DELIVERY_STATUSES: readonly DeliveryStatus[] = ['pending', 'succeeded', 'failed'];
+
+export interface DeliveryRow {
+  id: string;
+  org_id: string;
+  mode: 'live' | 'test';
+  event_id: string;
+  event_type: string;
+  endpoint_id: string;
+  status: DeliveryStatus;
+  attempts: number;
+  next_attempt_at: number | null;
+  last_attempt_at: number | null;
+  last_response_status: number | null;
+  last_error: string | null;
+  locked_by: string | null;
+  locked_until: number | null;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface AttemptRow {
+  id: string;
+  delivery_id: string;
+  number: number;
+  started_at: number;
+  duration_ms: number;
+  status_code: number | null;
+  error: string | null;
+  response_excerpt: string | null;
+}
+
+export interface WebhookAttempt {
+  object: 'webhook_attempt';
+  number: number;
+  started_at: string;
+  duration_ms: number;
+  status_code: number | null;
+  error: string | null;
+  response_excerpt: string | null;
+}
+
+export interface WebhookDelivery {
+  object: 'webhook_delivery';
+  id: string;
+  event_id: string;
+  event_type: string;
+  endpoint_id: string;
+  status: DeliveryStatus;
+  attempts: number;
+  next_attempt_at: string | null;
+  last_attempt_at: string | null;
+  last_response_status: number | null;
+  last_error: string | null;
+  created_at: string;
+  mode: 'live' | 'test';
+  /** Only on the single-delivery read. */
+  attempt_history?: WebhookAttempt[];
+}
+
+export function presentDelivery(row: DeliveryRow): WebhookDelivery {
+  return {
+    object: 'webhook_delivery',
+    id: row.id,
+    event_id: row.event_id,
+    event_type: row.event_type,
+    endpoint_id: row.endpoint_id,
+    status: row.status,
+    attempts: row.attempts,
+    next_attempt_at: row.status === 'pending' ? toIso(row.next_attempt_at) : null,
+    last_attempt_at: toIso(row.last_attempt_at),
+    last_response_status: row.last_response_status,
+    last_error: row.last_error,
+    created_at: toIso(row.created_at)!,
+    mode: row.mode,
+  };
+}
+
+export function presentAttempt(row: AttemptRow): WebhookAttempt {
+  return {
+    object: 'webhook_attempt',
+    number: row.number,
+    started_at: toIso(row.started_at)!,
+    duration_ms: row.duration_ms,
+    status_code: row.status_code,
+    error: row.error,
+    response_excerpt: row.response_excerpt,
+  };
+}
+
+export interface DeliveryFilter {
+  /** Absent for operators (the CLI), who see every organisation. */
+  orgId?: string;
+  mode?: 'live' | 'test';
+  eventId?: string;
+  endpointId?: string;
+  status?: DeliveryStatus;
+}
+
+/** Newest first, as every list. */
+export async function listDeliveries(
+  db: Knex,
+  filter: DeliveryFilter,
+  offset: number,
+  limit: number,
+): Promise<{ rows: DeliveryRow[]; total: number }> {
+  const scoped = () => {
+    const query = db<DeliveryRow>('webhook_deliveries');
+    if (filter.orgId) query.where('org_id', filter.orgId);
+    if (filter.mode) query.where('mode', filter.mode);
+    if (filter.eventId) query.where('event_id', filter.eventId);
+    if (filter.endpointId) query.where('endpoint_id', filter.endpointId);
+    if (filter.status) query.where('status', filter.status);
+    return query;
+  };
+  const [rows, [count]] = await Promise.all([
+    scoped().orderBy('created_at', 'desc').orderBy('id', 'desc').offset(offset).limit(limit),
+    scoped().count({ n: '*' }),
+  ]);
+  return { rows, total: Number((count as { n: number | string }).n) };
+}
+
+export async function getDelivery(db: Knex, principal: Principal, id: string): Promise<WebhookDelivery> {
+  const row = await findOwned<DeliveryRow>(db, 'webhook_deliveries', id, principal, 'webhook delivery');
+  return withHistory(db, row);
+}
+
+export async function withHistory(db: Knex, row: DeliveryRow): Promise<WebhookDelivery> {
+  const attempts: AttemptRow[] = await db('webhook_attempts')
+    .where({ delivery_id: row.id })
+    .orderBy('number')
+    .orderBy('started_at');
+  return { ...presentDelivery(row), attempt_history: attempts.map(presentAttempt) };
+}
+
+/**
+ * Redelivery starts a new attempt series: a new delivery row (new `wd_` id, `attempts` 0, due now) for the
+ * same event and endpoint, with the full retry schedule ahead of it. The original row is left as it was, so
+ * the history of what happened stays readable, and a pending original keeps its own schedule. A disabled
+ * endpoint cannot be redelivered to (409 `endpoint_disabled`): nothing would be sent.
+ */
+export async function redeliver(
+  trx: Knex,
+  principal: Principal,
+  id: string,
+  now: number,
+): Promise<WebhookDelivery> {
+  const original = await findOwned<DeliveryRow>(trx, 'webhook_deliveries', id, principal, 'webhook delivery');
+  const endpoint: { disabled: boolean | number } | undefined = await trx('webhook_endpoints')
+    .where({ id: original.endpoint_id })
+    .first('disabled');
+  if (!endpoint) throw errors.notFound(`The endpoint of ${id} no longer exists.`, 'id');
+  if (endpoint.disabled) {
+    throw errors.conflict(
+      'endpoint_disabled',
+      `The endpoint ${original.endpoint_id} is disabled; enable it (PATCH disabled=false) before redelivering.`,
+    );
+  }
+  const row: DeliveryRow = {
+    id: newId('wd'),
+    org_id: original.org_id,
+    mode: original.mode,
+    event_id: original.event_id,
+    event_type: original.event_type,
+    endpoint_id: original.endpoint_id,
+    status: 'pending',
+    attempts: 0,
+    next_attempt_at: now,
+    last_attempt_at: null,
+    last_response_status: null,
+    last_error: null,
+    locked_by: null,
+    locked_until: null,
+    created_at: now,
+    updated_at: now,
+  };
+  await trx('webhook_deliveries').insert(row);
+  await notifyOnCommit(trx, DELIVERY_CHANNEL);
+  return presentDelivery(row);
+}
+
+/**
+ * A disabled endpoint's pending deliveries wait: they keep their attempt count and get no next attempt
+ * (`next_attempt_at` null) until the endpoint is enabled again, when they are due at once. Events emitted
+ * while it is disabled are not queued for it at all (the outbox selects enabled endpoints).
+ */
+export async function holdEndpointDeliveries(trx: Knex, endpointId: string, now: number): Promise<void> {
+  await trx('webhook_deliveries')
+    .where({ endpoint_id: endpointId, status: 'pending' })
+    .update({ next_attempt_at: null, updated_at: now });
+}
+
+export async function resumeEndpointDeliveries(trx: Knex, endpointId: string, now: number): Promise<void> {
+  const resumed = await trx('webhook_deliveries')
+    .where({ endpoint_id: endpointId, status: 'pending' })
+    .whereNull('next_attempt_at')
+    .update({ next_attempt_at: now, updated_at: now });
+  if (resumed > 0) await notifyOnCommit(trx, DELIVERY_CHANNEL);
+}

@@ -1,0 +1,41 @@
+import { defineRoute } from '../api/route.js';
+import { fireSandboxEvent, type FireInput } from './sandbox-events.js';
+
+export const sandboxEventRoutes = [
+  defineRoute<Record<string, never>, FireInput>({
+    method: 'post',
+    path: '/v1/sandbox/events/fire',
+    operationId: 'fireSandboxEvent',
+    summary:
+      "Emit a realistic event of any catalogue type about a test link, to the test-mode endpoints only; the link does not change and no sync runs",
+    tag: 'webhooks',
+    auth: ['secret_key'],
+    body: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['type', 'link_id'],
+      properties: {
+        type: { type: 'string', minLength: 1, maxLength: 64, description: 'An event type of the catalogue' },
+        link_id: { type: 'string', pattern: '^link_[0-9a-f]{16}$' },
+      },
+    },
+    responses: {
+      200: {
+        description: 'The event, stored and queued for every subscribed test-mode endpoint',
+        schema: { $ref: '#/components/schemas/Event' },
+      },
+    },
+    async handler({ services, principal, body, now }) {
+      const event = await services.db.transaction((trx) =>
+        fireSandboxEvent(
+          trx,
+          principal,
+          body,
+          { syncIntervalMinutes: services.config.scheduler.syncIntervalMinutes },
+          now,
+        ),
+      );
+      return { body: event };
+    },
+  }),
+];
