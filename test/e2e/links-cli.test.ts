@@ -1,0 +1,116 @@
+import t from 'tap';
+import { forEachEngine, freshDatabase, linkBody, request } from '../helpers/harness.js';
+import { installArgs, runCli, runCliJson, startServe, waitFor, withDatabase } from '../helpers/cli.js';
+
+interface Inspection {
+  link: {
+    id: string;
+    status: string;
+    paused: boolean;
+    last_synced_at: string | null;
+    consecutive_failures: number;
+  };
+  diagnosis: string[];
+  accounts: { id: string; balance: { current: number }; movements: number }[];
+  jobs: { status: string }[];
+  refresh_intents: { refresh_type: string; status: string }[];
+  events: { type: string }[];
+}
+
+forEachEngine(t, async (t, engine) => {
+  const database = await freshDatabase(t, engine);
+  const home = database.home;
+  const installed = await runCliJson<{ keys: { secret: string } }>(t, installArgs(engine, database.url), {
+    home,
+  });
+  const key = installed.keys.secret;
+  const serve = await startServe(t, {
+    home,
+    env: { SVC_SCHEDULER_CRON: '* * * * * *', SVC_SCHEDULER_POLL_INTERVAL_MS: '100' },
+  });
+  const create = async (rut: string, password: string) =>
+    (
+      await request(serve.url, 'POST', '/v1/links', {
+        key,
+        body: linkBody({ credentials: { rut, password } }),
+      })
+    ).body.id as string;
+  const healthy = await create('11.111.111-1', 'sandbox');
+  const rejected = await create('22.222.222-2', 'sandbox-rejected');
+  const synced = (id: string) =>
+    withDatabase(database.url, async (db) =>
+      (await db.knex('links').where({ id }).first()).sync_attempts >= 1 ? true : undefined,
+    );
+  t.ok(await waitFor(() => synced(healthy), 20_000));
+  t.ok(await waitFor(() => synced(rejected), 20_000));
+
+  t.test('inspect explains a healthy link and a failing one', async (t) => {
+    const ok = await runCliJson<Inspection>(t, ['links', 'inspect', healthy], { home });
+    t.match(ok.link, { id: healthy, status: 'active', paused: false });
+    t.ok(ok.link.last_synced_at);
+    t.match(ok.diagnosis[0], /^Healthy/);
+    t.ok(ok.accounts.length >= 2);
+    t.ok(ok.accounts.every((a) => Number.isInteger(a.balance.current)));
+    t.ok(ok.accounts.some((a) => a.movements > 0));
+    t.same(
+      ok.refresh_intents.map((i) => [i.refresh_type, i.status]),
+      [['full', 'succeeded']],
+    );
+    t.ok(ok.events.some((e) => e.type === 'link.refreshed'));
+
+    const bad = await runCliJson<Inspection>(t, ['links', 'inspect', rejected], { home });
+    t.equal(bad.link.consecutive_failures, 1);
+    t.ok(
+      bad.diagnosis.some((note) => /rejected_credentials/.test(note) && /3 expire the link/.test(note)),
+      'says why and what happens next',
+    );
+    const text = await runCli(['links', 'inspect', rejected], { home });
+    t.equal(text.code, 0);
+    t.match(text.stdout, /Diagnosis/);
+    t.match(text.stdout, /rejected_credentials/);
+    t.notOk(text.stdout.includes('sandbox-rejected'), 'the password never appears');
+    const missing = await runCli(['links', 'inspect', 'link_0000000000000000', '--json'], { home });
+    t.not(missing.code, 0);
+    t.match(JSON.parse(missing.stdout), { error: { code: 'resource_missing' } });
+  });
+
+  t.test('list filters; pause, resume and delete act and are audited', async (t) => {
+    const all = await runCliJson<{ id: string }[]>(t, ['links', 'list'], { home });
+    t.same(all.map((l) => l.id).sort(), [healthy, rejected].sort());
+    const active = await runCliJson<{ id: string; last_error_code: string | null }[]>(
+      t,
+      ['links', 'list', '--status', 'active', '--bank', 'bancochile'],
+      { home },
+    );
+    t.equal(active.length, 2);
+    t.same(await runCliJson(t, ['links', 'list', '--bank', 'bci'], { home }), []);
+
+    t.match(await runCliJson(t, ['links', 'pause', healthy], { home }), { id: healthy, paused: true });
+    t.same(
+      (await runCliJson<{ id: string }[]>(t, ['links', 'list', '--paused'], { home })).map((l) => l.id),
+      [healthy],
+    );
+    const inspected = await runCliJson<Inspection>(t, ['links', 'inspect', healthy], { home });
+    t.ok(inspected.diagnosis.some((note) => /^Paused since/.test(note)));
+    const resumed = await runCliJson<{ paused: boolean; next_sync_at: string }>(
+      t,
+      ['links', 'resume', healthy],
+      { home },
+    );
+    t.equal(resumed.paused, false);
+    t.match(await runCliJson(t, ['links', 'delete', rejected], { home }), { id: rejected, deleted: true });
+    t.equal((await request(serve.url, 'GET', `/v1/links/${rejected}`, { key })).status, 404);
+    const audit = await withDatabase(database.url, (db) =>
+      db
+        .knex('audit_log')
+        .whereIn('target_id', [healthy, rejected])
+        .orderBy('created_at')
+        .select('action', 'actor'),
+    );
+    t.same(
+      audit.map((row: { action: string }) => row.action),
+      ['link.pause', 'link.resume', 'link.delete'],
+    );
+    t.ok(audit.every((row: { actor: string }) => row.actor.startsWith('cli:')));
+  });
+});
