@@ -8,63 +8,24 @@
  *   BENCH_DATABASE_URL=postgres://… npm run bench   Postgres (the URL may carry ?schema=…)
  */
 import { spawn } from 'node:child_process';
+import { BIN, freePort, measure as measureWith, median, waitForHealth, type Measurement } from './lib.js';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import autocannon from 'autocannon';
 import { systemClock } from '../src/clock/clock.js';
 import { loadConfig } from '../src/config/load-config.js';
 import { openDatabase } from '../src/db/database.js';
 import { install } from '../src/install/install.js';
 import { createApiKey } from '../src/keys/keys.js';
 
-const BIN = fileURLToPath(new URL('../../bin/run.js', import.meta.url));
 const BARE = fileURLToPath(new URL('./bare-server.js', import.meta.url));
 const DURATION_SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const CONNECTIONS = 32;
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 
-interface Measurement {
-  rps: number;
-  p50: number;
-  p99: number;
-}
-
-function median(values: Measurement[]): Measurement {
-  const pick = (key: keyof Measurement) =>
-    [...values.map((v) => v[key])].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
-  return { rps: pick('rps'), p50: pick('p50'), p99: pick('p99') };
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const server = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-async function waitForHealth(url: string): Promise<void> {
-  for (let i = 0; i < 100; i++) {
-    try {
-      if ((await fetch(`${url}/health`)).ok) return;
-    } catch {
-      // not listening yet
-    }
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  throw new Error('the API did not start');
-}
-
-async function measure(url: string, headers: Record<string, string>): Promise<Measurement> {
-  const result = await autocannon({ url, connections: CONNECTIONS, duration: DURATION_SECONDS, headers });
-  if (result.non2xx > 0 || result.errors > 0)
-    throw new Error(`${url}: ${result.non2xx} non-2xx, ${result.errors} errors`);
-  return { rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99 };
-}
+const measure = (url: string, headers: Record<string, string>) =>
+  measureWith(url, headers, DURATION_SECONDS, CONNECTIONS);
 
 async function main(): Promise<void> {
   const home = mkdtempSync(join(tmpdir(), 'svc-bench-'));
