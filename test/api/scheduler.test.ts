@@ -1,0 +1,109 @@
+import t from 'tap';
+import { newId } from '../../src/ids/ids.js';
+import { claimJob, syncJob } from '../../src/jobs/jobs.js';
+import { firstSyncAt } from '../../src/links/schedule.js';
+import { enqueueDueLinks } from '../../src/scheduler/enqueue-due.js';
+import { openDatabase } from '../../src/db/database.js';
+import { forEachEngine, startTestApp, TEST_EPOCH } from '../helpers/harness.js';
+
+const INTERVAL = 4 * 3_600_000;
+
+t.test('link phases spread evenly over the interval', async (t) => {
+  const buckets = new Array<number>(24).fill(0);
+  let outside = 0;
+  for (let i = 0; i < 24_000; i++) {
+    const at = firstSyncAt(newId('link'), TEST_EPOCH, INTERVAL);
+    if (at < TEST_EPOCH + INTERVAL / 2 || at >= TEST_EPOCH + (3 * INTERVAL) / 2) outside += 1;
+    else buckets[Math.floor(((at - TEST_EPOCH - INTERVAL / 2) / INTERVAL) * 24)]! += 1;
+  }
+  t.equal(outside, 0, 'the first sync falls between half an interval and one and a half intervals away');
+  t.ok(
+    buckets.every((n) => n > 800 && n < 1200),
+    `every 10-minute slot holds about 1,000 of 24,000 links (${buckets.join(', ')})`,
+  );
+});
+
+forEachEngine(t, async (t, engine) => {
+  const app = await startTestApp(t, engine);
+  // A second handle on the same database: another scheduler process.
+  const second = openDatabase({ url: app.config.databaseUrl });
+  t.teardown(() => second.close());
+  const orgId = newId('org');
+  await app.db.knex('organisations').insert({ id: orgId, name: 'scheduler', created_at: TEST_EPOCH });
+  const links = Array.from({ length: 300 }, () => ({
+    id: newId('link'),
+    org_id: orgId,
+    mode: 'test',
+    bank_id: 'bancochile',
+    holder_type: 'individual',
+    status: 'active',
+    credentials_encrypted: 'x',
+    next_sync_at: TEST_EPOCH - 1000,
+    created_at: TEST_EPOCH,
+    updated_at: TEST_EPOCH,
+  }));
+  for (let i = 0; i < links.length; i += 100) await app.db.knex('links').insert(links.slice(i, i + 100));
+
+  t.test('two schedulers firing the same tick queue it once', async (t) => {
+    const [a, b] = await Promise.all([
+      enqueueDueLinks(app.db, TEST_EPOCH, INTERVAL),
+      enqueueDueLinks(second, TEST_EPOCH + 5, INTERVAL),
+    ]);
+    t.same(
+      [a, b].sort((x, y) => x - y),
+      [0, 300],
+      'one queued all 300, the other nothing',
+    );
+    const perLink = await app.db.knex('jobs').groupBy('link_id').select('link_id').count({ n: '*' });
+    t.equal(perLink.length, 300);
+    t.ok(
+      perLink.every((row) => Number((row as { n: number | string }).n) === 1),
+      'one job per link',
+    );
+    t.equal(
+      await enqueueDueLinks(app.db, TEST_EPOCH + 60_000, INTERVAL),
+      0,
+      'the next tick finds nothing due',
+    );
+  });
+
+  t.test('concurrent claimers never take the same job, and an expired lease is taken over', async (t) => {
+    const claimed: string[] = [];
+    const claimer = async (db: typeof app.db, owner: string) => {
+      for (;;) {
+        const job = await claimJob(db, owner, TEST_EPOCH, 60_000);
+        if (!job) return;
+        claimed.push(job.id);
+      }
+    };
+    await Promise.all([
+      claimer(app.db, 'a1'),
+      claimer(app.db, 'a2'),
+      claimer(second, 'b1'),
+      claimer(second, 'b2'),
+    ]);
+    t.equal(claimed.length, 300, 'every job claimed');
+    t.equal(new Set(claimed).size, 300, 'none claimed twice');
+    t.equal(
+      await claimJob(app.db, 'late', TEST_EPOCH + 59_000, 60_000),
+      null,
+      'nothing while the leases hold',
+    );
+    const taken = await claimJob(second, 'rescuer', TEST_EPOCH + 61_000, 60_000);
+    t.ok(taken, 'a job whose lease expired is claimed again');
+    t.equal(taken?.attempts, 2);
+    t.equal(taken?.locked_by, 'rescuer');
+  });
+
+  t.test('a second active sync job for a link is refused by the database', async (t) => {
+    const link = links[0]!;
+    await app.db.knex('jobs').where({ link_id: link.id }).update({ status: 'succeeded' });
+    await app.db
+      .knex('jobs')
+      .insert(syncJob(link, { refresh_type: 'scheduled', interactive: false }, TEST_EPOCH));
+    await t.rejects(
+      app.db.knex('jobs').insert(syncJob(link, { refresh_type: 'only_last', interactive: true }, TEST_EPOCH)),
+      'the partial unique index holds',
+    );
+  });
+});
