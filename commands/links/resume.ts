@@ -1,37 +1,19 @@
-import { Args } from '@oclif/core';
-import { BaseCommand } from '../../src/cli/base-command.js';
+import type { Knex } from 'knex';
+import type { Principal } from '../../src/auth/principal.js';
+import { LinkActionCommand } from '../../src/cli/link-action-command.js';
 
-export default class LinksResume extends BaseCommand {
+export default class LinksResume extends LinkActionCommand {
   static override summary = "Resume a link's automatic sync at the next scheduler tick";
   static override examples = ['<%= config.bin %> links resume link_0123456789abcdef'];
-  static override args = { linkId: Args.string({ required: true, description: 'the link (link_…)' }) };
+  static override args = LinkActionCommand.args;
+  protected readonly action = 'resume';
 
-  async run() {
-    const { args, flags } = await this.parse(LinksResume);
-    const config = this.appConfig(flags.home);
+  protected async apply(trx: Knex, principal: Principal, linkId: string, now: number) {
     const { resumeLink } = await import('../../src/links/links.js');
-    const { operatorPrincipal } = await import('../../src/links/inspect.js');
-    const { recordAudit } = await import('../../src/audit/audit-log.js');
-    const now = this.clock(config).now();
-    const result = await this.withDatabase(config, (db) =>
-      db.transaction(async (trx) => {
-        const principal = await operatorPrincipal(trx, args.linkId);
-        const outcome = await resumeLink(trx, principal, args.linkId, now);
-        await recordAudit(
-          trx,
-          {
-            orgId: principal.orgId,
-            actor: this.actor(),
-            action: 'link.resume',
-            targetType: 'link',
-            targetId: args.linkId,
-          },
-          now,
-        );
-        return outcome;
-      }),
-    );
-    this.log(`${args.linkId} resumed: it syncs at the next scheduler tick.`);
-    return result;
+    return resumeLink(trx, principal, linkId, now);
+  }
+
+  protected done(linkId: string): string {
+    return `${linkId} resumed: it syncs at the next scheduler tick.`;
   }
 }
