@@ -17,4 +17,9 @@ export default tseslint.config(
     files: ['**/*.js', '**/*.mjs'],
     languageOptions: { globals: { process: 'readonly', console: 'readonly', setTimeout: 'readonly' } },
   },
+  {
+    // Scripts for customers to run with Node 20+, which has these as globals.
+    files: ['docs/**/*.mjs'],
+    languageOptions: { globals: { fetch: 'readonly', URL: 'readonly', URLSearchParams: 'readonly' } },
+  },
 );

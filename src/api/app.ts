@@ -3,6 +3,7 @@ import { allRoutes, components } from './catalogue.js';
 import { errorMiddleware } from './middleware/errors.js';
 import { requestContextMiddleware } from './middleware/request-context.js';
 import { buildRouter } from './router.js';
+import { widgetRouter } from '../widget/http.js';
 import { errors, ApiError } from '../errors/api-error.js';
 import type { AnyRoute } from './route.js';
 import type { AppServices } from './services.js';
@@ -16,6 +17,8 @@ export function createApp(services: AppServices, extraRoutes: AnyRoute[] = []): 
   app.use(requestContextMiddleware(services));
   app.use(errorMiddleware());
   app.use(router.routes());
+  // The hosted widget's page, files and JSON API (not part of the OpenAPI document: see src/widget/http.ts).
+  app.use(widgetRouter(services).routes());
   // koa-router's `throw: true` mode throws before it sets `Allow`, so let it set the status and header,
   // then turn the bare 405/501 into our envelope (keeping `Allow`).
   app.use(async (ctx, next) => {

@@ -9,6 +9,8 @@ import { accountComponents, accountRoutes } from '../accounts/routes.js';
 import { movementComponents, movementRoutes } from '../movements/routes.js';
 import { incomeComponents, incomeRoutes } from '../income/routes.js';
 import { refreshComponents, refreshRoutes } from '../refresh/routes.js';
+import { widgetComponents, widgetTokenRoutes } from '../widget/routes.js';
+import { exchangeRoutes } from '../exchange/routes.js';
 import { buildOpenApi } from './openapi.js';
 import { defineRoute, type AnyRoute, type JsonSchema } from './route.js';
 
@@ -21,6 +23,8 @@ const capabilityRoutes: AnyRoute[] = [
   ...movementRoutes,
   ...incomeRoutes,
   ...refreshRoutes,
+  ...widgetTokenRoutes,
+  ...exchangeRoutes,
   ...eventRoutes,
   ...webhookEndpointRoutes,
   ...deliveryRoutes,
@@ -34,6 +38,7 @@ export const components: Record<string, JsonSchema> = {
   ...movementComponents,
   ...incomeComponents,
   ...refreshComponents,
+  ...widgetComponents,
   ...eventComponents,
   ...webhookComponents,
   ...deliveryComponents,

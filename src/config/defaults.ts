@@ -65,6 +65,25 @@ export interface Config {
   webhooks: { allowPrivateAddresses: boolean; secretRollGraceSeconds: number };
   /** Live-mode connectors by bank code; a bank without one is unavailable in live mode. */
   banks: { connectors: Record<string, BankConnectorConfig> };
+  /** The hosted widget (docs/widget.md): the operator's branding and the lifetimes of its tokens. */
+  widget: WidgetConfig;
+}
+
+export interface WidgetConfig {
+  /** Shown in the widget's header and page title. */
+  name: string;
+  /** `#rrggbb`: buttons, focus rings and the spinner. */
+  primaryColour: string;
+  /** Empty (the name's initial), an `https://` or `data:image/…` URL, or a file in the data directory. */
+  logoUrl: string;
+  /** Lifetime of a `wt_…` widget token (the spec: 10 minutes). */
+  tokenTtlMinutes: number;
+  /** Lifetime of an `et_…` exchange token (the spec: 5 minutes). */
+  exchangeTtlMinutes: number;
+  /** Lifetime of the session a widget gets when it opens; its JSON API refuses it afterwards. */
+  sessionTtlMinutes: number;
+  /** Origins allowed to open the widget (e.g. `https://app.example.com`); empty: any origin. */
+  allowedOrigins: string[];
 }
 
 export interface BankConnectorConfig {
@@ -129,5 +148,14 @@ export function defaultConfig(home: string): Config {
     },
     webhooks: { allowPrivateAddresses: false, secretRollGraceSeconds: 86_400 },
     banks: { connectors: {} },
+    widget: {
+      name: 'Bank Connect',
+      primaryColour: '#1f5eff',
+      logoUrl: '',
+      tokenTtlMinutes: 10,
+      exchangeTtlMinutes: 5,
+      sessionTtlMinutes: 30,
+      allowedOrigins: [],
+    },
   };
 }

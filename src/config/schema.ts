@@ -122,6 +122,28 @@ export const configSchema = {
         secretRollGraceSeconds: { type: 'integer', minimum: 0, maximum: 604_800 },
       },
     },
+    widget: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        name: { type: 'string', minLength: 1, maxLength: 60 },
+        primaryColour: { type: 'string', pattern: '^#[0-9a-fA-F]{6}$' },
+        // An http(s) or data:image URL, or a file name under the data directory (no `..`).
+        logoUrl: {
+          type: 'string',
+          maxLength: 100_000,
+          pattern:
+            '^($|https?://\\S+$|data:image/[a-z+.-]+;base64,[A-Za-z0-9+/=]+$|(?!/)(?!.*\\.\\.)[\\w./-]+\\.(png|jpe?g|gif|svg|webp)$)',
+        },
+        tokenTtlMinutes: { type: 'number', exclusiveMinimum: 0, maximum: 1440 },
+        exchangeTtlMinutes: { type: 'number', exclusiveMinimum: 0, maximum: 1440 },
+        sessionTtlMinutes: { type: 'number', exclusiveMinimum: 0, maximum: 1440 },
+        allowedOrigins: {
+          type: 'array',
+          items: { type: 'string', pattern: '^https?://[^/\\s]+$' },
+        },
+      },
+    },
     banks: {
       type: 'object',
       additionalProperties: false,

@@ -159,16 +159,28 @@ export function validateLinkInput(
   return { rut, password: input.credentials.password, rutEmpresa };
 }
 
+export interface CreateLinkOptions {
+  /**
+   * Emit `link.created` now (server-side creation). The widget passes false: its link is announced when
+   * its exchange token is exchanged (see src/exchange/exchange.ts).
+   */
+  announce?: boolean;
+  /** A person is there to type an MFA code during the first sync (the widget). */
+  interactive?: boolean;
+}
+
 /**
- * Creates the link `active` with its credentials sealed, emits `link.created`, and queues the first sync as
- * a refresh intent of type `full` (with its `refresh_intent.created`), all in the caller's transaction.
+ * Creates the link `active` with its credentials sealed, emits `link.created` (unless `announce` is false),
+ * and queues the first sync as a refresh intent of type `full` (with its `refresh_intent.created`), all in
+ * the caller's transaction.
  */
 export async function createLink(
   trx: Knex,
-  principal: Principal,
+  principal: Pick<Principal, 'orgId' | 'mode'>,
   input: CreateLinkInput,
   policy: LinkPolicy,
   now: number,
+  options: CreateLinkOptions = {},
 ): Promise<Link> {
   const credentials = validateLinkInput(input, principal.mode, policy);
   const id = newId('link');
@@ -200,24 +212,28 @@ export async function createLink(
     updated_at: now,
   };
   await trx('links').insert(row);
-  const link = presentLink(row);
+  if (options.announce ?? true) await emitLinkCreated(trx, row, now);
+  await enqueueSync(trx, { link: row, refreshType: 'full', now, interactive: options.interactive ?? false });
+  return presentLink(row);
+}
+
+/** `link.created` with the spec's fields, as the link is now (the widget's has its holder name by then). */
+export async function emitLinkCreated(trx: Knex, row: LinkRow, now: number): Promise<void> {
   await emitEvent(trx, {
     orgId: row.org_id,
     mode: row.mode,
     type: 'link.created',
-    linkId: id,
+    linkId: row.id,
     data: {
       object: 'link',
-      id,
+      id: row.id,
       bank_id: row.bank_id,
       status: row.status,
       holder_name: row.holder_name,
-      created_at: link.created_at,
+      created_at: toIso(row.created_at),
     },
     now,
   });
-  await enqueueSync(trx, { link: row, refreshType: 'full', now });
-  return link;
 }
 
 export function openCredentials(

@@ -1,18 +1,16 @@
-import { Cron } from 'croner';
 import type { Config } from '../config/defaults.js';
 import { migrationStatus, schemaMismatch } from '../db/migrations.js';
-import { startApiServer } from '../api/server.js';
-import { startMetricsServer } from '../metrics/metrics.js';
-import { runHousekeeping } from '../scheduler/housekeeping.js';
-import { enqueueDueLinks } from '../scheduler/enqueue-due.js';
-import { runSyncWorkers } from '../sync/worker-pool.js';
 import { buildServices } from './services.js';
 import { flushLogger } from '../logging/logger.js';
 
 export const ROLE_NAMES = ['api', 'scheduler', 'dispatcher'] as const;
 export type RoleName = (typeof ROLE_NAMES)[number];
 
-/** A process role: runs until `signal` aborts, then drains its work and resolves. */
+/**
+ * A process role: runs until `signal` aborts, then drains its work and resolves. Each role imports what only
+ * it needs inside `run`, so a restarted child is back sooner (the API's Koa stack and route schemas alone
+ * took 130 ms of a dispatcher's 450 ms start).
+ */
 export interface Role {
   name: RoleName;
   run(config: Readonly<Config>, signal: AbortSignal, ready: () => void): Promise<void>;
@@ -42,6 +40,8 @@ const api: Role = {
   name: 'api',
   async run(config, signal, ready) {
     const services = await openServices(config, 'api');
+    const { startApiServer } = await import('../api/server.js');
+    const { startMetricsServer } = await import('../metrics/metrics.js');
     const server = await startApiServer(services, config.api.host, config.api.port);
     const metrics =
       config.metrics.port > 0
@@ -66,6 +66,10 @@ const scheduler: Role = {
   name: 'scheduler',
   async run(config, signal, ready) {
     const services = await openServices(config, 'scheduler');
+    const { Cron } = await import('croner');
+    const { enqueueDueLinks } = await import('../scheduler/enqueue-due.js');
+    const { runHousekeeping } = await import('../scheduler/housekeeping.js');
+    const { runSyncWorkers } = await import('../sync/worker-pool.js');
     let running: Promise<void> = Promise.resolve();
     const intervalMs = config.scheduler.syncIntervalMinutes * 60_000;
     const tick = () => {

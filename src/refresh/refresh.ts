@@ -168,16 +168,14 @@ export async function failWaitingIntent(
   errorCode: string,
   now: number,
 ): Promise<void> {
-  await trx('refresh_intents')
-    .where({ id: intent.id })
-    .update({
-      status: 'failed',
-      error_code: errorCode,
-      completed_at: now,
-      updated_at: now,
-      mfa_challenge_encrypted: null,
-      mfa_code_encrypted: null,
-    });
+  await trx('refresh_intents').where({ id: intent.id }).update({
+    status: 'failed',
+    error_code: errorCode,
+    completed_at: now,
+    updated_at: now,
+    mfa_challenge_encrypted: null,
+    mfa_code_encrypted: null,
+  });
   await trx('jobs')
     .where({ refresh_intent_id: intent.id })
     .whereIn('status', ACTIVE_JOB_STATUSES)

@@ -17,7 +17,10 @@ export async function runHousekeeping(
   const removed = await services.db.transaction((trx) =>
     trx('idempotency_keys').where('created_at', '<', cutoff).delete(),
   );
-  services.logger.info({ idempotency_keys_removed: removed, mfa_waits_expired: mfaExpired }, 'housekeeping done');
+  services.logger.info(
+    { idempotency_keys_removed: removed, mfa_waits_expired: mfaExpired },
+    'housekeeping done',
+  );
 }
 
 /** True for exactly one caller per `minIntervalMs`, across processes. */

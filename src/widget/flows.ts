@@ -1,0 +1,325 @@
+import type { Knex } from 'knex';
+import { toIso } from '../clock/clock.js';
+import type { Config } from '../config/defaults.js';
+import { ApiError, errors } from '../errors/api-error.js';
+import { isUniqueViolation } from '../db/errors.js';
+import type { SecretBox } from '../secrets/secret-box.js';
+import { sha256Hex } from '../secrets/secret-box.js';
+import type { HolderType } from '../banks/connector.js';
+import { findInstitution, offers, type Product } from '../banks/institutions.js';
+import { enqueueSync } from '../jobs/jobs.js';
+import { createLink, validateLinkInput, type LinkPolicy, type LinkRow } from '../links/links.js';
+import type { IntentRow } from '../refresh/intents.js';
+import { acceptMfaCode } from '../refresh/refresh.js';
+import { issueExchangeToken } from '../exchange/exchange.js';
+import { describeProblem, type Problem } from './problems.js';
+import type { SessionRow } from './sessions.js';
+import type { WidgetTokenRow } from './widget-tokens.js';
+
+/** Credential attempts one widget session accepts, so an open widget is not a password-guessing oracle. */
+export const MAX_ATTEMPTS = 5;
+
+/** The consent the widget shows above its Connect button; its SHA-256 is recorded on the link. */
+export const CONSENT_VERSION = 'widget-1';
+export function consentText(operatorName: string): string {
+  return `By connecting, you allow ${operatorName} to read the accounts, balances and movements of this bank login on behalf of the app that opened this window, until the connection is removed. Your password is encrypted and never shared with that app.`;
+}
+
+export interface WidgetContext {
+  config: Readonly<Config>;
+  secrets: SecretBox;
+  policy: LinkPolicy;
+  now: number;
+}
+
+export type WidgetStatus =
+  | { state: 'idle' }
+  | { state: 'in_progress'; step: 'queued' | 'syncing' | 'verifying' }
+  | { state: 'requires_mfa'; expires_at: string | null }
+  | { state: 'succeeded'; holder_name: string | null; accounts_count: number }
+  | { state: 'failed'; error: Problem }
+  | { state: 'finished' };
+
+export interface CredentialsInput {
+  bank_id?: string;
+  holder_type?: HolderType;
+  rut: string;
+  password: string;
+  rut_empresa?: string;
+}
+
+function refuse(code: string, status = 409, context: Parameters<typeof describeProblem>[1] = {}): ApiError {
+  return new ApiError(status, 'invalid_request_error', code, describeProblem(code, context).message);
+}
+
+function bankName(bankId: string | null): string | undefined {
+  return bankId ? findInstitution(bankId)?.name : undefined;
+}
+
+async function widgetTokenOf(trx: Knex, session: SessionRow): Promise<WidgetTokenRow> {
+  const row: WidgetTokenRow | undefined = await trx('widget_tokens')
+    .where({ id: session.widget_token_id })
+    .first();
+  if (!row) throw refuse('session_expired', 401);
+  return row;
+}
+
+/**
+ * The credentials form: a connect creates the link (announced later, at the exchange) with an interactive
+ * first sync, so a bank that asks for a code asks this widget; a reconnect seals the new credentials on the
+ * expired link and makes it active again with a `full` refresh. Either way the widget then polls the
+ * refresh intent through `sessionStatus`.
+ */
+export async function submitCredentials(
+  trx: Knex,
+  session: SessionRow,
+  input: CredentialsInput,
+  context: WidgetContext,
+): Promise<void> {
+  const { now } = context;
+  if (session.finished_at !== null) throw refuse('session_expired', 409);
+  if (session.kind === 'mfa')
+    throw errors.badRequest('wrong_step', 'This widget was opened to enter a verification code.');
+  if (session.refresh_intent_id !== null)
+    throw errors.conflict(
+      'connection_in_progress',
+      'A connection is already being made in this window; wait for its result.',
+    );
+  if (session.attempts >= MAX_ATTEMPTS) throw refuse('too_many_attempts', 429);
+  const consent = {
+    consent_version: CONSENT_VERSION,
+    consent_text_hash: sha256Hex(consentText(context.config.widget.name)),
+  };
+  const credentials = { rut: input.rut, password: input.password, rut_empresa: input.rut_empresa };
+
+  if (session.kind === 'connect') {
+    const token = await widgetTokenOf(trx, session);
+    const bankId = token.institution_id ?? input.bank_id;
+    if (bankId === undefined) throw errors.missingParameter('bank_id', 'Choose a bank.');
+    if (token.institution_id && input.bank_id !== undefined && input.bank_id !== token.institution_id)
+      throw errors.invalidParameter('bank_id', `This widget connects ${token.institution_id} only.`);
+    const holderType = input.holder_type ?? 'individual';
+    const institution = findInstitution(bankId);
+    const product: Product = token.product ?? 'movements';
+    if (institution && !offers(institution, product, holderType))
+      throw errors.invalidParameter(
+        'holder_type',
+        `${institution.name} does not offer ${product} to ${holderType} holders.`,
+      );
+    if (token.connection_limit !== null && token.external_user_id !== null) {
+      // Serialise the count-then-insert of one organisation's widgets: on Postgres this row lock makes a
+      // second widget wait for the first to commit (SQLite writers are serialised already), so two widgets
+      // racing for the last slot cannot both create a link.
+      await trx('organisations')
+        .where({ id: session.org_id })
+        .update({ name: trx.ref('name') });
+      const [count] = await trx('links')
+        .where({ org_id: session.org_id, mode: session.mode, external_user_id: token.external_user_id })
+        .count({ n: '*' });
+      if (Number((count as { n: number | string }).n) >= token.connection_limit)
+        throw refuse('connection_limit_reached', 409, { connectionLimit: token.connection_limit });
+    }
+    const link = await createLink(
+      trx,
+      { orgId: session.org_id, mode: session.mode },
+      {
+        bank_id: bankId,
+        holder_type: holderType,
+        credentials,
+        external_user_id: token.external_user_id ?? undefined,
+        ...consent,
+      },
+      context.policy,
+      now,
+      { announce: false, interactive: true },
+    );
+    const intent: Pick<IntentRow, 'id'> = await trx('refresh_intents')
+      .where({ link_id: link.id })
+      .first('id');
+    await trx('widget_sessions')
+      .where({ id: session.id })
+      .update({
+        bank_id: bankId,
+        link_id: link.id,
+        refresh_intent_id: intent.id,
+        attempts: session.attempts + 1,
+        last_error_code: null,
+        updated_at: now,
+      });
+    return;
+  }
+
+  // reconnect
+  const link: LinkRow | undefined = await trx('links')
+    .where({ id: session.link_id, org_id: session.org_id, mode: session.mode })
+    .first();
+  if (!link) throw refuse('link_missing', 404);
+  if (link.status !== 'expired') throw refuse('link_not_expired', 409);
+  const sealed = validateLinkInput(
+    { bank_id: link.bank_id, holder_type: link.holder_type, credentials, ...consent },
+    session.mode,
+    context.policy,
+  );
+  await trx('links')
+    .where({ id: link.id })
+    .update({
+      credentials_encrypted: context.policy.secrets.seal(JSON.stringify(sealed), link.id),
+      status: 'active',
+      expired_at: null,
+      consecutive_failures: 0,
+      ...consent,
+      updated_at: now,
+    });
+  let intentId: string;
+  try {
+    intentId = (await enqueueSync(trx, { link, refreshType: 'full', now, interactive: true })).id;
+  } catch (error) {
+    if (isUniqueViolation(error))
+      throw errors.conflict('refresh_in_progress', `Link ${link.id} is already being refreshed.`);
+    throw error;
+  }
+  await trx('widget_sessions')
+    .where({ id: session.id })
+    .update({
+      refresh_intent_id: intentId,
+      previous_expired_at: session.previous_expired_at ?? link.expired_at,
+      attempts: session.attempts + 1,
+      last_error_code: null,
+      updated_at: now,
+    });
+}
+
+/**
+ * Where the widget's connection stands, from its refresh intent. A failure is settled here, once: a
+ * connect's link is discarded (it was never handed to the customer: no exchange token, no `link.created`),
+ * and a reconnect whose credentials were refused puts the link back to `expired`; the session keeps the
+ * error so the widget can offer another try.
+ */
+export async function sessionStatus(
+  db: { reader: Knex; transaction<T>(work: (trx: Knex.Transaction) => Promise<T>): Promise<T> },
+  session: SessionRow,
+  context: Pick<WidgetContext, 'now'>,
+): Promise<WidgetStatus> {
+  if (session.finished_at !== null) return { state: 'finished' };
+  const bank = bankName(session.bank_id);
+  if (session.refresh_intent_id === null) {
+    return session.last_error_code
+      ? { state: 'failed', error: describeProblem(session.last_error_code, { bankName: bank }) }
+      : { state: 'idle' };
+  }
+  const intent: IntentRow | undefined = await db
+    .reader('refresh_intents')
+    .where({ id: session.refresh_intent_id })
+    .first();
+  if (!intent) return { state: 'failed', error: describeProblem('link_missing') };
+  switch (intent.status) {
+    case 'created':
+      return { state: 'in_progress', step: 'queued' };
+    case 'in_progress':
+      return { state: 'in_progress', step: 'syncing' };
+    case 'requires_mfa':
+      // A code was given: the intent keeps waiting until a worker resumes the login with it.
+      if (intent.mfa_code_encrypted !== null) return { state: 'in_progress', step: 'verifying' };
+      return { state: 'requires_mfa', expires_at: toIso(intent.mfa_expires_at) };
+    case 'succeeded': {
+      const link: LinkRow | undefined = await db.reader('links').where({ id: intent.link_id }).first();
+      return {
+        state: 'succeeded',
+        holder_name: link?.holder_name ?? null,
+        accounts_count: link?.accounts_count ?? 0,
+      };
+    }
+    case 'failed':
+      break;
+  }
+  const code = intent.error_code ?? 'bank_unavailable';
+  if (session.kind !== 'mfa') await settleFailure(db, session, intent, code, context.now);
+  return { state: 'failed', error: describeProblem(code, { bankName: bank }) };
+}
+
+async function settleFailure(
+  db: { transaction<T>(work: (trx: Knex.Transaction) => Promise<T>): Promise<T> },
+  session: SessionRow,
+  intent: IntentRow,
+  code: string,
+  now: number,
+): Promise<void> {
+  await db.transaction(async (trx) => {
+    // Only the first poll that sees the failure settles it.
+    const claimed = await trx('widget_sessions')
+      .where({ id: session.id, refresh_intent_id: intent.id })
+      .update({
+        refresh_intent_id: null,
+        last_error_code: code,
+        ...(session.kind === 'connect' ? { link_id: null } : {}),
+        updated_at: now,
+      });
+    if (claimed !== 1) return;
+    if (session.kind === 'connect') {
+      await trx('links').where({ id: intent.link_id, org_id: session.org_id }).delete();
+      return;
+    }
+    // A bank that was down says nothing about the new credentials: the link stays active with them and
+    // the scheduler retries. Refused credentials (or a failed code) leave the link expired, as it was.
+    if (code === 'bank_unavailable' || code === 'timeout') return;
+    await trx('links')
+      .where({ id: intent.link_id, status: 'active' })
+      .update({ status: 'expired', expired_at: session.previous_expired_at ?? now, updated_at: now });
+  });
+}
+
+/** The MFA step, for a refresh opened with `ri_…_sec_…` or a connect whose bank asked for a code. */
+export async function submitMfa(
+  trx: Knex,
+  session: SessionRow,
+  code: string,
+  context: WidgetContext,
+): Promise<void> {
+  if (session.finished_at !== null) throw refuse('session_expired', 409);
+  const intent: IntentRow | undefined = session.refresh_intent_id
+    ? await trx('refresh_intents').where({ id: session.refresh_intent_id }).first()
+    : undefined;
+  if (!intent || intent.status !== 'requires_mfa')
+    throw errors.conflict('intent_not_waiting_for_mfa', 'Nothing is waiting for a verification code.');
+  // An expired wait fails the intent inside acceptMfaCode; the next status poll reports it.
+  await acceptMfaCode(trx, intent, code, context.secrets, context.now);
+}
+
+export interface FinishResult {
+  type: 'success';
+  intent: 'connect' | 'reconnect' | 'mfa';
+  exchange_token?: string;
+  refresh_intent_id?: string;
+}
+
+/**
+ * Closing after success: ends the session (once) and, for a connect or reconnect, issues the exchange
+ * token the widget posts to its opener.
+ */
+export async function finishSession(
+  trx: Knex,
+  session: SessionRow,
+  context: WidgetContext,
+): Promise<FinishResult> {
+  const intent: IntentRow | undefined = session.refresh_intent_id
+    ? await trx('refresh_intents').where({ id: session.refresh_intent_id }).first()
+    : undefined;
+  if (!intent || intent.status !== 'succeeded')
+    throw errors.conflict('not_connected', 'The connection has not succeeded; there is nothing to finish.');
+  const ended = await trx('widget_sessions')
+    .where({ id: session.id })
+    .whereNull('finished_at')
+    .update({ finished_at: context.now, updated_at: context.now });
+  if (ended !== 1) throw errors.conflict('already_finished', 'This widget already finished.');
+  if (session.kind === 'mfa') return { type: 'success', intent: 'mfa', refresh_intent_id: intent.id };
+  const { token } = await issueExchangeToken(trx, {
+    orgId: session.org_id,
+    mode: session.mode,
+    linkId: intent.link_id,
+    widgetTokenId: session.widget_token_id,
+    intent: session.kind,
+    ttlMs: context.config.widget.exchangeTtlMinutes * 60_000,
+    now: context.now,
+  });
+  return { type: 'success', intent: session.kind, exchange_token: token };
+}

@@ -1,0 +1,326 @@
+import { readFile } from 'node:fs/promises';
+import Router from '@koa/router';
+import type { Context, Next } from 'koa';
+import { HttpMethodEnum, koaBody } from 'koa-body';
+import type { AppServices } from '../api/services.js';
+import { compileValidator } from '../api/validation.js';
+import { INTENT_TOKEN, WIDGET_TOKEN } from '../auth/tokens.js';
+import { bankHealth } from '../banks/health.js';
+import { INSTITUTIONS, findInstitution, offers, type Product } from '../banks/institutions.js';
+import type { HolderType } from '../banks/connector.js';
+import { errors } from '../errors/api-error.js';
+import { formatRut } from '../links/rut.js';
+import type { LinkRow } from '../links/links.js';
+import { linkPolicy } from '../links/routes.js';
+import { loadStaticAssets, resolveLogo, themeCss } from './assets.js';
+import {
+  consentText,
+  finishSession,
+  sessionStatus,
+  submitCredentials,
+  submitMfa,
+  type CredentialsInput,
+  type WidgetContext,
+} from './flows.js';
+import { renderPage, type Bootstrap } from './page.js';
+import { describeProblem } from './problems.js';
+import {
+  authenticateSession,
+  openSession,
+  SESSION_HEADER,
+  type OpenFailure,
+  type SessionRow,
+} from './sessions.js';
+import type { WidgetTokenRow } from './widget-tokens.js';
+
+/** How often the page asks how its connection is going. */
+const POLL_INTERVAL_MS = 1000;
+
+const OPEN_FAILURE_STATUS: Record<OpenFailure | 'origin_invalid', number> = {
+  origin_invalid: 400,
+  token_invalid: 404,
+  token_consumed: 410,
+  token_expired: 410,
+  link_missing: 404,
+  link_not_expired: 409,
+};
+
+/** `https://app.example.com` or `http://127.0.0.1:3000`: a scheme, a host, perhaps a port, nothing else. */
+export function parseOrigin(value: unknown): string | null {
+  if (typeof value !== 'string' || value.length === 0 || value.length > 255) return null;
+  try {
+    const url = new URL(value);
+    if (url.protocol !== 'https:' && url.protocol !== 'http:') return null;
+    return url.origin === value ? value : null;
+  } catch {
+    return null;
+  }
+}
+
+const credentialsValidator = (components: Record<string, unknown>) =>
+  compileValidator(
+    {
+      type: 'object',
+      additionalProperties: false,
+      required: ['rut', 'password'],
+      properties: {
+        bank_id: { type: 'string', minLength: 1, maxLength: 24 },
+        holder_type: { enum: ['individual', 'business'] },
+        rut: { type: 'string', minLength: 1, maxLength: 20 },
+        password: { type: 'string', minLength: 1, maxLength: 256 },
+        rut_empresa: { type: 'string', minLength: 1, maxLength: 20 },
+      },
+    },
+    'body',
+    components,
+  );
+
+/**
+ * The hosted widget, served by the API process: the page (`GET /widget?token=…&origin=…`), `embed.js`, the
+ * page's own files, and the small JSON API under /widget/api that the page calls with its session. None of
+ * it is in the OpenAPI document: it is the widget's private interface, not the customer's.
+ */
+export function widgetRouter(services: AppServices): Router {
+  const { config } = services;
+  const assets = loadStaticAssets();
+  const theme = themeCss(config.widget);
+  const logo = resolveLogo(config.widget, config.home);
+  const logoSrc =
+    logo.kind === 'url' ? logo.src : logo.kind === 'file' ? `/widget/assets/logo?v=${theme.version}` : null;
+  const imgSources = ["'self'", 'data:', ...(logo.kind === 'url' && logo.origin ? [logo.origin] : [])];
+  const apiOrigin = new URL(config.api.baseUrl).origin;
+  const embedJs = assets.get('embed.js')!.body.replace("'__SVC_API_ORIGIN__'", JSON.stringify(apiOrigin));
+  const validateCredentials = credentialsValidator({});
+  const validateCode = compileValidator(
+    {
+      type: 'object',
+      additionalProperties: false,
+      required: ['code'],
+      properties: { code: { type: 'string', minLength: 1, maxLength: 32 } },
+    },
+    'body',
+    {},
+  );
+  const parseBody = koaBody({
+    json: true,
+    urlencoded: false,
+    text: false,
+    multipart: false,
+    jsonStrict: true,
+    jsonLimit: '16kb',
+    parsedMethods: [HttpMethodEnum.POST],
+  }) as unknown as (ctx: Context, next: Next) => Promise<void>;
+  const context = (): WidgetContext => ({
+    config,
+    secrets: services.secrets,
+    policy: linkPolicy(services),
+    now: services.clock.now(),
+  });
+
+  const router = new Router();
+  const route = (path: string) => async (ctx: Context, next: Next) => {
+    ctx.state.routePath = path;
+    await next();
+  };
+
+  const sendPage = (ctx: Context, status: number, bootstrap: Bootstrap) => {
+    const frameAncestors = bootstrap.opener_origin ?? "'none'";
+    ctx.status = status;
+    ctx.type = 'text/html; charset=utf-8';
+    ctx.set('Cache-Control', 'no-store');
+    ctx.set('Referrer-Policy', 'no-referrer');
+    ctx.set('X-Content-Type-Options', 'nosniff');
+    ctx.set(
+      'Content-Security-Policy',
+      [
+        "default-src 'none'",
+        "script-src 'self'",
+        "style-src 'self'",
+        `img-src ${imgSources.join(' ')}`,
+        "connect-src 'self'",
+        "base-uri 'none'",
+        "form-action 'none'",
+        `frame-ancestors ${frameAncestors}`,
+      ].join('; '),
+    );
+    ctx.body = renderPage(bootstrap, {
+      widgetJs: assets.get('widget.js')!.version,
+      widgetCss: assets.get('widget.css')!.version,
+      themeCss: theme.version,
+      logoSrc,
+    });
+  };
+
+  const errorBootstrap = (code: string, origin: string | null, bankId: string | null = null): Bootstrap => ({
+    session: null,
+    kind: null,
+    opener_origin: origin,
+    operator: config.widget.name,
+    consent: '',
+    poll_interval_ms: POLL_INTERVAL_MS,
+    banks: [],
+    bank_id: bankId,
+    holder_type: null,
+    username_prefill: null,
+    error: describeProblem(code, {
+      tokenTtlMinutes: config.widget.tokenTtlMinutes,
+      bankName: bankId ? findInstitution(bankId)?.name : undefined,
+    }),
+    status: null,
+  });
+
+  router.get('/widget', route('/widget'), async (ctx) => {
+    if (ctx.method === 'HEAD') {
+      // A link checker's HEAD must not spend the token: only a real open (GET) consumes it.
+      ctx.status = 200;
+      ctx.type = 'text/html; charset=utf-8';
+      ctx.set('Cache-Control', 'no-store');
+      ctx.body = '';
+      return;
+    }
+    const now = services.clock.now();
+    const token = typeof ctx.query.token === 'string' ? ctx.query.token : '';
+    const origin = parseOrigin(ctx.query.origin);
+    const allowed =
+      origin !== null &&
+      (config.widget.allowedOrigins.length === 0 || config.widget.allowedOrigins.includes(origin));
+    // Checked before the token is consumed: a page that may not open the widget does not burn its token.
+    if (!allowed) return sendPage(ctx, 400, errorBootstrap('origin_invalid', origin));
+    if (!WIDGET_TOKEN.test(token) && !INTENT_TOKEN.test(token))
+      return sendPage(ctx, 400, errorBootstrap('token_invalid', origin));
+    const opened = await openSession(services.db, token, {
+      origin,
+      sessionTtlMs: config.widget.sessionTtlMinutes * 60_000,
+      now,
+    });
+    if (!opened.ok)
+      return sendPage(ctx, OPEN_FAILURE_STATUS[opened.problem], errorBootstrap(opened.problem, origin));
+    sendPage(ctx, 200, await bootstrapFor(opened.session, opened.secret, opened.widgetToken, now));
+  });
+
+  const bootstrapFor = async (
+    session: SessionRow,
+    secret: string,
+    token: WidgetTokenRow | null,
+    now: number,
+  ): Promise<Bootstrap> => {
+    const product: Product = token?.product ?? 'movements';
+    const health = await bankHealth(services.db.reader, session.mode, now);
+    const banks = INSTITUTIONS.filter((bank) => services.connectors(bank.id, session.mode) !== null)
+      .map((bank) => ({
+        id: bank.id,
+        name: bank.name,
+        status: health.get(bank.id) ?? ('up' as const),
+        holder_types: (['individual', 'business'] as HolderType[]).filter((holder) =>
+          offers(bank, product, holder),
+        ),
+      }))
+      .filter((bank) => bank.holder_types.length > 0);
+    const base: Bootstrap = {
+      session: secret,
+      kind: session.kind,
+      opener_origin: session.opener_origin,
+      operator: config.widget.name,
+      consent: consentText(config.widget.name),
+      poll_interval_ms: POLL_INTERVAL_MS,
+      banks,
+      bank_id: session.bank_id,
+      holder_type: null,
+      username_prefill: token?.username_prefill ? formatRut(token.username_prefill) : null,
+      error: null,
+      status: null,
+    };
+    if (session.kind === 'connect' && token?.connection_limit != null && token.external_user_id !== null) {
+      const [count] = await services.db
+        .reader('links')
+        .where({ org_id: session.org_id, mode: session.mode, external_user_id: token.external_user_id })
+        .count({ n: '*' });
+      if (Number((count as { n: number | string }).n) >= token.connection_limit)
+        base.error = describeProblem('connection_limit_reached', { connectionLimit: token.connection_limit });
+    }
+    if (session.kind !== 'connect' && session.link_id) {
+      const link: LinkRow | undefined = await services.db
+        .reader('links')
+        .where({ id: session.link_id })
+        .first();
+      base.holder_type = link?.holder_type ?? null;
+    }
+    if (session.kind === 'mfa') base.status = await sessionStatus(services.db, session, { now });
+    return base;
+  };
+
+  const withSession = async (ctx: Context): Promise<SessionRow> => {
+    ctx.set('Cache-Control', 'no-store');
+    return authenticateSession(
+      services.db.reader,
+      ctx.get(SESSION_HEADER) || undefined,
+      services.clock.now(),
+    );
+  };
+  const readJson = async (ctx: Context): Promise<unknown> => {
+    if (!ctx.is('application/json'))
+      throw errors.badRequest('unsupported_media_type', 'Send request bodies as application/json.');
+    await parseBody(ctx, async () => undefined);
+    return (ctx.request as { body?: unknown }).body;
+  };
+
+  router.get('/widget/api/status', route('/widget/api/status'), async (ctx) => {
+    const session = await withSession(ctx);
+    ctx.body = await sessionStatus(services.db, session, { now: services.clock.now() });
+  });
+
+  router.post('/widget/api/credentials', route('/widget/api/credentials'), async (ctx) => {
+    const session = await withSession(ctx);
+    const body = validateCredentials(await readJson(ctx)) as CredentialsInput;
+    await services.db.transaction((trx) => submitCredentials(trx, session, body, context()));
+    const fresh = await authenticateSession(services.db.knex, ctx.get(SESSION_HEADER), services.clock.now());
+    ctx.body = await sessionStatus(services.db, fresh, { now: services.clock.now() });
+  });
+
+  router.post('/widget/api/mfa', route('/widget/api/mfa'), async (ctx) => {
+    const session = await withSession(ctx);
+    const body = validateCode(await readJson(ctx)) as { code: string };
+    await services.db.transaction((trx) => submitMfa(trx, session, body.code, context()));
+    ctx.body = await sessionStatus(services.db, session, { now: services.clock.now() });
+  });
+
+  router.post('/widget/api/finish', route('/widget/api/finish'), async (ctx) => {
+    const session = await withSession(ctx);
+    ctx.body = await services.db.transaction((trx) => finishSession(trx, session, context()));
+  });
+
+  router.get('/widget/embed.js', route('/widget/embed.js'), async (ctx) => {
+    ctx.type = 'text/javascript; charset=utf-8';
+    ctx.set('Cache-Control', 'public, max-age=300');
+    ctx.set('Access-Control-Allow-Origin', '*');
+    ctx.set('Cross-Origin-Resource-Policy', 'cross-origin');
+    ctx.set('X-Content-Type-Options', 'nosniff');
+    ctx.body = embedJs;
+  });
+
+  router.get('/widget/assets/:name', route('/widget/assets/{name}'), async (ctx) => {
+    const name = ctx.params.name!;
+    ctx.set('X-Content-Type-Options', 'nosniff');
+    if (name === 'logo') {
+      if (logo.kind !== 'file') return;
+      const body = await readFile(logo.path).catch(() => null);
+      if (!body) return;
+      ctx.type = logo.contentType;
+      ctx.set('Cache-Control', 'public, max-age=3600');
+      // An SVG logo is an image, never a document that runs scripts.
+      ctx.set('Content-Security-Policy', "default-src 'none'; style-src 'unsafe-inline'");
+      ctx.body = body;
+      return;
+    }
+    const file = name === 'theme.css' ? theme : name === 'embed.js' ? undefined : assets.get(name);
+    if (!file) return;
+    ctx.type = file.contentType;
+    ctx.set(
+      'Cache-Control',
+      ctx.query.v === file.version ? 'public, max-age=31536000, immutable' : 'public, max-age=300',
+    );
+    ctx.body = file.body;
+  });
+
+  return router;
+}

@@ -1,0 +1,96 @@
+import type { HolderType } from '../banks/connector.js';
+import type { BankHealth } from '../banks/health.js';
+import type { Problem } from './problems.js';
+import type { SessionKind } from './sessions.js';
+import type { WidgetStatus } from './flows.js';
+
+/** What the page's script starts from; it is JSON in a non-executable script element. */
+export interface Bootstrap {
+  /** The session secret the page sends in `X-Widget-Session`; null on an error page. */
+  session: string | null;
+  kind: SessionKind | null;
+  /** Where `postMessage` may deliver (the opener's origin, validated); null when it was not usable. */
+  opener_origin: string | null;
+  operator: string;
+  consent: string;
+  poll_interval_ms: number;
+  banks: { id: string; name: string; status: BankHealth; holder_types: HolderType[] }[];
+  /** The bank chosen for the person (a preselected institution, the link being reconnected or refreshed). */
+  bank_id: string | null;
+  holder_type: HolderType | null;
+  username_prefill: string | null;
+  /** The screen to show instead of the flow. */
+  error: Problem | null;
+  /** The state of a connection already under way (an MFA refresh waits for its code). */
+  status: WidgetStatus | null;
+}
+
+export interface PageAssets {
+  widgetJs: string;
+  widgetCss: string;
+  themeCss: string;
+  logoSrc: string | null;
+}
+
+const ESCAPES: Record<string, string> = {
+  '&': '&amp;',
+  '<': '&lt;',
+  '>': '&gt;',
+  '"': '&quot;',
+  "'": '&#39;',
+};
+
+export function escapeHtml(text: string): string {
+  return text.replace(/[&<>"']/g, (char) => ESCAPES[char]!);
+}
+
+/** JSON that cannot close its script element or open a comment, whatever the strings inside hold. */
+function scriptJson(value: unknown): string {
+  return JSON.stringify(value)
+    .replace(/</g, '\\u003c')
+    .replace(/>/g, '\\u003e')
+    .replace(/&/g, '\\u0026')
+    .replace(/\u2028/g, '\\u2028')
+    .replace(/\u2029/g, '\\u2029');
+}
+
+export function renderPage(bootstrap: Bootstrap, assets: PageAssets): string {
+  const name = escapeHtml(bootstrap.operator);
+  const logo = assets.logoSrc
+    ? `<img class="brand-logo" src="${escapeHtml(assets.logoSrc)}" alt="" width="28" height="28">`
+    : `<span class="brand-logo brand-initial" aria-hidden="true">${escapeHtml(bootstrap.operator.slice(0, 1).toUpperCase())}</span>`;
+  const title = bootstrap.error ? bootstrap.error.title : 'Connect your bank';
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="referrer" content="no-referrer">
+<title>${escapeHtml(title)} · ${name}</title>
+<link rel="stylesheet" href="/widget/assets/widget.css?v=${assets.widgetCss}">
+<link rel="stylesheet" href="/widget/assets/theme.css?v=${assets.themeCss}">
+<script type="application/json" id="widget-bootstrap">${scriptJson(bootstrap)}</script>
+<script src="/widget/assets/widget.js?v=${assets.widgetJs}" defer></script>
+</head>
+<body>
+<div class="widget">
+  <header class="widget-header">
+    <span class="brand">${logo}<span class="brand-name">${name}</span></span>
+    <button type="button" class="icon-button" id="widget-close" aria-label="Close this window" hidden>
+      <svg aria-hidden="true" focusable="false" width="20" height="20" viewBox="0 0 20 20"><path d="M5 5l10 10M15 5L5 15" stroke="currentColor" stroke-width="2" stroke-linecap="round"/></svg>
+    </button>
+  </header>
+  <main id="widget-main" class="widget-main">
+    <h1 tabindex="-1">${escapeHtml(title)}</h1>
+    ${bootstrap.error ? `<p>${escapeHtml(bootstrap.error.message)}</p>` : ''}
+    <noscript><p>This window needs JavaScript to connect your bank.</p></noscript>
+  </main>
+  <footer class="widget-footer">
+    <svg aria-hidden="true" focusable="false" width="14" height="14" viewBox="0 0 16 16"><path d="M4 7V5a4 4 0 118 0v2h1v8H3V7h1zm2 0h4V5a2 2 0 10-4 0v2z" fill="currentColor"/></svg>
+    <span>Encrypted. The app never sees your password.</span>
+  </footer>
+</div>
+</body>
+</html>
+`;
+}

@@ -1,0 +1,120 @@
+import { defineRoute, type JsonSchema } from '../api/route.js';
+import { BANK_IDS, PRODUCTS } from '../banks/institutions.js';
+import { linkPolicy } from '../links/routes.js';
+import { createWidgetToken, type WidgetTokenInput } from './widget-tokens.js';
+
+const nullableString = { type: ['string', 'null'] };
+
+export const widgetComponents: Record<string, JsonSchema> = {
+  WidgetToken: {
+    type: 'object',
+    additionalProperties: false,
+    required: [
+      'object',
+      'id',
+      'token',
+      'expires_at',
+      'intent',
+      'product',
+      'institution_id',
+      'username_prefill',
+      'external_user_id',
+      'link_id',
+      'connection_limit',
+      'widget_url',
+      'created_at',
+      'mode',
+    ],
+    properties: {
+      object: { const: 'widget_token' },
+      id: { type: 'string', pattern: '^wt_[0-9a-f]{8}$' },
+      token: {
+        type: 'string',
+        pattern: '^wt_[0-9a-f]{8}_sec_[0-9A-Za-z]{32}$',
+        description: 'Shown once; open the widget with it within expires_at (single use)',
+      },
+      expires_at: { type: 'string', format: 'date-time' },
+      intent: { enum: ['connect', 'reconnect'] },
+      product: { enum: PRODUCTS },
+      institution_id: { type: ['string', 'null'], enum: [...BANK_IDS, null] },
+      username_prefill: { ...nullableString, description: 'The RUT, formatted (12.345.678-5)' },
+      external_user_id: nullableString,
+      link_id: { type: ['string', 'null'], pattern: '^link_[0-9a-f]{16}$' },
+      connection_limit: { type: ['integer', 'null'], minimum: 1 },
+      widget_url: {
+        type: 'string',
+        format: 'uri',
+        description: 'The hosted widget for this token; embed.js opens it with the page origin added',
+      },
+      created_at: { type: 'string', format: 'date-time' },
+      mode: { enum: ['live', 'test'] },
+    },
+  },
+};
+
+export const widgetTokenRoutes = [
+  defineRoute<Record<string, never>, WidgetTokenInput>({
+    method: 'post',
+    path: '/v1/widget_tokens',
+    operationId: 'createWidgetToken',
+    summary:
+      'Issue a single-use widget token (10 minutes) to open the hosted widget: connect a new bank, or reconnect an expired link',
+    tag: 'widget',
+    auth: ['secret_key', 'publishable_key'],
+    body: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        intent: {
+          enum: ['connect', 'reconnect'],
+          default: 'connect',
+          description: '`reconnect` needs `link_id` of an expired link',
+        },
+        product: { enum: PRODUCTS, default: 'movements', description: 'Banks offering it are listed' },
+        institution_id: {
+          type: 'string',
+          minLength: 1,
+          maxLength: 24,
+          description: `Preselect a bank: one of ${BANK_IDS.join(', ')}`,
+        },
+        username_prefill: {
+          type: 'string',
+          minLength: 1,
+          maxLength: 20,
+          description: "The user's RUT, shown in the form (with or without dots)",
+        },
+        external_user_id: { type: 'string', minLength: 1, maxLength: 255 },
+        link_id: {
+          type: 'string',
+          pattern: '^link_[0-9a-f]{16}$',
+          description: 'The expired link to reconnect',
+        },
+        connection_limit: {
+          type: 'integer',
+          minimum: 1,
+          maximum: 1000,
+          description: 'At most this many links for external_user_id; the widget refuses another',
+        },
+      },
+    },
+    responses: {
+      200: { description: 'The token (shown once)', schema: { $ref: '#/components/schemas/WidgetToken' } },
+      409: {
+        description: '`link_not_expired`: a reconnect names a link that is active',
+        schema: { $ref: '#/components/schemas/Error' },
+      },
+    },
+    async handler({ services, principal, body, now }) {
+      return {
+        body: await services.db.transaction((trx) =>
+          createWidgetToken(trx, principal, body, {
+            policy: linkPolicy(services),
+            ttlMs: services.config.widget.tokenTtlMinutes * 60_000,
+            baseUrl: services.config.api.baseUrl,
+            now,
+          }),
+        ),
+      };
+    },
+  }),
+];

@@ -1,0 +1,159 @@
+import { randomBytes } from 'node:crypto';
+import type { Knex } from 'knex';
+import type { Database } from '../db/database.js';
+import { isUniqueViolation } from '../db/errors.js';
+import { ApiError } from '../errors/api-error.js';
+import { INTENT_TOKEN, WIDGET_TOKEN } from '../auth/tokens.js';
+import { randomBase62 } from '../keys/key-format.js';
+import { sha256Hex } from '../secrets/secret-box.js';
+import type { LinkRow } from '../links/links.js';
+import type { IntentRow } from '../refresh/intents.js';
+import type { WidgetTokenRow } from './widget-tokens.js';
+
+export type SessionKind = 'connect' | 'reconnect' | 'mfa';
+
+export interface SessionRow {
+  id: string;
+  org_id: string;
+  mode: 'live' | 'test';
+  kind: SessionKind;
+  session_hash: string;
+  token_hash: string;
+  widget_token_id: string | null;
+  opener_origin: string;
+  bank_id: string | null;
+  link_id: string | null;
+  refresh_intent_id: string | null;
+  attempts: number;
+  last_error_code: string | null;
+  previous_expired_at: number | null;
+  expires_at: number;
+  finished_at: number | null;
+  created_at: number;
+  updated_at: number;
+}
+
+/** The header the widget page sends its session in: never a URL, never a cookie (see docs/widget.md). */
+export const SESSION_HEADER = 'X-Widget-Session';
+const SESSION_SECRET = /^wss_[0-9A-Za-z]{40}$/;
+
+export type OpenFailure =
+  'token_invalid' | 'token_consumed' | 'token_expired' | 'link_missing' | 'link_not_expired';
+
+export type OpenResult =
+  | { ok: true; session: SessionRow; secret: string; widgetToken: WidgetTokenRow | null }
+  | { ok: false; problem: OpenFailure };
+
+/**
+ * Opens the widget with a `wt_…` or `ri_…_sec_…` token: consumes the token and starts a session, in one
+ * transaction. A widget token is consumed by a conditional UPDATE (`consumed_at IS NULL AND expires_at >
+ * now`); both kinds are also held to one session each by the unique index on `widget_sessions.token_hash`,
+ * so two opens racing each other give one session and one "already used" page.
+ */
+export async function openSession(
+  db: Database,
+  token: string,
+  input: { origin: string; sessionTtlMs: number; now: number },
+): Promise<OpenResult> {
+  const tokenHash = sha256Hex(token);
+  const secret = `wss_${randomBase62(40)}`;
+  const base = {
+    id: `ws_${randomBytes(8).toString('hex')}`,
+    session_hash: sha256Hex(secret),
+    token_hash: tokenHash,
+    opener_origin: input.origin,
+    attempts: 0,
+    last_error_code: null,
+    previous_expired_at: null,
+    expires_at: input.now + input.sessionTtlMs,
+    finished_at: null,
+    created_at: input.now,
+    updated_at: input.now,
+  };
+  try {
+    return await db.transaction(async (trx): Promise<OpenResult> => {
+      if (WIDGET_TOKEN.test(token)) {
+        const consumed = await trx('widget_tokens')
+          .where({ token_hash: tokenHash })
+          .whereNull('consumed_at')
+          .where('expires_at', '>', input.now)
+          .update({ consumed_at: input.now });
+        const row: WidgetTokenRow | undefined = await trx('widget_tokens')
+          .where({ token_hash: tokenHash })
+          .first();
+        if (consumed !== 1 || !row) {
+          if (!row) return { ok: false, problem: 'token_invalid' };
+          return { ok: false, problem: row.consumed_at !== null ? 'token_consumed' : 'token_expired' };
+        }
+        let linkId: string | null = null;
+        if (row.intent === 'reconnect') {
+          const link: LinkRow | undefined = await trx('links').where({ id: row.link_id }).first();
+          if (!link) return { ok: false, problem: 'link_missing' };
+          if (link.status !== 'expired') return { ok: false, problem: 'link_not_expired' };
+          linkId = link.id;
+        }
+        const session: SessionRow = {
+          ...base,
+          org_id: row.org_id,
+          mode: row.mode,
+          kind: row.intent,
+          widget_token_id: row.id,
+          bank_id: row.institution_id,
+          link_id: linkId,
+          refresh_intent_id: null,
+        };
+        await trx('widget_sessions').insert(session);
+        return { ok: true, session, secret, widgetToken: row };
+      }
+      if (INTENT_TOKEN.test(token)) {
+        if (await trx('widget_sessions').where({ token_hash: tokenHash }).first('id'))
+          return { ok: false, problem: 'token_consumed' };
+        const intent: IntentRow | undefined = await trx('refresh_intents')
+          .where({ mfa_token_hash: tokenHash })
+          .first();
+        if (!intent || intent.status !== 'requires_mfa') return { ok: false, problem: 'token_invalid' };
+        if (intent.mfa_expires_at === null || intent.mfa_expires_at <= input.now)
+          return { ok: false, problem: 'token_expired' };
+        const link: LinkRow | undefined = await trx('links').where({ id: intent.link_id }).first();
+        if (!link) return { ok: false, problem: 'link_missing' };
+        const session: SessionRow = {
+          ...base,
+          org_id: intent.org_id,
+          mode: intent.mode,
+          kind: 'mfa',
+          widget_token_id: null,
+          bank_id: link.bank_id,
+          link_id: link.id,
+          refresh_intent_id: intent.id,
+        };
+        await trx('widget_sessions').insert(session);
+        return { ok: true, session, secret, widgetToken: null };
+      }
+      return { ok: false, problem: 'token_invalid' };
+    });
+  } catch (error) {
+    if (isUniqueViolation(error)) return { ok: false, problem: 'token_consumed' };
+    throw error;
+  }
+}
+
+export function sessionError(message: string): ApiError {
+  return new ApiError(401, 'authentication_error', 'widget_session_invalid', message);
+}
+
+/** The session named by the `X-Widget-Session` header, if it exists and has not expired. */
+export async function authenticateSession(
+  db: Knex,
+  header: string | undefined,
+  now: number,
+): Promise<SessionRow> {
+  if (!header || !SESSION_SECRET.test(header))
+    throw sessionError(`Send the widget session in the ${SESSION_HEADER} header.`);
+  const row: SessionRow | undefined = await db('widget_sessions')
+    .where({ session_hash: sha256Hex(header) })
+    .first();
+  if (!row) throw sessionError('This widget session does not exist.');
+  if (row.expires_at <= now)
+    throw sessionError('This widget session has ended. Go back to the app and open the widget again.');
+  return row;
+}

@@ -1,0 +1,701 @@
+/* global window, document, fetch, clearTimeout, Node */
+/*
+ * The hosted widget's page script: plain JavaScript, no framework, no CDN. It starts from the JSON the
+ * server put in #widget-bootstrap, talks to /widget/api/* with its session in the X-Widget-Session header,
+ * and reports to the page that opened it with postMessage, to that page's origin only.
+ */
+(function () {
+  'use strict';
+
+  const boot = JSON.parse(document.getElementById('widget-bootstrap').textContent);
+  const main = document.getElementById('widget-main');
+  const closeButton = document.getElementById('widget-close');
+  const opener = window.parent !== window ? window.parent : window.opener;
+  const embedded = Boolean(opener && boot.opener_origin);
+  const banksById = new Map(boot.banks.map((bank) => [bank.id, bank]));
+
+  const state = {
+    screen: null,
+    bank: boot.bank_id
+      ? banksById.get(boot.bank_id) || { id: boot.bank_id, name: boot.bank_id, holder_types: ['individual'] }
+      : null,
+    holderType: boot.holder_type || 'individual',
+    rut: boot.username_prefill || '',
+    rutEmpresa: '',
+    pollTimer: null,
+    busy: false,
+    finishing: false,
+    lastError: null,
+  };
+
+  // ---- RUT: 12.345.678-5, modulo-11 check digit ----
+
+  function cleanRut(value) {
+    return value
+      .toUpperCase()
+      .replace(/[^0-9K]/g, '')
+      .replace(/K(?=.)/g, '')
+      .slice(0, 9);
+  }
+
+  function formatRut(value) {
+    const compact = cleanRut(value);
+    if (compact.length < 2) return compact;
+    return compact.slice(0, -1).replace(/\B(?=(\d{3})+(?!\d))/g, '.') + '-' + compact.slice(-1);
+  }
+
+  function checkDigit(body) {
+    let sum = 0;
+    let factor = 2;
+    for (let i = body.length - 1; i >= 0; i--) {
+      sum += Number(body[i]) * factor;
+      factor = factor === 7 ? 2 : factor + 1;
+    }
+    const rest = 11 - (sum % 11);
+    return rest === 11 ? '0' : rest === 10 ? 'K' : String(rest);
+  }
+
+  /** 'short' until there is a body and a check digit, then 'valid' or 'invalid'. */
+  function rutStatus(value) {
+    const compact = cleanRut(value);
+    if (compact.length < 2) return 'short';
+    const body = compact.slice(0, -1);
+    if (!/^\d+$/.test(body)) return 'invalid';
+    return checkDigit(body) === compact.slice(-1) ? 'valid' : 'invalid';
+  }
+
+  /** Reformats as the person types, keeping the caret after the same digit. */
+  function reformat(input) {
+    const before = input.value;
+    const caret = input.selectionStart === null ? before.length : input.selectionStart;
+    const significant = cleanRut(before.slice(0, caret)).length;
+    const after = formatRut(before);
+    if (after === before) return;
+    input.value = after;
+    let position = 0;
+    let seen = 0;
+    while (position < after.length && seen < significant) {
+      if (/[0-9K]/.test(after[position])) seen++;
+      position++;
+    }
+    input.setSelectionRange(position, position);
+  }
+
+  // ---- DOM helpers ----
+
+  function h(tag, attributes, ...children) {
+    const element = document.createElement(tag);
+    for (const [name, value] of Object.entries(attributes || {})) {
+      if (value === false || value === null || value === undefined) continue;
+      if (name.startsWith('on')) element.addEventListener(name.slice(2), value);
+      else if (name === 'className') element.className = value;
+      else if (name === 'value') element.value = value;
+      else element.setAttribute(name, value === true ? '' : String(value));
+    }
+    for (const child of children.flat()) {
+      if (child === null || child === undefined || child === false) continue;
+      element.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    }
+    return element;
+  }
+
+  function heading(text) {
+    return h('h1', { tabindex: '-1' }, text);
+  }
+
+  function button(text, onclick, secondary) {
+    return h(
+      'button',
+      { type: 'button', className: secondary ? 'button button-secondary' : 'button', onclick },
+      text,
+    );
+  }
+
+  function art(kind) {
+    const ok = kind === 'ok';
+    const svg = document.createElementNS('http://www.w3.org/2000/svg', 'svg');
+    svg.setAttribute('width', '32');
+    svg.setAttribute('height', '32');
+    svg.setAttribute('viewBox', '0 0 24 24');
+    svg.setAttribute('aria-hidden', 'true');
+    svg.setAttribute('focusable', 'false');
+    const path = document.createElementNS('http://www.w3.org/2000/svg', 'path');
+    path.setAttribute('d', ok ? 'M5 12.5l4.5 4.5L19 7.5' : 'M12 7v6m0 4h.01');
+    path.setAttribute('stroke', 'currentColor');
+    path.setAttribute('stroke-width', '2.5');
+    path.setAttribute('stroke-linecap', 'round');
+    path.setAttribute('stroke-linejoin', 'round');
+    path.setAttribute('fill', 'none');
+    svg.append(path);
+    return h(
+      'div',
+      { className: 'status-art' },
+      h('span', { className: 'art-circle ' + (ok ? 'art-ok' : 'art-error') }, svg),
+    );
+  }
+
+  /** Replaces the screen and moves focus to its heading (or a field), so screen readers announce it. */
+  function show(name, children, focus) {
+    stopPolling();
+    state.screen = name;
+    state.busy = false;
+    main.replaceChildren(...children);
+    main.setAttribute('data-screen', name);
+    const target = focus || main.querySelector('h1');
+    if (target) target.focus();
+  }
+
+  function bankName() {
+    return state.bank ? state.bank.name : 'your bank';
+  }
+
+  function normalise(text) {
+    return text
+      .normalize('NFD')
+      .replace(/[\u0300-\u036f]/g, '')
+      .toLowerCase();
+  }
+
+  // ---- talking to the server and to the opener ----
+
+  async function api(method, path, body) {
+    let response;
+    try {
+      response = await fetch('/widget/api/' + path, {
+        method,
+        headers: Object.assign(
+          { 'X-Widget-Session': boot.session },
+          body ? { 'Content-Type': 'application/json' } : {},
+        ),
+        body: body ? JSON.stringify(body) : undefined,
+        credentials: 'omit',
+        cache: 'no-store',
+      });
+    } catch {
+      throw Object.assign(
+        new Error('The connection to the server was lost. Check your internet and try again.'),
+        {
+          code: 'network_error',
+        },
+      );
+    }
+    const data = await response.json().catch(() => null);
+    if (!response.ok) {
+      const error = (data && data.error) || {};
+      throw Object.assign(new Error(error.message || 'The request failed.'), {
+        code: error.code || 'server_error',
+        param: error.param,
+        status: response.status,
+      });
+    }
+    return data;
+  }
+
+  function post(message) {
+    if (embedded) opener.postMessage(message, boot.opener_origin);
+  }
+
+  function exit(reason, errorCode) {
+    stopPolling();
+    post({ type: 'exit', reason, error_code: errorCode || null });
+  }
+
+  function stopPolling() {
+    if (state.pollTimer !== null) clearTimeout(state.pollTimer);
+    state.pollTimer = null;
+  }
+
+  function startPolling(delay) {
+    stopPolling();
+    state.pollTimer = setTimeout(poll, delay || boot.poll_interval_ms);
+  }
+
+  async function poll() {
+    state.pollTimer = null;
+    let status;
+    try {
+      status = await api('GET', 'status');
+    } catch (error) {
+      if (error.code === 'widget_session_invalid') return failure(sessionProblem(error));
+      return startPolling(boot.poll_interval_ms * 3);
+    }
+    handleStatus(status);
+  }
+
+  function handleStatus(status) {
+    switch (status.state) {
+      case 'in_progress':
+        if (state.screen === 'progress') setProgress(status.step);
+        else progress(status.step);
+        return startPolling();
+      case 'requires_mfa':
+        return mfa();
+      case 'succeeded':
+        return success(status);
+      case 'failed':
+        return failure(status.error);
+      case 'finished':
+        return done();
+      default:
+        return state.bank ? credentials() : picker();
+    }
+  }
+
+  function sessionProblem(error) {
+    return {
+      code: 'session_expired',
+      title: 'This window has timed out',
+      message: error.message,
+      retry: false,
+    };
+  }
+
+  // ---- screens ----
+
+  function picker() {
+    const list = h('ul', { className: 'bank-list', id: 'bank-list', 'aria-label': 'Banks' });
+    const empty = h('p', { className: 'empty', hidden: true }, 'No bank matches your search.');
+    const search = h('input', {
+      className: 'search',
+      id: 'bank-search',
+      type: 'search',
+      autocomplete: 'off',
+      spellcheck: 'false',
+      'aria-controls': 'bank-list',
+      'aria-describedby': 'bank-count',
+    });
+    const count = h('p', { id: 'bank-count', className: 'visually-hidden', 'aria-live': 'polite' });
+    search.addEventListener('input', () => {
+      const term = normalise(search.value.trim());
+      let shown = 0;
+      for (const item of list.children) {
+        const match = normalise(item.dataset.name).includes(term);
+        item.hidden = !match;
+        if (match) shown++;
+      }
+      empty.hidden = shown > 0;
+      count.textContent = shown === 1 ? '1 bank' : shown + ' banks';
+    });
+    for (const bank of boot.banks) {
+      const note =
+        bank.status === 'down' ? 'Having problems' : bank.status === 'degraded' ? 'May be slow' : null;
+      list.append(
+        h(
+          'li',
+          { 'data-name': bank.name },
+          h(
+            'button',
+            {
+              type: 'button',
+              className: 'bank',
+              'data-bank': bank.id,
+              onclick: () => {
+                state.bank = bank;
+                state.holderType = bank.holder_types[0];
+                credentials();
+              },
+            },
+            h(
+              'span',
+              { className: 'bank-badge', 'aria-hidden': 'true' },
+              bank.name.replace(/^Banco (de )?/, '')[0],
+            ),
+            h('span', { className: 'bank-name' }, bank.name),
+            note ? h('span', { className: 'bank-note' }, note) : null,
+          ),
+        ),
+      );
+    }
+    show('picker', [
+      heading('Select your bank'),
+      h('p', { className: 'lead' }, 'Choose the bank where you have your accounts.'),
+      h('div', { className: 'field' }, h('label', { for: 'bank-search' }, 'Search banks'), search),
+      count,
+      list,
+      empty,
+    ]);
+  }
+
+  function rutField(id, labelText, initial, autocomplete) {
+    const message = h('p', { id: id + '-message', className: 'message', 'aria-live': 'polite' });
+    const input = h('input', {
+      id,
+      name: id,
+      type: 'text',
+      inputmode: 'text',
+      autocomplete,
+      autocapitalize: 'characters',
+      spellcheck: 'false',
+      maxlength: '12',
+      required: true,
+      'aria-describedby': id + '-hint ' + id + '-message',
+      value: formatRut(initial),
+    });
+    let touched = false;
+    function say(text, kind) {
+      message.textContent = text;
+      message.className = 'message' + (kind ? ' message-' + kind : '');
+      input.setAttribute('aria-invalid', kind === 'error' ? 'true' : 'false');
+    }
+    /** As typed: valid at once; a wrong check digit once the RUT is complete or the field was left. */
+    function check(final) {
+      const status = rutStatus(input.value);
+      const complete = cleanRut(input.value).length >= 9;
+      if (status === 'valid') say('Valid RUT', 'ok');
+      else if (status === 'invalid' && (complete || touched || final))
+        say('The check digit does not match. Check the RUT.', 'error');
+      else if (final) say('Enter the RUT, for example 12.345.678-5.', 'error');
+      else say('', null);
+      return status === 'valid';
+    }
+    input.addEventListener('input', () => {
+      reformat(input);
+      check(false);
+    });
+    input.addEventListener('blur', () => {
+      if (input.value !== '') touched = true;
+      check(false);
+    });
+    if (initial) check(false);
+    const element = h(
+      'div',
+      { className: 'field' },
+      h('label', { for: id }, labelText),
+      input,
+      h('p', { id: id + '-hint', className: 'hint' }, 'For example 12.345.678-5'),
+      message,
+    );
+    return { element, input, check };
+  }
+
+  function credentials(alertText) {
+    const bank = state.bank;
+    const reconnect = boot.kind === 'reconnect';
+    const canChooseHolder = !reconnect && bank.holder_types.length > 1;
+    const rut = rutField('rut', 'RUT', state.rut, 'username');
+    const company = rutField('rut-empresa', 'Company RUT', state.rutEmpresa, 'off');
+    company.element.hidden = state.holderType !== 'business';
+    rut.input.addEventListener('input', () => (state.rut = rut.input.value));
+    company.input.addEventListener('input', () => (state.rutEmpresa = company.input.value));
+
+    const password = h('input', {
+      id: 'password',
+      name: 'password',
+      type: 'password',
+      autocomplete: 'current-password',
+      spellcheck: 'false',
+      required: true,
+      'aria-describedby': 'password-message',
+    });
+    const passwordMessage = h('p', { id: 'password-message', className: 'message', 'aria-live': 'polite' });
+    const toggle = h('button', {
+      type: 'button',
+      className: 'button button-secondary',
+      'aria-controls': 'password',
+      'aria-pressed': 'false',
+      'aria-label': 'Show password',
+    });
+    toggle.textContent = 'Show';
+    toggle.addEventListener('click', () => {
+      const showing = password.type === 'text';
+      password.type = showing ? 'password' : 'text';
+      toggle.textContent = showing ? 'Show' : 'Hide';
+      toggle.setAttribute('aria-pressed', showing ? 'false' : 'true');
+    });
+
+    const holderChoice = canChooseHolder
+      ? h(
+          'fieldset',
+          {},
+          h('legend', {}, 'Account type'),
+          h(
+            'div',
+            { className: 'choices' },
+            ['individual', 'business'].map((value) =>
+              h(
+                'label',
+                { className: 'choice' },
+                h('input', {
+                  type: 'radio',
+                  name: 'holder_type',
+                  value,
+                  checked: state.holderType === value,
+                  onchange: () => {
+                    state.holderType = value;
+                    company.element.hidden = value !== 'business';
+                  },
+                }),
+                value === 'individual' ? 'Personal' : 'Business',
+              ),
+            ),
+          ),
+        )
+      : null;
+
+    const alert = h('p', { className: 'form-alert', role: 'alert', hidden: !alertText }, alertText || '');
+    const submit = h('button', { type: 'submit', className: 'button' }, reconnect ? 'Reconnect' : 'Connect');
+    const actions = h('div', { className: 'actions' }, submit);
+    if (boot.kind === 'connect' && !boot.bank_id)
+      actions.append(button('Choose another bank', () => picker(), true));
+
+    const form = h(
+      'form',
+      { novalidate: true, 'aria-describedby': 'consent' },
+      holderChoice,
+      rut.element,
+      company.element,
+      h(
+        'div',
+        { className: 'field' },
+        h('label', { for: 'password' }, 'Password'),
+        h('div', { className: 'password-row' }, password, toggle),
+        passwordMessage,
+      ),
+      alert,
+      h('p', { id: 'consent', className: 'consent' }, boot.consent),
+      actions,
+    );
+    form.addEventListener('submit', async (event) => {
+      event.preventDefault();
+      if (state.busy) return;
+      const business = state.holderType === 'business';
+      const rutOk = rut.check(true);
+      const companyOk = !business || company.check(true);
+      const passwordOk = password.value.length > 0;
+      passwordMessage.textContent = passwordOk ? '' : 'Enter your password.';
+      passwordMessage.className = passwordOk ? 'message' : 'message message-error';
+      password.setAttribute('aria-invalid', passwordOk ? 'false' : 'true');
+      if (!rutOk) return rut.input.focus();
+      if (!companyOk) return company.input.focus();
+      if (!passwordOk) return password.focus();
+      state.busy = true;
+      submit.setAttribute('aria-disabled', 'true');
+      submit.textContent = reconnect ? 'Reconnecting…' : 'Connecting…';
+      try {
+        const status = await api('POST', 'credentials', {
+          ...(boot.kind === 'connect' ? { bank_id: bank.id, holder_type: state.holderType } : {}),
+          rut: rut.input.value,
+          password: password.value,
+          ...(business ? { rut_empresa: company.input.value } : {}),
+        });
+        handleStatus(status);
+      } catch (error) {
+        state.busy = false;
+        submit.removeAttribute('aria-disabled');
+        submit.textContent = reconnect ? 'Reconnect' : 'Connect';
+        if (error.status === 400 || error.code === 'network_error') {
+          alert.textContent = error.message;
+          alert.hidden = false;
+          return;
+        }
+        failure({
+          code: error.code,
+          title: 'The connection could not start',
+          message: error.message,
+          retry: false,
+        });
+      }
+    });
+
+    const intro = reconnect
+      ? 'Your connection to ' + bank.name + ' stopped working. Log in again to reconnect it.'
+      : 'Log in with the RUT and password you use for ' + bank.name + ' online banking.';
+    show(
+      'credentials',
+      [
+        heading((reconnect ? 'Reconnect ' : 'Log in to ') + bank.name),
+        h('p', { className: 'lead' }, intro),
+        form,
+      ],
+      state.rut ? password : rut.input,
+    );
+  }
+
+  const STEP_TEXT = {
+    queued: () => 'Contacting ' + bankName() + '…',
+    syncing: () => 'Logging in to ' + bankName() + ' and reading your accounts…',
+    verifying: () => 'Checking the verification code…',
+  };
+
+  function setProgress(step) {
+    const status = main.querySelector('#progress-status');
+    const text = (STEP_TEXT[step] || STEP_TEXT.queued)();
+    if (status && status.textContent !== text) status.textContent = text;
+  }
+
+  function progress(step) {
+    const title =
+      boot.kind === 'mfa'
+        ? 'Updating your accounts'
+        : (boot.kind === 'reconnect' ? 'Reconnecting to ' : 'Connecting to ') + bankName();
+    show('progress', [
+      heading(title),
+      h('div', { className: 'status-art', 'aria-hidden': 'true' }, h('div', { className: 'spinner' })),
+      h(
+        'p',
+        { id: 'progress-status', className: 'lead centered', role: 'status', 'aria-live': 'polite' },
+        (STEP_TEXT[step] || STEP_TEXT.queued)(),
+      ),
+      h('p', { className: 'hint centered' }, 'This can take up to a minute. Keep this window open.'),
+    ]);
+  }
+
+  function mfa() {
+    const input = h('input', {
+      id: 'mfa-code',
+      name: 'code',
+      type: 'text',
+      inputmode: 'numeric',
+      autocomplete: 'one-time-code',
+      maxlength: '12',
+      spellcheck: 'false',
+      required: true,
+      'aria-describedby': 'mfa-hint mfa-message',
+    });
+    const message = h('p', { id: 'mfa-message', className: 'message', 'aria-live': 'polite' });
+    const submit = h('button', { type: 'submit', className: 'button' }, 'Verify');
+    const form = h(
+      'form',
+      { novalidate: true },
+      h(
+        'div',
+        { className: 'field' },
+        h('label', { for: 'mfa-code' }, 'Verification code'),
+        input,
+        h(
+          'p',
+          { id: 'mfa-hint', className: 'hint' },
+          'The code your bank sent by text message or shows in its app.',
+        ),
+        message,
+      ),
+      h('div', { className: 'actions' }, submit),
+    );
+    form.addEventListener('submit', async (event) => {
+      event.preventDefault();
+      if (state.busy) return;
+      const code = input.value.trim();
+      if (!/^[0-9A-Za-z]{4,12}$/.test(code)) {
+        message.textContent = 'Enter the code your bank sent you.';
+        message.className = 'message message-error';
+        input.setAttribute('aria-invalid', 'true');
+        return input.focus();
+      }
+      state.busy = true;
+      submit.setAttribute('aria-disabled', 'true');
+      submit.textContent = 'Verifying…';
+      try {
+        handleStatus(await api('POST', 'mfa', { code }));
+      } catch (error) {
+        state.busy = false;
+        submit.removeAttribute('aria-disabled');
+        submit.textContent = 'Verify';
+        if (error.status === 400 || error.code === 'network_error') {
+          message.textContent = error.message;
+          message.className = 'message message-error';
+          return;
+        }
+        failure({
+          code: error.code,
+          title: 'The code could not be sent',
+          message: error.message,
+          retry: false,
+        });
+      }
+    });
+    show(
+      'mfa',
+      [
+        heading('Enter your verification code'),
+        h('p', { className: 'lead' }, bankName() + ' asked for a second step to confirm it is you.'),
+        form,
+      ],
+      input,
+    );
+  }
+
+  function success(status) {
+    const title = boot.kind === 'mfa' ? 'Verified' : boot.kind === 'reconnect' ? 'Reconnected' : 'Connected';
+    const accounts = status.accounts_count === 1 ? '1 account' : status.accounts_count + ' accounts';
+    const text =
+      boot.kind === 'mfa'
+        ? 'Your accounts at ' + bankName() + ' are up to date.'
+        : 'We found ' +
+          accounts +
+          ' at ' +
+          bankName() +
+          (status.holder_name ? ' for ' + status.holder_name : '') +
+          '.';
+    const next = button(embedded ? 'Continue' : 'Finish', finish);
+    show('success', [
+      art('ok'),
+      h('div', { className: 'centered' }, heading(title), h('p', { className: 'lead' }, text)),
+      h('div', { className: 'actions' }, next),
+    ]);
+  }
+
+  async function finish() {
+    if (state.finishing) return;
+    state.finishing = true;
+    try {
+      const result = await api('POST', 'finish');
+      post(result);
+      done();
+    } catch (error) {
+      state.finishing = false;
+      if (error.code === 'already_finished') return done();
+      failure({ code: error.code, title: 'Something went wrong', message: error.message, retry: false });
+    }
+  }
+
+  function done() {
+    show('done', [
+      art('ok'),
+      h(
+        'div',
+        { className: 'centered' },
+        heading('All done'),
+        h('p', { className: 'lead' }, 'You can close this window and go back to the app.'),
+      ),
+    ]);
+  }
+
+  function failure(problem) {
+    state.lastError = problem;
+    const canRetry = problem.retry && boot.session && (boot.kind === 'connect' || boot.kind === 'reconnect');
+    const actions = h('div', { className: 'actions' });
+    if (canRetry) actions.append(button('Try again', () => credentials()));
+    if (embedded) actions.append(button('Close', () => exit('error', problem.code), canRetry));
+    show('error', [
+      art('error'),
+      h(
+        'div',
+        { className: 'centered' },
+        heading(problem.title),
+        h('p', { className: 'lead' }, problem.message),
+      ),
+      actions,
+    ]);
+  }
+
+  function close() {
+    if (state.screen === 'success') return finish();
+    if (state.screen === 'error') return exit('error', state.lastError && state.lastError.code);
+    exit(state.screen === 'done' ? 'done' : 'closed');
+  }
+
+  // ---- start ----
+
+  if (embedded) {
+    closeButton.hidden = false;
+    closeButton.addEventListener('click', close);
+    document.addEventListener('keydown', (event) => {
+      if (event.key === 'Escape') close();
+    });
+  }
+  post({ type: 'ready' });
+  if (boot.error) failure(boot.error);
+  else if (boot.status) handleStatus(boot.status);
+  else if (state.bank) credentials();
+  else picker();
+})();

@@ -1,0 +1,215 @@
+import { spawn } from 'node:child_process';
+import t from 'tap';
+import { forEachEngine, freshDatabase, linkBody } from '../helpers/harness.js';
+import {
+  CLI_ENTRY,
+  REPO_ROOT,
+  cliEnv,
+  installArgs,
+  killGroup,
+  runCli,
+  runCliJson,
+  startServe,
+  waitFor,
+  withDatabase,
+} from '../helpers/cli.js';
+import { independentlyVerified, startReceiver } from '../helpers/receiver.js';
+
+interface Outcome {
+  endpoint_id: string;
+  url: string;
+  delivery_id: string;
+  status: string;
+  attempts: number;
+  last_response_status: number | null;
+}
+
+forEachEngine(t, async (t, engine) => {
+  const database = await freshDatabase(t, engine);
+  const home = database.home;
+  const installed = await runCliJson<{ organisation: { id: string }; keys: { secret: string } }>(
+    t,
+    installArgs(engine, database.url),
+    { home },
+  );
+  const sk = installed.keys.secret;
+  // Three attempts 0.3 s apart, so a failing receiver is `failed` within a second.
+  const serve = await startServe(t, {
+    home,
+    args: ['--roles', 'api,dispatcher'],
+    env: {
+      SVC_DISPATCHER_RETRY_SCHEDULE_SECONDS: '[0, 0.3, 0.3]',
+      SVC_DISPATCHER_POLL_INTERVAL_MS: '100',
+      SVC_RATE_LIMITS_RESOURCE_WRITE_BURST: '1000',
+      SVC_RATE_LIMITS_RESOURCE_WRITE_PER_MINUTE: '1000',
+    },
+  });
+  const good = await startReceiver(t);
+  const bad = await startReceiver(t, (_request, response) => {
+    response.writeHead(500);
+    response.end('no');
+  });
+  const createEndpoint = async (url: string, events: string[]) =>
+    (await serve.request('POST', '/v1/webhook_endpoints', { key: sk, body: { url, enabled_events: events } })).body as {
+      id: string;
+      secret: string;
+    };
+  const goodHook = await createEndpoint(good.url, ['link.expired', 'refresh_intent.succeeded']);
+  const badHook = await createEndpoint(bad.url, ['link.expired']);
+  const link = (await serve.request('POST', '/v1/links', { key: sk, body: linkBody() })).body.id as string;
+  const audit = (action: string) =>
+    withDatabase(database.url, (db) => db.knex('audit_log').where({ action }).orderBy('created_at'));
+
+  let firedEvent = '';
+  t.test('svc sandbox fire waits for and prints each endpoint outcome', async (t) => {
+    const result = await runCliJson<{ event: { id: string; type: string }; deliveries: Outcome[]; complete: boolean }>(
+      t,
+      ['sandbox', 'fire', 'link.expired', '--link', link],
+      { home },
+    );
+    firedEvent = result.event.id;
+    t.match(result.event, { object: 'event', type: 'link.expired', mode: 'test', data: { id: link, status: 'expired' } });
+    t.equal(result.complete, true);
+    const byEndpoint = new Map(result.deliveries.map((d) => [d.endpoint_id, d]));
+    t.match(byEndpoint.get(goodHook.id), { status: 'succeeded', attempts: 1, last_response_status: 200, url: good.url });
+    t.match(byEndpoint.get(badHook.id), { attempts: 1, last_response_status: 500 });
+    const got = good.received.find((r) => r.event.id === result.event.id)!;
+    t.ok(got, 'the receiver got it');
+    t.equal(independentlyVerified(got.body, got.headers['svc-signature'], goodHook.secret), 1);
+    t.equal((await audit('sandbox.fire')).length, 1, 'audited');
+
+    const human = await runCli(['sandbox', 'fire', 'refresh_intent.succeeded', '--link', link], { home });
+    t.equal(human.code, 0);
+    t.match(human.stdout, new RegExp(`${goodHook.id}\\s+${good.url.replace(/[.]/g, '\\.')}\\s+succeeded \\(1 attempt, HTTP 200\\)`));
+
+    const unknownType = await runCli(['sandbox', 'fire', 'link.exploded', '--link', link, '--json'], { home });
+    t.not(unknownType.code, 0);
+    t.match(JSON.parse(unknownType.stdout), { error: { code: 'parameter_invalid' } });
+    const unknownLink = await runCli(['sandbox', 'fire', 'link.created', '--link', 'link_0000000000000000', '--json'], {
+      home,
+    });
+    t.equal(unknownLink.code, 4, 'exit 4: not found');
+    t.match(JSON.parse(unknownLink.stdout), { error: { code: 'resource_missing' } });
+  });
+
+  t.test('svc webhooks deliveries filters by status, event and endpoint', async (t) => {
+    const failed = await waitFor(async () => {
+      const rows = await runCliJson<{ id: string; event_id: string; status: string }[]>(
+        t,
+        ['webhooks', 'deliveries', '--status', 'failed'],
+        { home },
+      );
+      return rows.some((row) => row.event_id === firedEvent) ? rows : undefined;
+    }, 15_000, 300);
+    t.ok(failed, 'the 500 delivery ends failed after its three attempts');
+    t.ok(failed!.every((row) => row.status === 'failed'));
+    const byEvent = await runCliJson<{ endpoint_id: string }[]>(t, ['webhooks', 'deliveries', '--event', firedEvent], {
+      home,
+    });
+    t.same(byEvent.map((d) => d.endpoint_id).sort(), [goodHook.id, badHook.id].sort());
+    const byEndpoint = await runCliJson<{ endpoint_id: string; attempts: number; org_id: string }[]>(
+      t,
+      ['webhooks', 'deliveries', '--endpoint', badHook.id],
+      { home },
+    );
+    t.ok(byEndpoint.length >= 1 && byEndpoint.every((d) => d.endpoint_id === badHook.id));
+    t.equal(byEndpoint[0]!.org_id, installed.organisation.id);
+    const human = await runCli(['webhooks', 'deliveries', '--status', 'failed'], { home });
+    t.match(human.stdout, /failed\s+3 attempt\(s\) HTTP 500\s+HTTP 500/);
+  });
+
+  t.test('svc webhooks redeliver starts a new series; the receiver gets one more attempt', async (t) => {
+    const [failed] = await runCliJson<{ id: string }[]>(
+      t,
+      ['webhooks', 'deliveries', '--status', 'failed', '--event', firedEvent],
+      { home },
+    );
+    const before = bad.received.filter((r) => r.event.id === firedEvent).length;
+    t.equal(before, 3);
+    const created = await runCliJson<{ id: string; status: string; event_id: string }>(
+      t,
+      ['webhooks', 'redeliver', failed!.id],
+      { home },
+    );
+    t.match(created, { object: 'webhook_delivery', status: 'pending', attempts: 0, event_id: firedEvent });
+    t.not(created.id, failed!.id);
+    t.ok(
+      await waitFor(async () => (bad.received.filter((r) => r.event.id === firedEvent).length > before ? true : undefined), 10_000),
+      'one more attempt arrived',
+    );
+    const [entry] = await audit('webhook_delivery.redeliver');
+    t.match(entry, { target_id: failed!.id, org_id: installed.organisation.id });
+    const missing = await runCli(['webhooks', 'redeliver', 'wd_0000000000000000', '--json'], { home });
+    t.equal(missing.code, 4);
+  });
+
+  t.test('svc webhooks endpoints lists every endpoint without secrets', async (t) => {
+    const result = await runCli(['webhooks', 'endpoints', '--json'], { home });
+    const listed = JSON.parse(result.stdout) as { id: string; org_id: string; url: string }[];
+    t.same(listed.map((e) => e.id).sort(), [goodHook.id, badHook.id].sort());
+    t.notOk(result.stdout.includes('whsec_'), 'no secret printed');
+    const other = await runCliJson<unknown[]>(t, ['webhooks', 'endpoints', '--org', 'org_0000000000000000'], { home });
+    t.same(other, []);
+  });
+
+  t.test('svc webhooks listen forwards exact bodies and signatures, and removes its endpoint on SIGTERM', async (t) => {
+    const target = await startReceiver(t);
+    const child = spawn(
+      process.execPath,
+      [CLI_ENTRY, 'webhooks', 'listen', '--forward-to', target.url, '--events', 'account.created', '--json'],
+      { cwd: REPO_ROOT, env: cliEnv(home), stdio: ['ignore', 'pipe', 'pipe'], detached: true },
+    );
+    t.teardown(() => void killGroup(child.pid!, 'SIGKILL'));
+    const lines: Record<string, unknown>[] = [];
+    let buffer = '';
+    child.stdout!.on('data', (chunk: Buffer) => {
+      buffer += chunk.toString();
+      const parts = buffer.split('\n');
+      buffer = parts.pop()!;
+      for (const part of parts) if (part.trim()) lines.push(JSON.parse(part) as Record<string, unknown>);
+    });
+    let stderr = '';
+    child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+
+    const ready = await waitFor(async () => lines.find((l) => l.type === 'ready'), 15_000, 50);
+    t.ok(ready, `listen is ready ${stderr}`);
+    const endpointId = ready!.endpoint_id as string;
+    const secret = ready!.secret as string;
+    t.match(ready, { enabled_events: ['account.created'], url: /^http:\/\/127\.0\.0\.1:\d+\/$/ });
+    const row = await withDatabase(database.url, (db) => db.knex('webhook_endpoints').where({ id: endpointId }).first());
+    t.match(row, { mode: 'test', org_id: installed.organisation.id });
+
+    const fired = await serve.request('POST', '/v1/sandbox/events/fire', {
+      key: sk,
+      body: { type: 'account.created', link_id: link },
+    });
+    t.equal(fired.status, 200);
+    const [got] = await target.waitFor(1, 10_000);
+    t.equal(got!.event.id, fired.body.id);
+    t.equal(got!.headers['svc-event-id'], fired.body.id);
+    t.equal(got!.headers['content-type'], 'application/json');
+    t.equal(independentlyVerified(got!.body, got!.headers['svc-signature'], secret), 1, 'verifies with the printed secret');
+    const stored = await serve.request('GET', `/v1/events/${fired.body.id}`, { key: sk });
+    t.equal(got!.body, JSON.stringify(stored.body), 'the exact body');
+    const printed = await waitFor(async () => lines.find((l) => l.type === 'event'), 5000, 50);
+    t.match(printed, { type: 'event', event_id: fired.body.id, event_type: 'account.created', status: 200 });
+    const delivery = await waitFor(
+      () =>
+        withDatabase(database.url, async (db) => {
+          const d = await db.knex('webhook_deliveries').where({ endpoint_id: endpointId }).first();
+          return d?.status === 'succeeded' ? d : undefined;
+        }),
+      5000,
+    );
+    t.ok(delivery, "the dispatcher was answered with the receiver's 200");
+
+    child.kill('SIGTERM');
+    t.equal(await exited, 0, 'exits 0 on SIGTERM');
+    t.match(lines.at(-1), { type: 'stopped', endpoint_id: endpointId, endpoint_deleted: true, forwarded: 1 });
+    const gone = await withDatabase(database.url, (db) => db.knex('webhook_endpoints').where({ id: endpointId }).first());
+    t.equal(gone, undefined, 'the temporary endpoint is deleted');
+    t.equal((await audit('webhook_endpoint.create')).length, 1);
+    t.equal((await audit('webhook_endpoint.delete')).length, 1);
+  });
+});
