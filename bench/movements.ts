@@ -30,38 +30,34 @@ const NOW = Date.UTC(2026, 5, 15, 12);
 
 async function seed(db: Database, orgId: string): Promise<string> {
   const linkId = newId('link');
-  await db
-    .knex('links')
-    .insert({
-      id: linkId,
-      org_id: orgId,
-      mode: 'test',
-      bank_id: 'bancochile',
-      holder_type: 'individual',
-      status: 'active',
-      credentials_encrypted: 'x',
-      created_at: NOW,
-      updated_at: NOW,
-    });
+  await db.knex('links').insert({
+    id: linkId,
+    org_id: orgId,
+    mode: 'test',
+    bank_id: 'bancochile',
+    holder_type: 'individual',
+    status: 'active',
+    credentials_encrypted: 'x',
+    created_at: NOW,
+    updated_at: NOW,
+  });
   const accounts = [{ id: newId('acc'), size: BIG }];
   for (let n = BIG; n < TOTAL; n += PER_SMALL_ACCOUNT)
     accounts.push({ id: newId('acc'), size: Math.min(PER_SMALL_ACCOUNT, TOTAL - n) });
   let synced = NOW - 400 * 86_400_000;
   for (const [index, account] of accounts.entries()) {
-    await db
-      .knex('accounts')
-      .insert({
-        id: account.id,
-        org_id: orgId,
-        mode: 'test',
-        link_id: linkId,
-        bank_account_ref: `CC-${index}`,
-        name: 'Cuenta',
-        type: 'checking',
-        currency: 'CLP',
-        created_at: NOW,
-        updated_at: NOW,
-      });
+    await db.knex('accounts').insert({
+      id: account.id,
+      org_id: orgId,
+      mode: 'test',
+      link_id: linkId,
+      bank_account_ref: `CC-${index}`,
+      name: 'Cuenta',
+      type: 'checking',
+      currency: 'CLP',
+      created_at: NOW,
+      updated_at: NOW,
+    });
     const rows = Array.from({ length: account.size }, (_, i) => {
       const pending = i % 50 === 0;
       const status = i % 97 === 0 ? 'duplicated' : 'normal';

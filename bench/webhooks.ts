@@ -155,7 +155,13 @@ async function setUp(url: string, receiverUrl: string, overrides: Record<string,
     created_at: now,
     updated_at: now,
   });
-  return { db, services: { db, clock: systemClock, logger: silentLogger, secrets, config }, orgId, endpointId, secret };
+  return {
+    db,
+    services: { db, clock: systemClock, logger: silentLogger, secrets, config },
+    orgId,
+    endpointId,
+    secret,
+  };
 }
 
 function eventData(i: number) {
@@ -201,7 +207,11 @@ async function bareLoop(setup: Setup, receiverUrl: string): Promise<number> {
     .limit(DELIVERIES);
   const bodies = rows.map((row) => JSON.stringify(presentEvent(row)));
   const names = headerNames('svc');
-  const sender = new DeliverySender({ attemptTimeoutMs: 10_000, responseBytesKept: 2048, allowPrivateAddresses: false });
+  const sender = new DeliverySender({
+    attemptTimeoutMs: 10_000,
+    responseBytesKept: 2048,
+    allowPrivateAddresses: false,
+  });
   let next = 0;
   let failures = 0;
   const began = performance.now();
@@ -259,7 +269,14 @@ async function latency(setup: Setup, receiver: Receiver): Promise<{ p50: number;
     // Spaced out, so each event lands on an idle dispatcher at a random point of its poll cycle.
     await sleep(20 + Math.random() * 40);
     const event = await setup.db.transaction((trx) =>
-      emitEvent(trx, { orgId: setup.orgId, mode: 'test', type: 'link.refreshed', linkId: null, data: eventData(i), now: Date.now() }),
+      emitEvent(trx, {
+        orgId: setup.orgId,
+        mode: 'test',
+        type: 'link.refreshed',
+        linkId: null,
+        data: eventData(i),
+        now: Date.now(),
+      }),
     );
     committed.set(event.id, performance.timeOrigin + performance.now());
   }
@@ -269,7 +286,9 @@ async function latency(setup: Setup, receiver: Receiver): Promise<{ p50: number;
   await running;
   receiver.report(false);
   receiver.child.off('message', onMessage);
-  const delays = [...committed].map(([id, at]) => (arrivals.get(id) ?? Number.POSITIVE_INFINITY) - at).sort((a, b) => a - b);
+  const delays = [...committed]
+    .map(([id, at]) => (arrivals.get(id) ?? Number.POSITIVE_INFINITY) - at)
+    .sort((a, b) => a - b);
   const pick = (q: number) => delays[Math.min(delays.length - 1, Math.floor(q * delays.length))]!;
   return { p50: pick(0.5), p99: pick(0.99), max: delays[delays.length - 1]! };
 }
@@ -299,9 +318,13 @@ async function main(): Promise<void> {
         const woken = await latency(setup, receiver);
         await setup.db.close();
         const polled = await (async () => {
-          const quiet = await setUp(target.url.includes('sqlite') ? target.url.replace('svc.db', 'poll.db') : target.url, receiver.url, {
-            wakeOnCommit: false,
-          });
+          const quiet = await setUp(
+            target.url.includes('sqlite') ? target.url.replace('svc.db', 'poll.db') : target.url,
+            receiver.url,
+            {
+              wakeOnCommit: false,
+            },
+          );
           try {
             return await latency(quiet, receiver);
           } finally {

@@ -16,7 +16,10 @@ export default class SandboxFire extends BaseCommand {
   };
   static override flags = {
     link: Flags.string({ required: true, description: 'the test-mode link (link_…) the event is about' }),
-    wait: Flags.string({ default: '30s', description: 'how long to wait for the first attempts (0 = do not wait)' }),
+    wait: Flags.string({
+      default: '30s',
+      description: 'how long to wait for the first attempts (0 = do not wait)',
+    }),
   };
 
   async run(): Promise<{ event: EventRecord; deliveries: DeliveryOutcome[]; complete: boolean }> {

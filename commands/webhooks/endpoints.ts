@@ -3,7 +3,8 @@ import { BaseCommand } from '../../src/cli/base-command.js';
 import type { OperatorEndpoint } from '../../src/webhooks/operator.js';
 
 export default class WebhooksEndpoints extends BaseCommand {
-  static override summary = 'List webhook endpoints across organisations, newest first (secrets are never shown)';
+  static override summary =
+    'List webhook endpoints across organisations, newest first (secrets are never shown)';
   static override examples = [
     '<%= config.bin %> webhooks endpoints',
     '<%= config.bin %> webhooks endpoints --org org_0123456789abcdef --mode live --json',

@@ -63,7 +63,14 @@ With --json, one JSON object per line: {"type":"ready",…} with the endpoint an
           await deleteEndpoint(trx, principal, id).catch(() => undefined); // already deleted by hand
           await recordAudit(
             trx,
-            { orgId: principal.orgId, actor: this.actor(), action: 'webhook_endpoint.delete', targetType: 'webhook_endpoint', targetId: id, details: { temporary: true } },
+            {
+              orgId: principal.orgId,
+              actor: this.actor(),
+              action: 'webhook_endpoint.delete',
+              targetType: 'webhook_endpoint',
+              targetId: id,
+              details: { temporary: true },
+            },
             now,
           );
         });
@@ -110,7 +117,9 @@ With --json, one JSON object per line: {"type":"ready",…} with the endpoint an
           secret: created.secret,
         });
       } else {
-        this.log(`Ready: forwarding test-mode events of ${orgId} to ${flags['forward-to']} (Ctrl-C to stop).`);
+        this.log(
+          `Ready: forwarding test-mode events of ${orgId} to ${flags['forward-to']} (Ctrl-C to stop).`,
+        );
         this.log(`Temporary endpoint ${created.id}; your signing secret is ${created.secret}`);
       }
     } catch (error) {

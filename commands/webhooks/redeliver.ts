@@ -3,7 +3,8 @@ import { BaseCommand } from '../../src/cli/base-command.js';
 import type { WebhookDelivery } from '../../src/webhooks/deliveries.js';
 
 export default class WebhooksRedeliver extends BaseCommand {
-  static override summary = 'Send a delivery’s event to its endpoint again, as a new delivery with a fresh schedule';
+  static override summary =
+    'Send a delivery’s event to its endpoint again, as a new delivery with a fresh schedule';
   static override description =
     'The original delivery is left as it was; the new one is due at once and a running dispatcher sends it.';
   static override examples = ['<%= config.bin %> webhooks redeliver wd_0123456789abcdef'];
@@ -30,7 +31,11 @@ export default class WebhooksRedeliver extends BaseCommand {
             action: 'webhook_delivery.redeliver',
             targetType: 'webhook_delivery',
             targetId: args.deliveryId,
-            details: { new_delivery: created.id, event_id: created.event_id, endpoint_id: created.endpoint_id },
+            details: {
+              new_delivery: created.id,
+              event_id: created.event_id,
+              endpoint_id: created.endpoint_id,
+            },
           },
           now,
         );

@@ -46,14 +46,19 @@ export const deliveryComponents: Record<string, JsonSchema> = {
       attempts: { type: 'integer', minimum: 0, description: 'Attempts made so far in this series' },
       next_attempt_at: {
         ...nullableTime,
-        description: 'When the next attempt is due; null once the series ended, or while the endpoint is disabled',
+        description:
+          'When the next attempt is due; null once the series ended, or while the endpoint is disabled',
       },
       last_attempt_at: nullableTime,
       last_response_status: {
         type: ['integer', 'null'],
-        description: 'HTTP status of the last attempt; null when no response came (timeout, refused connection)',
+        description:
+          'HTTP status of the last attempt; null when no response came (timeout, refused connection)',
       },
-      last_error: { type: ['string', 'null'], description: 'Why the last attempt failed; null after a success' },
+      last_error: {
+        type: ['string', 'null'],
+        description: 'Why the last attempt failed; null after a success',
+      },
       created_at: { type: 'string', format: 'date-time' },
       mode: { enum: ['live', 'test'] },
       attempt_history: {
@@ -106,7 +111,11 @@ export const deliveryRoutes = [
       },
     },
     responses: {
-      200: { description: 'A page of deliveries', schema: { type: 'array', items: ref }, headers: ['pagination'] },
+      200: {
+        description: 'A page of deliveries',
+        schema: { type: 'array', items: ref },
+        headers: ['pagination'],
+      },
     },
     async handler({ services, principal, query, ctx }) {
       const { rows, total } = await listDeliveries(

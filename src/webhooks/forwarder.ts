@@ -41,7 +41,12 @@ export async function startForwarder(options: ForwarderOptions): Promise<Forward
     throw new Error(`--forward-to must be an http or https URL, got ${options.forwardTo}`);
   }
   const agent = new Agent({ maxRedirections: 0, connect: { timeout: options.timeoutMs } });
-  const pass = ['content-type', 'user-agent', options.headers.signature.toLowerCase(), options.headers.eventId.toLowerCase()];
+  const pass = [
+    'content-type',
+    'user-agent',
+    options.headers.signature.toLowerCase(),
+    options.headers.eventId.toLowerCase(),
+  ];
 
   const handle = async (incoming: IncomingMessage, response: ServerResponse) => {
     const chunks: Buffer[] = [];

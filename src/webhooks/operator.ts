@@ -32,7 +32,9 @@ export async function listAllEndpoints(
   db: Knex,
   filter: { orgId?: string; mode?: 'live' | 'test' },
 ): Promise<OperatorEndpoint[]> {
-  const query = db<WebhookEndpointRow>('webhook_endpoints').orderBy('created_at', 'desc').orderBy('id', 'desc');
+  const query = db<WebhookEndpointRow>('webhook_endpoints')
+    .orderBy('created_at', 'desc')
+    .orderBy('id', 'desc');
   if (filter.orgId) query.where('org_id', filter.orgId);
   if (filter.mode) query.where('mode', filter.mode);
   return (await query).map((row) => ({ ...presentEndpoint(row), org_id: row.org_id }));
@@ -94,6 +96,9 @@ export function describeOutcome(outcome: DeliveryOutcome): string {
   const attempts = `${outcome.attempts} attempt${outcome.attempts === 1 ? '' : 's'}`;
   const http = outcome.last_response_status !== null ? `, HTTP ${outcome.last_response_status}` : '';
   const error = outcome.status !== 'succeeded' && outcome.last_error ? `: ${outcome.last_error}` : '';
-  const next = outcome.status === 'pending' && outcome.next_attempt_at ? `; next attempt ${outcome.next_attempt_at}` : '';
+  const next =
+    outcome.status === 'pending' && outcome.next_attempt_at
+      ? `; next attempt ${outcome.next_attempt_at}`
+      : '';
   return `${outcome.endpoint_id}  ${outcome.url}  ${outcome.status} (${attempts}${http})${error}${next}`;
 }

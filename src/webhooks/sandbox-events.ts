@@ -126,7 +126,10 @@ async function sandboxData(
       return {
         ...base,
         // The form of a real one; it opens nothing, since no intent waits behind it.
-        requires_mfa: { widget_token: generateIntentToken(base.id), expires_at: toIso(now + MFA_TOKEN_TTL_MS) },
+        requires_mfa: {
+          widget_token: generateIntentToken(base.id),
+          expires_at: toIso(now + MFA_TOKEN_TTL_MS),
+        },
       };
     }
     case 'refresh_intent.succeeded':

@@ -7,7 +7,7 @@ export const sandboxEventRoutes = [
     path: '/v1/sandbox/events/fire',
     operationId: 'fireSandboxEvent',
     summary:
-      "Emit a realistic event of any catalogue type about a test link, to the test-mode endpoints only; the link does not change and no sync runs",
+      'Emit a realistic event of any catalogue type about a test link, to the test-mode endpoints only; the link does not change and no sync runs',
     tag: 'webhooks',
     auth: ['secret_key'],
     body: {

@@ -24,7 +24,10 @@ const BLOCKED = 'ERR_WEBHOOK_ADDRESS_BLOCKED';
 
 class BlockedAddressError extends Error {
   readonly code = BLOCKED;
-  constructor(readonly host: string, readonly address: string) {
+  constructor(
+    readonly host: string,
+    readonly address: string,
+  ) {
     super(`${host} resolves to ${address}, a private, loopback, link-local or metadata address`);
   }
 }
@@ -76,9 +79,7 @@ function agent(settings: SenderSettings, guarded: boolean): Agent {
     // A receiver that redirects is misconfigured, and following it would let a live endpoint bounce us to an
     // internal address: a 3xx is a failed attempt.
     maxRedirections: 0,
-    connect: guarded
-      ? guardedConnector(settings.attemptTimeoutMs)
-      : { timeout: settings.attemptTimeoutMs },
+    connect: guarded ? guardedConnector(settings.attemptTimeoutMs) : { timeout: settings.attemptTimeoutMs },
     headersTimeout: settings.attemptTimeoutMs,
     bodyTimeout: settings.attemptTimeoutMs,
     keepAliveTimeout: 4_000,
@@ -93,7 +94,10 @@ function causeOf(error: unknown): { code?: string; message: string } {
     current = current.cause as typeof current;
   }
   const top = error as { code?: unknown; message?: string };
-  return { code: typeof top?.code === 'string' ? top.code : undefined, message: top?.message ?? String(error) };
+  return {
+    code: typeof top?.code === 'string' ? top.code : undefined,
+    message: top?.message ?? String(error),
+  };
 }
 
 /**
@@ -166,7 +170,10 @@ export class DeliverySender {
 }
 
 /** The first `limit` bytes as text (no NUL: Postgres text refuses it); reading stops there. */
-async function readExcerpt(body: AsyncIterable<Buffer> & { destroy(): void }, limit: number): Promise<string> {
+async function readExcerpt(
+  body: AsyncIterable<Buffer> & { destroy(): void },
+  limit: number,
+): Promise<string> {
   const chunks: Buffer[] = [];
   let size = 0;
   if (limit === 0) {
@@ -180,8 +187,5 @@ async function readExcerpt(body: AsyncIterable<Buffer> & { destroy(): void }, li
     size += chunk.length;
     if (size >= limit) break;
   }
-  return Buffer.concat(chunks)
-    .subarray(0, limit)
-    .toString('utf8')
-    .replaceAll('\u0000', '');
+  return Buffer.concat(chunks).subarray(0, limit).toString('utf8').replaceAll('\u0000', '');
 }

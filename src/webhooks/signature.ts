@@ -22,9 +22,10 @@ export function signatureHeader(
   timestamp: number,
   rawBody: string | Uint8Array,
 ): string {
-  return [`t=${timestamp}`, ...secrets.map((secret) => `v1=${computeSignature(secret, timestamp, rawBody)}`)].join(
-    ',',
-  );
+  return [
+    `t=${timestamp}`,
+    ...secrets.map((secret) => `v1=${computeSignature(secret, timestamp, rawBody)}`),
+  ].join(',');
 }
 
 export interface ParsedSignature {
@@ -66,7 +67,8 @@ export function verifySignature(
   secret: string,
   options: VerifyOptions = {},
 ): boolean {
-  if (typeof header !== 'string' || header === '' || typeof secret !== 'string' || secret === '') return false;
+  if (typeof header !== 'string' || header === '' || typeof secret !== 'string' || secret === '')
+    return false;
   const { timestamp, signatures } = parseSignatureHeader(header);
   if (timestamp === null || signatures.length === 0) return false;
   const tolerance = options.toleranceSeconds ?? DEFAULT_TOLERANCE_SECONDS;

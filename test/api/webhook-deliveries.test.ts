@@ -2,7 +2,14 @@ import t from 'tap';
 import parseLinkHeader from 'parse-link-header';
 import { EVENT_TYPES } from '../../src/webhooks/event-types.js';
 import { Dispatcher } from '../../src/webhooks/dispatcher.js';
-import { createTenant, forEachEngine, linkBody, runSyncs, startTestApp, tableCounts } from '../helpers/harness.js';
+import {
+  createTenant,
+  forEachEngine,
+  linkBody,
+  runSyncs,
+  startTestApp,
+  tableCounts,
+} from '../helpers/harness.js';
 import { startReceiver } from '../helpers/receiver.js';
 
 const generous = {
@@ -54,7 +61,10 @@ forEachEngine(t, async (t, engine) => {
     response.end('down for maintenance');
   });
   const goodHook = (
-    await app.request('POST', '/v1/webhook_endpoints', { key: sk, body: { url: good.url, enabled_events: ['*'] } })
+    await app.request('POST', '/v1/webhook_endpoints', {
+      key: sk,
+      body: { url: good.url, enabled_events: ['*'] },
+    })
   ).body;
   const badHook = (
     await app.request('POST', '/v1/webhook_endpoints', {
@@ -69,41 +79,61 @@ forEachEngine(t, async (t, engine) => {
     })
   ).body;
 
-  t.test('sandbox firing: every catalogue type, with the catalogue data, to test-mode endpoints only', async (t) => {
-    const jobsBefore = Number((await app.db.knex('jobs').count({ n: '*' }))[0]?.n);
-    const linkBefore = await app.db.knex('links').where({ id: link.id }).first();
-    const account = await app.db.knex('accounts').where({ link_id: link.id }).orderBy('created_at').first();
-    for (const type of EVENT_TYPES) {
-      const response = await fire(type);
-      t.equal(response.status, 200, type);
-      t.match(response.body, { object: 'event', type, mode: 'test' });
-      t.match(response.body.id, /^evt_[0-9a-f]{16}$/);
-      t.same(Object.keys(response.body.data).sort(), [...CATALOGUE[type]!].sort(), `${type} data fields`);
-      if (type.startsWith('account.')) t.equal(response.body.data.id, account.id, "one of the link's accounts");
-      if (type.startsWith('refresh_intent.')) t.match(response.body.data.id, /^ri_[0-9a-f]{16}$/);
-      if (type !== 'link.created' && type.startsWith('link.')) t.equal(response.body.data.id, link.id);
-    }
-    const mfa = (await fire('refresh_intent.requires_mfa')).body.data;
-    t.match(mfa, { status: 'requires_mfa', requires_mfa: { widget_token: /^ri_[0-9a-f]{16}_sec_/ } });
-    t.ok(mfa.requires_mfa.widget_token.startsWith(`${mfa.id}_sec_`), 'the token names its intent');
-    t.equal(Number((await app.db.knex('jobs').count({ n: '*' }))[0]?.n), jobsBefore, 'no sync was queued');
-    t.same(await app.db.knex('links').where({ id: link.id }).first(), linkBefore, 'the link did not change');
-    const toLive = await app.db.knex('webhook_deliveries').where({ endpoint_id: liveHook.id });
-    t.same(toLive, [], 'the live-mode endpoint of the same organisation got nothing');
-    const listed = await app.request('GET', `/v1/events?link_id=${link.id}&type=link.deleted`, { key: sk });
-    t.equal(listed.body.length, 1, 'fired events are stored and listed like any other');
-  });
+  t.test(
+    'sandbox firing: every catalogue type, with the catalogue data, to test-mode endpoints only',
+    async (t) => {
+      const jobsBefore = Number((await app.db.knex('jobs').count({ n: '*' }))[0]?.n);
+      const linkBefore = await app.db.knex('links').where({ id: link.id }).first();
+      const account = await app.db.knex('accounts').where({ link_id: link.id }).orderBy('created_at').first();
+      for (const type of EVENT_TYPES) {
+        const response = await fire(type);
+        t.equal(response.status, 200, type);
+        t.match(response.body, { object: 'event', type, mode: 'test' });
+        t.match(response.body.id, /^evt_[0-9a-f]{16}$/);
+        t.same(Object.keys(response.body.data).sort(), [...CATALOGUE[type]!].sort(), `${type} data fields`);
+        if (type.startsWith('account.'))
+          t.equal(response.body.data.id, account.id, "one of the link's accounts");
+        if (type.startsWith('refresh_intent.')) t.match(response.body.data.id, /^ri_[0-9a-f]{16}$/);
+        if (type !== 'link.created' && type.startsWith('link.')) t.equal(response.body.data.id, link.id);
+      }
+      const mfa = (await fire('refresh_intent.requires_mfa')).body.data;
+      t.match(mfa, { status: 'requires_mfa', requires_mfa: { widget_token: /^ri_[0-9a-f]{16}_sec_/ } });
+      t.ok(mfa.requires_mfa.widget_token.startsWith(`${mfa.id}_sec_`), 'the token names its intent');
+      t.equal(Number((await app.db.knex('jobs').count({ n: '*' }))[0]?.n), jobsBefore, 'no sync was queued');
+      t.same(
+        await app.db.knex('links').where({ id: link.id }).first(),
+        linkBefore,
+        'the link did not change',
+      );
+      const toLive = await app.db.knex('webhook_deliveries').where({ endpoint_id: liveHook.id });
+      t.same(toLive, [], 'the live-mode endpoint of the same organisation got nothing');
+      const listed = await app.request('GET', `/v1/events?link_id=${link.id}&type=link.deleted`, { key: sk });
+      t.equal(listed.body.length, 1, 'fired events are stored and listed like any other');
+    },
+  );
 
   t.test('sandbox firing refuses live keys, unknown types and links, and writes nothing', async (t) => {
     const cases: [string, unknown, number, string, string | undefined][] = [
       [live, { type: 'link.created', link_id: link.id }, 403, 'wrong_mode', undefined],
       [sk, { type: 'link.exploded', link_id: link.id }, 400, 'parameter_invalid', 'type'],
       [sk, { type: 'link.created', link_id: 'link_0000000000000000' }, 404, 'resource_missing', undefined],
-      [other.keys.sk_test.secret, { type: 'link.created', link_id: link.id }, 404, 'resource_missing', undefined],
+      [
+        other.keys.sk_test.secret,
+        { type: 'link.created', link_id: link.id },
+        404,
+        'resource_missing',
+        undefined,
+      ],
       [sk, { type: 'link.created' }, 400, 'parameter_missing', 'link_id'],
       [sk, { link_id: link.id }, 400, 'parameter_missing', 'type'],
       [sk, { type: 'link.created', link_id: 'nope' }, 400, 'parameter_invalid', 'link_id'],
-      [tenant.keys.pk_test.secret, { type: 'link.created', link_id: link.id }, 403, 'insufficient_scope', undefined],
+      [
+        tenant.keys.pk_test.secret,
+        { type: 'link.created', link_id: link.id },
+        403,
+        'insufficient_scope',
+        undefined,
+      ],
     ];
     for (const [key, body, status, code, param] of cases) {
       const before = await tableCounts(app.db);
@@ -134,7 +164,10 @@ forEachEngine(t, async (t, engine) => {
     t.same(created_at, [...created_at].sort().reverse(), 'newest first');
 
     const byEvent = await app.request('GET', `/v1/webhook_deliveries?event_id=${refreshed.id}`, { key: sk });
-    t.same(byEvent.body.map((d: { endpoint_id: string }) => d.endpoint_id).sort(), [goodHook.id, badHook.id].sort());
+    t.same(
+      byEvent.body.map((d: { endpoint_id: string }) => d.endpoint_id).sort(),
+      [goodHook.id, badHook.id].sort(),
+    );
     t.ok(byEvent.body.every((d: { event_type: string }) => d.event_type === 'link.refreshed'));
 
     const failed = await app.request('GET', '/v1/webhook_deliveries?status=failed', { key: sk });
@@ -154,16 +187,25 @@ forEachEngine(t, async (t, engine) => {
       { key: sk },
     );
     t.equal(succeeded.body.length, 1);
-    t.match(succeeded.body[0], { status: 'succeeded', attempts: 1, last_response_status: 200, last_error: null });
+    t.match(succeeded.body[0], {
+      status: 'succeeded',
+      attempts: 1,
+      last_response_status: 200,
+      last_error: null,
+    });
     const none = await app.request('GET', `/v1/webhook_deliveries?status=failed&endpoint_id=${goodHook.id}`, {
       key: sk,
     });
     t.same(none.body, []);
     t.equal(none.headers.get('x-total-count'), '0');
 
-    const page2 = await app.request('GET', `/v1/webhook_deliveries?endpoint_id=${goodHook.id}&page=2&per_page=3`, {
-      key: sk,
-    });
+    const page2 = await app.request(
+      'GET',
+      `/v1/webhook_deliveries?endpoint_id=${goodHook.id}&page=2&per_page=3`,
+      {
+        key: sk,
+      },
+    );
     const goodAll = all.body.filter((d: { endpoint_id: string }) => d.endpoint_id === goodHook.id);
     t.same(
       page2.body.map((d: { id: string }) => d.id),
@@ -203,7 +245,11 @@ forEachEngine(t, async (t, engine) => {
     const [delivery] = (await app.request('GET', '/v1/webhook_deliveries', { key: sk })).body;
     const foreign = await app.request('GET', '/v1/webhook_deliveries', { key: other.keys.sk_test.secret });
     t.same(foreign.body, []);
-    t.same((await app.request('GET', '/v1/webhook_deliveries', { key: live })).body, [], 'live sees no test rows');
+    t.same(
+      (await app.request('GET', '/v1/webhook_deliveries', { key: live })).body,
+      [],
+      'live sees no test rows',
+    );
     for (const [method, path] of [
       ['GET', `/v1/webhook_deliveries/${delivery.id}`],
       ['POST', `/v1/webhook_deliveries/${delivery.id}/redeliver`],
@@ -219,7 +265,9 @@ forEachEngine(t, async (t, engine) => {
       t.equal(publishable.status, 403);
       t.same(await tableCounts(app.db), before, 'nothing was written');
     }
-    const missing = await app.request('POST', '/v1/webhook_deliveries/wd_0000000000000000/redeliver', { key: sk });
+    const missing = await app.request('POST', '/v1/webhook_deliveries/wd_0000000000000000/redeliver', {
+      key: sk,
+    });
     t.equal(missing.status, 404);
   });
 
@@ -244,6 +292,10 @@ forEachEngine(t, async (t, engine) => {
     t.equal(events.status, 200, 'other reads use their own bucket');
     t.equal(events.headers.get('x-ratelimit-limit'), '100');
     app.clock.advance(1000);
-    t.equal((await app.request('GET', '/v1/webhook_deliveries', { key })).status, 200, 'one a second comes back');
+    t.equal(
+      (await app.request('GET', '/v1/webhook_deliveries', { key })).status,
+      200,
+      'one a second comes back',
+    );
   });
 });

@@ -42,7 +42,10 @@ async function newLink(app: TestApp, key: string): Promise<string> {
 }
 
 async function fire(app: TestApp, key: string, type: string, linkId: string) {
-  const response = await app.request('POST', '/v1/sandbox/events/fire', { key, body: { type, link_id: linkId } });
+  const response = await app.request('POST', '/v1/sandbox/events/fire', {
+    key,
+    body: { type, link_id: linkId },
+  });
   if (response.status !== 200) throw new Error(`fire: ${response.text}`);
   return response.body as { id: string; type: string };
 }
@@ -83,7 +86,11 @@ forEachEngine(t, async (t, engine) => {
     t.equal(got!.headers['content-type'], 'application/json');
     t.equal(got!.headers['svc-event-id'], event.id);
     t.match(got!.headers['user-agent'], /^Svc-Webhooks\//);
-    t.equal(independentlyVerified(got!.body, got!.headers['svc-signature'], hook.secret), 1, 'signature verifies');
+    t.equal(
+      independentlyVerified(got!.body, got!.headers['svc-signature'], hook.secret),
+      1,
+      'signature verifies',
+    );
     const stored = await app.request('GET', `/v1/events/${event.id}`, { key: sk });
     t.same(got!.event, stored.body, 'the body is the event as GET /v1/events/{id} returns it');
     t.match(got!.event, { object: 'event', id: event.id, type: 'account.created', mode: 'test' });
@@ -94,74 +101,83 @@ forEachEngine(t, async (t, engine) => {
     t.equal(await dispatcher.dispatchDue(), 0, 'nothing more to do');
   });
 
-  t.test('a 500 gets exactly 6 attempts at the schedule offsets, then failed; redeliver sends once more', async (t) => {
-    const receiver = await startReceiver(t, (_request, response) => {
-      response.writeHead(500, { 'content-type': 'text/plain' });
-      response.end('receiver exploded');
-    });
-    const hook = await endpoint(app, sk, receiver.url, ['link.refreshed']);
-    const event = await fire(app, sk, 'link.refreshed', linkId);
-    const dispatcher = dispatcherFor(t, app.services);
-    const start = app.clock.now();
-    await dispatcher.dispatchDue();
-    t.equal(receiver.received.length, 1, 'attempt 1 is immediate');
-    for (let attempt = 2; attempt <= 6; attempt++) {
-      app.clock.advance(SCHEDULE[attempt - 1]! * 1000 - 1);
+  t.test(
+    'a 500 gets exactly 6 attempts at the schedule offsets, then failed; redeliver sends once more',
+    async (t) => {
+      const receiver = await startReceiver(t, (_request, response) => {
+        response.writeHead(500, { 'content-type': 'text/plain' });
+        response.end('receiver exploded');
+      });
+      const hook = await endpoint(app, sk, receiver.url, ['link.refreshed']);
+      const event = await fire(app, sk, 'link.refreshed', linkId);
+      const dispatcher = dispatcherFor(t, app.services);
+      const start = app.clock.now();
       await dispatcher.dispatchDue();
-      t.equal(receiver.received.length, attempt - 1, `attempt ${attempt} not 1 ms early`);
-      app.clock.advance(1);
+      t.equal(receiver.received.length, 1, 'attempt 1 is immediate');
+      for (let attempt = 2; attempt <= 6; attempt++) {
+        app.clock.advance(SCHEDULE[attempt - 1]! * 1000 - 1);
+        await dispatcher.dispatchDue();
+        t.equal(receiver.received.length, attempt - 1, `attempt ${attempt} not 1 ms early`);
+        app.clock.advance(1);
+        await dispatcher.dispatchDue();
+        t.equal(receiver.received.length, attempt, `attempt ${attempt} after ${SCHEDULE[attempt - 1]} s`);
+      }
+      app.clock.advance(86_400_000);
       await dispatcher.dispatchDue();
-      t.equal(receiver.received.length, attempt, `attempt ${attempt} after ${SCHEDULE[attempt - 1]} s`);
-    }
-    app.clock.advance(86_400_000);
-    await dispatcher.dispatchDue();
-    t.equal(receiver.received.length, 6, 'no seventh attempt');
-    const delivery = await deliveryOf(app, sk, event.id, hook.id);
-    t.match(delivery, {
-      status: 'failed',
-      attempts: 6,
-      next_attempt_at: null,
-      last_response_status: 500,
-      last_error: 'HTTP 500',
-    });
-    const offsets = delivery.attempt_history.map((a: { started_at: string }) => Date.parse(a.started_at) - start);
-    let at = 0;
-    t.same(
-      offsets,
-      SCHEDULE.map((delay) => (at += delay * 1000)),
-      'each attempt at its offset',
-    );
-    t.same(
-      delivery.attempt_history.map((a: { number: number }) => a.number),
-      [1, 2, 3, 4, 5, 6],
-    );
-    t.equal(delivery.attempt_history[0].response_excerpt, 'receiver exploded');
-    const failedList = await app.request('GET', `/v1/webhook_deliveries?status=failed&endpoint_id=${hook.id}`, {
-      key: sk,
-    });
-    t.same(
-      failedList.body.map((d: { id: string }) => d.id),
-      [delivery.id],
-    );
+      t.equal(receiver.received.length, 6, 'no seventh attempt');
+      const delivery = await deliveryOf(app, sk, event.id, hook.id);
+      t.match(delivery, {
+        status: 'failed',
+        attempts: 6,
+        next_attempt_at: null,
+        last_response_status: 500,
+        last_error: 'HTTP 500',
+      });
+      const offsets = delivery.attempt_history.map(
+        (a: { started_at: string }) => Date.parse(a.started_at) - start,
+      );
+      let at = 0;
+      t.same(
+        offsets,
+        SCHEDULE.map((delay) => (at += delay * 1000)),
+        'each attempt at its offset',
+      );
+      t.same(
+        delivery.attempt_history.map((a: { number: number }) => a.number),
+        [1, 2, 3, 4, 5, 6],
+      );
+      t.equal(delivery.attempt_history[0].response_excerpt, 'receiver exploded');
+      const failedList = await app.request(
+        'GET',
+        `/v1/webhook_deliveries?status=failed&endpoint_id=${hook.id}`,
+        {
+          key: sk,
+        },
+      );
+      t.same(
+        failedList.body.map((d: { id: string }) => d.id),
+        [delivery.id],
+      );
 
-    const again = await app.request('POST', `/v1/webhook_deliveries/${delivery.id}/redeliver`, { key: sk });
-    t.equal(again.status, 200);
-    t.match(again.body, {
-      object: 'webhook_delivery',
-      event_id: event.id,
-      endpoint_id: hook.id,
-      status: 'pending',
-      attempts: 0,
-      last_attempt_at: null,
-    });
-    t.not(again.body.id, delivery.id, 'a new attempt series');
-    await dispatcher.dispatchDue();
-    t.equal(receiver.received.length, 7, 'redeliver brings one more attempt');
-    t.equal(receiver.received[6]!.event.id, event.id, 'of the same event');
-    t.match((await deliveryOf(app, sk, event.id, hook.id)).status, 'pending');
-    const original = (await app.request('GET', `/v1/webhook_deliveries/${delivery.id}`, { key: sk })).body;
-    t.match(original, { status: 'failed', attempts: 6 }, 'the original is left as it was');
-  });
+      const again = await app.request('POST', `/v1/webhook_deliveries/${delivery.id}/redeliver`, { key: sk });
+      t.equal(again.status, 200);
+      t.match(again.body, {
+        object: 'webhook_delivery',
+        event_id: event.id,
+        endpoint_id: hook.id,
+        status: 'pending',
+        attempts: 0,
+        last_attempt_at: null,
+      });
+      t.not(again.body.id, delivery.id, 'a new attempt series');
+      await dispatcher.dispatchDue();
+      t.equal(receiver.received.length, 7, 'redeliver brings one more attempt');
+      t.equal(receiver.received[6]!.event.id, event.id, 'of the same event');
+      t.match((await deliveryOf(app, sk, event.id, hook.id)).status, 'pending');
+      const original = (await app.request('GET', `/v1/webhook_deliveries/${delivery.id}`, { key: sk })).body;
+      t.match(original, { status: 'failed', attempts: 6 }, 'the original is left as it was');
+    },
+  );
 
   t.test('a receiver that hangs is cut off at the deadline', async (t) => {
     const receiver = await startReceiver(t, () => undefined);
@@ -258,7 +274,9 @@ forEachEngine(t, async (t, engine) => {
 
   t.test('a slow endpoint does not delay the others', async (t) => {
     const slowApp = await startTestApp(t, engine, {
-      config: { dispatcher: { concurrency: 6, perEndpointConcurrency: 2, attemptTimeoutMs: 5000, pollIntervalMs: 50 } },
+      config: {
+        dispatcher: { concurrency: 6, perEndpointConcurrency: 2, attemptTimeoutMs: 5000, pollIntervalMs: 50 },
+      },
     });
     const owner = await createTenant(slowApp, { rateLimits: generous });
     const key = owner.keys.sk_test.secret;
@@ -299,63 +317,68 @@ forEachEngine(t, async (t, engine) => {
     await running;
   });
 
-  t.test('live mode refuses private, loopback, link-local and metadata addresses at connection time', async (t) => {
-    // Endpoints created while the operator allowed private addresses, then the setting turned off.
-    const liveApp = await startTestApp(t, engine, {
-      config: { webhooks: { allowPrivateAddresses: true }, dispatcher: { attemptTimeoutMs: 500 } },
-    });
-    const owner = await createTenant(liveApp, { rateLimits: generous });
-    const live = owner.keys.sk_live.secret;
-    const receiver = await startReceiver(t);
-    const urls = [
-      receiver.url,
-      `http://localhost:${receiver.port}/hook`,
-      'https://10.0.0.1/hook',
-      'https://169.254.169.254/latest/meta-data',
-    ];
-    for (const url of urls) await endpoint(liveApp, live, url);
-    // And one inserted straight into the table, as no API would allow.
-    await liveApp.db.knex('webhook_endpoints').insert({
-      id: 'we_00000000000000aa',
-      org_id: owner.orgId,
-      mode: 'live',
-      url: `http://127.0.0.1:${receiver.port}/direct`,
-      enabled_events: JSON.stringify(['*']),
-      disabled: false,
-      secret_encrypted: liveApp.services.secrets.seal('whsec_direct', 'we_00000000000000aa'),
-      created_at: liveApp.clock.now(),
-      updated_at: liveApp.clock.now(),
-    });
-    const event = await liveApp.db.transaction((trx) =>
-      emitEvent(trx, {
-        orgId: owner.orgId,
+  t.test(
+    'live mode refuses private, loopback, link-local and metadata addresses at connection time',
+    async (t) => {
+      // Endpoints created while the operator allowed private addresses, then the setting turned off.
+      const liveApp = await startTestApp(t, engine, {
+        config: { webhooks: { allowPrivateAddresses: true }, dispatcher: { attemptTimeoutMs: 500 } },
+      });
+      const owner = await createTenant(liveApp, { rateLimits: generous });
+      const live = owner.keys.sk_live.secret;
+      const receiver = await startReceiver(t);
+      const urls = [
+        receiver.url,
+        `http://localhost:${receiver.port}/hook`,
+        'https://10.0.0.1/hook',
+        'https://169.254.169.254/latest/meta-data',
+      ];
+      for (const url of urls) await endpoint(liveApp, live, url);
+      // And one inserted straight into the table, as no API would allow.
+      await liveApp.db.knex('webhook_endpoints').insert({
+        id: 'we_00000000000000aa',
+        org_id: owner.orgId,
         mode: 'live',
-        type: 'link.deleted',
-        linkId: null,
-        data: { object: 'link', id: 'link_0000000000000000', deleted_at: new Date().toISOString() },
-        now: liveApp.clock.now(),
-      }),
-    );
-    const strict: DispatcherServices = {
-      ...liveApp.services,
-      config: { ...liveApp.config, webhooks: { ...liveApp.config.webhooks, allowPrivateAddresses: false } },
-    };
-    const began = Date.now();
-    await dispatcherFor(t, strict).dispatchDue();
-    t.ok(Date.now() - began < 3000, 'refused at once, not after a connect timeout');
-    t.equal(receiver.received.length, 0, 'nothing reached the loopback receiver');
-    const deliveries = await liveApp.request('GET', `/v1/webhook_deliveries?event_id=${event.id}`, { key: live });
-    t.equal(deliveries.body.length, 5);
-    for (const delivery of deliveries.body) {
-      t.match(delivery, { status: 'pending', attempts: 1, last_response_status: null });
-      t.match(delivery.last_error, /address refused in live mode/, delivery.endpoint_id);
-    }
+        url: `http://127.0.0.1:${receiver.port}/direct`,
+        enabled_events: JSON.stringify(['*']),
+        disabled: false,
+        secret_encrypted: liveApp.services.secrets.seal('whsec_direct', 'we_00000000000000aa'),
+        created_at: liveApp.clock.now(),
+        updated_at: liveApp.clock.now(),
+      });
+      const event = await liveApp.db.transaction((trx) =>
+        emitEvent(trx, {
+          orgId: owner.orgId,
+          mode: 'live',
+          type: 'link.deleted',
+          linkId: null,
+          data: { object: 'link', id: 'link_0000000000000000', deleted_at: new Date().toISOString() },
+          now: liveApp.clock.now(),
+        }),
+      );
+      const strict: DispatcherServices = {
+        ...liveApp.services,
+        config: { ...liveApp.config, webhooks: { ...liveApp.config.webhooks, allowPrivateAddresses: false } },
+      };
+      const began = Date.now();
+      await dispatcherFor(t, strict).dispatchDue();
+      t.ok(Date.now() - began < 3000, 'refused at once, not after a connect timeout');
+      t.equal(receiver.received.length, 0, 'nothing reached the loopback receiver');
+      const deliveries = await liveApp.request('GET', `/v1/webhook_deliveries?event_id=${event.id}`, {
+        key: live,
+      });
+      t.equal(deliveries.body.length, 5);
+      for (const delivery of deliveries.body) {
+        t.match(delivery, { status: 'pending', attempts: 1, last_response_status: null });
+        t.match(delivery.last_error, /address refused in live mode/, delivery.endpoint_id);
+      }
 
-    // The same rows, with the operator's permission, do reach the receiver: the refusal was the policy.
-    liveApp.clock.advance(SCHEDULE[1]! * 1000 + 60_000);
-    await dispatcherFor(t, liveApp.services).dispatchDue();
-    t.equal(receiver.received.length, 3, '127.0.0.1, localhost and the inserted row');
-  });
+      // The same rows, with the operator's permission, do reach the receiver: the refusal was the policy.
+      liveApp.clock.advance(SCHEDULE[1]! * 1000 + 60_000);
+      await dispatcherFor(t, liveApp.services).dispatchDue();
+      t.equal(receiver.received.length, 3, '127.0.0.1, localhost and the inserted row');
+    },
+  );
 
   t.test('test mode posts to loopback addresses without the operator setting', async (t) => {
     t.equal(app.config.webhooks.allowPrivateAddresses, false);

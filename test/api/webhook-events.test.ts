@@ -19,8 +19,7 @@ const generous = {
 
 /**
  * Each type of the catalogue, caused by the flow that causes it, reaches a real HTTP receiver that checks
- * the signature with its own HMAC code. `refresh_intent.requires_mfa` comes from sandbox firing: the
- * on-demand refresh that asks for MFA is being built beside this work.
+ * the signature with its own HMAC code.
  */
 forEachEngine(t, async (t, engine) => {
   const app = await startTestApp(t, engine);
@@ -28,7 +27,10 @@ forEachEngine(t, async (t, engine) => {
   const sk = tenant.keys.sk_test.secret;
   const receiver = await startReceiver(t);
   const hook = (
-    await app.request('POST', '/v1/webhook_endpoints', { key: sk, body: { url: receiver.url, enabled_events: ['*'] } })
+    await app.request('POST', '/v1/webhook_endpoints', {
+      key: sk,
+      body: { url: receiver.url, enabled_events: ['*'] },
+    })
   ).body;
   const dispatcher = new Dispatcher(app.services);
   t.teardown(() => dispatcher.close());
@@ -58,11 +60,12 @@ forEachEngine(t, async (t, engine) => {
   const rejected = await create('55.555.555-5', 'sandbox-rejected');
   await runSyncs(app);
   t.equal((await app.request('DELETE', `/v1/links/${healthy}`, { key: sk })).status, 200);
-  const fired = await app.request('POST', '/v1/sandbox/events/fire', {
-    key: sk,
-    body: { type: 'refresh_intent.requires_mfa', link_id: rejected },
-  });
-  t.equal(fired.status, 200);
+  // The bank asks for a code during an on-demand refresh.
+  const mfa = await create('22.222.222-2', 'sandbox-mfa');
+  await runSyncs(app);
+  const intent = await app.request('POST', '/v1/refresh_intents', { key: sk, body: { link_id: mfa } });
+  t.equal(intent.status, 200);
+  await runSyncs(app);
 
   await dispatcher.dispatchDue();
   const emitted: { id: string; type: string; link_id: string }[] = await app.db
@@ -77,14 +80,20 @@ forEachEngine(t, async (t, engine) => {
       const got = byId.get(event.id);
       t.ok(got, `${event.type} ${event.id} arrived`);
       if (!got) continue;
-      t.equal(independentlyVerified(got.body, got.headers['svc-signature'], hook.secret), 1, `${event.type} verifies`);
+      t.equal(
+        independentlyVerified(got.body, got.headers['svc-signature'], hook.secret),
+        1,
+        `${event.type} verifies`,
+      );
       t.equal(got.headers['svc-event-id'], event.id);
     }
   });
 
   t.test('the ten types, each from its flow, with the catalogue data', async (t) => {
     const of = (type: string, linkId: string) =>
-      receiver.received.filter((r) => r.event.type === type && (r.event.data.link_id ?? r.event.data.id) === linkId);
+      receiver.received.filter(
+        (r) => r.event.type === type && (r.event.data.link_id ?? r.event.data.id) === linkId,
+      );
     const types = new Set(receiver.received.map((r) => r.event.type));
     t.same([...types].sort(), [...EVENT_TYPES].sort(), 'all ten types arrived');
 
@@ -149,18 +158,23 @@ forEachEngine(t, async (t, engine) => {
       error_code: 'rejected_credentials',
       completed_at: String,
     });
-    t.match(of('refresh_intent.requires_mfa', rejected)[0]?.event.data, {
+    t.match(of('refresh_intent.requires_mfa', mfa)[0]?.event.data, {
       object: 'refresh_intent',
-      link_id: rejected,
+      id: intent.body.id,
+      link_id: mfa,
       status: 'requires_mfa',
-      requires_mfa: { widget_token: /^ri_[0-9a-f]{16}_sec_/, expires_at: String },
+      requires_mfa: { widget_token: new RegExp(`^${intent.body.id}_sec_`), expires_at: String },
     });
   });
 
   t.test('the deliveries record what happened', async (t) => {
-    const deliveries = await app.request('GET', `/v1/webhook_deliveries?endpoint_id=${hook.id}&per_page=300`, {
-      key: sk,
-    });
+    const deliveries = await app.request(
+      'GET',
+      `/v1/webhook_deliveries?endpoint_id=${hook.id}&per_page=300`,
+      {
+        key: sk,
+      },
+    );
     t.equal(deliveries.body.length, emitted.length);
     t.ok(deliveries.body.every((d: { status: string }) => d.status === 'succeeded'));
   });

@@ -88,10 +88,14 @@ forEachEngine(t, async (t, engine) => {
   let last: number | null = null;
   for (let round = 0; round < KILLS; round++) {
     await burst(EVENTS_PER_ROUND);
-    const pid = await waitFor(async () => {
-      const current = dispatcherPid();
-      return current !== null && current !== last ? current : undefined;
-    }, 10_000, 20);
+    const pid = await waitFor(
+      async () => {
+        const current = dispatcherPid();
+        return current !== null && current !== last ? current : undefined;
+      },
+      10_000,
+      20,
+    );
     // Let this dispatcher deliver a round's worth, then kill it while it holds a request.
     const answered = () => receiver.received.length - receiver.pending();
     const before = answered();
@@ -110,7 +114,11 @@ forEachEngine(t, async (t, engine) => {
     last = pid;
     await sleep(10);
   }
-  t.equal(killed, KILLS, `${killed} kill -9s during a burst of ${emitted.length} events in ${Date.now() - began} ms`);
+  t.equal(
+    killed,
+    KILLS,
+    `${killed} kill -9s during a burst of ${emitted.length} events in ${Date.now() - began} ms`,
+  );
   const arrived = await waitFor(
     async () => {
       const ids = new Set(receiver.received.map((r) => r.event?.id));
@@ -124,7 +132,10 @@ forEachEngine(t, async (t, engine) => {
   t.same(missing, [], 'no event lost');
   t.ok(arrived, 'every event arrived at least once');
   const repeats = receiver.received.length - ids.size;
-  t.ok(repeats > 0, `${repeats} repeated deliveries (attempts cut off by a kill, made again after the lease)`);
+  t.ok(
+    repeats > 0,
+    `${repeats} repeated deliveries (attempts cut off by a kill, made again after the lease)`,
+  );
   let consistent = true;
   for (const got of receiver.received) {
     if (got.headers['svc-event-id'] !== got.event?.id) consistent = false;

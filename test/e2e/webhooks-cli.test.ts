@@ -50,7 +50,8 @@ forEachEngine(t, async (t, engine) => {
     response.end('no');
   });
   const createEndpoint = async (url: string, events: string[]) =>
-    (await serve.request('POST', '/v1/webhook_endpoints', { key: sk, body: { url, enabled_events: events } })).body as {
+    (await serve.request('POST', '/v1/webhook_endpoints', { key: sk, body: { url, enabled_events: events } }))
+      .body as {
       id: string;
       secret: string;
     };
@@ -62,16 +63,26 @@ forEachEngine(t, async (t, engine) => {
 
   let firedEvent = '';
   t.test('svc sandbox fire waits for and prints each endpoint outcome', async (t) => {
-    const result = await runCliJson<{ event: { id: string; type: string }; deliveries: Outcome[]; complete: boolean }>(
-      t,
-      ['sandbox', 'fire', 'link.expired', '--link', link],
-      { home },
-    );
+    const result = await runCliJson<{
+      event: { id: string; type: string };
+      deliveries: Outcome[];
+      complete: boolean;
+    }>(t, ['sandbox', 'fire', 'link.expired', '--link', link], { home });
     firedEvent = result.event.id;
-    t.match(result.event, { object: 'event', type: 'link.expired', mode: 'test', data: { id: link, status: 'expired' } });
+    t.match(result.event, {
+      object: 'event',
+      type: 'link.expired',
+      mode: 'test',
+      data: { id: link, status: 'expired' },
+    });
     t.equal(result.complete, true);
     const byEndpoint = new Map(result.deliveries.map((d) => [d.endpoint_id, d]));
-    t.match(byEndpoint.get(goodHook.id), { status: 'succeeded', attempts: 1, last_response_status: 200, url: good.url });
+    t.match(byEndpoint.get(goodHook.id), {
+      status: 'succeeded',
+      attempts: 1,
+      last_response_status: 200,
+      url: good.url,
+    });
     t.match(byEndpoint.get(badHook.id), { attempts: 1, last_response_status: 500 });
     const got = good.received.find((r) => r.event.id === result.event.id)!;
     t.ok(got, 'the receiver got it');
@@ -80,32 +91,50 @@ forEachEngine(t, async (t, engine) => {
 
     const human = await runCli(['sandbox', 'fire', 'refresh_intent.succeeded', '--link', link], { home });
     t.equal(human.code, 0);
-    t.match(human.stdout, new RegExp(`${goodHook.id}\\s+${good.url.replace(/[.]/g, '\\.')}\\s+succeeded \\(1 attempt, HTTP 200\\)`));
+    t.match(
+      human.stdout,
+      new RegExp(
+        `${goodHook.id}\\s+${good.url.replace(/[.]/g, '\\.')}\\s+succeeded \\(1 attempt, HTTP 200\\)`,
+      ),
+    );
 
-    const unknownType = await runCli(['sandbox', 'fire', 'link.exploded', '--link', link, '--json'], { home });
-    t.not(unknownType.code, 0);
-    t.match(JSON.parse(unknownType.stdout), { error: { code: 'parameter_invalid' } });
-    const unknownLink = await runCli(['sandbox', 'fire', 'link.created', '--link', 'link_0000000000000000', '--json'], {
+    const unknownType = await runCli(['sandbox', 'fire', 'link.exploded', '--link', link, '--json'], {
       home,
     });
+    t.not(unknownType.code, 0);
+    t.match(JSON.parse(unknownType.stdout), { error: { code: 'parameter_invalid' } });
+    const unknownLink = await runCli(
+      ['sandbox', 'fire', 'link.created', '--link', 'link_0000000000000000', '--json'],
+      {
+        home,
+      },
+    );
     t.equal(unknownLink.code, 4, 'exit 4: not found');
     t.match(JSON.parse(unknownLink.stdout), { error: { code: 'resource_missing' } });
   });
 
   t.test('svc webhooks deliveries filters by status, event and endpoint', async (t) => {
-    const failed = await waitFor(async () => {
-      const rows = await runCliJson<{ id: string; event_id: string; status: string }[]>(
-        t,
-        ['webhooks', 'deliveries', '--status', 'failed'],
-        { home },
-      );
-      return rows.some((row) => row.event_id === firedEvent) ? rows : undefined;
-    }, 15_000, 300);
+    const failed = await waitFor(
+      async () => {
+        const rows = await runCliJson<{ id: string; event_id: string; status: string }[]>(
+          t,
+          ['webhooks', 'deliveries', '--status', 'failed'],
+          { home },
+        );
+        return rows.some((row) => row.event_id === firedEvent) ? rows : undefined;
+      },
+      15_000,
+      300,
+    );
     t.ok(failed, 'the 500 delivery ends failed after its three attempts');
     t.ok(failed!.every((row) => row.status === 'failed'));
-    const byEvent = await runCliJson<{ endpoint_id: string }[]>(t, ['webhooks', 'deliveries', '--event', firedEvent], {
-      home,
-    });
+    const byEvent = await runCliJson<{ endpoint_id: string }[]>(
+      t,
+      ['webhooks', 'deliveries', '--event', firedEvent],
+      {
+        home,
+      },
+    );
     t.same(byEvent.map((d) => d.endpoint_id).sort(), [goodHook.id, badHook.id].sort());
     const byEndpoint = await runCliJson<{ endpoint_id: string; attempts: number; org_id: string }[]>(
       t,
@@ -134,7 +163,11 @@ forEachEngine(t, async (t, engine) => {
     t.match(created, { object: 'webhook_delivery', status: 'pending', attempts: 0, event_id: firedEvent });
     t.not(created.id, failed!.id);
     t.ok(
-      await waitFor(async () => (bad.received.filter((r) => r.event.id === firedEvent).length > before ? true : undefined), 10_000),
+      await waitFor(
+        async () =>
+          bad.received.filter((r) => r.event.id === firedEvent).length > before ? true : undefined,
+        10_000,
+      ),
       'one more attempt arrived',
     );
     const [entry] = await audit('webhook_delivery.redeliver');
@@ -148,68 +181,100 @@ forEachEngine(t, async (t, engine) => {
     const listed = JSON.parse(result.stdout) as { id: string; org_id: string; url: string }[];
     t.same(listed.map((e) => e.id).sort(), [goodHook.id, badHook.id].sort());
     t.notOk(result.stdout.includes('whsec_'), 'no secret printed');
-    const other = await runCliJson<unknown[]>(t, ['webhooks', 'endpoints', '--org', 'org_0000000000000000'], { home });
+    const other = await runCliJson<unknown[]>(t, ['webhooks', 'endpoints', '--org', 'org_0000000000000000'], {
+      home,
+    });
     t.same(other, []);
   });
 
-  t.test('svc webhooks listen forwards exact bodies and signatures, and removes its endpoint on SIGTERM', async (t) => {
-    const target = await startReceiver(t);
-    const child = spawn(
-      process.execPath,
-      [CLI_ENTRY, 'webhooks', 'listen', '--forward-to', target.url, '--events', 'account.created', '--json'],
-      { cwd: REPO_ROOT, env: cliEnv(home), stdio: ['ignore', 'pipe', 'pipe'], detached: true },
-    );
-    t.teardown(() => void killGroup(child.pid!, 'SIGKILL'));
-    const lines: Record<string, unknown>[] = [];
-    let buffer = '';
-    child.stdout!.on('data', (chunk: Buffer) => {
-      buffer += chunk.toString();
-      const parts = buffer.split('\n');
-      buffer = parts.pop()!;
-      for (const part of parts) if (part.trim()) lines.push(JSON.parse(part) as Record<string, unknown>);
-    });
-    let stderr = '';
-    child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  t.test(
+    'svc webhooks listen forwards exact bodies and signatures, and removes its endpoint on SIGTERM',
+    async (t) => {
+      const target = await startReceiver(t);
+      const child = spawn(
+        process.execPath,
+        [
+          CLI_ENTRY,
+          'webhooks',
+          'listen',
+          '--forward-to',
+          target.url,
+          '--events',
+          'account.created',
+          '--json',
+        ],
+        { cwd: REPO_ROOT, env: cliEnv(home), stdio: ['ignore', 'pipe', 'pipe'], detached: true },
+      );
+      t.teardown(() => void killGroup(child.pid!, 'SIGKILL'));
+      const lines: Record<string, unknown>[] = [];
+      let buffer = '';
+      child.stdout!.on('data', (chunk: Buffer) => {
+        buffer += chunk.toString();
+        const parts = buffer.split('\n');
+        buffer = parts.pop()!;
+        for (const part of parts) if (part.trim()) lines.push(JSON.parse(part) as Record<string, unknown>);
+      });
+      let stderr = '';
+      child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+      const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
 
-    const ready = await waitFor(async () => lines.find((l) => l.type === 'ready'), 15_000, 50);
-    t.ok(ready, `listen is ready ${stderr}`);
-    const endpointId = ready!.endpoint_id as string;
-    const secret = ready!.secret as string;
-    t.match(ready, { enabled_events: ['account.created'], url: /^http:\/\/127\.0\.0\.1:\d+\/$/ });
-    const row = await withDatabase(database.url, (db) => db.knex('webhook_endpoints').where({ id: endpointId }).first());
-    t.match(row, { mode: 'test', org_id: installed.organisation.id });
+      const ready = await waitFor(async () => lines.find((l) => l.type === 'ready'), 15_000, 50);
+      t.ok(ready, `listen is ready ${stderr}`);
+      const endpointId = ready!.endpoint_id as string;
+      const secret = ready!.secret as string;
+      t.match(ready, { enabled_events: ['account.created'], url: /^http:\/\/127\.0\.0\.1:\d+\/$/ });
+      const row = await withDatabase(database.url, (db) =>
+        db.knex('webhook_endpoints').where({ id: endpointId }).first(),
+      );
+      t.match(row, { mode: 'test', org_id: installed.organisation.id });
 
-    const fired = await serve.request('POST', '/v1/sandbox/events/fire', {
-      key: sk,
-      body: { type: 'account.created', link_id: link },
-    });
-    t.equal(fired.status, 200);
-    const [got] = await target.waitFor(1, 10_000);
-    t.equal(got!.event.id, fired.body.id);
-    t.equal(got!.headers['svc-event-id'], fired.body.id);
-    t.equal(got!.headers['content-type'], 'application/json');
-    t.equal(independentlyVerified(got!.body, got!.headers['svc-signature'], secret), 1, 'verifies with the printed secret');
-    const stored = await serve.request('GET', `/v1/events/${fired.body.id}`, { key: sk });
-    t.equal(got!.body, JSON.stringify(stored.body), 'the exact body');
-    const printed = await waitFor(async () => lines.find((l) => l.type === 'event'), 5000, 50);
-    t.match(printed, { type: 'event', event_id: fired.body.id, event_type: 'account.created', status: 200 });
-    const delivery = await waitFor(
-      () =>
-        withDatabase(database.url, async (db) => {
-          const d = await db.knex('webhook_deliveries').where({ endpoint_id: endpointId }).first();
-          return d?.status === 'succeeded' ? d : undefined;
-        }),
-      5000,
-    );
-    t.ok(delivery, "the dispatcher was answered with the receiver's 200");
+      const fired = await serve.request('POST', '/v1/sandbox/events/fire', {
+        key: sk,
+        body: { type: 'account.created', link_id: link },
+      });
+      t.equal(fired.status, 200);
+      const [got] = await target.waitFor(1, 10_000);
+      t.equal(got!.event.id, fired.body.id);
+      t.equal(got!.headers['svc-event-id'], fired.body.id);
+      t.equal(got!.headers['content-type'], 'application/json');
+      t.equal(
+        independentlyVerified(got!.body, got!.headers['svc-signature'], secret),
+        1,
+        'verifies with the printed secret',
+      );
+      const stored = await serve.request('GET', `/v1/events/${fired.body.id}`, { key: sk });
+      t.equal(got!.body, JSON.stringify(stored.body), 'the exact body');
+      const printed = await waitFor(async () => lines.find((l) => l.type === 'event'), 5000, 50);
+      t.match(printed, {
+        type: 'event',
+        event_id: fired.body.id,
+        event_type: 'account.created',
+        status: 200,
+      });
+      const delivery = await waitFor(
+        () =>
+          withDatabase(database.url, async (db) => {
+            const d = await db.knex('webhook_deliveries').where({ endpoint_id: endpointId }).first();
+            return d?.status === 'succeeded' ? d : undefined;
+          }),
+        5000,
+      );
+      t.ok(delivery, "the dispatcher was answered with the receiver's 200");
 
-    child.kill('SIGTERM');
-    t.equal(await exited, 0, 'exits 0 on SIGTERM');
-    t.match(lines.at(-1), { type: 'stopped', endpoint_id: endpointId, endpoint_deleted: true, forwarded: 1 });
-    const gone = await withDatabase(database.url, (db) => db.knex('webhook_endpoints').where({ id: endpointId }).first());
-    t.equal(gone, undefined, 'the temporary endpoint is deleted');
-    t.equal((await audit('webhook_endpoint.create')).length, 1);
-    t.equal((await audit('webhook_endpoint.delete')).length, 1);
-  });
+      child.kill('SIGTERM');
+      t.equal(await exited, 0, 'exits 0 on SIGTERM');
+      t.match(lines.at(-1), {
+        type: 'stopped',
+        endpoint_id: endpointId,
+        endpoint_deleted: true,
+        forwarded: 1,
+      });
+      const gone = await withDatabase(database.url, (db) =>
+        db.knex('webhook_endpoints').where({ id: endpointId }).first(),
+      );
+      t.equal(gone, undefined, 'the temporary endpoint is deleted');
+      t.equal((await audit('webhook_endpoint.create')).length, 1);
+      t.equal((await audit('webhook_endpoint.delete')).length, 1);
+    },
+  );
 });

@@ -52,7 +52,13 @@ export async function startReceiver(t: Test, handler: Handler = ok): Promise<Rec
       } catch {
         event = null;
       }
-      const entry: Received = { path: request.url ?? '/', headers: request.headers, body, at: Date.now(), event };
+      const entry: Received = {
+        path: request.url ?? '/',
+        headers: request.headers,
+        body,
+        at: Date.now(),
+        event,
+      };
       received.push(entry);
       for (const waiter of [...waiters]) {
         if (received.length >= waiter.count) {

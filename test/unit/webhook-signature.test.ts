@@ -57,7 +57,10 @@ t.test('the timestamp must be within the tolerance, in either direction', async 
   t.ok(verifySignature(body, header, secret, { now: NOW, toleranceSeconds: 1000 }), 'a wider tolerance');
   t.notOk(verifySignature(body, header, secret, { now: NOW, toleranceSeconds: 999 }));
   const fresh = Math.floor(Date.now() / 1000);
-  t.ok(verifySignature(body, `t=${fresh},v1=${hmac(secret, fresh, body)}`, secret), 'now defaults to the clock');
+  t.ok(
+    verifySignature(body, `t=${fresh},v1=${hmac(secret, fresh, body)}`, secret),
+    'now defaults to the clock',
+  );
 });
 
 t.test('any of several v1 values may match; other schemes are ignored', async (t) => {
