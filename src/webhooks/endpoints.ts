@@ -133,10 +133,13 @@ export async function listEndpoints(db: Knex, principal: Principal, offset: numb
   };
 }
 
+/** The caller's endpoint: 404 for another organisation's, 403 `wrong_mode` for the other mode's. */
+function loadEndpoint(db: Knex, principal: Principal, id: string): Promise<WebhookEndpointRow> {
+  return findOwned<WebhookEndpointRow>(db, 'webhook_endpoints', id, principal, 'webhook endpoint');
+}
+
 export async function getEndpoint(db: Knex, principal: Principal, id: string): Promise<WebhookEndpoint> {
-  return presentEndpoint(
-    await findOwned<WebhookEndpointRow>(db, 'webhook_endpoints', id, principal, 'webhook endpoint'),
-  );
+  return presentEndpoint(await loadEndpoint(db, principal, id));
 }
 
 export async function updateEndpoint(
@@ -147,13 +150,7 @@ export async function updateEndpoint(
   policy: EndpointPolicy,
   now: number,
 ): Promise<WebhookEndpoint> {
-  const row = await findOwned<WebhookEndpointRow>(
-    trx,
-    'webhook_endpoints',
-    id,
-    principal,
-    'webhook endpoint',
-  );
+  const row = await loadEndpoint(trx, principal, id);
   if (patch.url !== undefined) await validateUrl(patch.url, principal.mode, policy);
   const changes: Partial<WebhookEndpointRow> = { updated_at: now };
   if (patch.url !== undefined) changes.url = patch.url;
@@ -170,13 +167,7 @@ export async function updateEndpoint(
 }
 
 export async function deleteEndpoint(trx: Knex, principal: Principal, id: string) {
-  const row = await findOwned<WebhookEndpointRow>(
-    trx,
-    'webhook_endpoints',
-    id,
-    principal,
-    'webhook endpoint',
-  );
+  const row = await loadEndpoint(trx, principal, id);
   await trx('webhook_endpoints').where({ id: row.id }).delete();
   return { object: 'webhook_endpoint' as const, id: row.id, deleted: true };
 }
@@ -193,13 +184,7 @@ export async function rollEndpointSecret(
   policy: EndpointPolicy,
   now: number,
 ): Promise<WebhookEndpoint> {
-  const row = await findOwned<WebhookEndpointRow>(
-    trx,
-    'webhook_endpoints',
-    id,
-    principal,
-    'webhook endpoint',
-  );
+  const row = await loadEndpoint(trx, principal, id);
   const secret = newSigningSecret();
   const changes: Partial<WebhookEndpointRow> = {
     secret_encrypted: policy.secrets.seal(secret, row.id),
