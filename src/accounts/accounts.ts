@@ -2,6 +2,7 @@ import type { Knex } from 'knex';
 import { toIso } from '../clock/clock.js';
 import type { Principal } from '../auth/principal.js';
 import { findOwned } from '../auth/ownership.js';
+import { fetchPage, type Order } from '../api/pagination.js';
 
 export interface AccountRow {
   id: string;
@@ -63,11 +64,12 @@ export async function listAccounts(
     if (!includeRemoved) query.where('removed_from_link', false);
     return query;
   };
-  const [rows, [count]] = await Promise.all([
-    scoped().orderBy('created_at').orderBy('id').offset(offset).limit(limit),
-    scoped().count({ n: '*' }),
-  ]);
-  return { data: rows.map(presentAccount), total: Number((count as { n: number | string }).n) };
+  const oldestFirst: Order = [
+    ['created_at', 'asc'],
+    ['id', 'asc'],
+  ];
+  const { rows, total } = await fetchPage<AccountRow>(scoped, oldestFirst, offset, limit);
+  return { data: rows.map(presentAccount), total };
 }
 
 export async function getAccount(db: Knex, principal: Principal, id: string) {

@@ -1,3 +1,4 @@
+import type { Knex } from 'knex';
 import type { JsonSchema } from './route.js';
 
 export interface PageQuery {
@@ -16,6 +17,25 @@ export const pageQueryProperties: Record<string, JsonSchema> = {
     description: 'Results per page, 1 to 300',
   },
 };
+
+export type Order = [column: string, direction: 'asc' | 'desc'][];
+export const NEWEST_FIRST: Order = [
+  ['created_at', 'desc'],
+  ['id', 'desc'],
+];
+
+/** One page of a filtered query, in `order`, and the number of rows the filter matches. */
+export async function fetchPage<T>(
+  filtered: () => Knex.QueryBuilder,
+  order: Order,
+  offset: number,
+  limit: number,
+): Promise<{ rows: T[]; total: number }> {
+  const page = filtered();
+  for (const [column, direction] of order) page.orderBy(column, direction);
+  const [rows, [count]] = await Promise.all([page.offset(offset).limit(limit), filtered().count({ n: '*' })]);
+  return { rows: rows as T[], total: Number((count as { n: number | string }).n) };
+}
 
 export function offsetOf(query: PageQuery): number {
   return (query.page - 1) * query.per_page;

@@ -4,6 +4,8 @@ import { newId } from '../ids/ids.js';
 import { notifyOnCommit } from '../db/notify.js';
 import type { EventType } from '../webhooks/event-types.js';
 import { subscribes } from '../webhooks/event-types.js';
+import type { Principal } from '../auth/principal.js';
+import { fetchPage, type Order } from '../api/pagination.js';
 
 /** The channel on which new deliveries are announced (see src/db/notify.ts). */
 export const DELIVERY_CHANNEL = 'svc_webhook_deliveries';
@@ -92,6 +94,36 @@ export interface EventRow {
   link_id: string | null;
   data: string;
   created_at: number;
+}
+
+export interface EventFilter {
+  type?: string;
+  link_id?: string;
+  /** ISO 8601: only events created after it. */
+  created_after?: string;
+}
+
+/** The caller's events, newest first in emission order. */
+export async function listEvents(
+  db: Knex,
+  principal: Principal,
+  filter: EventFilter,
+  offset: number,
+  limit: number,
+) {
+  const scoped = () => {
+    const query = db<EventRow>('events').where({ org_id: principal.orgId, mode: principal.mode });
+    if (filter.type) query.where('type', filter.type);
+    if (filter.link_id) query.where('link_id', filter.link_id);
+    if (filter.created_after) query.where('created_at', '>', Date.parse(filter.created_after));
+    return query;
+  };
+  const order: Order = [
+    ['seq', 'desc'],
+    ['id', 'desc'],
+  ];
+  const { rows, total } = await fetchPage<EventRow>(scoped, order, offset, limit);
+  return { data: rows.map(presentEvent), total };
 }
 
 export function presentEvent(row: EventRow): EventRecord {

@@ -2,7 +2,7 @@ import { defineRoute, type JsonSchema } from '../api/route.js';
 import { offsetOf, pageQueryProperties, paginationHeaders, type PageQuery } from '../api/pagination.js';
 import { findOwned } from '../auth/ownership.js';
 import { EVENT_TYPES } from '../webhooks/event-types.js';
-import { presentEvent, type EventRow } from './outbox.js';
+import { listEvents, presentEvent, type EventRow } from './outbox.js';
 
 const ref = { $ref: '#/components/schemas/Event' };
 
@@ -57,22 +57,15 @@ export const eventRoutes = [
       },
     },
     async handler({ services, principal, query, ctx }) {
-      const scoped = () => {
-        const q = services.db
-          .reader<EventRow>('events')
-          .where({ org_id: principal.orgId, mode: principal.mode });
-        if (query.type) q.where('type', query.type);
-        if (query.link_id) q.where('link_id', query.link_id);
-        if (query.created_after) q.where('created_at', '>', Date.parse(query.created_after));
-        return q;
-      };
-      const [rows, [count]] = await Promise.all([
-        scoped().orderBy('seq', 'desc').orderBy('id', 'desc').offset(offsetOf(query)).limit(query.per_page),
-        scoped().count({ n: '*' }),
-      ]);
-      const total = Number((count as { n: number | string }).n);
+      const { data, total } = await listEvents(
+        services.db.reader,
+        principal,
+        query,
+        offsetOf(query),
+        query.per_page,
+      );
       return {
-        body: rows.map(presentEvent),
+        body: data,
         headers: paginationHeaders(services.config.api.baseUrl, ctx.path, query, query, total),
       };
     },

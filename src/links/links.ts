@@ -11,6 +11,7 @@ import { findInstitution, offers } from '../banks/institutions.js';
 import { enqueueSync } from '../jobs/jobs.js';
 import { normaliseRut } from './rut.js';
 import { firstSyncAt } from './schedule.js';
+import { fetchPage, NEWEST_FIRST } from '../api/pagination.js';
 
 export type LinkStatus = 'active' | 'expired';
 export type RefreshStatus = 'idle' | 'queued' | 'in_progress' | 'requires_mfa';
@@ -260,11 +261,8 @@ export async function listLinks(
     if (filter.external_user_id !== undefined) query.where('external_user_id', filter.external_user_id);
     return query;
   };
-  const [rows, [count]] = await Promise.all([
-    scoped().orderBy('created_at', 'desc').orderBy('id', 'desc').offset(offset).limit(limit),
-    scoped().count({ n: '*' }),
-  ]);
-  return { data: rows.map(presentLink), total: Number((count as { n: number | string }).n) };
+  const { rows, total } = await fetchPage<LinkRow>(scoped, NEWEST_FIRST, offset, limit);
+  return { data: rows.map(presentLink), total };
 }
 
 /** Pausing stops the 4-hour scheduler; on-demand refreshes keep working. */

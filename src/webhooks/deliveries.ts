@@ -4,6 +4,7 @@ import { errors } from '../errors/api-error.js';
 import { newId } from '../ids/ids.js';
 import type { Principal } from '../auth/principal.js';
 import { findOwned } from '../auth/ownership.js';
+import { fetchPage, NEWEST_FIRST } from '../api/pagination.js';
 import { notifyOnCommit } from '../db/notify.js';
 import { DELIVERY_CHANNEL } from '../events/outbox.js';
 
@@ -123,11 +124,7 @@ export async function listDeliveries(
     if (filter.status) query.where('status', filter.status);
     return query;
   };
-  const [rows, [count]] = await Promise.all([
-    scoped().orderBy('created_at', 'desc').orderBy('id', 'desc').offset(offset).limit(limit),
-    scoped().count({ n: '*' }),
-  ]);
-  return { rows, total: Number((count as { n: number | string }).n) };
+  return fetchPage<DeliveryRow>(scoped, NEWEST_FIRST, offset, limit);
 }
 
 export async function getDelivery(db: Knex, principal: Principal, id: string): Promise<WebhookDelivery> {

@@ -5,6 +5,7 @@ import { newId } from '../ids/ids.js';
 import { randomBase62 } from '../keys/key-format.js';
 import type { Principal } from '../auth/principal.js';
 import { findOwned } from '../auth/ownership.js';
+import { fetchPage, NEWEST_FIRST } from '../api/pagination.js';
 import type { SecretBox } from '../secrets/secret-box.js';
 import { EVENT_TYPES } from './event-types.js';
 import { checkWebhookUrl } from './url-policy.js';
@@ -117,20 +118,9 @@ export async function createEndpoint(
 }
 
 export async function listEndpoints(db: Knex, principal: Principal, offset: number, limit: number) {
-  const scope = { org_id: principal.orgId, mode: principal.mode };
-  const [rows, [count]] = await Promise.all([
-    db<WebhookEndpointRow>('webhook_endpoints')
-      .where(scope)
-      .orderBy('created_at', 'desc')
-      .orderBy('id', 'desc')
-      .offset(offset)
-      .limit(limit),
-    db('webhook_endpoints').where(scope).count({ n: '*' }),
-  ]);
-  return {
-    data: rows.map((row) => presentEndpoint(row)),
-    total: Number((count as { n: number | string }).n),
-  };
+  const scoped = () => db('webhook_endpoints').where({ org_id: principal.orgId, mode: principal.mode });
+  const { rows, total } = await fetchPage<WebhookEndpointRow>(scoped, NEWEST_FIRST, offset, limit);
+  return { data: rows.map((row) => presentEndpoint(row)), total };
 }
 
 /** The caller's endpoint: 404 for another organisation's, 403 `wrong_mode` for the other mode's. */

@@ -1,17 +1,12 @@
 import t from 'tap';
-import { createTenant, forEachEngine, startTestApp, tableCounts } from '../helpers/harness.js';
+import { createTenant, forEachEngine, startTestApp, tableCounts, RAISED_LIMITS } from '../helpers/harness.js';
 
 const body = { url: 'http://127.0.0.1:9/hook', enabled_events: ['*'] };
-
-const generous = {
-  resource_write: { perMinute: 10_000, burst: 1_000 },
-  read: { perMinute: 10_000, burst: 1_000 },
-};
 
 forEachEngine(t, async (t, engine) => {
   const app = await startTestApp(t, engine);
   // Raised limits: these tests make more writes than the default burst allows.
-  const tenant = await createTenant(app, { rateLimits: generous });
+  const tenant = await createTenant(app, { rateLimits: RAISED_LIMITS });
   const sk = tenant.keys.sk_test.secret;
 
   t.test('a repeat with the same key and body replays the first response and creates nothing', async (t) => {

@@ -9,18 +9,14 @@ import {
   tableCounts,
   eventTypes,
   CONSENT,
+  RAISED_LIMITS,
 } from '../helpers/harness.js';
 
 const HOUR = 3_600_000;
-const generous = {
-  resource_write: { perMinute: 100_000, burst: 10_000 },
-  read: { perMinute: 100_000, burst: 10_000 },
-};
-
 forEachEngine(t, async (t, engine) => {
   const app = await startTestApp(t, engine);
-  const tenant = await createTenant(app, { rateLimits: generous });
-  const other = await createTenant(app, { rateLimits: generous });
+  const tenant = await createTenant(app, { rateLimits: RAISED_LIMITS });
+  const other = await createTenant(app, { rateLimits: RAISED_LIMITS });
   const sk = tenant.keys.sk_test.secret;
   const create = (body: unknown, key = sk) => app.request('POST', '/v1/links', { key, body });
 
@@ -279,7 +275,7 @@ forEachEngine(t, async (t, engine) => {
   });
 
   t.test("lists filter and paginate; another organisation's link is 404, the other mode's 403", async (t) => {
-    const fresh = await createTenant(app, { rateLimits: generous });
+    const fresh = await createTenant(app, { rateLimits: RAISED_LIMITS });
     const key = fresh.keys.sk_test.secret;
     for (const user of ['a', 'b', 'a']) await create(linkBody({ external_user_id: user }), key);
     const all = await app.request('GET', '/v1/links', { key });

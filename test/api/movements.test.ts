@@ -8,15 +8,11 @@ import {
   schedulerTick,
   startTestApp,
   type TestApp,
+  RAISED_LIMITS,
 } from '../helpers/harness.js';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
-const unlimited = {
-  read: { perMinute: 1_000_000, burst: 100_000 },
-  resource_write: { perMinute: 100_000, burst: 10_000 },
-};
-
 interface Movement {
   id: string;
   amount: number;
@@ -44,8 +40,8 @@ async function readAll(app: TestApp, key: string, path: string): Promise<Movemen
 
 forEachEngine(t, async (t, engine) => {
   const app = await startTestApp(t, engine);
-  const tenant = await createTenant(app, { rateLimits: unlimited });
-  const other = await createTenant(app, { rateLimits: unlimited });
+  const tenant = await createTenant(app, { rateLimits: RAISED_LIMITS });
+  const other = await createTenant(app, { rateLimits: RAISED_LIMITS });
   const sk = tenant.keys.sk_test.secret;
   const link = (
     await app.request('POST', '/v1/links', {

@@ -10,21 +10,16 @@ import {
   spiedSandbox,
   startTestApp,
   tableCounts,
+  RAISED_LIMITS,
 } from '../helpers/harness.js';
 
 const MINUTE = 60_000;
 const HOUR = 60 * MINUTE;
-const generous = {
-  sync_write: { perMinute: 10_000, burst: 1_000 },
-  resource_write: { perMinute: 10_000, burst: 1_000 },
-  read: { perMinute: 10_000, burst: 1_000 },
-};
-
 forEachEngine(t, async (t, engine) => {
   const bank = spiedSandbox();
   const app = await startTestApp(t, engine, { connectors: bank.connectors });
-  const tenant = await createTenant(app, { rateLimits: generous });
-  const other = await createTenant(app, { rateLimits: generous });
+  const tenant = await createTenant(app, { rateLimits: RAISED_LIMITS });
+  const other = await createTenant(app, { rateLimits: RAISED_LIMITS });
   const sk = tenant.keys.sk_test.secret;
   let rutSeq = 1;
   const newLink = async (password = 'sandbox', overrides: Record<string, unknown> = {}) => {

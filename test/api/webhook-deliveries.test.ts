@@ -9,14 +9,9 @@ import {
   runSyncs,
   startTestApp,
   tableCounts,
+  RAISED_LIMITS,
 } from '../helpers/harness.js';
 import { startReceiver } from '../helpers/receiver.js';
-
-const generous = {
-  resource_write: { perMinute: 100_000, burst: 10_000 },
-  read: { perMinute: 100_000, burst: 10_000 },
-  webhook_deliveries: { perMinute: 100_000, burst: 10_000 },
-};
 
 /** The spec's catalogue: the data fields of each type. */
 const CATALOGUE: Record<string, string[]> = {
@@ -46,8 +41,8 @@ forEachEngine(t, async (t, engine) => {
   const app = await startTestApp(t, engine, {
     config: { dispatcher: { retryScheduleSeconds: [0, 0] }, webhooks: { allowPrivateAddresses: true } },
   });
-  const tenant = await createTenant(app, { rateLimits: generous });
-  const other = await createTenant(app, { rateLimits: generous });
+  const tenant = await createTenant(app, { rateLimits: RAISED_LIMITS });
+  const other = await createTenant(app, { rateLimits: RAISED_LIMITS });
   const sk = tenant.keys.sk_test.secret;
   const live = tenant.keys.sk_live.secret;
   const link = (await app.request('POST', '/v1/links', { key: sk, body: linkBody() })).body;

@@ -10,16 +10,11 @@ import {
   startTestApp,
   type TestApp,
   type TestTenant,
+  RAISED_LIMITS,
 } from '../helpers/harness.js';
 import { independentlyVerified, ok, startReceiver } from '../helpers/receiver.js';
 
 const SCHEDULE = [0, 10, 20, 30, 40, 50];
-const generous = {
-  resource_write: { perMinute: 100_000, burst: 10_000 },
-  read: { perMinute: 100_000, burst: 10_000 },
-  webhook_deliveries: { perMinute: 100_000, burst: 10_000 },
-};
-
 function dispatcherFor(t: Test, services: DispatcherServices): Dispatcher {
   const dispatcher = new Dispatcher(services);
   t.teardown(() => dispatcher.close());
@@ -71,7 +66,7 @@ forEachEngine(t, async (t, engine) => {
   const app = await startTestApp(t, engine, {
     config: { dispatcher: { retryScheduleSeconds: SCHEDULE, attemptTimeoutMs: 400 } },
   });
-  const tenant: TestTenant = await createTenant(app, { rateLimits: generous });
+  const tenant: TestTenant = await createTenant(app, { rateLimits: RAISED_LIMITS });
   const sk = tenant.keys.sk_test.secret;
   const linkId = await newLink(app, sk);
 
@@ -278,7 +273,7 @@ forEachEngine(t, async (t, engine) => {
         dispatcher: { concurrency: 6, perEndpointConcurrency: 2, attemptTimeoutMs: 5000, pollIntervalMs: 50 },
       },
     });
-    const owner = await createTenant(slowApp, { rateLimits: generous });
+    const owner = await createTenant(slowApp, { rateLimits: RAISED_LIMITS });
     const key = owner.keys.sk_test.secret;
     const link = await newLink(slowApp, key);
     const slow = await startReceiver(t, () => undefined);
@@ -301,7 +296,7 @@ forEachEngine(t, async (t, engine) => {
 
   t.test('a commit wakes the dispatcher long before its poll interval', async (t) => {
     const quietApp = await startTestApp(t, engine, { config: { dispatcher: { pollIntervalMs: 60_000 } } });
-    const owner = await createTenant(quietApp, { rateLimits: generous });
+    const owner = await createTenant(quietApp, { rateLimits: RAISED_LIMITS });
     const key = owner.keys.sk_test.secret;
     const link = await newLink(quietApp, key);
     const receiver = await startReceiver(t);
@@ -324,7 +319,7 @@ forEachEngine(t, async (t, engine) => {
       const liveApp = await startTestApp(t, engine, {
         config: { webhooks: { allowPrivateAddresses: true }, dispatcher: { attemptTimeoutMs: 500 } },
       });
-      const owner = await createTenant(liveApp, { rateLimits: generous });
+      const owner = await createTenant(liveApp, { rateLimits: RAISED_LIMITS });
       const live = owner.keys.sk_live.secret;
       const receiver = await startReceiver(t);
       const urls = [

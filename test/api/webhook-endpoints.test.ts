@@ -1,19 +1,14 @@
 import t from 'tap';
 import parseLinkHeader from 'parse-link-header';
-import { createTenant, forEachEngine, startTestApp, tableCounts } from '../helpers/harness.js';
+import { createTenant, forEachEngine, startTestApp, tableCounts, RAISED_LIMITS } from '../helpers/harness.js';
 
 const hook = 'http://127.0.0.1:9/hook';
-
-const generous = {
-  resource_write: { perMinute: 10_000, burst: 1_000 },
-  read: { perMinute: 10_000, burst: 1_000 },
-};
 
 forEachEngine(t, async (t, engine) => {
   const app = await startTestApp(t, engine);
   // Raised limits: these tests make more writes than the default burst allows.
-  const tenant = await createTenant(app, { rateLimits: generous });
-  const other = await createTenant(app, { rateLimits: generous });
+  const tenant = await createTenant(app, { rateLimits: RAISED_LIMITS });
+  const other = await createTenant(app, { rateLimits: RAISED_LIMITS });
   const sk = tenant.keys.sk_test.secret;
 
   t.test('create returns the secret once; get and list never do', async (t) => {
@@ -158,7 +153,7 @@ forEachEngine(t, async (t, engine) => {
   });
 
   t.test('pagination: X-Total-Count and a Link header a standard parser reads', async (t) => {
-    const fresh = await createTenant(app, { rateLimits: generous });
+    const fresh = await createTenant(app, { rateLimits: RAISED_LIMITS });
     const key = fresh.keys.sk_test.secret;
     const ids: string[] = [];
     for (let i = 0; i < 5; i++) {

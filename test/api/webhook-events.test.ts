@@ -8,22 +8,18 @@ import {
   runSyncs,
   schedulerTick,
   startTestApp,
+  RAISED_LIMITS,
 } from '../helpers/harness.js';
 import { independentlyVerified, startReceiver, type Received } from '../helpers/receiver.js';
 
 const HOUR = 3_600_000;
-const generous = {
-  resource_write: { perMinute: 100_000, burst: 10_000 },
-  read: { perMinute: 100_000, burst: 10_000 },
-};
-
 /**
  * Each type of the catalogue, caused by the flow that causes it, reaches a real HTTP receiver that checks
  * the signature with its own HMAC code.
  */
 forEachEngine(t, async (t, engine) => {
   const app = await startTestApp(t, engine);
-  const tenant = await createTenant(app, { rateLimits: generous });
+  const tenant = await createTenant(app, { rateLimits: RAISED_LIMITS });
   const sk = tenant.keys.sk_test.secret;
   const receiver = await startReceiver(t);
   const hook = (

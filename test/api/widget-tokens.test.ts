@@ -13,18 +13,12 @@ import {
   startTestApp,
   tableCounts,
   type TestApp,
+  RAISED_LIMITS,
 } from '../helpers/harness.js';
 import { connectThroughWidget, OPENER, openWidget, widgetApi, widgetToken } from '../helpers/widget.js';
 
 const MINUTE = 60_000;
 const HOUR = 60 * MINUTE;
-const generous = {
-  sync_write: { perMinute: 10_000, burst: 1_000 },
-  resource_write: { perMinute: 10_000, burst: 1_000 },
-  read: { perMinute: 10_000, burst: 1_000 },
-  widget_tokens: { perMinute: 10_000, burst: 1_000 },
-};
-
 let rutSeq = 0;
 /** A different valid RUT each time, so every sandbox link has its own holder. */
 function nextRut(): string {
@@ -69,8 +63,8 @@ async function expiredLink(app: TestApp, sk: string): Promise<string> {
 
 forEachEngine(t, async (t, engine) => {
   const app = await startTestApp(t, engine);
-  const tenant = await createTenant(app, { rateLimits: generous });
-  const other = await createTenant(app, { rateLimits: generous });
+  const tenant = await createTenant(app, { rateLimits: RAISED_LIMITS });
+  const other = await createTenant(app, { rateLimits: RAISED_LIMITS });
   const sk = tenant.keys.sk_test.secret;
   const pk = tenant.keys.pk_test.secret;
 

@@ -321,3 +321,15 @@ export function spiedSandbox(): {
     },
   };
 }
+
+/**
+ * Limits high enough to keep rate limiting out of a test's way; tests of the limits themselves use a fresh
+ * tenant with the defaults.
+ */
+export const RAISED_LIMITS = {
+  read: { perMinute: 1_000_000, burst: 100_000 },
+  sync_write: { perMinute: 1_000_000, burst: 100_000 },
+  widget_tokens: { perMinute: 1_000_000, burst: 100_000 },
+  resource_write: { perMinute: 1_000_000, burst: 100_000 },
+  webhook_deliveries: { perMinute: 1_000_000, burst: 100_000 },
+};
