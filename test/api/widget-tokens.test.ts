@@ -623,4 +623,32 @@ forEachEngine(t, async (t, engine) => {
     t.equal(stale.status, 409, 'a second reconnect token for a link that works again');
     t.match(stale.html, 'This connection already works');
   });
+
+  t.test(
+    'widget_tokens allows a burst of 10 shared by the secret and publishable keys of a mode',
+    async (t) => {
+      const fresh = await createTenant(app);
+      const keys = [fresh.keys.sk_test.secret, fresh.keys.pk_test.secret];
+      const remaining: number[] = [];
+      for (let i = 0; i < 10; i++) {
+        const response = await app.request('POST', '/v1/widget_tokens', { key: keys[i % 2]!, body: {} });
+        t.equal(response.status, 200, `request ${i + 1}`);
+        t.equal(response.headers.get('x-ratelimit-limit'), '30');
+        remaining.push(Number(response.headers.get('x-ratelimit-remaining')));
+      }
+      t.same(remaining, [9, 8, 7, 6, 5, 4, 3, 2, 1, 0], 'one bucket for both keys');
+      const refused = await app.request('POST', '/v1/widget_tokens', {
+        key: fresh.keys.pk_test.secret,
+        body: {},
+      });
+      t.equal(refused.status, 429);
+      t.match(refused.body, { error: { type: 'rate_limit_error', code: 'rate_limit_exceeded' } });
+      t.ok(Number(refused.headers.get('retry-after')) >= 1);
+      const live = await app.request('POST', '/v1/widget_tokens', {
+        key: fresh.keys.pk_live.secret,
+        body: {},
+      });
+      t.equal(live.status, 200, 'the live keys have a bucket of their own');
+    },
+  );
 });
