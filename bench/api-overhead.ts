@@ -5,10 +5,18 @@
  * each gets one of the machine's cores.
  *
  *   npm run bench                                   SQLite
- *   BENCH_DATABASE_URL=postgres://… npm run bench   Postgres (the URL may carry ?schema=…)
+ *   BENCH_DATABASE_URL=postgres://… npm run bench   Postgres (in a fresh schema, dropped afterwards)
  */
 import { spawn } from 'node:child_process';
-import { BIN, freePort, measure as measureWith, median, waitForHealth, type Measurement } from './lib.js';
+import {
+  BIN,
+  freePort,
+  freshPostgresSchema,
+  measure as measureWith,
+  median,
+  waitForHealth,
+  type Measurement,
+} from './lib.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -23,6 +31,8 @@ const BARE = fileURLToPath(new URL('./bare-server.js', import.meta.url));
 const DURATION_SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const CONNECTIONS = 32;
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+// e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile the server (its children inherit the flags).
+const SERVER_NODE_ARGS = (process.env.BENCH_SERVER_NODE_ARGS ?? '').split(' ').filter(Boolean);
 
 const measure = (url: string, headers: Record<string, string>) =>
   measureWith(url, headers, DURATION_SECONDS, CONNECTIONS);
@@ -30,10 +40,13 @@ const measure = (url: string, headers: Record<string, string>) =>
 async function main(): Promise<void> {
   const home = mkdtempSync(join(tmpdir(), 'svc-bench-'));
   const env = { SVC_HOME: home };
+  const postgres = process.env.BENCH_DATABASE_URL
+    ? await freshPostgresSchema(process.env.BENCH_DATABASE_URL)
+    : undefined;
   await install({
     home,
     env,
-    databaseUrl: process.env.BENCH_DATABASE_URL,
+    databaseUrl: postgres?.url,
     clock: systemClock,
     actor: 'bench',
   });
@@ -58,10 +71,14 @@ async function main(): Promise<void> {
   await db.close();
 
   const port = await freePort();
-  const server = spawn(process.execPath, [BIN, 'serve', '--roles', 'api', '--port', String(port)], {
-    env: { ...process.env, SVC_HOME: home, SVC_METRICS_PORT: '0', SVC_LOG_LEVEL: 'info' },
-    stdio: ['ignore', 'ignore', 'inherit'],
-  });
+  const server = spawn(
+    process.execPath,
+    [...SERVER_NODE_ARGS, BIN, 'serve', '--roles', 'api', '--port', String(port)],
+    {
+      env: { ...process.env, SVC_HOME: home, SVC_METRICS_PORT: '0', SVC_LOG_LEVEL: 'info' },
+      stdio: ['ignore', 'ignore', 'inherit'],
+    },
+  );
   const barePort = await freePort();
   const bare = spawn(process.execPath, [BARE, config.databaseUrl, String(barePort)], {
     stdio: ['ignore', 'ignore', 'inherit'],
@@ -126,6 +143,7 @@ async function main(): Promise<void> {
     server.kill('SIGTERM');
     await new Promise((resolve) => server.once('exit', resolve));
     rmSync(home, { recursive: true, force: true });
+    await postgres?.drop();
   }
 }
 

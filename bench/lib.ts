@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
@@ -73,3 +74,23 @@ export async function stop(child: ChildProcess): Promise<void> {
 
 export const row = (label: string, m: Measurement) =>
   `${label.padEnd(44)} ${m.rps.toFixed(0).padStart(8)} ${String(m.p50).padStart(8)} ${String(m.p99).padStart(8)}`;
+
+/**
+ * A fresh schema in the Postgres database at `base`, so that runs neither collide with each other nor
+ * leave tables behind in `public`; `drop` removes it.
+ */
+export async function freshPostgresSchema(base: string): Promise<{ url: string; drop(): Promise<void> }> {
+  const { default: knexFactory } = await import('knex');
+  const schema = `bench_${randomBytes(4).toString('hex')}`;
+  const admin = knexFactory({ client: 'pg', connection: base, pool: { min: 0, max: 1 } });
+  await admin.raw(`create schema ${schema}`);
+  await admin.destroy();
+  return {
+    url: `${base}${base.includes('?') ? '&' : '?'}schema=${schema}`,
+    async drop() {
+      const dropper = knexFactory({ client: 'pg', connection: base, pool: { min: 0, max: 1 } });
+      await dropper.raw(`drop schema if exists ${schema} cascade`);
+      await dropper.destroy();
+    },
+  };
+}

@@ -17,6 +17,12 @@ export interface Database {
   readonly knex: Knex;
   /** Reads: on SQLite a pool of read connections (WAL lets them run beside the writer). */
   readonly reader: Knex;
+  /**
+   * Single-statement writes that a crash may lose without harm (rate-limit buckets refill within a minute
+   * anyway): on Postgres a small pool whose commits do not wait for the WAL flush, which would otherwise
+   * cost a disk sync per statement; on SQLite the writer.
+   */
+  readonly volatileWriter: Knex;
   /** A write transaction: `BEGIN IMMEDIATE` on SQLite, retried while another process holds the lock. */
   transaction<T>(work: (trx: Knex.Transaction) => Promise<T>): Promise<T>;
   /** Answers when the database does; throws otherwise. */
@@ -82,6 +88,7 @@ function openSqlite(options: OpenOptions): Database {
     engine: 'sqlite',
     knex: writer,
     reader,
+    volatileWriter: writer,
     transaction: (work) => retryBusy(() => writer.transaction(work)),
     ping: (timeoutMs = 2000) => withTimeout(reader.raw('select 1'), timeoutMs).then(() => undefined),
     async sizeBytes() {
@@ -106,17 +113,29 @@ function openPostgres(options: OpenOptions): Database {
   const url = new URL(options.url);
   const schema = url.searchParams.get('schema');
   url.searchParams.delete('schema');
-  const knex = knexFactory({
-    client: 'pg',
-    connection: { connectionString: url.toString(), connectionTimeoutMillis: 5000 },
-    searchPath: schema ? [schema] : undefined,
-    pool: { min: 0, max: options.poolSize ?? 10, acquireTimeoutMillis: 10_000 },
-    acquireConnectionTimeout: 10_000,
+  const make = (
+    max: number,
+    afterCreate?: (conn: pg.Client, done: (err: Error | null, conn: pg.Client) => void) => void,
+  ) =>
+    knexFactory({
+      client: 'pg',
+      connection: { connectionString: url.toString(), connectionTimeoutMillis: 5000 },
+      searchPath: schema ? [schema] : undefined,
+      pool: { min: 0, max, acquireTimeoutMillis: 10_000, ...(afterCreate ? { afterCreate } : {}) },
+      acquireConnectionTimeout: 10_000,
+    });
+  const knex = make(options.poolSize ?? 10);
+  const volatileWriter = make(2, (conn, done) => {
+    conn.query('SET synchronous_commit = off').then(
+      () => done(null, conn),
+      (error: Error) => done(error, conn),
+    );
   });
   return {
     engine: 'postgres',
     knex,
     reader: knex,
+    volatileWriter,
     transaction: (work) => knex.transaction(work),
     ping: (timeoutMs = 2000) => withTimeout(knex.raw('select 1'), timeoutMs).then(() => undefined),
     async sizeBytes() {
@@ -124,7 +143,9 @@ function openPostgres(options: OpenOptions): Database {
       return Number(result.rows[0].size);
     },
     describe: () => `postgres ${url.host}${url.pathname}${schema ? ` (schema ${schema})` : ''}`,
-    close: () => knex.destroy(),
+    close: async () => {
+      await Promise.all([knex.destroy(), volatileWriter.destroy()]);
+    },
   };
 }
 

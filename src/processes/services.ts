@@ -62,5 +62,5 @@ function chooseRateLimiter(config: Readonly<Config>, db: Database): RateLimiter 
         ? 'database'
         : 'memory'
       : config.rateLimitStore;
-  return store === 'database' ? new DatabaseRateLimiter(db.knex) : new MemoryRateLimiter();
+  return store === 'database' ? new DatabaseRateLimiter(db) : new MemoryRateLimiter();
 }

@@ -1,6 +1,7 @@
-import type { Knex } from 'knex';
 import type { RateLimit } from '../config/defaults.js';
-import { describe, take, type BucketState, type Decision } from './token-bucket.js';
+import type { Database } from '../db/database.js';
+import { floorSql } from '../db/dialect.js';
+import { shareGrant, take, type BucketState, type Decision } from './token-bucket.js';
 
 export interface RateLimiter {
   take(bucketKey: string, limit: RateLimit, now: number): Promise<Decision>;
@@ -24,40 +25,94 @@ export class MemoryRateLimiter implements RateLimiter {
   }
 }
 
+interface Waiter {
+  now: number;
+  resolve(decision: Decision): void;
+  reject(error: unknown): void;
+}
+
 /**
- * Buckets in the database, shared by every API process: one atomic upsert computes the refill, takes a
- * token if there is one and returns the result, so two processes can never both spend the last token.
- * Written with CASE rather than LEAST/MIN so the one statement serves both engines.
+ * Buckets in the database, shared by every API process. One atomic upsert computes the refill and takes
+ * as many whole tokens as it can, up to the number asked for, so two processes can never both spend the
+ * last token. Requests of one bucket that arrive while its statement runs wait and are charged together
+ * by the next one: a statement per request would queue every request of a busy key on that key's row lock.
  */
 export class DatabaseRateLimiter implements RateLimiter {
-  constructor(private readonly db: Knex) {}
+  private readonly waiting = new Map<string, Waiter[]>();
+  private readonly charging = new Set<string>();
+  private readonly sql: string;
 
-  async take(bucketKey: string, limit: RateLimit, now: number): Promise<Decision> {
-    // Casts fix the parameters' types, which Postgres would otherwise infer from the bigint columns.
+  constructor(private readonly db: Database) {
+    // Casts fix the parameters' types, which Postgres would otherwise infer from the columns.
     const elapsed =
       'CASE WHEN CAST(:now AS BIGINT) > rate_limit_buckets.updated_at THEN CAST(:now AS BIGINT) - rate_limit_buckets.updated_at ELSE 0 END';
     const grown = `rate_limit_buckets.tokens + (${elapsed}) * CAST(:rate AS DOUBLE PRECISION)`;
     const refilled = `(CASE WHEN ${grown} > CAST(:burst AS DOUBLE PRECISION) THEN CAST(:burst AS DOUBLE PRECISION) ELSE ${grown} END)`;
-    const result = await this.db.raw(
-      `INSERT INTO rate_limit_buckets (bucket_key, tokens, allowed, updated_at)
-       VALUES (:key, CAST(:burst AS DOUBLE PRECISION) - 1, true, CAST(:now AS BIGINT))
+    const whole = floorSql(db.engine, refilled);
+    const granted = `(CASE WHEN ${whole} >= CAST(:wanted AS INTEGER) THEN CAST(:wanted AS INTEGER) ELSE ${whole} END)`;
+    this.sql = `INSERT INTO rate_limit_buckets (bucket_key, tokens, granted, updated_at)
+       VALUES (:key, CAST(:freshTokens AS DOUBLE PRECISION), CAST(:freshGranted AS INTEGER), CAST(:now AS BIGINT))
        ON CONFLICT (bucket_key) DO UPDATE SET
-         tokens = CASE WHEN ${refilled} >= 1 THEN ${refilled} - 1 ELSE ${refilled} END,
-         allowed = CASE WHEN ${refilled} >= 1 THEN true ELSE false END,
+         tokens = ${refilled} - ${granted},
+         granted = ${granted},
          updated_at = CASE WHEN CAST(:now AS BIGINT) > rate_limit_buckets.updated_at
            THEN CAST(:now AS BIGINT) ELSE rate_limit_buckets.updated_at END
-       RETURNING tokens, allowed, updated_at`,
-      { key: bucketKey, now, rate: limit.perMinute / 60_000, burst: limit.burst },
-    );
+       RETURNING tokens, granted, updated_at`;
+  }
+
+  take(bucketKey: string, limit: RateLimit, now: number): Promise<Decision> {
+    return new Promise((resolve, reject) => {
+      const queue = this.waiting.get(bucketKey);
+      if (queue) queue.push({ now, resolve, reject });
+      else this.waiting.set(bucketKey, [{ now, resolve, reject }]);
+      if (!this.charging.has(bucketKey)) void this.chargeWaiting(bucketKey, limit);
+    });
+  }
+
+  private async chargeWaiting(bucketKey: string, limit: RateLimit): Promise<void> {
+    this.charging.add(bucketKey);
+    try {
+      for (let batch = this.waiting.get(bucketKey); batch; batch = this.waiting.get(bucketKey)) {
+        this.waiting.delete(bucketKey);
+        try {
+          const now = Math.max(...batch.map((waiter) => waiter.now));
+          const { granted, after } = await this.takeTokens(bucketKey, limit, now, batch.length);
+          shareGrant(granted, after, batch.length, limit).forEach((decision, index) =>
+            batch![index]!.resolve(decision),
+          );
+        } catch (error) {
+          for (const waiter of batch) waiter.reject(error);
+        }
+      }
+    } finally {
+      this.charging.delete(bucketKey);
+    }
+  }
+
+  private async takeTokens(
+    bucketKey: string,
+    limit: RateLimit,
+    now: number,
+    wanted: number,
+  ): Promise<{ granted: number; after: BucketState }> {
+    const freshGranted = Math.min(wanted, Math.floor(limit.burst));
+    const result = await this.db.volatileWriter.raw(this.sql, {
+      key: bucketKey,
+      now,
+      rate: limit.perMinute / 60_000,
+      burst: limit.burst,
+      wanted,
+      freshTokens: limit.burst - freshGranted,
+      freshGranted,
+    });
     const row = (Array.isArray(result) ? result[0] : result.rows[0]) as {
       tokens: number;
-      allowed: boolean | number;
+      granted: number;
       updated_at: number;
     };
-    return describe(
-      Boolean(row.allowed),
-      { tokens: Number(row.tokens), updatedAt: Number(row.updated_at) },
-      limit,
-    );
+    return {
+      granted: Number(row.granted),
+      after: { tokens: Number(row.tokens), updatedAt: Number(row.updated_at) },
+    };
   }
 }

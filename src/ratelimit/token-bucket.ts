@@ -30,6 +30,19 @@ export function take(state: BucketState | undefined, limit: RateLimit, now: numb
   return describe(allowed, { tokens, updatedAt: now }, limit, ratePerMs);
 }
 
+/**
+ * Splits one grant of `granted` tokens among `count` requests charged together, in arrival order: the
+ * first `granted` are allowed, each seeing the bucket as if the requests had been charged one by one.
+ * `after` is the bucket once the whole grant was taken.
+ */
+export function shareGrant(granted: number, after: BucketState, count: number, limit: RateLimit): Decision[] {
+  return Array.from({ length: count }, (_, index) =>
+    index < granted
+      ? describe(true, { tokens: after.tokens + (granted - 1 - index), updatedAt: after.updatedAt }, limit)
+      : describe(false, after, limit),
+  );
+}
+
 export function describe(
   allowed: boolean,
   state: BucketState,

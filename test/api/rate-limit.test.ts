@@ -188,5 +188,19 @@ forEachEngine(t, async (t, engine) => {
       'concurrently through both: exactly 20 of 30',
     );
     t.equal(concurrent.filter((r) => r.status === 429).length, 10, 'and the other 10 are 429');
+
+    // Requests that wait while their bucket is being charged are charged together: 60 at once, one bucket.
+    const third = await createTenant(a);
+    const crowd = await Promise.all(
+      Array.from({ length: 60 }, (_, i) =>
+        (i % 2 ? a : b).request('GET', PATH, { key: third.keys.sk_test.secret }),
+      ),
+    );
+    t.equal(crowd.filter((r) => r.status === 200).length, 20, 'a crowd of 60 gets exactly the burst');
+    const remaining = crowd
+      .filter((r) => r.status === 200)
+      .map((r) => Number(r.headers.get('x-ratelimit-remaining')))
+      .sort((x, y) => x - y);
+    t.same(remaining, [...Array(20).keys()], 'each allowed request saw its own remaining count');
   });
 });

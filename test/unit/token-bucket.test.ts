@@ -1,5 +1,5 @@
 import t from 'tap';
-import { take, type BucketState } from '../../src/ratelimit/token-bucket.js';
+import { shareGrant, take, type BucketState } from '../../src/ratelimit/token-bucket.js';
 
 const READ = { perMinute: 100, burst: 20 };
 const START = Date.UTC(2026, 0, 15, 12, 0, 0);
@@ -96,4 +96,32 @@ t.test('a refused request does not spend a token', async (t) => {
   let state = burst(undefined, 20, START).at(-1)!.state;
   for (let i = 0; i < 5; i++) state = take(state, READ, START + 300).state;
   t.equal(take(state, READ, START + 600).allowed, true, 'refusals at 300 ms did not delay the refill');
+});
+
+t.test(
+  'a grant charged for several requests at once reads as if they had been charged one by one',
+  async (t) => {
+    const afterThree = burst(undefined, 3, START).at(-1)!.state;
+    const one = burst(afterThree, 5, START);
+    // 17 tokens were left; a grant of 5 leaves 12.
+    const shared = shareGrant(5, { tokens: 12, updatedAt: START }, 5, READ);
+    t.same(
+      shared.map((d) => [d.allowed, d.remaining, d.resetAt]),
+      one.map((d) => [d.allowed, d.remaining, d.resetAt]),
+    );
+  },
+);
+
+t.test('requests beyond a partial grant are refused with the bucket as the grant left it', async (t) => {
+  const decisions = shareGrant(2, { tokens: 0.4, updatedAt: START }, 5, READ);
+  t.same(
+    decisions.map((d) => d.allowed),
+    [true, true, false, false, false],
+  );
+  t.same(
+    decisions.map((d) => d.remaining),
+    [1, 0, 0, 0, 0],
+  );
+  t.equal(decisions[4]!.retryAfter, 1, '0.6 tokens at 100/min is 360 ms away: 1 s');
+  t.same(shareGrant(0, { tokens: 0, updatedAt: START }, 0, READ), [], 'an empty batch decides nothing');
 });
