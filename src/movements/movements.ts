@@ -23,6 +23,25 @@ export interface MovementRow {
   synced_at: number;
 }
 
+/** The columns `presentMovement` reads: turning unused columns into JS values is most of a page's cost. */
+const PRESENTED_COLUMNS = [
+  'id',
+  'mode',
+  'account_id',
+  'amount',
+  'currency',
+  'description',
+  'type',
+  'reference_id',
+  'counterparty',
+  'posted_at',
+  'transaction_date',
+  'pending',
+  'status',
+  'canonical_id',
+  'synced_at',
+] as const satisfies readonly (keyof MovementRow)[];
+
 export function presentMovement(row: MovementRow) {
   const counterparty = row.counterparty
     ? (JSON.parse(row.counterparty) as {
@@ -131,7 +150,9 @@ export async function listMovements(db: Knex, principal: Principal, accountId: s
   const pageIds = filtered().select('id');
   for (const [column, direction] of order) pageIds.orderBy(column, direction);
   pageIds.limit(query.per_page).offset((query.page - 1) * query.per_page);
-  const rows = db('movements as m').join(pageIds.as('page'), 'm.id', 'page.id').select('m.*');
+  const rows = db('movements as m')
+    .join(pageIds.as('page'), 'm.id', 'page.id')
+    .select(PRESENTED_COLUMNS.map((column) => `m.${column}`));
   for (const [column, direction] of order) rows.orderBy(`m.${column}`, direction);
 
   const unfiltered =
