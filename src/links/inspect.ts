@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import { toIso } from '../clock/clock.js';
 import { errors } from '../errors/api-error.js';
 import type { Principal } from '../auth/principal.js';
-import { presentLink, type Link, type LinkRow } from './links.js';
+import { presentLink, UNREADABLE_CREDENTIALS, type Link, type LinkRow } from './links.js';
 
 export interface LinkInspection {
   link: Link & {
@@ -145,7 +145,11 @@ export function diagnose(
     notes.push(
       `Paused since ${toIso(row.paused_at)}: the scheduler skips it; resume it with \`svc links resume ${row.id}\`.`,
     );
-  if (row.status === 'active' && row.last_error_code) {
+  if (row.status === 'active' && row.last_error_code === UNREADABLE_CREDENTIALS) {
+    notes.push(
+      'The last sync failed with credentials_unreadable: the stored bank credentials do not open with any master key this host holds (the row was altered, or master.key lacks the key that sealed it). Restore master.key from the backup, or have the user reconnect the link.',
+    );
+  } else if (row.status === 'active' && row.last_error_code) {
     notes.push(
       `The last sync failed with ${row.last_error_code}${row.consecutive_failures > 0 ? ` (${row.consecutive_failures} credential failure(s) in a row; 3 expire the link)` : ' (a bank-side error: retried at the next sync)'}.`,
     );

@@ -13,6 +13,9 @@ import { normaliseRut } from './rut.js';
 import { firstSyncAt } from './schedule.js';
 import { fetchPage, NEWEST_FIRST } from '../api/pagination.js';
 
+/** `last_error_code` of a link whose stored credentials no master key opens. */
+export const UNREADABLE_CREDENTIALS = 'credentials_unreadable';
+
 export type LinkStatus = 'active' | 'expired';
 export type RefreshStatus = 'idle' | 'queued' | 'in_progress' | 'requires_mfa';
 

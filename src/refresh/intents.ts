@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import { toIso } from '../clock/clock.js';
 import { newId } from '../ids/ids.js';
 import { emitEvent } from '../events/outbox.js';
-import type { SecretBox } from '../secrets/secret-box.js';
+import { SecretError, type SecretBox } from '../secrets/secret-box.js';
 
 export type RefreshType = 'only_last' | 'historical' | 'full' | 'backfill';
 export type IntentStatus = 'created' | 'in_progress' | 'requires_mfa' | 'succeeded' | 'failed';
@@ -63,12 +63,25 @@ export function presentIntent(row: IntentRow, secrets?: SecretBox): RefreshInten
       row.status === 'requires_mfa' && row.mfa_expires_at !== null
         ? {
             widget_token:
-              secrets && row.mfa_token_encrypted ? secrets.open(row.mfa_token_encrypted, row.id) : '',
+              secrets && row.mfa_token_encrypted ? openOrBlank(secrets, row.mfa_token_encrypted, row.id) : '',
             expires_at: toIso(row.mfa_expires_at)!,
           }
         : null,
     mode: row.mode,
   };
+}
+
+/**
+ * A token that no longer opens (tampered with, or sealed with a master key this host lacks) reads as blank
+ * rather than failing the request: the sync that resumes the intent fails it with `credentials_unreadable`.
+ */
+function openOrBlank(secrets: SecretBox, sealed: string, context: string): string {
+  try {
+    return secrets.open(sealed, context);
+  } catch (error) {
+    if (error instanceof SecretError) return '';
+    throw error;
+  }
 }
 
 export async function createIntent(

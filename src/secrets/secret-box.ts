@@ -11,21 +11,48 @@ export interface MasterKey {
   key: Buffer;
 }
 
+/** The keys a box holds: the one that seals, and older ones that still open what they sealed. */
+export interface KeyRing {
+  active: MasterKey;
+  older: MasterKey[];
+}
+
+/**
+ * Where a box's keys come from, when that can change under a running process (the key file, which
+ * `svc master-key rotate` rewrites). `changed()` answers a fresh ring when the source changed since it was
+ * last read, and null otherwise; it is called before every seal and when a ciphertext names a key the box
+ * does not hold, so a process started before a rotation seals with the new key and opens rows re-sealed
+ * with it, without a restart.
+ */
+export interface KeySource {
+  changed(): KeyRing | null;
+}
+
 export class SecretBox {
-  private readonly byId: Map<string, Buffer>;
+  private active: MasterKey;
+  private byId = new Map<string, Buffer>();
 
   constructor(
-    private readonly active: MasterKey,
+    active: MasterKey,
     older: MasterKey[] = [],
+    private readonly source?: KeySource,
   ) {
-    this.byId = new Map([...older, active].map((k) => [k.id, k.key]));
+    this.active = active;
+    this.use({ active, older });
   }
 
   get activeKeyId(): string {
+    this.reloadQuietly();
     return this.active.id;
   }
 
+  /** Every key id this box can open. */
+  get keyIds(): string[] {
+    return [...this.byId.keys()];
+  }
+
   seal(plaintext: string, context = ''): string {
+    this.reloadQuietly();
     const iv = randomBytes(12);
     const cipher = createCipheriv('aes-256-gcm', this.active.key, iv);
     cipher.setAAD(Buffer.from(context));
@@ -43,8 +70,7 @@ export class SecretBox {
     const [version, keyId, iv, tag, body] = sealed.split('.');
     if (version !== 'v1' || !keyId || !iv || !tag || body === undefined)
       throw new SecretError('malformed ciphertext');
-    const key = this.byId.get(keyId);
-    if (!key) throw new SecretError(`ciphertext was sealed with unknown master key ${keyId}`);
+    const key = this.byId.get(keyId) ?? this.reloadFor(keyId);
     try {
       // Without authTagLength, Node accepts a tag cut to as little as 4 bytes, which makes forgery cheap.
       const decipher = createDecipheriv('aes-256-gcm', key, Buffer.from(iv, 'base64url'), {
@@ -62,8 +88,44 @@ export class SecretBox {
 
   /** True when `sealed` was made with an older master key and should be re-sealed. */
   isStale(sealed: string): boolean {
-    return sealed.split('.')[1] !== this.active.id;
+    return keyIdOf(sealed) !== this.active.id;
   }
+
+  private use(ring: KeyRing): void {
+    this.active = ring.active;
+    this.byId = new Map([...ring.older, ring.active].map((k) => [k.id, k.key]));
+  }
+
+  /** Before sealing: a key file that cannot be read right now leaves the keys in hand, which still work. */
+  private reloadQuietly(): void {
+    try {
+      const ring = this.source?.changed();
+      if (ring) this.use(ring);
+    } catch {
+      // Kept as they were; `open` reports a reload failure when it needs a key it does not have.
+    }
+  }
+
+  private reloadFor(keyId: string): Buffer {
+    let ring: KeyRing | null | undefined;
+    try {
+      ring = this.source?.changed();
+    } catch (error) {
+      throw new SecretError(
+        `ciphertext was sealed with master key ${keyId}, which this process does not hold, and the key file could not be read again: ${(error as Error).message}`,
+      );
+    }
+    if (ring) this.use(ring);
+    const key = this.byId.get(keyId);
+    if (!key) throw new SecretError(`ciphertext was sealed with unknown master key ${keyId}`);
+    return key;
+  }
+}
+
+/** The key id a sealed value names, or null when it is not one. */
+export function keyIdOf(sealed: string): string | null {
+  const [version, keyId] = sealed.split('.');
+  return version === 'v1' && keyId ? keyId : null;
 }
 
 export class SecretError extends Error {

@@ -9,6 +9,7 @@ import { emitEvent } from '../events/outbox.js';
 import {
   ConnectorError,
   CREDENTIAL_FAILURES,
+  type ConnectorErrorCode,
   type BankAccount,
   type BankMovement,
   type BankSession,
@@ -19,8 +20,8 @@ import {
 import type { ConnectorResolver } from '../banks/resolver.js';
 import { finishJob, LeaseLostError, type JobRow, type SyncPayload } from '../jobs/jobs.js';
 import { generateIntentToken } from '../auth/tokens.js';
-import { sha256Hex } from '../secrets/secret-box.js';
-import { openCredentials, type LinkRow } from '../links/links.js';
+import { SecretError, sha256Hex } from '../secrets/secret-box.js';
+import { openCredentials, UNREADABLE_CREDENTIALS, type LinkRow } from '../links/links.js';
 import type { IntentRow } from '../refresh/intents.js';
 import { reconcile, type StoredMovement } from './reconcile.js';
 
@@ -130,6 +131,19 @@ export async function runSyncJob(services: SyncServices, job: JobRow): Promise<S
       );
       services.logger.info({ link: link.id, job: job.id, intent: intent.id }, 'sync waits for MFA');
       return { status: 'waiting_mfa' };
+    }
+    if (error instanceof SecretError) {
+      // The sealed credentials or MFA material do not open (tampered with, or sealed with a master key this
+      // process does not hold): no bank call can help, so the sync fails here, and says why, instead of
+      // retrying forever. It does not count towards expiry: restoring the row or the key fixes it.
+      services.logger.error(
+        { link: link.id, job: job.id, err: error.message },
+        'sync failed: stored secrets do not open',
+      );
+      await services.db.transaction((trx) =>
+        recordFailure(trx, services, job, link, { code: UNREADABLE_CREDENTIALS }, now),
+      );
+      return { status: 'failed', errorCode: UNREADABLE_CREDENTIALS };
     }
     if (!(error instanceof ConnectorError)) throw error;
     await services.db.transaction((trx) => recordFailure(trx, services, job, link, error, now));
@@ -575,12 +589,12 @@ async function recordFailure(
   services: SyncServices,
   job: JobRow,
   link: LinkRow,
-  error: ConnectorError,
+  error: { code: string },
   now: number,
 ): Promise<void> {
   if (!(await finishJob(trx, job, 'failed', now, error.code)))
     throw new LeaseLostError(`job ${job.id} lost its lease`);
-  const countsTowardsExpiry = CREDENTIAL_FAILURES.has(error.code);
+  const countsTowardsExpiry = CREDENTIAL_FAILURES.has(error.code as ConnectorErrorCode);
   const failures = countsTowardsExpiry ? link.consecutive_failures + 1 : link.consecutive_failures;
   const expires = link.status === 'active' && failures >= services.config.sync.failuresToExpire;
   const changes = {

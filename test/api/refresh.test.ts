@@ -177,6 +177,20 @@ forEachEngine(t, async (t, engine) => {
     );
   });
 
+  t.test('MFA: a waiting token that no longer opens reads as blank, not as a server error', async (t) => {
+    const link = await newLink('sandbox-mfa');
+    const intent = (await refresh(link)).body;
+    await runSyncs(app);
+    const row = await app.db.knex('refresh_intents').where({ id: intent.id }).first();
+    const sealed: string = row.mfa_token_encrypted;
+    const flipped = sealed.slice(0, -2) + (sealed.at(-2) === 'A' ? 'B' : 'A') + sealed.at(-1);
+    await app.db.knex('refresh_intents').where({ id: intent.id }).update({ mfa_token_encrypted: flipped });
+    const read = await app.request('GET', `/v1/refresh_intents/${intent.id}`, { key: sk });
+    t.equal(read.status, 200);
+    t.equal(read.body.status, 'requires_mfa');
+    t.equal(read.body.requires_mfa.widget_token, '', 'no garbage token is handed out');
+  });
+
   t.test('MFA: a wrong code fails the intent with mfa_invalid', async (t) => {
     const link = await newLink('sandbox-mfa');
     const intent = (await refresh(link)).body;

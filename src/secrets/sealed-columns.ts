@@ -1,0 +1,47 @@
+/**
+ * Every column sealed with the master key, with the context (AES-GCM additional data) each value was sealed
+ * under, so that a value copied to another row does not open there. `svc master-key rotate` walks these
+ * tables by their primary key. A column sealed elsewhere and missing here would keep its old key after a
+ * rotation and make `svc master-key retire` refuse; test/e2e/secrets.test.ts checks every sealed value in
+ * the database against this list.
+ */
+export interface SealedTable {
+  table: string;
+  /** The primary key's columns: the order a rotation walks the rows in, and how it updates one. */
+  key: readonly string[];
+  columns: readonly string[];
+  context(row: Record<string, unknown>): string;
+}
+
+/** An idempotent POST's kept answer may carry a secret shown once (a webhook secret, a widget token). */
+export function idempotencyContext(row: {
+  org_id: unknown;
+  mode: unknown;
+  idempotency_key: unknown;
+}): string {
+  return `idempotency_keys/${String(row.org_id)}/${String(row.mode)}/${String(row.idempotency_key)}`;
+}
+
+const byId = (row: Record<string, unknown>) => String(row.id);
+
+export const SEALED_TABLES: readonly SealedTable[] = [
+  { table: 'links', key: ['id'], columns: ['credentials_encrypted'], context: byId },
+  {
+    table: 'refresh_intents',
+    key: ['id'],
+    columns: ['mfa_challenge_encrypted', 'mfa_code_encrypted', 'mfa_token_encrypted'],
+    context: byId,
+  },
+  {
+    table: 'webhook_endpoints',
+    key: ['id'],
+    columns: ['secret_encrypted', 'previous_secret_encrypted'],
+    context: byId,
+  },
+  {
+    table: 'idempotency_keys',
+    key: ['org_id', 'mode', 'idempotency_key'],
+    columns: ['response_body'],
+    context: idempotencyContext,
+  },
+];

@@ -1,0 +1,652 @@
+import { randomBytes } from 'node:crypto';
+import { readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import t from 'tap';
+import type { Test } from 'tap';
+import type { Connector, LoginRequest } from '../../src/banks/connector.js';
+import { startBankGateway } from '../../src/banks/gateway/gateway.js';
+import { createSandboxConnector } from '../../src/banks/sandbox/sandbox-connector.js';
+import type { Database } from '../../src/db/database.js';
+import { rotateMasterKey, type RetireReport, type RotationReport } from '../../src/secrets/rotate.js';
+import {
+  forEachEngine,
+  freshDatabase,
+  linkBody,
+  request,
+  type RequestOptions,
+  type TestResponse,
+} from '../helpers/harness.js';
+import { installArgs, mapLimit, runCli, startServe, waitFor, withDatabase } from '../helpers/cli.js';
+import { independentlyVerified, startReceiver } from '../helpers/receiver.js';
+
+/*
+ * Canaries: unique random values used as bank passwords, MFA codes, webhook secrets, widget tokens and API
+ * keys, pushed through the real CLI and a real `svc serve`. Each may appear only where it is created (the
+ * command or response that hands it out); the end of the run looks for every one of them in the logs, every
+ * HTTP answer, every CLI output, every table and, on SQLite, the raw database files. Then the master key is
+ * rotated under the running server.
+ */
+
+const GATEWAY_SECRET = 'gateway-shared-secret-0123456789';
+const canary = (kind: string) => `cnry${kind}${randomBytes(9).toString('hex')}`;
+
+/** The sandbox behind the live gateway, taught to take canary passwords and an MFA code for its own. */
+function canaryBank(passwords: Record<string, string>, mfaCode: string): Connector {
+  const sandbox = createSandboxConnector();
+  const asSandbox = (request: LoginRequest): LoginRequest => ({
+    ...request,
+    credentials: {
+      ...request.credentials,
+      password: passwords[request.credentials.password] ?? request.credentials.password,
+    },
+  });
+  return {
+    ...sandbox,
+    login: (request) => sandbox.login(asSandbox(request)),
+    submitMfa: (request, challenge, code) =>
+      sandbox.submitMfa(asSandbox(request), challenge, code === mfaCode ? '123456' : code),
+  };
+}
+
+/** One bit of the ciphertext part of a sealed value, flipped. */
+function flipBit(sealed: string): string {
+  const parts = sealed.split('.');
+  const body = Buffer.from(parts[4]!, 'base64url');
+  body[0] = body[0]! ^ 1;
+  parts[4] = body.toString('base64url');
+  return parts.join('.');
+}
+
+/** Every table's rows as JSON text, read as an operator with a SQL client would. */
+async function dumpTables(db: Database): Promise<Record<string, string>> {
+  const names: { name: string }[] =
+    db.engine === 'sqlite'
+      ? await db
+          .knex('sqlite_master')
+          .where({ type: 'table' })
+          .whereNot('name', 'like', 'sqlite_%')
+          .select('name')
+      : (
+          await db.knex.raw(
+            'select table_name as name from information_schema.tables where table_schema = current_schema()',
+          )
+        ).rows;
+  const dump: Record<string, string> = {};
+  for (const { name } of names) dump[name] = JSON.stringify(await db.knex(name).select('*'));
+  return dump;
+}
+
+const SEALED = /\bv1\.(mk_[A-Za-z0-9]+)\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*/g;
+
+/** The key id of every sealed value anywhere in the database, whatever its column. */
+function sealedKeyIds(dump: Record<string, string>): { table: string; keyId: string }[] {
+  return Object.entries(dump).flatMap(([table, text]) =>
+    [...text.matchAll(SEALED)].map((match) => ({ table, keyId: match[1]! })),
+  );
+}
+
+/** Every file under `dir`, for a search of its raw bytes (the SQLite file and its WAL among them). */
+function filesUnder(dir: string): string[] {
+  return readdirSync(dir).flatMap((name) => {
+    const path = join(dir, name);
+    return statSync(path).isDirectory() ? filesUnder(path) : [path];
+  });
+}
+
+interface Output {
+  label: string;
+  text: string;
+  /** The canaries this output hands out, and so may show. */
+  allowed: string[];
+}
+
+interface Intent {
+  id: string;
+  status: string;
+  error_code: string | null;
+}
+
+forEachEngine(t, async (t, engine) => {
+  const database = await freshDatabase(t, engine);
+  const home = database.home;
+  const keyFile = join(home, 'master.key');
+  // The whole log, not the tail startServe keeps: a file under the data directory, searched with the rest.
+  const logFile = join(home, 'serve.log');
+  const keyIds = () => (JSON.parse(readFileSync(keyFile, 'utf8')).keys as { id: string }[]).map((k) => k.id);
+  const canaries = new Map<string, string>();
+  const outputs: Output[] = [];
+
+  const svc = async (args: string[], allowed: string[] = [], env?: Record<string, string>) => {
+    const result = await runCli(args, { home, env });
+    outputs.push({ label: `svc ${args.join(' ')}`, text: result.stdout + result.stderr, allowed });
+    return result;
+  };
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- parsed JSON output
+  const svcJson = async <T = any>(t: Test, args: string[], allowed: string[] = []): Promise<T> => {
+    const result = await svc([...args, '--json'], allowed);
+    t.equal(result.code, 0, `svc ${args.join(' ')} succeeds`, { stderr: result.stderr });
+    return JSON.parse(result.stdout) as T;
+  };
+
+  // The canary keys: the installed ones, one created, one rotated from it, and one revoked.
+  const installed = await svcJson<{ keys: { secret: string; publishable: string } }>(
+    t,
+    installArgs(engine, database.url),
+  );
+  canaries.set('installed secret key', installed.keys.secret);
+  canaries.set('installed publishable key', installed.keys.publishable);
+  outputs.at(-1)!.allowed.push(installed.keys.secret, installed.keys.publishable);
+  const createKey = async (mode: string) => {
+    const created = await svcJson<{ key: { id: string }; secret: string }>(t, [
+      'keys',
+      'create',
+      '--mode',
+      mode,
+      '--type',
+      'secret',
+      ...['read', 'sync_write', 'resource_write', 'widget_tokens'].flatMap((group) => [
+        '--rate-limit',
+        `${group}=100000`,
+      ]),
+    ]);
+    outputs.at(-1)!.allowed.push(created.secret);
+    return created;
+  };
+  const live = await createKey('live');
+  canaries.set('live key', live.secret);
+  const toRotate = await createKey('test');
+  canaries.set('test key before rotation', toRotate.secret);
+  const rotated = await svcJson<{ secret: string }>(t, ['keys', 'rotate', toRotate.key.id, '--grace', '1h']);
+  outputs.at(-1)!.allowed.push(rotated.secret);
+  canaries.set('rotated test key', rotated.secret);
+  const revoked = await createKey('test');
+  canaries.set('revoked key', revoked.secret);
+  await svc(['keys', 'revoke', revoked.key.id]);
+  const sk = rotated.secret;
+  const liveKey = live.secret;
+
+  const passwordOk = canary('pwok');
+  const passwordMfa = canary('pwmfa');
+  const passwordBad = canary('pwbad');
+  const passwordInvalid = canary('pwinv');
+  const mfaBad = canary('mfabad');
+  const mfaOk = canary('mfaok');
+  for (const [name, value] of Object.entries({
+    passwordOk,
+    passwordMfa,
+    passwordBad,
+    passwordInvalid,
+    mfaBad,
+    mfaOk,
+  }))
+    canaries.set(name, value);
+
+  const gateway = await startBankGateway({
+    host: '127.0.0.1',
+    port: 0,
+    secret: GATEWAY_SECRET,
+    connector: canaryBank({ [passwordOk]: 'sandbox', [passwordMfa]: 'sandbox-mfa' }, mfaOk),
+  });
+  t.teardown(() => gateway.close());
+  const configFile = join(home, 'config.json');
+  const config = JSON.parse(readFileSync(configFile, 'utf8'));
+  config.banks = {
+    connectors: { bancochile: { url: gateway.url, secret: GATEWAY_SECRET, timeoutMs: 10_000 } },
+  };
+  writeFileSync(configFile, JSON.stringify(config, null, 2));
+
+  const serve = await startServe(t, {
+    home,
+    env: {
+      SVC_LOG_LEVEL: 'debug',
+      SVC_LOG_FILE: logFile,
+      SVC_SCHEDULER_CRON: '* * * * * *',
+      SVC_SCHEDULER_POLL_INTERVAL_MS: '100',
+      SVC_DISPATCHER_POLL_INTERVAL_MS: '100',
+      SVC_REFRESH_ONLY_LAST_COOLDOWN_MINUTES: '0',
+    },
+  });
+  const receiver = await startReceiver(t);
+
+  const api = async (method: string, path: string, options: RequestOptions = {}, allowed: string[] = []) => {
+    const response = await request(serve.url, method, path, options);
+    outputs.push({
+      label: `${method} ${path} → ${response.status}`,
+      text: response.text + JSON.stringify([...response.headers]),
+      allowed,
+    });
+    return response;
+  };
+  const expectOk = (t: Test, response: TestResponse, what: string) =>
+    t.ok(response.status < 300, `${what}: ${response.status}`, { body: response.text });
+  const linkOf = async (id: string, key = liveKey) => (await api('GET', `/v1/links/${id}`, { key })).body;
+  const intentSettles = (id: string, statuses: string[], key = liveKey) =>
+    waitFor(async () => {
+      const intent = (await api('GET', `/v1/refresh_intents/${id}`, { key })).body as Intent;
+      return statuses.includes(intent.status) ? intent : undefined;
+    }, 20_000);
+  const refresh = async (t: Test, linkId: string, key = liveKey) => {
+    // A link whose last sync has not finished refuses a refresh; wait for it to be idle first.
+    await waitFor(
+      async () => ((await linkOf(linkId, key)).refresh_status === 'idle' ? true : undefined),
+      20_000,
+    );
+    const created = await api('POST', '/v1/refresh_intents', { key, body: { link_id: linkId } });
+    expectOk(t, created, `refresh ${linkId}`);
+    return created.body as Intent;
+  };
+  const sealedValue = (table: string, id: string, column: string) =>
+    withDatabase(database.url, async (db) => (await db.knex(table).where({ id }).first())[column] as string);
+  const dump = () => withDatabase(database.url, dumpTables);
+
+  let endpoint: { id: string; secret: string } = { id: '', secret: '' };
+  let rolledSecret = '';
+  const endpointBody = { url: receiver.url, enabled_events: ['*'] };
+  const endpointKey = `create-endpoint-${randomBytes(4).toString('hex')}`;
+  let linkOk = '';
+  let linkMfa = '';
+  let linkBad = '';
+  let waitingIntent = '';
+
+  t.test('flows: webhook secrets, bank passwords, MFA codes, widget tokens', async (t) => {
+    const created = await api(
+      'POST',
+      '/v1/webhook_endpoints',
+      { key: sk, body: endpointBody, headers: { 'Idempotency-Key': endpointKey } },
+      [],
+    );
+    expectOk(t, created, 'endpoint');
+    endpoint = created.body;
+    outputs.at(-1)!.allowed.push(endpoint.secret);
+    canaries.set('webhook secret', endpoint.secret);
+    const rolled = await api('POST', `/v1/webhook_endpoints/${endpoint.id}/roll_secret`, {
+      key: sk,
+      body: { grace_seconds: 3600 },
+      headers: { 'Idempotency-Key': `roll-${endpointKey}` },
+    });
+    expectOk(t, rolled, 'roll');
+    rolledSecret = rolled.body.secret;
+    outputs.at(-1)!.allowed.push(rolledSecret);
+    canaries.set('rolled webhook secret', rolledSecret);
+
+    const widget = await api('POST', '/v1/widget_tokens', {
+      key: sk,
+      body: {},
+      headers: { 'Idempotency-Key': `widget-${endpointKey}` },
+    });
+    expectOk(t, widget, 'widget token');
+    outputs.at(-1)!.allowed.push(widget.body.token);
+    canaries.set('widget token', widget.body.token);
+
+    const link = async (key: string, password: string, rut = '11.111.111-1') => {
+      const response = await api('POST', '/v1/links', {
+        key,
+        body: linkBody({ credentials: { rut, password } }),
+      });
+      expectOk(t, response, `link with ${password.slice(0, 8)}…`);
+      return response.body.id as string;
+    };
+    linkOk = await link(liveKey, passwordOk);
+    linkMfa = await link(liveKey, passwordMfa, '22.222.222-2');
+    linkBad = await link(sk, passwordBad);
+    const settled = (id: string, key: string) =>
+      waitFor(async () => {
+        const current = await linkOf(id, key);
+        return current.last_synced_at || current.last_error_code ? current : undefined;
+      }, 20_000);
+    t.match(
+      await settled(linkOk, liveKey),
+      { status: 'active', last_error_code: null },
+      'canary password logs in',
+    );
+    t.match(await settled(linkMfa, liveKey), { status: 'active', last_error_code: null });
+    t.match(
+      await settled(linkBad, sk),
+      { last_error_code: 'rejected_credentials' },
+      'a wrong password fails',
+    );
+
+    // Refused requests that carry a canary: none of them may echo it.
+    const invalidRut = await api('POST', '/v1/links', {
+      key: liveKey,
+      body: linkBody({ credentials: { rut: '11.111.111-2', password: passwordInvalid } }),
+    });
+    t.equal(invalidRut.status, 400, 'a bad RUT');
+    const unavailable = await api('POST', '/v1/links', {
+      key: liveKey,
+      body: linkBody({ bank_id: 'bci', credentials: { rut: '11.111.111-1', password: passwordInvalid } }),
+    });
+    t.equal(unavailable.status, 400, 'a bank without a live connector');
+    const truncated = await api('POST', '/v1/links', {
+      key: liveKey,
+      rawBody: `{"bank_id":"bancochile","credentials":{"rut":"11.111.111-1","password":"${passwordInvalid}"`,
+      headers: { 'content-type': 'application/json' },
+    });
+    t.equal(truncated.status, 400, 'a body cut short');
+    const tooLong = await api('POST', '/v1/links', {
+      key: liveKey,
+      body: linkBody({ credentials: { rut: '11.111.111-1', password: passwordInvalid.repeat(12) } }),
+    });
+    t.equal(tooLong.status, 400, 'a password over 256 characters');
+    const revokedCall = await api('GET', '/v1/links', { key: revoked.secret });
+    t.equal(revokedCall.status, 401, 'a revoked key');
+    const wrongScope = await api('GET', '/v1/links', { key: installed.keys.publishable });
+    t.equal(wrongScope.status, 403, 'a publishable key');
+
+    // MFA: a wrong code fails the refresh; a new one waits for a code through the rotation below.
+    const first = await refresh(t, linkMfa);
+    t.match(await intentSettles(first.id, ['requires_mfa', 'failed', 'succeeded']), {
+      status: 'requires_mfa',
+    });
+    const wrong = await api('POST', `/v1/refresh_intents/${first.id}/mfa`, {
+      key: liveKey,
+      body: { code: mfaBad },
+    });
+    expectOk(t, wrong, 'a wrong code is taken');
+    t.match(await intentSettles(first.id, ['failed', 'succeeded']), {
+      status: 'failed',
+      error_code: 'mfa_invalid',
+    });
+    const late = await api('POST', `/v1/refresh_intents/${first.id}/mfa`, {
+      key: liveKey,
+      body: { code: mfaBad },
+    });
+    t.equal(late.status, 409, 'a code for a finished refresh');
+    const second = await refresh(t, linkMfa);
+    t.match(await intentSettles(second.id, ['requires_mfa', 'failed', 'succeeded']), {
+      status: 'requires_mfa',
+    });
+    waitingIntent = second.id;
+  });
+
+  t.test('a flipped bit in stored credentials fails the sync with a clear error, nothing else', async (t) => {
+    const original = await sealedValue('links', linkOk, 'credentials_encrypted');
+    await withDatabase(database.url, (db) =>
+      db
+        .knex('links')
+        .where({ id: linkOk })
+        .update({ credentials_encrypted: flipBit(original) }),
+    );
+    const intent = await refresh(t, linkOk);
+    t.match(
+      await intentSettles(intent.id, ['succeeded', 'failed']),
+      { status: 'failed', error_code: 'credentials_unreadable' },
+      'the refresh fails, saying why',
+    );
+    t.match(
+      await linkOf(linkOk),
+      { status: 'active', refresh_status: 'idle', last_error_code: 'credentials_unreadable' },
+      'the link says so too, and is not expired for it',
+    );
+    t.equal((await api('GET', '/health')).status, 200, 'the server is up');
+    const status = await svcJson<{ processes: { role: string; status: string; restarts: number }[] }>(t, [
+      'status',
+    ]);
+    t.same(
+      status.processes.filter((p) => p.restarts > 0 || p.status !== 'running'),
+      [],
+      'no process crashed or restarted',
+    );
+
+    await withDatabase(database.url, (db) =>
+      db.knex('links').where({ id: linkOk }).update({ credentials_encrypted: original }),
+    );
+    const again = await refresh(t, linkOk);
+    t.match(
+      await intentSettles(again.id, ['succeeded', 'failed']),
+      { status: 'succeeded' },
+      'restored, it syncs',
+    );
+  });
+
+  let firstRotation: RotationReport;
+
+  t.test('svc master-key rotate re-seals every secret under a running server', async (t) => {
+    const [k1] = keyIds();
+    const before = sealedKeyIds(await dump());
+    t.ok(before.length >= 7, `${before.length} sealed values before`);
+    t.same([...new Set(before.map((v) => v.keyId))], [k1], 'all on the installed key');
+
+    firstRotation = await svcJson<RotationReport>(t, ['master-key', 'rotate']);
+    t.match(firstRotation, { created: true, remaining: 0 });
+    t.same(firstRotation.previous_key_ids, [k1]);
+    t.same(firstRotation.unreadable, [], 'every value opened');
+    const k2 = firstRotation.key_id;
+    t.not(k2, k1);
+    t.same(keyIds(), [k1, k2], 'the old key stays in the file');
+    t.match(firstRotation.resealed, {
+      'links.credentials_encrypted': 3,
+      'webhook_endpoints.secret_encrypted': 1,
+      'webhook_endpoints.previous_secret_encrypted': 1,
+      'refresh_intents.mfa_challenge_encrypted': 1,
+      'refresh_intents.mfa_token_encrypted': 1,
+    });
+    const after = sealedKeyIds(await dump());
+    t.same(
+      after.filter((v) => v.keyId !== k2),
+      [],
+      'every sealed value in every table now names the new key',
+    );
+    t.equal(after.length, firstRotation.resealed_total, 'and the rotation counted every one of them');
+    const audit = await withDatabase(database.url, (db) =>
+      db
+        .knex('audit_log')
+        .where('action', 'like', 'master_key.%')
+        .orderBy('created_at')
+        .select('action', 'target_id'),
+    );
+    t.same(audit, [
+      { action: 'master_key.created', target_id: k2 },
+      { action: 'master_key.rotated', target_id: k2 },
+    ]);
+
+    // The server started before the rotation: it opens what was re-sealed, and seals with the new key.
+    const code = await api('POST', `/v1/refresh_intents/${waitingIntent}/mfa`, {
+      key: liveKey,
+      body: { code: mfaOk },
+    });
+    expectOk(t, code, 'the MFA code');
+    t.match(
+      await intentSettles(waitingIntent, ['succeeded', 'failed']),
+      { status: 'succeeded' },
+      'the MFA refresh resumes from its re-sealed challenge',
+    );
+    const synced = await refresh(t, linkOk);
+    t.match(
+      await intentSettles(synced.id, ['succeeded', 'failed']),
+      { status: 'succeeded' },
+      'the link syncs',
+    );
+    const fresh = await api('POST', '/v1/links', {
+      key: liveKey,
+      body: linkBody({ credentials: { rut: '55.555.555-5', password: passwordOk } }),
+    });
+    expectOk(t, fresh, 'a link created after the rotation');
+    t.match(await sealedValue('links', fresh.body.id, 'credentials_encrypted'), new RegExp(`^v1\\.${k2}\\.`));
+
+    const replay = await api(
+      'POST',
+      '/v1/webhook_endpoints',
+      { key: sk, body: endpointBody, headers: { 'Idempotency-Key': endpointKey } },
+      [endpoint.secret],
+    );
+    t.equal(replay.headers.get('idempotent-replayed'), 'true');
+    t.equal(replay.body.secret, endpoint.secret, 'an idempotent replay still answers the first response');
+
+    const fired = await api('POST', '/v1/sandbox/events/fire', {
+      key: sk,
+      body: { type: 'link.refreshed', link_id: linkBad },
+    });
+    expectOk(t, fired, 'fire');
+    const delivered = await waitFor(
+      async () => receiver.received.find((r) => r.event?.id === fired.body.id),
+      15_000,
+    );
+    t.ok(delivered, 'delivered');
+    const header = delivered!.headers['svc-signature'];
+    t.equal(independentlyVerified(delivered!.body, header, rolledSecret), 1, 'signed with the same secret');
+    t.equal(independentlyVerified(delivered!.body, header, endpoint.secret), 1, 'and the one in its grace');
+  });
+
+  t.test('retire, rotate --retire-old, an interrupted rotation, and SVC_MASTER_KEY', async (t) => {
+    const [k1, k2] = keyIds();
+    const retired = await svcJson<RetireReport>(t, ['master-key', 'retire']);
+    t.match(retired, { key_id: k2 });
+    t.same(retired.retired, [k1]);
+    t.same(retired.unreadable, []);
+    t.same(keyIds(), [k2], 'the file holds the active key only');
+    const synced = await refresh(t, linkOk);
+    t.match(await intentSettles(synced.id, ['succeeded', 'failed']), { status: 'succeeded' });
+
+    const second = await svcJson<RotationReport>(t, ['master-key', 'rotate', '--retire-old']);
+    const k3 = second.key_id;
+    t.match(second, { created: true, remaining: 0 });
+    t.same(second.retired, [k2]);
+    t.same(second.unreadable, []);
+    t.same(keyIds(), [k3]);
+    t.same(
+      sealedKeyIds(await dump()).filter((v) => v.keyId !== k3),
+      [],
+      'every sealed value names the newest key',
+    );
+    const again = await refresh(t, linkOk);
+    t.match(await intentSettles(again.id, ['succeeded', 'failed']), { status: 'succeeded' });
+
+    // Killed half-way: the file already holds the new key, some rows use it, and nothing is lost.
+    let batches = 0;
+    await withDatabase(database.url, async (db) => {
+      await t.rejects(
+        rotateMasterKey(
+          db,
+          { masterKeyFile: keyFile, masterKey: '' },
+          {
+            actor: 'test',
+            now: Date.now,
+            batchSize: 1,
+            onProgress: ({ done }) => {
+              if (done > 0 && ++batches === 2) throw new Error('killed');
+            },
+          },
+        ),
+        /killed/,
+      );
+    });
+    const [, k4] = keyIds();
+    t.ok(k4, 'the new key was written first');
+    const mixed = sealedKeyIds(await dump());
+    t.same(new Set(mixed.map((v) => v.keyId)), new Set([k3, k4]), 'values on both keys');
+    const midway = await refresh(t, linkOk);
+    t.match(await intentSettles(midway.id, ['succeeded', 'failed']), { status: 'succeeded' }, 'still syncs');
+    const resumed = await svcJson<RotationReport>(t, ['master-key', 'rotate']);
+    t.match(
+      resumed,
+      { created: false, key_id: k4, remaining: 0 },
+      'running it again finishes the same rotation',
+    );
+    t.equal(
+      resumed.resealed_total,
+      mixed.filter((v) => v.keyId === k3).length,
+      'and re-seals only what was left',
+    );
+    t.same(
+      sealedKeyIds(await dump()).filter((v) => v.keyId !== k4),
+      [],
+    );
+    t.same((await svcJson<RetireReport>(t, ['master-key', 'retire'])).retired, [k3]);
+
+    const fromEnv = await svc(['master-key', 'rotate'], [], {
+      SVC_MASTER_KEY: randomBytes(32).toString('base64'),
+    });
+    t.not(fromEnv.code, 0, 'refused when the key comes from SVC_MASTER_KEY');
+    t.match(fromEnv.message, /SVC_MASTER_KEY.*key file.*docs\/security\.md/);
+    t.same(keyIds(), [k4], 'the key file is untouched');
+  });
+
+  t.test('no canary is anywhere it was not handed out', async (t) => {
+    const linkIds = [linkOk, linkMfa, linkBad];
+    await mapLimit(
+      [
+        ['keys', 'list', '--all'],
+        ['keys', 'list', '--all', '--json'],
+        ['webhooks', 'endpoints'],
+        ['webhooks', 'endpoints', '--json'],
+        ['webhooks', 'deliveries', '--json'],
+        ['orgs', 'list', '--json'],
+        ['links', 'list', '--json'],
+        ['status', '--json'],
+        ['status'],
+        ...linkIds.map((id) => ['links', 'inspect', id]),
+        ['links', 'inspect', linkOk, '--json'],
+      ],
+      3,
+      (args) => svc(args),
+    );
+    for (const key of [sk, liveKey]) {
+      for (let page = 1; ; page++) {
+        const events = await api('GET', `/v1/events?per_page=300&page=${page}`, { key });
+        if (events.body.length === 0) break;
+      }
+      await api('GET', '/v1/webhook_deliveries?per_page=300', { key });
+      await api('GET', '/v1/links?per_page=300', { key });
+      await api('GET', `/v1/webhook_endpoints/${endpoint.id}`, { key });
+    }
+    await api('GET', `/v1/refresh_intents/${waitingIntent}`, { key: liveKey });
+
+    // Read while the server runs (SQLite's WAL is checkpointed away when the last connection closes), and
+    // again once it has stopped cleanly, which writes out the log's last batch.
+    const running = filesUnder(home).map((path) => ({
+      path: `${path} (running)`,
+      bytes: readFileSync(path),
+    }));
+    serve.process.kill('SIGTERM');
+    t.match(await serve.exited, { code: 0 }, 'svc serve stops cleanly');
+    const log = readFileSync(logFile, 'utf8');
+    t.match(
+      log,
+      new RegExp(`"link":"${linkOk}".*stored secrets do not open`),
+      'the operator log named the link whose credentials did not open',
+    );
+
+    const tables = await dump();
+    const files = [...running, ...filesUnder(home).map((path) => ({ path, bytes: readFileSync(path) }))];
+    const places: { where: string; text: string | Buffer; allowed: string[] }[] = [
+      ...outputs.map((o) => ({ where: o.label, text: o.text, allowed: o.allowed })),
+      { where: 'svc serve stdout', text: serve.stdout(), allowed: [] },
+      { where: 'svc serve stderr', text: serve.stderr(), allowed: [] },
+      ...receiver.received.map((r) => ({
+        where: `webhook ${r.event?.type}`,
+        text: r.body + JSON.stringify(r.headers),
+        allowed: [],
+      })),
+      ...Object.entries(tables).map(([table, text]) => ({ where: `table ${table}`, text, allowed: [] })),
+      ...files.map((f) => ({ where: `file ${f.path}`, text: f.bytes, allowed: [] })),
+    ];
+    const logLines = log.split('\n').length;
+    if (engine === 'sqlite') {
+      t.ok(
+        files.some((f) => f.path.endsWith('svc.db-wal (running)')),
+        'the WAL is among the files searched',
+      );
+      t.ok(
+        files.some((f) => f.bytes.includes(linkOk)),
+        'the raw database files are searchable (a link id is found in them)',
+      );
+    }
+    t.ok(logLines > 50, `the log has ${logLines} lines to search`);
+    for (const [name, value] of canaries) {
+      const found = places
+        .filter((p) => !p.allowed.includes(value) && p.text.includes(value))
+        .map((p) => p.where);
+      t.same(found, [], `${name} appears nowhere else`);
+      const handedOut = places.filter((p) => p.allowed.includes(value));
+      // The search itself works: where a canary was handed out, it is found.
+      t.ok(
+        handedOut.every((p) => p.text.includes(value)),
+        `${name}: found where it was handed out (${handedOut.length})`,
+      );
+    }
+    t.comment(
+      `searched ${canaries.size} canaries in ${places.length} places (${outputs.length} outputs, ${Object.keys(tables).length} tables, ${files.length} files)`,
+    );
+  });
+});
