@@ -59,6 +59,14 @@ const pageHeaders = {
   },
 };
 
+/**
+ * The router reads a missing body as `{}`, so a body whose fields are all optional may be left out (a widget
+ * token with every default); the document says so rather than demanding one.
+ */
+function bodyRequired(schema: JsonSchema): boolean {
+  return ((schema.required as unknown[] | undefined)?.length ?? 0) > 0 || Boolean(schema.minProperties);
+}
+
 /** The OpenAPI 3.1 document, generated from the same route declarations the router mounts. */
 export function buildOpenApi(
   routes: AnyRoute[],
@@ -116,6 +124,9 @@ export function buildOpenApi(
       responses['429'] = errorResponse('Rate limit exceeded (`rate_limit_exceeded`); see `Retry-After`');
     }
     responses['500'] = errorResponse('Unexpected error; the body carries a request id');
+    responses['503'] ??= errorResponse(
+      'The database is not answering (`service_unavailable`); retry after `Retry-After` seconds',
+    );
     (paths[route.path] ??= {})[route.method] = {
       operationId: route.operationId,
       summary: route.summary,
@@ -123,7 +134,12 @@ export function buildOpenApi(
       ...(authenticated ? { 'x-credentials': route.auth } : { security: [] }),
       ...(parameters.length ? { parameters } : {}),
       ...(route.body
-        ? { requestBody: { required: true, content: { 'application/json': { schema: route.body } } } }
+        ? {
+            requestBody: {
+              required: bodyRequired(route.body),
+              content: { 'application/json': { schema: route.body } },
+            },
+          }
         : {}),
       responses,
     };

@@ -1,9 +1,10 @@
+import { unescape } from 'node:querystring';
 import Router from '@koa/router';
 import type { Context, Next } from 'koa';
-import { HttpMethodEnum, koaBody } from 'koa-body';
 import { ApiError, errors } from '../errors/api-error.js';
 import { rateGroupFor } from '../ratelimit/groups.js';
 import type { Principal } from '../auth/principal.js';
+import { jsonBodyReader } from './body.js';
 import { withIdempotency } from './middleware/idempotency.js';
 import { koaPath, type AnyRoute, type JsonSchema } from './route.js';
 import type { AppServices } from './services.js';
@@ -22,16 +23,7 @@ export function buildRouter(
   components: Record<string, JsonSchema>,
 ): Router {
   const router = new Router();
-  // koa-body ships its own copy of Koa's types, hence the cast to ours.
-  const parseBody = koaBody({
-    json: true,
-    urlencoded: false,
-    text: false,
-    multipart: false,
-    jsonStrict: true,
-    jsonLimit: services.config.api.bodyLimitBytes,
-    parsedMethods: [HttpMethodEnum.POST, HttpMethodEnum.PATCH, HttpMethodEnum.PUT],
-  }) as unknown as (ctx: Context, next: Next) => Promise<void>;
+  const readBody = jsonBodyReader(services.config.api.bodyLimitBytes);
 
   for (const route of routes) {
     const validate = {
@@ -58,18 +50,20 @@ export function buildRouter(
           );
         }
       }
-      if (hasBody) {
+      let body: unknown = undefined;
+      if (hasBody && !isEmptyBody(ctx)) {
         rejectNonJson(ctx);
-        await parseBody(ctx, async () => undefined);
+        body = await readBody(ctx);
       }
-      const body: unknown = hasBody ? (ctx.request as { body?: unknown }).body : undefined;
-      const run = async () => {
+      // An idempotent POST runs with a database that keeps its answer with its change (idempotency.ts).
+      const run = async (requestServices: AppServices = services) => {
+        rejectMalformedQuery(ctx.querystring);
         const input = {
           params: validate.params ? validate.params({ ...ctx.params }) : ctx.params,
           query: validate.query({ ...ctx.query }),
           body: validate.body ? validate.body(isEmptyBody(ctx) ? undefined : body) : undefined,
           principal: principal!,
-          services,
+          services: requestServices,
           ctx,
           now: services.clock.now(),
         };
@@ -127,8 +121,24 @@ function isEmptyObject(value: unknown): boolean {
   );
 }
 
+/**
+ * Node's query parser turns bytes that are not UTF-8 into U+FFFD and keeps a broken escape (`%`, `%zz`) as
+ * text, so a filter or a stored value would get characters the client never sent; refuse both instead, as
+ * a body that is not UTF-8 is refused.
+ */
+function rejectMalformedQuery(querystring: string): void {
+  if (!querystring.includes('%')) return;
+  for (const pair of querystring.split('&')) {
+    try {
+      decodeURIComponent(pair);
+    } catch {
+      const name = unescape(pair.split('=', 1)[0]!.replace(/\+/g, ' '));
+      throw errors.invalidParameter(name, `Invalid ${name}: the query string is not percent-encoded UTF-8.`);
+    }
+  }
+}
+
 function rejectNonJson(ctx: Context): void {
-  if (isEmptyBody(ctx)) return;
   if (!ctx.is('application/json')) {
     throw new ApiError(
       415,

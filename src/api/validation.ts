@@ -20,9 +20,31 @@ export function compileValidator(
   const validate: ValidateFunction = ajv.compile({ ...schema, components });
   return (value) => {
     if (where === 'body' && value === undefined && schema.type === 'object') value = {};
-    if (validate(value)) return value;
-    throw toApiError(validate.errors?.[0], where);
+    if (!validate(value)) throw toApiError(validate.errors?.[0], where);
+    const withNul = pathToNul(value);
+    if (withNul) {
+      const param = withNul.join('.');
+      throw param
+        ? errors.invalidParameter(param, `Invalid ${param}: must not contain the NUL character (U+0000).`)
+        : errors.badRequest('parameter_invalid', `The request ${where} must not contain the NUL character.`);
+    }
+    return value;
   };
+}
+
+/**
+ * PostgreSQL's text cannot hold U+0000 (the driver's error would be a 500) and SQLite would store it as
+ * given, so a NUL anywhere is refused up front on both engines. Bodies are depth-capped by the reader.
+ */
+function pathToNul(value: unknown, path: string[] = []): string[] | null {
+  if (typeof value === 'string') return value.includes('\u0000') ? path : null;
+  if (value === null || typeof value !== 'object') return null;
+  for (const [key, item] of Object.entries(value)) {
+    if (key.includes('\u0000')) return [...path, key];
+    const found = pathToNul(item, [...path, key]);
+    if (found) return found;
+  }
+  return null;
 }
 
 function toApiError(issue: ErrorObject | undefined, where: string) {

@@ -21,7 +21,16 @@ export interface Config {
   /** Base64 of 32 bytes; when set (SVC_MASTER_KEY) it replaces the key file. Never printed. */
   masterKey: string;
   clockOffsetMs: number;
-  api: { host: string; port: number; baseUrl: string; bodyLimitBytes: number; requestTimeoutMs: number };
+  api: {
+    host: string;
+    port: number;
+    baseUrl: string;
+    bodyLimitBytes: number;
+    /** Whole request, body included; an unfinished one is answered 408 and its socket closed. */
+    requestTimeoutMs: number;
+    /** Request line and headers; a client trickling them (slow loris) is cut off after this. */
+    headersTimeoutMs: number;
+  };
   metrics: { host: string; port: number };
   /** `file` empty: JSON lines on stdout (journald under systemd); otherwise appended to that file. */
   log: { level: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent'; file: string };
@@ -108,6 +117,7 @@ export function defaultConfig(home: string): Config {
       baseUrl: '',
       bodyLimitBytes: 1024 * 1024,
       requestTimeoutMs: 30_000,
+      headersTimeoutMs: 10_000,
     },
     metrics: { host: '127.0.0.1', port: 9464 },
     log: { level: 'info', file: '' },

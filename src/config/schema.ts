@@ -27,6 +27,7 @@ export const configSchema = {
         baseUrl: { type: 'string', pattern: '^(https?://[^\\s]+[^/])?$' },
         bodyLimitBytes: { type: 'integer', minimum: 1024 },
         requestTimeoutMs: { type: 'integer', minimum: 1000 },
+        headersTimeoutMs: { type: 'integer', minimum: 1000 },
       },
     },
     metrics: { type: 'object', additionalProperties: false, properties: { host: { type: 'string' }, port } },

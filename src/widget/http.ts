@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import Router from '@koa/router';
 import type { Context, Next } from 'koa';
-import { HttpMethodEnum, koaBody } from 'koa-body';
+import { jsonBodyReader } from '../api/body.js';
 import type { AppServices } from '../api/services.js';
 import { compileValidator } from '../api/validation.js';
 import { INTENT_TOKEN, WIDGET_TOKEN } from '../auth/tokens.js';
@@ -101,15 +101,8 @@ export function widgetRouter(services: AppServices): Router {
     'body',
     {},
   );
-  const parseBody = koaBody({
-    json: true,
-    urlencoded: false,
-    text: false,
-    multipart: false,
-    jsonStrict: true,
-    jsonLimit: '16kb',
-    parsedMethods: [HttpMethodEnum.POST],
-  }) as unknown as (ctx: Context, next: Next) => Promise<void>;
+  // The widget's forms are small; a larger body is no form of ours.
+  const readBody = jsonBodyReader(16 * 1024);
   const context = (): WidgetContext => ({
     config,
     secrets: services.secrets,
@@ -260,8 +253,7 @@ export function widgetRouter(services: AppServices): Router {
   const readJson = async (ctx: Context): Promise<unknown> => {
     if (!ctx.is('application/json'))
       throw errors.badRequest('unsupported_media_type', 'Send request bodies as application/json.');
-    await parseBody(ctx, async () => undefined);
-    return (ctx.request as { body?: unknown }).body;
+    return readBody(ctx);
   };
 
   router.get('/widget/api/status', route('/widget/api/status'), async (ctx) => {

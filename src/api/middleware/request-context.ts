@@ -8,7 +8,7 @@ const INCOMING_ID = /^[A-Za-z0-9._-]{8,64}$/;
 // where 8 random bytes per request cost 2% of a small request's CPU.
 const processPrefix = randomBytes(4).toString('hex');
 let counter = 0;
-function nextRequestId(): string {
+export function nextRequestId(): string {
   counter = (counter + 1) % 0x1_0000_0000;
   return `req_${processPrefix}${counter.toString(16).padStart(8, '0')}`;
 }
