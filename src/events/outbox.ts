@@ -53,9 +53,14 @@ export async function emitEvent(trx: Knex, input: EmitInput): Promise<EventRecor
     created_at: input.now,
     seq: nextSeq(input.now),
   });
+  // FOR SHARE (a no-op on SQLite, whose writers take turns): on Postgres an endpoint deleted or disabled
+  // by a concurrent transaction would otherwise get a delivery row after it was gone (a foreign-key error,
+  // so a 500 for the request that emitted) or after its deliveries were held (so it would be sent to).
+  // The delete or update waits for this transaction instead, and then sees its deliveries.
   const endpoints: { id: string; enabled_events: string }[] = await trx('webhook_endpoints')
     .where({ org_id: input.orgId, mode: input.mode, disabled: false })
-    .select('id', 'enabled_events');
+    .select('id', 'enabled_events')
+    .forShare();
   const deliveries = endpoints
     .filter((endpoint) => subscribes(JSON.parse(endpoint.enabled_events) as string[], input.type))
     .map((endpoint) => ({

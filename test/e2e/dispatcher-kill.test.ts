@@ -8,14 +8,18 @@ import type { SupervisorState } from '../../src/processes/supervisor.js';
 import { forEachEngine, freshDatabase } from '../helpers/harness.js';
 import { installArgs, runCliJson, startServe, waitFor } from '../helpers/cli.js';
 import { independentlyVerified, startReceiver } from '../helpers/receiver.js';
+import { allowTimeForRounds, crashRounds } from '../helpers/crash.js';
 
-const KILLS = 50;
+/** 50 unless CRASH_ROUNDS says otherwise (the soak run sets about 100). */
+const KILLS = crashRounds(50);
 /** Emitted each round; each dispatcher answers at least ANSWERED_PER_ROUND before it is killed. */
 const EVENTS_PER_ROUND = 12;
 const ANSWERED_PER_ROUND = 8;
 
+allowTimeForRounds(t, KILLS, 1000, 30_000);
+
 /**
- * 50 `kill -9`s of the dispatcher child of `svc serve` during a burst of events, each while a delivery is in
+ * `KILLS` `kill -9`s of the dispatcher child of `svc serve` during a burst of events, each while a delivery is in
  * flight (the receiver answers after 50 ms; each dispatcher delivers a round's worth and is killed while it
  * holds a request): every event still arrives, and a repeat carries the same event id.
  */

@@ -1,9 +1,11 @@
 import { createHash } from 'node:crypto';
-import type { Context, Next } from 'koa';
+import type { Context } from 'koa';
 import type { Principal } from '../../auth/principal.js';
 import { ApiError, errors } from '../../errors/api-error.js';
 import { isUniqueViolation } from '../../db/errors.js';
 import type { AppServices } from '../services.js';
+import type { Database } from '../../db/database.js';
+import { idempotencyContext } from '../../secrets/sealed-columns.js';
 
 const KEY_PATTERN = /^[\x21-\x7e]{1,255}$/;
 const IN_FLIGHT_LEASE_MS = 60_000;
@@ -26,7 +28,7 @@ export async function withIdempotency(
   services: AppServices,
   principal: Principal,
   body: unknown,
-  next: Next,
+  next: (requestServices?: AppServices) => Promise<void>,
 ) {
   const key = ctx.get('Idempotency-Key');
   if (ctx.method !== 'POST' || key === '') return next();
@@ -43,6 +45,10 @@ export async function withIdempotency(
     .update(`${ctx.method} ${ctx.path}\n${JSON.stringify(body ?? null)}`)
     .digest('hex');
   const ttlMs = services.config.idempotency.ttlHours * 3_600_000;
+  // A kept answer can carry a secret shown once (a webhook signing secret, a widget token), so it is sealed
+  // at rest like the secrets themselves.
+  const context = idempotencyContext(where);
+  const keep = (answer: unknown) => services.secrets.seal(JSON.stringify(answer ?? null), context);
 
   const claimed = await db
     .transaction(async (trx) => {
@@ -91,7 +97,7 @@ export async function withIdempotency(
 
   if (claimed) {
     ctx.status = claimed.status_code!;
-    ctx.body = JSON.parse(claimed.response_body!);
+    ctx.body = JSON.parse(services.secrets.open(claimed.response_body!, context));
     ctx.set('Idempotent-Replayed', 'true');
     return;
   }
@@ -100,11 +106,30 @@ export async function withIdempotency(
     db.transaction((trx) =>
       trx('idempotency_keys')
         .where(where)
-        .update({ status_code: status, response_body: JSON.stringify(responseBody), locked_until: null }),
+        .update({ status_code: status, response_body: keep(responseBody), locked_until: null }),
     );
   const release = () => db.transaction((trx) => trx('idempotency_keys').where(where).delete());
+  // The change and the answer are written by different transactions; a process killed between the two
+  // would leave the key held (409 for the lease) and then run the request a second time. So when the
+  // route's own transaction returns an API resource (`object: …`, as create and update routes do, answering
+  // 200 with it), that transaction also records it as the answer; `store` below replaces it with the exact
+  // answer once the route has returned. Other transactions (e.g. an MFA code's, whose outcome may be a 409)
+  // record nothing. Found by test/e2e/crash-api-writes.test.ts: with kills at random moments, one in ten
+  // left a key so.
+  const recording: Database = {
+    ...db,
+    transaction: (work) =>
+      db.transaction(async (trx) => {
+        const result = await work(trx);
+        if (isApiResource(result))
+          await trx('idempotency_keys')
+            .where(where)
+            .update({ status_code: 200, response_body: keep(result), locked_until: null });
+        return result;
+      }),
+  };
   try {
-    await next();
+    await next({ ...services, db: recording });
   } catch (error) {
     if (error instanceof ApiError && error.status < 500 && error.status !== 429)
       await store(error.status, error.toEnvelope());
@@ -113,4 +138,10 @@ export async function withIdempotency(
   }
   if (ctx.status < 500) await store(ctx.status, ctx.body ?? null);
   else await release();
+}
+
+function isApiResource(value: unknown): boolean {
+  return (
+    typeof value === 'object' && value !== null && typeof (value as { object?: unknown }).object === 'string'
+  );
 }
