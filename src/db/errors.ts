@@ -38,3 +38,10 @@ export function isUnavailableError(error: unknown): boolean {
     message ?? '',
   );
 }
+
+/**
+ * The longest a worker waits between tries while the database is away: backing off spares a database that
+ * is struggling, and the cap bounds how long after its return the work resumes (test/e2e/db-outage.test.ts
+ * holds the appliance to 10 s; with a 30 s cap a 33 s outage left deliveries waiting 28 s more).
+ */
+export const DATABASE_RETRY_CAP_MS = 3_000;

@@ -3,6 +3,7 @@ import { basename, dirname } from 'node:path';
 import type { Knex } from 'knex';
 import pg from 'pg';
 import { engineOf, sqlitePath } from './database.js';
+import { DATABASE_RETRY_CAP_MS } from './errors.js';
 
 /**
  * Commit wake-ups, so a worker in another process hears of new work at once instead of at its next poll.
@@ -99,7 +100,7 @@ function listenPostgres({ url, channel, onCommit, onError }: WatchOptions): Comm
       void connect();
     }, retryMs);
     timer.unref();
-    retryMs = Math.min(retryMs * 2, 30_000);
+    retryMs = Math.min(retryMs * 2, DATABASE_RETRY_CAP_MS);
   };
   void connect();
   return {
