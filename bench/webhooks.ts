@@ -193,9 +193,13 @@ async function emitMany(setup: Setup, count: number): Promise<void> {
   }
 }
 
-async function pendingCount(db: Database): Promise<number> {
-  const [row] = await db.reader('webhook_deliveries').where('status', 'pending').count({ n: '*' });
-  return Number((row as { n: number | string }).n);
+/**
+ * Whether any delivery is still pending: one index probe, as cheap as can be, because it runs beside the
+ * dispatcher it times (a count of the pending rows every 50 ms took a few per cent of a core, and the bare
+ * loop pays nothing like it).
+ */
+async function anyPending(db: Database): Promise<boolean> {
+  return (await db.reader('webhook_deliveries').where('status', 'pending').first('id')) !== undefined;
 }
 
 /** The same bodies, signed the same way, POSTed by the same client, `CONCURRENCY` at a time. */
@@ -246,7 +250,8 @@ async function dispatcherThroughput(setup: Setup): Promise<number> {
   const controller = new AbortController();
   const began = performance.now();
   const running = dispatcher.run(controller.signal);
-  while ((await pendingCount(setup.db)) > 0) await sleep(50);
+  // Checked every 10 ms: the end is known to within 1% of a run of a second.
+  while (await anyPending(setup.db)) await sleep(10);
   const seconds = (performance.now() - began) / 1000;
   controller.abort();
   await running;

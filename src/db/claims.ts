@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import type { Database } from './database.js';
+import { run as runRaw, runNamed } from './bound-rows.js';
 
 export interface ClaimOptions {
   table: string;
@@ -9,7 +10,7 @@ export interface ClaimOptions {
   leaseMs: number;
   /** The SQL condition of a row that may be claimed, with `?` bindings; it must cover expired leases. */
   where: string;
-  bindings: (string | number | boolean | null)[];
+  bindings: Knex.RawBinding[];
   orderBy: string;
   /** Extra SET assignments (e.g. `attempts = attempts + 1`). */
   set?: string;
@@ -36,18 +37,27 @@ export async function claimOne<T>(db: Database, options: ClaimOptions): Promise<
  * Claims up to `limit` due rows with one lease in a single statement, for workers that take work in batches
  * (the webhook dispatcher: one write per batch instead of one per row is what keeps SQLite's single writer
  * from being the bottleneck). Same locking as `claimOne`; the rows come back in no particular order.
- * `returning` names the columns wanted back (default all): turning rows into objects is not free on SQLite.
+ * `returning` names what is wanted back (default all columns; scalar subqueries on the claimed row are
+ * allowed): turning rows into objects is not free on SQLite. `within` runs the claim in the caller's write
+ * transaction (from `db.transaction`), so that other writes can share its commit.
  */
 export async function claimBatch<T>(
   db: Database,
-  options: ClaimOptions & { limit: number; returning?: string },
+  options: ClaimOptions & {
+    limit: number;
+    returning?: string;
+    within?: Knex.Transaction;
+    /** A name for a claim whose text never changes, so Postgres keeps it prepared (see `runNamed`). */
+    name?: string;
+  },
 ): Promise<T[]> {
   const lock = db.engine === 'postgres' ? 'FOR UPDATE SKIP LOCKED' : '';
   const sql = `UPDATE ${options.table} SET locked_by = ?, locked_until = ?${options.set ? `, ${options.set}` : ''}
     WHERE id IN (SELECT id FROM ${options.table} WHERE ${options.where} ORDER BY ${options.orderBy} LIMIT ? ${lock})
     RETURNING ${options.returning ?? '*'}`;
   const bindings = [options.owner, options.now + options.leaseMs, ...options.bindings, options.limit];
-  const run = (conn: Knex) => conn.raw(sql, bindings);
-  const result = db.engine === 'postgres' ? await run(db.knex) : await db.transaction((trx) => run(trx));
-  return (Array.isArray(result) ? result : result.rows) as T[];
+  const run = (conn: Knex) =>
+    options.name ? runNamed<T>(conn, options.name, sql, bindings) : runRaw<T>(conn, sql, bindings);
+  if (options.within) return run(options.within);
+  return db.engine === 'postgres' ? run(db.knex) : db.transaction((trx) => run(trx));
 }

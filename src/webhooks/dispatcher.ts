@@ -6,14 +6,21 @@ import type { Knex } from 'knex';
 import { systemClock, type Clock } from '../clock/clock.js';
 import type { Config } from '../config/defaults.js';
 import { claimBatch } from '../db/claims.js';
+import { DATABASE_RETRY_CAP_MS } from '../db/errors.js';
+import { boundList, boundRows, run } from '../db/bound-rows.js';
 import type { Database } from '../db/database.js';
 import { watchCommits, type CommitWatcher } from '../db/notify.js';
-import { DELIVERY_CHANNEL, presentEvent, type EventRow } from '../events/outbox.js';
-import { newId } from '../ids/ids.js';
+import { DELIVERY_CHANNEL } from '../events/outbox.js';
 import type { Logger } from '../logging/logger.js';
 import type { SecretBox } from '../secrets/secret-box.js';
-import type { AttemptRow, DeliveryRow } from './deliveries.js';
-import { signingSecrets, type WebhookEndpointRow } from './endpoints.js';
+import type { DeliveryRow } from './deliveries.js';
+import {
+  rememberingOpener,
+  signingSecrets,
+  type EndpointSecrets,
+  type WebhookEndpointRow,
+} from './endpoints.js';
+import { eventBody } from './payload.js';
 import { DeliverySender, type SendOutcome } from './sender.js';
 import { headerNames, signatureHeader } from './signature.js';
 
@@ -33,25 +40,46 @@ export interface DispatcherOptions {
   wallClock?: Clock;
 }
 
-/** The columns a claim returns: what an attempt and its record need. */
-const CLAIMED_COLUMNS = [
+/**
+ * What a claim returns: the delivery's columns an attempt and its record need; its event's stored data and
+ * time, read in the same statement (null only if the event is gone); and its endpoint's version.
+ */
+type ClaimedRow = Pick<
+  DeliveryRow,
+  'id' | 'mode' | 'event_id' | 'event_type' | 'endpoint_id' | 'attempts' | 'next_attempt_at'
+> & { event_data: string | null; event_created_at: number | null; endpoint_version: string | null };
+
+type Endpoint = EndpointSecrets & Pick<WebhookEndpointRow, 'url' | 'disabled'>;
+const ENDPOINT_COLUMNS = [
   'id',
-  'org_id',
-  'mode',
-  'event_id',
-  'event_type',
-  'endpoint_id',
-  'status',
-  'attempts',
-  'next_attempt_at',
+  'url',
+  'disabled',
+  'secret_encrypted',
+  'previous_secret_encrypted',
+  'previous_secret_expires_at',
 ] as const;
-type ClaimedRow = Pick<DeliveryRow, (typeof CLAIMED_COLUMNS)[number]>;
+
+/**
+ * What an attempt needs of an endpoint changes only with its URL or its secrets, and every roll seals a new
+ * secret_encrypted (fresh IV), previous secret and grace included: so the two name a version, and a claim
+ * returns it with each row rather than an endpoint read in every cycle. (Disabled endpoints are not claimed.)
+ */
+const ENDPOINT_VERSION = `url || ' ' || secret_encrypted`;
+const versionOf = (endpoint: Endpoint) => `${endpoint.url} ${endpoint.secret_encrypted}`;
+
+const CLAIM_RETURNING = `id, mode, event_id, event_type, endpoint_id, attempts, next_attempt_at,
+  (SELECT data FROM events WHERE events.id = webhook_deliveries.event_id) AS event_data,
+  (SELECT created_at FROM events WHERE events.id = webhook_deliveries.event_id) AS event_created_at,
+  (SELECT ${ENDPOINT_VERSION} FROM webhook_endpoints WHERE webhook_endpoints.id = webhook_deliveries.endpoint_id)
+    AS endpoint_version`;
+
+/** Endpoints kept (beyond it, the cache starts again). */
+const ENDPOINTS_CACHED = 10_000;
 
 interface Ready {
   row: ClaimedRow;
   token: string;
-  endpoint: WebhookEndpointRow;
-  event: EventRow;
+  endpoint: Endpoint;
 }
 
 interface Finished {
@@ -70,39 +98,74 @@ interface Finished {
 const DUE = `status = 'pending' AND next_attempt_at <= ? AND (locked_until IS NULL OR locked_until < ?)
   AND endpoint_id IN (SELECT id FROM webhook_endpoints WHERE disabled = ?)`;
 
-/** Rows written per flush transaction (9 bound values per row: far below SQLite's limit). */
-const FLUSH_BATCH = 250;
+/** A finished attempt's result, for its delivery row. */
+const RESULT_COLUMNS = [
+  ['id', 'text'],
+  ['token', 'text'],
+  ['status', 'text'],
+  ['attempts', 'integer'],
+  ['next_attempt_at', 'bigint'],
+  ['last_attempt_at', 'bigint'],
+  ['last_response_status', 'integer'],
+  ['last_error', 'text'],
+  ['updated_at', 'bigint'],
+] as const;
+
+const ATTEMPT_COLUMNS = [
+  ['id', 'text'],
+  ['delivery_id', 'text'],
+  ['number', 'integer'],
+  ['started_at', 'bigint'],
+  ['duration_ms', 'integer'],
+  ['status_code', 'integer'],
+  ['error', 'text'],
+  ['response_excerpt', 'text'],
+] as const;
+
+/** Results written per transaction at most: enough for a cycle at full speed. */
+const FLUSH_BATCH = 500;
 
 /**
- * Rows kept in hand beyond those in flight, in sets of the concurrency: one set in flight and two queued,
- * overall and per endpoint. A claim is made while a set is still queued, so its latency (a few ms) is
- * hidden behind attempts already in hand.
+ * Rows kept in hand, in sets of the concurrency (overall, and per endpoint): one set in flight, the rest
+ * queued. A claim is made once a set has gone out, and it may have to wait for the cycle running before
+ * its own, so the queue must outlast two cycles: how many sets that takes follows the pace (see `adapt`),
+ * between these bounds.
  */
-const SETS_IN_HAND = 3;
+const MIN_SETS = 4;
+const MAX_SETS = Number(process.env.XMAX ?? 16);
 
-/** How long a finished attempt may wait for others to be recorded with it. */
+/** How long a finished attempt may wait for others to be recorded with it when no claim is due to carry it. */
 const FLUSH_WINDOW_MS = 10;
+
+/** Weight of the latest cycle or attempt in the running averages of the pace. */
+const PACE_WEIGHT = 0.25;
 
 /**
  * The webhook dispatcher of one process.
  *
  * Work flows in batches because every claim and every result is a write (on SQLite through the one writer
- * connection of the process) and a few round trips: a claim takes a batch of due rows in one statement
- * (`claimBatch`: `UPDATE … RETURNING`, `FOR UPDATE SKIP LOCKED` on Postgres) into a local queue, up to
- * three times `concurrency` rows in hand, and a new claim is made while a set is still queued, so its
- * latency is hidden behind attempts already in hand. Each finished attempt starts the next queued row at once,
- * with no database work; results are recorded together, one transaction per flush (one `UPDATE … FROM
- * (VALUES …)` for the deliveries, one insert for the attempts). A row's lease, held from its claim until its
- * result is written, stops anyone from claiming it twice. Measured on Postgres at 16 in flight: claiming per
- * freed slot and recording row by row, 745 deliveries/s; batched as here, about 4,000 (bench/webhooks.ts).
+ * connection of the process) and a few round trips. One write transaction at a time, a cycle, records the
+ * attempts finished since the last one and claims the next rows: one `UPDATE … FROM` for the results and one
+ * insert for the attempt history (each row set bound as a few values, see `boundRows`), then one claim
+ * (`claimBatch`: `UPDATE … RETURNING`, `FOR UPDATE SKIP LOCKED` on Postgres) that returns each row's event
+ * and its endpoint's version with it, so endpoints are read only when they change. Each finished attempt
+ * starts the next queued row at once, with no database work, and a cycle runs as soon as a set has gone out
+ * (or within FLUSH_WINDOW_MS of a result, when nothing is to be claimed). A row's lease, held from its claim
+ * until its result is written, stops anyone from claiming it twice.
+ *
+ * Measured on a 2-core machine at 16 in flight, beside a bare loop posting the same bodies with the same
+ * client (bench/webhooks.ts): claiming per freed slot and recording row by row, 745 deliveries/s; claims and
+ * results in separate transactions of `VALUES` lists, each claim followed by reads of its events and
+ * endpoints, 20% of the bare loop; as here, see bench/README.md.
  *
  * Isolation: at most `concurrency` attempts in flight, at most `perEndpointConcurrency` to one endpoint,
- * and at most three times that many rows of one endpoint in hand. Claims skip endpoints at that mark, so a slow
- * receiver holds its few slots and every other endpoint keeps flowing.
+ * and at most as many sets of that in hand for one endpoint as overall. Claims skip endpoints at that mark,
+ * so a slow receiver holds its few slots and every other endpoint keeps flowing.
  *
  * Wake-up: a cheap indexed read tells whether anything is due and when the next row will be; the loop
  * sleeps until then, at most `pollIntervalMs`, and wakes early on another process's commit (Postgres
- * LISTEN/NOTIFY, the SQLite WAL watched; see src/db/notify.ts) or when its queue runs low.
+ * LISTEN/NOTIFY, the SQLite WAL watched; see src/db/notify.ts). While claims come back full, the read is
+ * skipped: more is due.
  *
  * Crash safety: a claim sets a lease (renewed every third of its length while the row is in hand). A
  * `kill -9` loses the attempts in flight and their results; the leases lapse and the rows are claimed again:
@@ -114,6 +177,7 @@ export class Dispatcher {
   private readonly leaseMs: number;
   private readonly sender: DeliverySender;
   private readonly wallClock: Clock;
+  private readonly secrets: Pick<SecretBox, 'open'>;
   private readonly owner: string;
   private readonly headers: { signature: string; eventId: string };
   private readonly userAgent: string;
@@ -128,7 +192,18 @@ export class Dispatcher {
   private readonly leased = new Map<string, string>();
   private readonly inFlight = new Set<Promise<void>>();
   private finished: Finished[] = [];
-  private flushing: Promise<void> | null = null;
+  /** Endpoints as last read, by id; a claim tells when one has changed. */
+  private readonly endpoints = new Map<string, Endpoint>();
+  /** The cycle running or last run (the next waits for it), and how many are waiting. */
+  private cycling: Promise<unknown> = Promise.resolve();
+  private waitingCycles = 0;
+  /** Under `run`, cycles started by finished attempts claim too; `dispatchDue` claims only in its own steps. */
+  private claimAlong = false;
+  /** The last claim came back full: more is due, so freed room is worth a claim without looking first. */
+  private backlog = false;
+  /** Sets of the concurrency kept in hand, and the pace they follow: how long cycles and attempts take. */
+  private sets = MIN_SETS;
+  private readonly pace = { cycleMs: 0, attemptMs: 0 };
   private flushTimer: NodeJS.Timeout | null = null;
   private flushFailures = 0;
   private stopping = false;
@@ -143,6 +218,7 @@ export class Dispatcher {
     this.settings = config.dispatcher;
     this.leaseMs = config.dispatcher.leaseSeconds * 1000;
     this.wallClock = options.wallClock ?? systemClock;
+    this.secrets = rememberingOpener(services.secrets);
     this.sender = new DeliverySender({
       attemptTimeoutMs: config.dispatcher.attemptTimeoutMs,
       responseBytesKept: config.dispatcher.responseBytesKept,
@@ -171,6 +247,7 @@ export class Dispatcher {
     const renewal = setInterval(() => void this.renewLeases(), Math.max(100, Math.floor(this.leaseMs / 3)));
     const onAbort = () => this.wake();
     signal.addEventListener('abort', onAbort, { once: true });
+    this.claimAlong = true;
     let failures = 0;
     try {
       while (!signal.aborted) {
@@ -182,9 +259,9 @@ export class Dispatcher {
             waitMs = Math.max(0, Math.min(waitMs, nextDueAt - this.services.clock.now()));
           }
         } catch (error) {
-          // Our own trouble (the database, usually): back off rather than spin, up to 30 s.
+          // Our own trouble (the database, usually): back off rather than spin, up to DATABASE_RETRY_CAP_MS.
           failures += 1;
-          waitMs = Math.min(this.settings.pollIntervalMs * 2 ** failures, 30_000);
+          waitMs = Math.min(this.settings.pollIntervalMs * 2 ** failures, DATABASE_RETRY_CAP_MS);
           logger.error({ err: error, retry_ms: waitMs }, 'dispatcher could not claim deliveries');
         }
         if (!signal.aborted) await this.waitForWake(waitMs);
@@ -192,9 +269,11 @@ export class Dispatcher {
     } finally {
       signal.removeEventListener('abort', onAbort);
       this.stopping = true;
+      this.claimAlong = false;
       await this.releaseQueue();
       await Promise.allSettled([...this.inFlight]);
       await this.flush();
+      this.stopTimer();
       clearInterval(renewal);
       await watcher?.close();
       await this.sender.close();
@@ -210,14 +289,10 @@ export class Dispatcher {
     for (;;) {
       const { started } = await this.fill();
       total += started;
-      if (this.inFlight.size === 0 && this.queue.length === 0) {
-        await this.flush();
-        if (started === 0) return total;
-        continue;
-      }
       // Finishing attempts start the queued rows; wait for all of them.
       while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight]);
       await this.flush();
+      if (started === 0) return total;
     }
   }
 
@@ -226,7 +301,13 @@ export class Dispatcher {
     await this.releaseQueue();
     await Promise.allSettled([...this.inFlight]);
     await this.flush();
+    this.stopTimer();
     await this.sender.close();
+  }
+
+  private stopTimer(): void {
+    if (this.flushTimer) clearTimeout(this.flushTimer);
+    this.flushTimer = null;
   }
 
   wake(): void {
@@ -249,54 +330,48 @@ export class Dispatcher {
     this.woken = false;
   }
 
+  /** Rows in hand: in flight or queued. */
+  private held(): number {
+    return this.active + this.queue.length;
+  }
+
+  /** Room for a claim: nothing in hand, or a set's worth gone out. */
+  private roomToClaim(): boolean {
+    const held = this.held();
+    return held === 0 || this.sets * this.settings.concurrency - held >= this.settings.concurrency;
+  }
+
+  /** How many rows of one endpoint may be in hand before claims skip it: a set short of its share. */
+  private endpointMark(): number {
+    return (this.sets - 1) * this.settings.perEndpointConcurrency;
+  }
+
+  /** Endpoints with less than a set of room; every other has room for a whole batch. */
+  private busyEndpoints(): string[] {
+    const mark = this.endpointMark();
+    return [...this.inHand].filter(([, n]) => n > mark).map(([id]) => id);
+  }
+
   /**
    * Claims due rows into the queue until enough are in hand or nothing more is due, starting them as slots
    * allow; returns when the next row will be due, when that is known.
    */
   private async fill(): Promise<{ started: number; nextDueAt: number | null }> {
-    const { concurrency, perEndpointConcurrency } = this.settings;
-    const capacity = SETS_IN_HAND * concurrency;
     let started = 0;
-    let full = false;
     for (;;) {
-      const held = this.active + this.queue.length;
-      // Enough in hand: the next claim waits until half of it has gone out.
-      if (this.stopping || (held > 0 && capacity - held < Math.ceil(concurrency / 2))) {
-        return { started, nextDueAt: null };
-      }
-      // An endpoint with less than a set of room is skipped; every other has room for a whole batch, so a
-      // claim never brings more rows of one endpoint than it may hold.
-      const busy = [...this.inHand]
-        .filter(([, n]) => n > (SETS_IN_HAND - 1) * perEndpointConcurrency)
-        .map(([id]) => id);
+      if (this.stopping || !this.roomToClaim()) return { started, nextDueAt: null };
       const now = this.services.clock.now();
       // The read that says whether anything is due keeps an idle SQLite dispatcher off the write lock; after
-      // a full batch there is probably more, so it is skipped.
-      const nextDueAt = full ? now : await this.nextDue(now, busy);
-      if (nextDueAt === null || nextDueAt > now) return { started, nextDueAt };
-      // As many as fit: overall, and for the fullest endpoint that may come back (any endpoint not skipped
-      // may fill the whole batch).
-      const fullest = Math.max(0, ...[...this.inHand].filter(([id]) => !busy.includes(id)).map(([, n]) => n));
-      const limit = Math.min(capacity - held, SETS_IN_HAND * perEndpointConcurrency - fullest);
-      const token = `${this.owner}:${(this.batches += 1)}`;
-      const exclude = busy.length > 0 ? ` AND endpoint_id NOT IN (${busy.map(() => '?').join(', ')})` : '';
-      const rows = await claimBatch<ClaimedRow>(this.services.db, {
-        table: 'webhook_deliveries',
-        owner: token,
-        now,
-        leaseMs: this.leaseMs,
-        where: DUE + exclude,
-        bindings: [now, now, false, ...busy],
-        orderBy: 'next_attempt_at',
-        limit,
-        // What an attempt needs, not the whole row: measured 18% more deliveries/s on SQLite.
-        returning: CLAIMED_COLUMNS.join(', '),
-      });
+      // a full claim there is probably more, so it is skipped.
+      const expected = this.backlog;
+      if (!expected) {
+        const nextDueAt = await this.nextDue(now, this.busyEndpoints());
+        if (nextDueAt === null || nextDueAt > now) return { started, nextDueAt };
+      }
+      const queued = await this.cycle(true);
+      started += queued;
       // Due, yet taken by someone else between the read and the claim: look again shortly, not at once.
-      if (rows.length === 0) return { started, nextDueAt: full ? null : now + 50 };
-      full = rows.length === limit;
-      started += await this.enqueue(rows, token);
-      this.pump();
+      if (queued === 0) return { started, nextDueAt: expected ? null : now + 50 };
     }
   }
 
@@ -316,43 +391,147 @@ export class Dispatcher {
   }
 
   /**
-   * Loads the events and endpoints of claimed rows and queues them; rows beyond an endpoint's mark, and rows
-   * whose endpoint was deleted or disabled since, are given back.
+   * Queues a cycle: one write transaction that records up to FLUSH_BATCH finished attempts and, with
+   * `claim`, claims as many due rows as there is room for, which it queues and starts; resolves to how many
+   * it queued. Cycles run one at a time, each on the state it finds when its turn comes.
    */
-  private async enqueue(claimed: ClaimedRow[], token: string): Promise<number> {
-    const endpointCap = SETS_IN_HAND * this.settings.perEndpointConcurrency;
-    const giveBack: string[] = [];
-    let queued = 0;
-    try {
-      const [events, endpoints] = await Promise.all([
-        this.services.db
-          .reader<EventRow>('events')
-          .whereIn('id', [...new Set(claimed.map((r) => r.event_id))]),
-        this.services.db
-          .reader<WebhookEndpointRow>('webhook_endpoints')
-          .whereIn('id', [...new Set(claimed.map((r) => r.endpoint_id))]),
-      ]);
-      const eventById = new Map(events.map((e) => [e.id, e]));
-      const endpointById = new Map(endpoints.map((e) => [e.id, e]));
-      claimed.sort((a, b) => Number(a.next_attempt_at) - Number(b.next_attempt_at));
-      for (const row of claimed) {
-        const event = eventById.get(row.event_id);
-        const endpoint = endpointById.get(row.endpoint_id);
-        const inHand = this.inHand.get(row.endpoint_id) ?? 0;
-        if (!event || !endpoint || endpoint.disabled || inHand >= endpointCap) {
-          giveBack.push(row.id);
-          continue;
-        }
-        this.inHand.set(row.endpoint_id, inHand + 1);
-        this.leased.set(row.id, token);
-        this.queue.push({ row, token, endpoint, event });
-        queued += 1;
-      }
-    } finally {
-      // On an error (reading events), every claimed row goes back; otherwise the ones not taken.
-      await this.release(token, queued === 0 ? claimed.map((r) => r.id) : giveBack);
+  private cycle(claim: boolean): Promise<number> {
+    this.waitingCycles += 1;
+    const turn = this.cycling.then(() => {
+      this.waitingCycles -= 1;
+      return this.runCycle(claim);
+    });
+    this.cycling = turn.catch(() => undefined);
+    return turn;
+  }
+
+  /** A cycle soon, unless one is already waiting: it will take everything there is by the time it runs. */
+  private kick(): void {
+    this.stopTimer();
+    if (this.waitingCycles > 0) return;
+    this.cycle(this.claimAlong && !this.stopping).then(
+      () => {
+        this.flushFailures = 0;
+      },
+      (error: unknown) => {
+        this.flushFailures += 1;
+        const retryMs = Math.min(100 * 2 ** this.flushFailures, DATABASE_RETRY_CAP_MS);
+        this.services.logger.error(
+          { err: error, results: this.finished.length, retry_ms: retryMs },
+          'could not record webhook attempts',
+        );
+        this.flushTimer ??= setTimeout(() => this.kick(), retryMs);
+      },
+    );
+  }
+
+  private async runCycle(claim: boolean): Promise<number> {
+    const { db, clock } = this.services;
+    const { concurrency, perEndpointConcurrency } = this.settings;
+    const batch = this.finished.splice(0, FLUSH_BATCH);
+    let limit = 0;
+    let busy: string[] = [];
+    if (claim && !this.stopping && this.roomToClaim()) {
+      busy = this.busyEndpoints();
+      // As many as fit: overall, and for the fullest endpoint that may come back (any endpoint not skipped
+      // may fill the whole batch).
+      const fullest = Math.max(0, ...[...this.inHand].filter(([id]) => !busy.includes(id)).map(([, n]) => n));
+      limit = Math.min(this.sets * concurrency - this.held(), this.sets * perEndpointConcurrency - fullest);
     }
+    if (batch.length === 0 && limit <= 0) return 0;
+    const began = performance.now();
+    const token = `${this.owner}:${(this.batches += 1)}`;
+    let claimed: ClaimedRow[];
+    try {
+      claimed = await db.transaction(async (trx) => {
+        if (batch.length > 0) await this.record(trx, batch);
+        if (limit <= 0) return [];
+        const now = clock.now();
+        // Endpoints at their mark are skipped; the list is one bound value, so the claim's text never changes.
+        const skipped = boundList(db.engine, busy);
+        const rows = await claimBatch<ClaimedRow>(db, {
+          table: 'webhook_deliveries',
+          owner: token,
+          now,
+          leaseMs: this.leaseMs,
+          where: `${DUE} AND endpoint_id NOT IN ${skipped.sql}`,
+          bindings: [now, now, false, ...skipped.bindings],
+          orderBy: 'next_attempt_at',
+          limit,
+          returning: CLAIM_RETURNING,
+          within: trx,
+          name: 'svc_webhooks_claim',
+        });
+        await this.refreshEndpoints(trx, rows);
+        return rows;
+      });
+    } catch (error) {
+      this.finished.unshift(...batch);
+      throw error;
+    }
+    for (const item of batch)
+      if (this.leased.get(item.row.id) === item.token) this.leased.delete(item.row.id);
+    let queued = 0;
+    if (limit > 0) {
+      this.backlog = claimed.length === limit;
+      queued = await this.enqueue(claimed, token);
+    }
+    this.adapt(performance.now() - began);
+    if (this.finished.length > 0) this.scheduleFlush();
     return queued;
+  }
+
+  /**
+   * Follows the pace. A claim is called when a set of room has gone out, and its rows arrive after the cycle
+   * before it and its own: while those two run, each slot finishes cycleMs / attemptMs attempts, so that many
+   * sets, twice, must be queued beyond the set in flight and the set of room. Measured from the attempts'
+   * own time rather than the rate achieved, which a short queue holds down: so a backlog reaches full speed
+   * in a cycle or two, and slow receivers keep the minimum in hand.
+   */
+  private adapt(cycleMs: number): void {
+    const { pace } = this;
+    pace.cycleMs += PACE_WEIGHT * (cycleMs - pace.cycleMs);
+    if (pace.attemptMs === 0) return;
+    const wanted = 2 + Math.ceil((2 * pace.cycleMs) / pace.attemptMs);
+    this.sets = Math.min(MAX_SETS, Math.max(MIN_SETS, wanted));
+  }
+
+  /** Reads the endpoints of claimed rows that are not known in the version the claim saw. */
+  private async refreshEndpoints(trx: Knex, rows: ClaimedRow[]): Promise<void> {
+    const stale = new Set<string>();
+    for (const row of rows) {
+      const known = this.endpoints.get(row.endpoint_id);
+      if (!known || versionOf(known) !== row.endpoint_version) stale.add(row.endpoint_id);
+    }
+    if (stale.size === 0) return;
+    const read: Endpoint[] = await trx('webhook_endpoints')
+      .whereIn('id', [...stale])
+      .select(ENDPOINT_COLUMNS);
+    for (const id of stale) this.endpoints.delete(id);
+    if (this.endpoints.size + read.length > ENDPOINTS_CACHED) this.endpoints.clear();
+    for (const endpoint of read) this.endpoints.set(endpoint.id, endpoint);
+  }
+
+  /** Queues claimed rows and starts them; rows beyond an endpoint's share, or without their event, go back. */
+  private async enqueue(claimed: ClaimedRow[], token: string): Promise<number> {
+    const endpointCap = this.sets * this.settings.perEndpointConcurrency;
+    const giveBack: string[] = [];
+    claimed.sort((a, b) => Number(a.next_attempt_at) - Number(b.next_attempt_at));
+    for (const row of claimed) {
+      // Deleted since the claim (a Postgres statement sees commits made after the claim's): nothing to send.
+      const endpoint = this.endpoints.get(row.endpoint_id);
+      const inHand = this.inHand.get(row.endpoint_id) ?? 0;
+      if (row.event_data === null || !endpoint || endpoint.disabled || inHand >= endpointCap) {
+        giveBack.push(row.id);
+        continue;
+      }
+      this.inHand.set(row.endpoint_id, inHand + 1);
+      this.leased.set(row.id, token);
+      this.queue.push({ row, token, endpoint });
+    }
+    this.pump();
+    await this.release(token, giveBack);
+    return claimed.length - giveBack.length;
   }
 
   /** Starts queued rows, oldest first, while slots are free and their endpoints are under their limit. */
@@ -412,16 +591,22 @@ export class Dispatcher {
       );
   }
 
-  private async attempt({ row, token, endpoint, event }: Ready): Promise<void> {
-    const { clock, secrets } = this.services;
+  private async attempt({ row, token, endpoint }: Ready): Promise<void> {
+    const { clock } = this.services;
     const startedAt = clock.now();
     const began = performance.now();
     let outcome: SendOutcome;
     try {
-      const body = JSON.stringify(presentEvent(event));
+      const body = eventBody({
+        id: row.event_id,
+        type: row.event_type,
+        created_at: Number(row.event_created_at),
+        mode: row.mode,
+        data: row.event_data!,
+      });
       // Signed afresh for every attempt, with its own timestamp.
       const timestamp = Math.floor(this.wallClock.now() / 1000);
-      const signature = signatureHeader(signingSecrets(endpoint, secrets, startedAt), timestamp, body);
+      const signature = signatureHeader(signingSecrets(endpoint, this.secrets, startedAt), timestamp, body);
       outcome = await this.sender.send(
         endpoint.url,
         row.mode,
@@ -429,7 +614,7 @@ export class Dispatcher {
           'content-type': 'application/json',
           'user-agent': this.userAgent,
           [this.headers.signature]: signature,
-          [this.headers.eventId]: event.id,
+          [this.headers.eventId]: row.event_id,
         },
         body,
       );
@@ -441,75 +626,61 @@ export class Dispatcher {
         error: `not sent: ${(error as Error).message}`.slice(0, 300),
       };
     }
+    const took = performance.now() - began;
     this.finished.push({
       row,
       token,
       outcome,
       startedAt,
       finishedAt: clock.now(),
-      durationMs: Math.round(performance.now() - began),
+      durationMs: Math.round(took),
     });
+    this.pace.attemptMs += PACE_WEIGHT * (took - this.pace.attemptMs);
     this.done(row);
-    this.scheduleFlush();
     this.pump();
-    // Time to claim more of this endpoint's rows once it has room for a set again. (Other endpoints' rows
-    // wake the loop themselves: a commit, their own attempts, the next-due timer or the poll.)
-    const { perEndpointConcurrency } = this.settings;
-    if ((this.inHand.get(row.endpoint_id) ?? 0) <= (SETS_IN_HAND - 1) * perEndpointConcurrency) this.wake();
+    // Time to claim once a set has gone out, if more is due or this endpoint, skipped by claims while at its
+    // mark, has room again; the cycle records this result with it. (Other endpoints' new rows wake the loop
+    // themselves: a commit, the next-due timer or the poll.) Otherwise the result waits for the flush window.
+    const claimable =
+      this.roomToClaim() && (this.backlog || (this.inHand.get(row.endpoint_id) ?? 0) === this.endpointMark());
+    if (claimable && this.claimAlong) this.kick();
+    else this.scheduleFlush();
   }
 
   /**
-   * Results are recorded together, at most FLUSH_WINDOW_MS late: fewer, larger transactions on a writer
-   * connection that the claims need too (on SQLite there is one per process). A crash loses at most the
-   * results of that window, whose attempts are then made again.
+   * Results not carried by a claim are recorded together, at most FLUSH_WINDOW_MS late: fewer, larger
+   * transactions on a writer connection that the claims need too (on SQLite there is one per process). A
+   * crash loses at most the results of that window, whose attempts are then made again.
    */
   private scheduleFlush(): void {
-    if (this.flushTimer) {
-      if (this.finished.length < FLUSH_BATCH) return;
-      clearTimeout(this.flushTimer);
-    }
-    const delay = this.finished.length >= FLUSH_BATCH ? 0 : FLUSH_WINDOW_MS;
-    this.flushTimer = setTimeout(() => {
-      this.flushTimer = null;
-      void this.flush();
-    }, delay);
+    if (this.finished.length >= FLUSH_BATCH) this.kick();
+    else this.flushTimer ??= setTimeout(() => this.kick(), FLUSH_WINDOW_MS);
   }
 
-  /** Records every finished attempt; one flush at a time, each a transaction of up to FLUSH_BATCH results. */
+  /** Records every finished attempt, including those a cycle already running is recording. */
   async flush(): Promise<void> {
     for (;;) {
-      if (this.flushing) {
-        await this.flushing;
-        continue;
+      if (this.finished.length === 0) {
+        await this.cycling;
+        if (this.finished.length === 0) return;
       }
-      if (this.finished.length === 0) return;
-      this.flushing = this.writeFinished().finally(() => {
-        this.flushing = null;
-      });
-    }
-  }
-
-  private async writeFinished(): Promise<void> {
-    const batch = this.finished.splice(0, FLUSH_BATCH);
-    try {
-      await this.services.db.transaction((trx) => this.record(trx, batch));
-      this.flushFailures = 0;
-      for (const item of batch)
-        if (this.leased.get(item.row.id) === item.token) this.leased.delete(item.row.id);
-    } catch (error) {
-      this.flushFailures += 1;
-      const retryMs = Math.min(100 * 2 ** this.flushFailures, 10_000);
-      this.services.logger.error(
-        { err: error, results: batch.length, retry_ms: retryMs },
-        'could not record webhook attempts',
-      );
-      if (this.stopping && this.flushFailures > 3) {
-        // Give up on shutdown: the leases lapse and these attempts are made again by whoever claims them.
-        for (const item of batch) this.leased.delete(item.row.id);
-        return;
+      try {
+        await this.cycle(false);
+        this.flushFailures = 0;
+      } catch (error) {
+        this.flushFailures += 1;
+        const retryMs = Math.min(100 * 2 ** this.flushFailures, DATABASE_RETRY_CAP_MS);
+        this.services.logger.error(
+          { err: error, results: this.finished.length, retry_ms: retryMs },
+          'could not record webhook attempts',
+        );
+        if (this.stopping && this.flushFailures > 3) {
+          // Give up on shutdown: the leases lapse and these attempts are made again by whoever claims them.
+          for (const item of this.finished.splice(0)) this.leased.delete(item.row.id);
+          return;
+        }
+        await sleep(retryMs);
       }
-      this.finished.unshift(...batch);
-      await sleep(retryMs);
     }
   }
 
@@ -517,8 +688,10 @@ export class Dispatcher {
    * One statement updates every delivery of the batch (`UPDATE … FROM (VALUES …)`, on both engines), where
    * the lease is still ours; one more inserts the attempts of the rows it updated. Row by row it was 0.45 ms
    * a row on SQLite and 0.83 ms on Postgres, which capped a dispatcher at about 1,000 deliveries a second.
+   * Both are raw SQL: knex's query builder cost more than the statements themselves.
    */
   private async record(trx: Knex, batch: Finished[]): Promise<void> {
+    const { engine } = this.services.db;
     const schedule = this.settings.retryScheduleSeconds;
     const planned = batch.map((item) => {
       const { row, outcome } = item;
@@ -527,56 +700,63 @@ export class Dispatcher {
       const next = status === 'pending' ? item.finishedAt + Math.round((schedule[number] ?? 0) * 1000) : null;
       return { item, number, status, next };
     });
-    const rows = planned
-      .map(
-        () =>
-          '(CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS INTEGER), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS INTEGER), CAST(? AS TEXT), CAST(? AS BIGINT))',
-      )
-      .join(', ');
-    const bindings = planned.flatMap(({ item, number, status, next }) => [
-      item.row.id,
-      item.token,
-      status,
-      number,
-      next,
-      item.startedAt,
-      item.outcome.statusCode,
-      item.outcome.error,
-      item.finishedAt,
-    ]);
-    const result = await trx.raw(
-      `UPDATE webhook_deliveries SET status = v.column3, attempts = v.column4, next_attempt_at = v.column5,
-         last_attempt_at = v.column6, last_response_status = v.column7, last_error = v.column8,
-         locked_by = NULL, locked_until = NULL, updated_at = v.column9
-       FROM (VALUES ${rows}) AS v
-       WHERE webhook_deliveries.id = v.column1 AND webhook_deliveries.locked_by = v.column2
-       RETURNING webhook_deliveries.id`,
-      bindings,
-    );
-    const updated = new Set(
-      ((Array.isArray(result) ? result : result.rows) as { id: string }[]).map((row) => row.id),
-    );
-    const attempts: AttemptRow[] = [];
-    for (const { item, number } of planned) {
-      if (!updated.has(item.row.id)) {
-        // Our lease lapsed (we were presumed dead) and another dispatcher owns the row now: its result counts.
-        this.services.logger.warn({ delivery: item.row.id }, 'lease lost before the attempt was recorded');
-        continue;
-      }
-      attempts.push({
-        id: newId('wa'),
-        delivery_id: item.row.id,
+    const results = boundRows(
+      engine,
+      RESULT_COLUMNS,
+      planned.map(({ item, number, status, next }) => [
+        item.row.id,
+        item.token,
+        status,
         number,
-        started_at: item.startedAt,
-        duration_ms: item.durationMs,
-        status_code: item.outcome.statusCode,
-        error: item.outcome.error,
-        response_excerpt: item.outcome.excerpt,
-      });
-    }
-    for (let i = 0; i < attempts.length; i += 100) {
-      await trx('webhook_attempts').insert(attempts.slice(i, i + 100));
-    }
+        next,
+        item.startedAt,
+        item.outcome.statusCode,
+        item.outcome.error,
+        item.finishedAt,
+      ]),
+    );
+    const recorded = await run<{ id: string }>(
+      trx,
+      `UPDATE webhook_deliveries SET status = v.status, attempts = v.attempts,
+         next_attempt_at = v.next_attempt_at, last_attempt_at = v.last_attempt_at,
+         last_response_status = v.last_response_status, last_error = v.last_error,
+         locked_by = NULL, locked_until = NULL, updated_at = v.updated_at
+       FROM ${results.sql} AS v
+       WHERE webhook_deliveries.id = v.id AND webhook_deliveries.locked_by = v.token
+       RETURNING webhook_deliveries.id`,
+      results.bindings,
+    );
+    const updated = new Set(recorded.map((row) => row.id));
+    const kept = planned.filter(({ item }) => {
+      if (updated.has(item.row.id)) return true;
+      // Our lease lapsed (we were presumed dead) and another dispatcher owns the row now: its result counts.
+      this.services.logger.warn({ delivery: item.row.id }, 'lease lost before the attempt was recorded');
+      return false;
+    });
+    if (kept.length === 0) return;
+    const ids = attemptIds(kept.length);
+    const attempts = boundRows(
+      engine,
+      ATTEMPT_COLUMNS,
+      kept.map(({ item, number }, i) => [
+        ids[i]!,
+        item.row.id,
+        number,
+        item.startedAt,
+        item.durationMs,
+        item.outcome.statusCode,
+        item.outcome.error,
+        item.outcome.excerpt,
+      ]),
+    );
+    await run(
+      trx,
+      `INSERT INTO webhook_attempts
+         (id, delivery_id, number, started_at, duration_ms, status_code, error, response_excerpt)
+       SELECT id, delivery_id, number, started_at, duration_ms, status_code, error, response_excerpt
+       FROM ${attempts.sql} AS v`,
+      attempts.bindings,
+    );
   }
 
   private async renewLeases(): Promise<void> {
@@ -601,4 +781,13 @@ export class Dispatcher {
       this.services.logger.warn({ err: (error as Error).message }, 'could not renew delivery leases');
     }
   }
+}
+
+/**
+ * `newId('wa')` for a whole batch (prefix and 16 hex characters from the CSPRNG) from one draw: a draw per
+ * id cost as much as signing the attempt.
+ */
+function attemptIds(count: number): string[] {
+  const hex = randomBytes(8 * count).toString('hex');
+  return Array.from({ length: count }, (_, i) => `wa_${hex.slice(16 * i, 16 * i + 16)}`);
 }

@@ -186,11 +186,41 @@ export async function rollEndpointSecret(
   return presentEndpoint({ ...row, ...changes }, secret);
 }
 
+export type EndpointSecrets = Pick<
+  WebhookEndpointRow,
+  'id' | 'secret_encrypted' | 'previous_secret_encrypted' | 'previous_secret_expires_at'
+>;
+
 /** The secrets that sign a delivery now: the current one, and the previous one during its grace. */
-export function signingSecrets(row: WebhookEndpointRow, secrets: SecretBox, now: number): string[] {
+export function signingSecrets(
+  row: EndpointSecrets,
+  secrets: Pick<SecretBox, 'open'>,
+  now: number,
+): string[] {
   const active = [secrets.open(row.secret_encrypted, row.id)];
   if (row.previous_secret_encrypted && (row.previous_secret_expires_at ?? 0) > now) {
     active.push(secrets.open(row.previous_secret_encrypted, row.id));
   }
   return active;
+}
+
+/**
+ * `open` remembered by ciphertext: each opening is an AES-GCM decryption, and the dispatcher signs every
+ * attempt. A ciphertext (with its context) always opens to the same secret, so nothing can go stale: a
+ * rolled secret is a new ciphertext. At most `limit` are kept.
+ */
+export function rememberingOpener(secrets: Pick<SecretBox, 'open'>, limit = 1000): Pick<SecretBox, 'open'> {
+  const opened = new Map<string, string>();
+  return {
+    open(sealed: string, context = ''): string {
+      const key = `${context} ${sealed}`;
+      let secret = opened.get(key);
+      if (secret === undefined) {
+        secret = secrets.open(sealed, context);
+        if (opened.size >= limit) opened.clear();
+        opened.set(key, secret);
+      }
+      return secret;
+    },
+  };
 }

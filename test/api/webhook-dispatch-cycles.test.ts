@@ -1,0 +1,149 @@
+import t from 'tap';
+import { emitEvent } from '../../src/events/outbox.js';
+import { Dispatcher } from '../../src/webhooks/dispatcher.js';
+import {
+  createTenant,
+  forEachEngine,
+  RAISED_LIMITS,
+  startTestApp,
+  type TestApp,
+} from '../helpers/harness.js';
+import { independentlyVerified, startReceiver } from '../helpers/receiver.js';
+
+/**
+ * The dispatcher records results and claims rows in shared cycles, binds whole row sets as a few values and
+ * keeps endpoints between claims: what that must not change.
+ */
+
+async function endpoint(app: TestApp, key: string, url: string) {
+  const response = await app.request('POST', '/v1/webhook_endpoints', {
+    key,
+    body: { url, enabled_events: ['*'] },
+  });
+  if (response.status !== 200) throw new Error(`endpoint: ${response.text}`);
+  return response.body as { id: string; secret: string };
+}
+
+async function emit(app: TestApp, orgId: string, count: number): Promise<string[]> {
+  const ids: string[] = [];
+  await app.db.transaction(async (trx) => {
+    for (let i = 0; i < count; i++) {
+      const event = await emitEvent(trx, {
+        orgId,
+        mode: 'test',
+        type: 'link.refreshed',
+        linkId: null,
+        data: { object: 'link', id: 'link_0000000000000000', status: 'active', i },
+        now: app.clock.now(),
+      });
+      ids.push(event.id);
+    }
+  });
+  return ids;
+}
+
+forEachEngine(t, async (t, engine) => {
+  t.test('a burst: every delivery attempted once and recorded once, leases all given up', async (t) => {
+    const app = await startTestApp(t, engine, {
+      config: { dispatcher: { concurrency: 8, perEndpointConcurrency: 8, pollIntervalMs: 50 } },
+    });
+    const tenant = await createTenant(app, { rateLimits: RAISED_LIMITS });
+    const receiver = await startReceiver(t);
+    await endpoint(app, tenant.keys.sk_test.secret, receiver.url);
+    const emitted = await emit(app, tenant.orgId, 600);
+    const controller = new AbortController();
+    const running = new Dispatcher(app.services).run(controller.signal);
+    await receiver.waitFor(emitted.length, 30_000);
+    for (let i = 0; i < 300; i++) {
+      const left = await app.db.knex('webhook_deliveries').where('status', 'pending').first('id');
+      if (!left) break;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    controller.abort();
+    await running;
+    t.same(receiver.received.map((r) => r.event.id).sort(), [...emitted].sort(), 'each event once');
+    const deliveries = await app.db
+      .knex('webhook_deliveries')
+      .select('status', 'attempts', 'locked_by', 'locked_until', 'last_response_status');
+    t.equal(deliveries.length, emitted.length);
+    t.ok(
+      deliveries.every(
+        (d) =>
+          d.status === 'succeeded' &&
+          d.attempts === 1 &&
+          d.locked_by === null &&
+          d.locked_until === null &&
+          d.last_response_status === 200,
+      ),
+      'every delivery succeeded at its first attempt, with no lease left',
+    );
+    const attempts = await app.db.knex('webhook_attempts').select('delivery_id', 'number', 'status_code');
+    t.equal(attempts.length, emitted.length, 'one attempt row each');
+    t.equal(new Set(attempts.map((a) => a.delivery_id)).size, emitted.length);
+    t.ok(attempts.every((a) => a.number === 1 && a.status_code === 200));
+  });
+
+  t.test('what a receiver answers is recorded as it came, whatever its characters', async (t) => {
+    const app = await startTestApp(t, engine);
+    const tenant = await createTenant(app, { rateLimits: RAISED_LIMITS });
+    const key = tenant.keys.sk_test.secret;
+    const answer = `"quoted" 'single' \\back\\slash {brace,comma} NULL ñandú 🏦\nline two\t[1,2]`;
+    const receiver = await startReceiver(t, (_request, response) => {
+      response.writeHead(500, { 'content-type': 'text/plain; charset=utf-8' });
+      response.end(answer);
+    });
+    const hook = await endpoint(app, key, receiver.url);
+    const [eventId] = await emit(app, tenant.orgId, 1);
+    await new Dispatcher(app.services).dispatchDue();
+    const list = await app.request(
+      'GET',
+      `/v1/webhook_deliveries?event_id=${eventId}&endpoint_id=${hook.id}`,
+      {
+        key,
+      },
+    );
+    const delivery = (await app.request('GET', `/v1/webhook_deliveries/${list.body[0].id}`, { key })).body;
+    t.match(delivery, { status: 'pending', attempts: 1, last_response_status: 500, last_error: 'HTTP 500' });
+    t.equal(delivery.attempt_history[0].response_excerpt, answer);
+  });
+
+  t.test("a dispatcher that keeps running follows an endpoint's new URL and secret at once", async (t) => {
+    const app = await startTestApp(t, engine);
+    const tenant = await createTenant(app, { rateLimits: RAISED_LIMITS });
+    const key = tenant.keys.sk_test.secret;
+    const first = await startReceiver(t);
+    const second = await startReceiver(t);
+    const hook = await endpoint(app, key, first.url);
+    const dispatcher = new Dispatcher(app.services);
+    t.teardown(() => dispatcher.close());
+    await emit(app, tenant.orgId, 1);
+    await dispatcher.dispatchDue();
+    t.equal(first.received.length, 1);
+
+    // The clock stands still: the endpoint's updated_at does not change, its URL and secret do.
+    const moved = await app.request('PATCH', `/v1/webhook_endpoints/${hook.id}`, {
+      key,
+      body: { url: second.url },
+    });
+    t.equal(moved.status, 200);
+    await emit(app, tenant.orgId, 1);
+    await dispatcher.dispatchDue();
+    t.equal(first.received.length, 1, 'nothing more to the old URL');
+    t.equal(second.received.length, 1, 'the new URL at once');
+
+    const rolled = await app.request('POST', `/v1/webhook_endpoints/${hook.id}/roll_secret`, {
+      key,
+      body: { grace_seconds: 0 },
+    });
+    t.equal(rolled.status, 200);
+    await emit(app, tenant.orgId, 1);
+    await dispatcher.dispatchDue();
+    const [, latest] = second.received;
+    t.equal(independentlyVerified(latest!.body, latest!.headers['svc-signature'], rolled.body.secret), 1);
+    t.equal(
+      independentlyVerified(latest!.body, latest!.headers['svc-signature'], hook.secret),
+      0,
+      'the old secret no longer signs',
+    );
+  });
+});
