@@ -60,7 +60,8 @@ export async function runNamed<T>(
   return (Array.isArray(result) ? result : result.rows) as T[];
 }
 
-export async function run<T>(conn: Knex, sql: string, bindings: readonly Knex.RawBinding[]): Promise<T[]> {
+/** Runs a statement and returns its rows, whatever shape the engine's driver gives them in. */
+export async function runRaw<T>(conn: Knex, sql: string, bindings: readonly Knex.RawBinding[]): Promise<T[]> {
   const result = await conn.raw(sql, bindings);
   return (Array.isArray(result) ? result : result.rows) as T[];
 }

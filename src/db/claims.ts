@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import type { Database } from './database.js';
-import { run as runRaw, runNamed } from './bound-rows.js';
+import { runNamed, runRaw } from './bound-rows.js';
 
 export interface ClaimOptions {
   table: string;
