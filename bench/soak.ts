@@ -30,6 +30,7 @@ import { openDatabase } from '../src/db/database.js';
 import { install } from '../src/install/install.js';
 import { createApiKey } from '../src/keys/keys.js';
 import type { SupervisorState } from '../src/processes/supervisor.js';
+import { rutCheckDigit } from '../src/links/rut.js';
 
 const MAX_IN_FLIGHT = 256;
 const SAMPLE_EVERY_MS = 5_000;
@@ -111,17 +112,9 @@ function rssKb(pid: number): number {
   }
 }
 
-/** A valid Chilean RUT (modulo-11 check digit) for a number, so every created link is its own person. */
+/** A valid Chilean RUT for a number, so every created link is its own person. */
 function rutFor(body: number): string {
-  const digits = String(body);
-  let sum = 0;
-  let factor = 2;
-  for (let i = digits.length - 1; i >= 0; i--) {
-    sum += Number(digits[i]) * factor;
-    factor = factor === 7 ? 2 : factor + 1;
-  }
-  const check = 11 - (sum % 11);
-  return `${digits}-${check === 11 ? '0' : check === 10 ? 'K' : String(check)}`;
+  return `${body}-${rutCheckDigit(String(body))}`;
 }
 
 /** The customer's webhook receiver: answers 200 and notes when each event first arrived. */

@@ -16,6 +16,7 @@
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { freshPostgresSchema } from './lib.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -23,7 +24,6 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import knexFactory from 'knex';
 import { systemClock } from '../src/clock/clock.js';
 import { loadConfig } from '../src/config/load-config.js';
 import { openDatabase, type Database } from '../src/db/database.js';
@@ -100,19 +100,8 @@ async function targets(): Promise<Target[]> {
   ];
   const base = process.env.BENCH_DATABASE_URL;
   if (base) {
-    const schema = `bench_${randomBytes(4).toString('hex')}`;
-    const admin = knexFactory({ client: 'pg', connection: base, pool: { min: 0, max: 1 } });
-    await admin.raw(`create schema ${schema}`);
-    await admin.destroy();
-    list.push({
-      name: 'postgres',
-      url: `${base}${base.includes('?') ? '&' : '?'}schema=${schema}`,
-      cleanup: async () => {
-        const dropper = knexFactory({ client: 'pg', connection: base, pool: { min: 0, max: 1 } });
-        await dropper.raw(`drop schema if exists ${schema} cascade`);
-        await dropper.destroy();
-      },
-    });
+    const postgres = await freshPostgresSchema(base);
+    list.push({ name: 'postgres', url: postgres.url, cleanup: postgres.drop });
   }
   return list;
 }

@@ -12,6 +12,7 @@ import {
 } from '../helpers/cli.js';
 import { independentlyVerified, startReceiver, type Receiver } from '../helpers/receiver.js';
 import { startWorkers } from '../helpers/serve-roles.js';
+import { rutCheckDigit } from '../../src/links/rut.js';
 
 /**
  * Scale-out on one Postgres: two API processes, two schedulers and two dispatchers, each its own
@@ -342,15 +343,7 @@ if (!process.env.SVC_TEST_DATABASE_URL) {
   });
 }
 
-/** A valid Chilean RUT (modulo-11 check digit) for a number. */
+/** A valid Chilean RUT for a number, so every created link is its own person. */
 function rutFor(body: number): string {
-  const digits = String(body);
-  let sum = 0;
-  let factor = 2;
-  for (let i = digits.length - 1; i >= 0; i--) {
-    sum += Number(digits[i]) * factor;
-    factor = factor === 7 ? 2 : factor + 1;
-  }
-  const check = 11 - (sum % 11);
-  return `${digits}-${check === 11 ? '0' : check === 10 ? 'K' : String(check)}`;
+  return `${body}-${rutCheckDigit(String(body))}`;
 }
