@@ -3,6 +3,7 @@ import { dirname } from 'node:path';
 import knexFactory, { type Knex } from 'knex';
 import pg from 'pg';
 import { ImmediateSqliteClient } from './sqlite-client.js';
+import { runNamed } from './bound-rows.js';
 import { isBusyError } from './errors.js';
 
 // int8 (bigint) arrives as a string by default; our bigints are epoch milliseconds and minor units,
@@ -90,7 +91,8 @@ function openSqlite(options: OpenOptions): Database {
     reader,
     volatileWriter: writer,
     transaction: (work) => retryBusy(() => writer.transaction(work)),
-    ping: (timeoutMs = 2000) => withTimeout(reader.raw('select 1'), timeoutMs).then(() => undefined),
+    ping: (timeoutMs = 2000) =>
+      withTimeout(runNamed(reader, 'ping', 'select 1', []), timeoutMs).then(() => undefined),
     async sizeBytes() {
       let total = 0;
       for (const suffix of ['', '-wal', '-shm']) {
@@ -137,7 +139,8 @@ function openPostgres(options: OpenOptions): Database {
     reader: knex,
     volatileWriter,
     transaction: (work) => knex.transaction(work),
-    ping: (timeoutMs = 2000) => withTimeout(knex.raw('select 1'), timeoutMs).then(() => undefined),
+    ping: (timeoutMs = 2000) =>
+      withTimeout(runNamed(knex, 'ping', 'select 1', []), timeoutMs).then(() => undefined),
     async sizeBytes() {
       const result = await knex.raw('select pg_database_size(current_database()) as size');
       return Number(result.rows[0].size);
