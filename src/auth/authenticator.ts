@@ -22,8 +22,8 @@ export interface AuthenticatorOptions {
 
 interface CachedKey {
   row: ApiKeyRow | null;
-  bucketId: string;
-  limits: Record<RateGroup, RateLimit>;
+  /** Shared by every request of the key; nothing downstream changes it. */
+  principal: Principal | null;
   fetchedAt: number;
 }
 
@@ -54,39 +54,36 @@ export class Authenticator {
   }
 
   private async apiKey(token: string): Promise<Principal> {
-    const parsed = parseApiKey(token, this.options.brand);
-    if (!parsed) throw errors.invalidCredential(MALFORMED);
     const hash = sha256Hex(token);
     const now = this.options.clock.now();
-    const entry = await this.lookup(hash, now);
-    const row = entry.row;
-    // The hash is the lookup key, so equality is already established; the constant-time check guards
-    // against a cache keyed by something weaker in future.
-    if (
-      !row ||
-      !sameDigest(row.token_hash, hash) ||
-      keyStatus(row, now) === 'revoked' ||
-      keyStatus(row, now) === 'expired'
-    ) {
+    // A cached record means this token was parsed and found before, so only a new one is parsed first.
+    let entry = this.cached(hash, now);
+    if (!entry) {
+      if (!parseApiKey(token, this.options.brand)) throw errors.invalidCredential(MALFORMED);
+      entry = await this.fetch(hash, now);
+    }
+    const { row, principal } = entry;
+    const status = row && keyStatus(row, now);
+    if (!row || !principal || status === 'revoked' || status === 'expired') {
       throw errors.invalidCredential(UNKNOWN);
     }
     this.touch(row.id, now);
-    return {
-      kind: row.type === 'secret' ? 'secret_key' : 'publishable_key',
-      orgId: row.org_id,
-      mode: row.mode,
-      credentialId: row.id,
-      bucketId: entry.bucketId,
-      limits: entry.limits,
-    };
+    return principal;
   }
 
-  private async lookup(hash: string, now: number): Promise<CachedKey> {
+  private cached(hash: string, now: number): CachedKey | undefined {
     const cached = this.cache.get(hash);
-    if (cached && now - cached.fetchedAt < this.options.cacheSeconds * 1000 && now >= cached.fetchedAt)
-      return cached;
-    const row: ApiKeyRow | null =
-      (await this.options.db('api_keys').where({ token_hash: hash }).first()) ?? null;
+    const age = now - (cached?.fetchedAt ?? -Infinity);
+    return age >= 0 && age < this.options.cacheSeconds * 1000 ? cached : undefined;
+  }
+
+  private async fetch(hash: string, now: number): Promise<CachedKey> {
+    const found: ApiKeyRow | undefined = await this.options
+      .db('api_keys')
+      .where({ token_hash: hash })
+      .first();
+    // The index found the row by its hash already; this guards against a lookup that matches loosely.
+    const row = found && sameDigest(found.token_hash, hash) ? found : null;
     let bucketId = row?.bucket_id ?? '';
     let overrides = row?.rate_limits ? (JSON.parse(row.rate_limits) as RateLimitOverrides) : null;
     if (row?.type === 'publishable') {
@@ -107,8 +104,14 @@ export class Authenticator {
     }
     const entry: CachedKey = {
       row,
-      bucketId,
-      limits: effectiveLimits(this.options.defaultLimits, overrides),
+      principal: row && {
+        kind: row.type === 'secret' ? 'secret_key' : 'publishable_key',
+        orgId: row.org_id,
+        mode: row.mode,
+        credentialId: row.id,
+        bucketId,
+        limits: effectiveLimits(this.options.defaultLimits, overrides),
+      },
       fetchedAt: now,
     };
     if (this.cache.size > 10_000) this.cache.clear();

@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createCipheriv, createDecipheriv, hash, randomBytes, timingSafeEqual } from 'node:crypto';
 
 /**
  * AES-256-GCM under the appliance's master key. Each ciphertext names the key that sealed it
@@ -133,7 +133,7 @@ export class SecretError extends Error {
 }
 
 export function sha256Hex(value: string): string {
-  return createHash('sha256').update(value).digest('hex');
+  return hash('sha256', value);
 }
 
 /** Constant-time comparison of two hex digests of equal length. */
