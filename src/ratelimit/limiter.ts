@@ -1,7 +1,14 @@
 import type { RateLimit } from '../config/defaults.js';
 import type { Database } from '../db/database.js';
 import { floorSql } from '../db/dialect.js';
-import { shareGrant, take, type BucketState, type Decision } from './token-bucket.js';
+import {
+  describe,
+  shareGrant,
+  spareTokensToTake,
+  take,
+  type BucketState,
+  type Decision,
+} from './token-bucket.js';
 
 export interface RateLimiter {
   take(bucketKey: string, limit: RateLimit, now: number): Promise<Decision>;
@@ -31,15 +38,29 @@ interface Waiter {
   reject(error: unknown): void;
 }
 
+/** Tokens this process took beyond its requests' need, with the bucket as the database left it. */
+interface Spare {
+  tokens: number;
+  /** The bucket after the grant, less the spare tokens. */
+  after: BucketState;
+  expiresAt: number;
+}
+
+/** Spare tokens lapse soon, so a process that stops getting requests does not hold them for long. */
+const SPARE_LIFETIME_MS = 1000;
+
 /**
  * Buckets in the database, shared by every API process. One atomic upsert computes the refill and takes
  * as many whole tokens as it can, up to the number asked for, so two processes can never both spend the
  * last token. Requests of one bucket that arrive while its statement runs wait and are charged together
  * by the next one: a statement per request would queue every request of a busy key on that key's row lock.
+ * A key with a large burst also takes a few spare tokens per statement and spends them from memory
+ * (`spareTokensToTake`).
  */
 export class DatabaseRateLimiter implements RateLimiter {
   private readonly waiting = new Map<string, Waiter[]>();
   private readonly charging = new Set<string>();
+  private readonly spares = new Map<string, Spare>();
   private readonly sql: string;
 
   constructor(private readonly db: Database) {
@@ -61,6 +82,8 @@ export class DatabaseRateLimiter implements RateLimiter {
   }
 
   take(bucketKey: string, limit: RateLimit, now: number): Promise<Decision> {
+    const fromSpare = this.spendSpare(bucketKey, limit, now);
+    if (fromSpare) return Promise.resolve(fromSpare);
     return new Promise((resolve, reject) => {
       const queue = this.waiting.get(bucketKey);
       if (queue) queue.push({ now, resolve, reject });
@@ -74,10 +97,23 @@ export class DatabaseRateLimiter implements RateLimiter {
     try {
       for (let batch = this.waiting.get(bucketKey); batch; batch = this.waiting.get(bucketKey)) {
         this.waiting.delete(bucketKey);
+        // Spare tokens taken by the statement these requests waited for are theirs first.
+        while (batch.length > 0) {
+          const decision = this.spendSpare(bucketKey, limit, batch[0]!.now);
+          if (!decision) break;
+          batch.shift()!.resolve(decision);
+        }
+        if (batch.length === 0) continue;
         try {
           const now = Math.max(...batch.map((waiter) => waiter.now));
-          const { granted, after } = await this.takeTokens(bucketKey, limit, now, batch.length);
-          shareGrant(granted, after, batch.length, limit).forEach((decision, index) =>
+          const spare = spareTokensToTake(this.spares.get(bucketKey)?.after, limit);
+          const { granted, after } = await this.takeTokens(bucketKey, limit, now, batch.length + spare);
+          const used = Math.min(granted, batch.length);
+          const kept = { tokens: granted - used, after, expiresAt: now + SPARE_LIFETIME_MS };
+          if (this.spares.size > 100_000) this.spares.clear();
+          this.spares.set(bucketKey, kept);
+          const seen = { tokens: after.tokens + kept.tokens, updatedAt: after.updatedAt };
+          shareGrant(used, seen, batch.length, limit).forEach((decision, index) =>
             batch![index]!.resolve(decision),
           );
         } catch (error) {
@@ -87,6 +123,17 @@ export class DatabaseRateLimiter implements RateLimiter {
     } finally {
       this.charging.delete(bucketKey);
     }
+  }
+
+  private spendSpare(bucketKey: string, limit: RateLimit, now: number): Decision | undefined {
+    const spare = this.spares.get(bucketKey);
+    if (!spare || spare.tokens < 1 || now >= spare.expiresAt || now < spare.after.updatedAt) return undefined;
+    spare.tokens -= 1;
+    return describe(
+      true,
+      { tokens: spare.after.tokens + spare.tokens, updatedAt: spare.after.updatedAt },
+      limit,
+    );
   }
 
   private async takeTokens(

@@ -43,6 +43,19 @@ export function shareGrant(granted: number, after: BucketState, count: number, l
   );
 }
 
+/**
+ * How many tokens beyond its waiting requests a process may take from a shared bucket and spend from memory,
+ * so a busy key costs a database statement per batch of requests rather than per request. Only from a
+ * bucket known to be more than half full, and at most 0.1% of its burst (none under a burst of 1,000), so a
+ * spare token left unspent when it lapses never decides whether a client near its limit is refused.
+ */
+export function spareTokensToTake(lastKnown: BucketState | undefined, limit: RateLimit): number {
+  if (!lastKnown || lastKnown.tokens <= limit.burst / 2) return 0;
+  return Math.min(MAX_SPARE_TOKENS, Math.floor(limit.burst / 1000));
+}
+
+const MAX_SPARE_TOKENS = 100;
+
 export function describe(
   allowed: boolean,
   state: BucketState,

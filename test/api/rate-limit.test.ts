@@ -203,4 +203,33 @@ forEachEngine(t, async (t, engine) => {
       .sort((x, y) => x - y);
     t.same(remaining, [...Array(20).keys()], 'each allowed request saw its own remaining count');
   });
+
+  t.test('a large shared bucket: spare tokens never let more than the burst through', async (t) => {
+    const database = await freshDatabase(t, engine);
+    const clock = new ManualClock(Date.now()); // frozen: nothing refills
+    const config = { rateLimitStore: 'database' as const };
+    const a = await startTestApp(t, engine, { database, clock, config });
+    const b = await startTestApp(t, engine, { database, clock, config });
+    const tenant = await createTenant(a, { rateLimits: { read: { perMinute: 1000, burst: 1000 } } });
+    const key = tenant.keys.sk_test.secret;
+    const responses: TestResponse[] = [];
+    for (let round = 0; round < 105; round++) {
+      responses.push(
+        ...(await Promise.all(
+          Array.from({ length: 10 }, (_, i) => (i % 2 ? a : b).request('GET', PATH, { key })),
+        )),
+      );
+    }
+    const allowed = responses.filter((r) => r.status === 200);
+    t.ok(allowed.length <= 1000, `${allowed.length} allowed: never more than the burst`);
+    // Each process may hold one spare token (0.1% of 1,000) when the bucket runs low.
+    t.ok(allowed.length >= 998, `${allowed.length} allowed: at most one spare token per process unspent`);
+    t.equal(
+      responses.length - allowed.length,
+      responses.filter((r) => r.status === 429).length,
+      'the rest 429',
+    );
+    const seen = allowed.map((r) => Number(r.headers.get('x-ratelimit-remaining')));
+    t.equal(new Set(seen).size, seen.length, 'no two allowed requests saw the same remaining count');
+  });
 });

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { shareGrant, take, type BucketState } from '../../src/ratelimit/token-bucket.js';
+import { shareGrant, spareTokensToTake, take, type BucketState } from '../../src/ratelimit/token-bucket.js';
 
 const READ = { perMinute: 100, burst: 20 };
 const START = Date.UTC(2026, 0, 15, 12, 0, 0);
@@ -125,3 +125,19 @@ t.test('requests beyond a partial grant are refused with the bucket as the grant
   t.equal(decisions[4]!.retryAfter, 1, '0.6 tokens at 100/min is 360 ms away: 1 s');
   t.same(shareGrant(0, { tokens: 0, updatedAt: START }, 0, READ), [], 'an empty batch decides nothing');
 });
+
+t.test(
+  'spare tokens: only from a large bucket known to be more than half full, 0.1% of its burst',
+  async (t) => {
+    const big = { perMinute: 60_000, burst: 50_000 };
+    t.equal(spareTokensToTake(undefined, big), 0, 'none before the bucket has been read once');
+    t.equal(spareTokensToTake({ tokens: 25_001, updatedAt: START }, big), 50, 'more than half full: 0.1%');
+    t.equal(spareTokensToTake({ tokens: 25_000, updatedAt: START }, big), 0, 'half full or less: none');
+    t.equal(spareTokensToTake({ tokens: 19, updatedAt: START }, READ), 0, 'a burst under 1,000: none');
+    t.equal(
+      spareTokensToTake({ tokens: 1_000_000, updatedAt: START }, { perMinute: 1e8, burst: 1_000_000 }),
+      100,
+      'never more than 100',
+    );
+  },
+);
