@@ -17,6 +17,15 @@ export interface ClaimOptions {
 }
 
 /**
+ * `id` among the rows `select` finds, locking them. Postgres skips rows other claimers have locked, and gets
+ * the ids as an array: with `id IN (subquery)` it planned a hash join over a sequential scan of the whole
+ * table (every delivery ever made, for the dispatcher), where `= ANY(ARRAY(…))` looks each id up by its key.
+ */
+function claimedIds(db: Database, select: string): string {
+  return db.engine === 'postgres' ? `id = ANY(ARRAY(${select} FOR UPDATE SKIP LOCKED))` : `id IN (${select})`;
+}
+
+/**
  * Claims one due row with a lease in a single statement. Postgres skips rows other claimers have locked
  * (`FOR UPDATE SKIP LOCKED`), so claimers never wait on each other; SQLite has one writer at a time, so
  * one `UPDATE … RETURNING` is already atomic.
@@ -51,9 +60,8 @@ export async function claimBatch<T>(
     name?: string;
   },
 ): Promise<T[]> {
-  const lock = db.engine === 'postgres' ? 'FOR UPDATE SKIP LOCKED' : '';
   const sql = `UPDATE ${options.table} SET locked_by = ?, locked_until = ?${options.set ? `, ${options.set}` : ''}
-    WHERE id IN (SELECT id FROM ${options.table} WHERE ${options.where} ORDER BY ${options.orderBy} LIMIT ? ${lock})
+    WHERE ${claimedIds(db, `SELECT id FROM ${options.table} WHERE ${options.where} ORDER BY ${options.orderBy} LIMIT ?`)}
     RETURNING ${options.returning ?? '*'}`;
   const bindings = [options.owner, options.now + options.leaseMs, ...options.bindings, options.limit];
   const run = (conn: Knex) =>

@@ -34,7 +34,9 @@ export function isUnavailableError(error: unknown): boolean {
   )
     return true;
   if (isBusyError(error)) return true;
-  return /Knex: Timeout acquiring a connection|Connection terminated|database did not answer/.test(
+  // pg's "Client has encountered a connection error and is not queryable" comes from a ROLLBACK that knex
+  // sends on a connection that has just dropped.
+  return /Knex: Timeout acquiring a connection|Connection terminated|is not queryable|database did not answer/.test(
     message ?? '',
   );
 }
