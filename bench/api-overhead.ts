@@ -1,8 +1,9 @@
 /*
  * What authentication, rate limiting and logging cost: requests per second and latency of an
  * authenticated GET of one resource (one indexed read) beside GET /health (one `select 1`) on the same
- * `svc serve --roles api` process. The load generator runs in this process, the server in another, so
- * each gets one of the machine's cores.
+ * `svc serve --roles api` process; beside the same GET on the same API code with those three taken out
+ * (unguarded-server.ts), which is the target's measure; and beside a bare Koa handler running the same
+ * query. The load generator runs in this process, each server in another.
  *
  *   npm run bench                                   SQLite
  *   BENCH_DATABASE_URL=postgres://… npm run bench   Postgres (in a fresh schema, dropped afterwards)
@@ -28,6 +29,7 @@ import { install } from '../src/install/install.js';
 import { createApiKey } from '../src/keys/keys.js';
 
 const BARE = fileURLToPath(new URL('./bare-server.js', import.meta.url));
+const UNGUARDED = fileURLToPath(new URL('./unguarded-server.js', import.meta.url));
 const DURATION_SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const CONNECTIONS = 32;
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
@@ -83,9 +85,16 @@ async function main(): Promise<void> {
   const bare = spawn(process.execPath, [BARE, config.databaseUrl, String(barePort)], {
     stdio: ['ignore', 'ignore', 'inherit'],
   });
+  const unguardedPort = await freePort();
+  const unguarded = spawn(
+    process.execPath,
+    [...SERVER_NODE_ARGS, UNGUARDED, home, String(unguardedPort), secret],
+    { stdio: ['ignore', 'ignore', 'inherit'] },
+  );
   const base = `http://127.0.0.1:${port}`;
   try {
     await waitForHealth(base);
+    await waitForHealth(`http://127.0.0.1:${unguardedPort}`);
     const auth = { authorization: `Bearer ${secret}` };
     const created = await fetch(`${base}/v1/webhook_endpoints`, {
       method: 'POST',
@@ -96,50 +105,50 @@ async function main(): Promise<void> {
     const resource = `${base}/v1/webhook_endpoints/${id}`;
 
     const bareResource = `http://127.0.0.1:${barePort}/v1/webhook_endpoints/${id}`;
+    const unguardedResource = `http://127.0.0.1:${unguardedPort}/v1/webhook_endpoints/${id}`;
 
     // Rounds interleave the three targets and the medians are reported, so a burst of other work on the
     // machine skews one round rather than one target.
-    const rounds: Record<'health' | 'authed' | 'baseline', Measurement[]> = {
-      health: [],
-      authed: [],
-      baseline: [],
+    const targets = {
+      health: () => measure(`${base}/health`, {}),
+      authed: () => measure(resource, auth),
+      unguarded: () => measure(unguardedResource, {}),
+      bare: () => measure(bareResource, {}),
     };
+    const rounds = Object.fromEntries(
+      Object.keys(targets).map((name) => [name, [] as Measurement[]]),
+    ) as Record<keyof typeof targets, Measurement[]>;
     for (let round = 0; round <= ROUNDS; round++) {
-      const health = await measure(`${base}/health`, {});
-      const authed = await measure(resource, auth);
-      const baseline = await measure(bareResource, {});
-      if (round === 0) continue; // warm-up
-      rounds.health.push(health);
-      rounds.authed.push(authed);
-      rounds.baseline.push(baseline);
+      for (const [name, run] of Object.entries(targets)) {
+        const measured = await run();
+        if (round > 0) rounds[name as keyof typeof targets].push(measured); // round 0 warms up
+      }
     }
     const health = median(rounds.health);
     const authed = median(rounds.authed);
-    const baseline = median(rounds.baseline);
-    const overhead = 1 - authed.rps / baseline.rps;
+    const unguarded = median(rounds.unguarded);
+    const bare = median(rounds.bare);
+    const fewer = (than: Measurement) => `${((1 - authed.rps / than.rps) * 100).toFixed(1)}%`;
+    const row = (label: string, m: Measurement) =>
+      `${label.padEnd(50)}${m.rps.toFixed(0).padStart(8)} ${String(m.p50).padStart(8)} ${String(m.p99).padStart(8)}`;
 
     const engine = config.databaseUrl.startsWith('sqlite') ? 'sqlite' : 'postgres';
     console.log(
       `\nAPI overhead (${engine}, ${CONNECTIONS} connections, median of ${ROUNDS} rounds of ${DURATION_SECONDS} s, logging on)`,
     );
-    console.log('endpoint                                   req/s     p50 ms   p99 ms');
+    console.log(`${'endpoint'.padEnd(50)}   req/s   p50 ms   p99 ms`);
+    console.log(row('GET /health', health));
+    console.log(row('GET /v1/webhook_endpoints/{id} (authenticated)', authed));
+    console.log(row('same GET, no auth, rate limit or logging', unguarded));
+    console.log(row('same query, bare Koa handler', bare));
+    console.log(`authenticated GET vs GET /health: ${fewer(health)} fewer requests per second`);
     console.log(
-      `GET /health                             ${health.rps.toFixed(0).padStart(8)} ${String(health.p50).padStart(8)} ${String(health.p99).padStart(8)}`,
+      `authentication + rate limiting + logging cost ${fewer(unguarded)} of the same GET's throughput (target ≤ 15%)`,
     );
-    console.log(
-      `GET /v1/webhook_endpoints/{id} (auth)   ${authed.rps.toFixed(0).padStart(8)} ${String(authed.p50).padStart(8)} ${String(authed.p99).padStart(8)}`,
-    );
-    console.log(
-      `same query, bare Koa handler (no auth)  ${baseline.rps.toFixed(0).padStart(8)} ${String(baseline.p50).padStart(8)} ${String(baseline.p99).padStart(8)}`,
-    );
-    console.log(
-      `authenticated GET vs GET /health: ${((1 - authed.rps / health.rps) * 100).toFixed(1)}% fewer requests per second`,
-    );
-    console.log(
-      `authentication + rate limiting + validation + logging + metrics cost ${(overhead * 100).toFixed(1)}% of the bare handler's throughput (target ≤ 15%)`,
-    );
+    console.log(`the whole stack (also routing, validation, metrics) vs a bare handler: ${fewer(bare)}`);
   } finally {
     bare.kill('SIGTERM');
+    unguarded.kill('SIGTERM');
     server.kill('SIGTERM');
     await new Promise((resolve) => server.once('exit', resolve));
     rmSync(home, { recursive: true, force: true });

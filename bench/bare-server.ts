@@ -4,6 +4,7 @@
  *   node dist/bench/bare-server.js <database url> <port>
  */
 import Koa from 'koa';
+import { runNamed } from '../src/db/bound-rows.js';
 import { openDatabase } from '../src/db/database.js';
 import { presentEndpoint, type WebhookEndpointRow } from '../src/webhooks/endpoints.js';
 
@@ -17,10 +18,13 @@ app.use(async (ctx) => {
     ctx.status = 404;
     return;
   }
-  const row: WebhookEndpointRow | undefined = await db
-    .reader('webhook_endpoints')
-    .where({ id: match[1] })
-    .first();
+  // The statement prepared once per connection, as the real route's is (runNamed).
+  const [row] = await runNamed<WebhookEndpointRow>(
+    db.reader,
+    'bare_webhook_endpoint',
+    'SELECT * FROM webhook_endpoints WHERE id = ? LIMIT 1',
+    [match[1]!],
+  );
   ctx.body = row ? presentEndpoint(row) : { error: 'missing' };
 });
 app.listen(Number(port), '127.0.0.1');

@@ -23,6 +23,7 @@ import { runSyncJob } from '../src/sync/engine.js';
 import { fingerprintOf } from '../src/sync/reconcile.js';
 import { enqueueDueLinks } from '../src/scheduler/enqueue-due.js';
 import { firstSyncAt } from '../src/links/schedule.js';
+import { freshPostgresSchema } from './lib.js';
 
 const MOVEMENTS = Number(process.env.BENCH_MOVEMENTS ?? 20_000);
 const LINKS = Number(process.env.BENCH_LINKS ?? 100_000);
@@ -218,8 +219,19 @@ async function tick(url: string) {
 
 async function main() {
   const targets = [{ name: 'sqlite', url: (home: string) => `sqlite://${home}/bench.db` }];
-  if (process.env.BENCH_DATABASE_URL)
-    targets.push({ name: 'postgres', url: () => process.env.BENCH_DATABASE_URL! });
+  // A schema of its own, which `resetSchema` may empty between phases without touching anything else.
+  const postgres = process.env.BENCH_DATABASE_URL
+    ? await freshPostgresSchema(process.env.BENCH_DATABASE_URL)
+    : undefined;
+  if (postgres) targets.push({ name: 'postgres', url: () => postgres.url });
+  try {
+    await runTargets(targets);
+  } finally {
+    await postgres?.drop();
+  }
+}
+
+async function runTargets(targets: { name: string; url: (home: string) => string }[]) {
   for (const target of targets) {
     const home = mkdtempSync(join(tmpdir(), 'svc-bench-sync-'));
     try {
@@ -250,7 +262,7 @@ async function main() {
 
 async function resetSchema(url: string) {
   const db = openDatabase({ url });
-  const schema = new URL(url).searchParams.get('schema') ?? 'public';
+  const schema = new URL(url).searchParams.get('schema')!;
   await db.knex.raw(`drop schema if exists ${schema} cascade`);
   await db.knex.raw(`create schema ${schema}`);
   await db.close();
