@@ -1,10 +1,19 @@
 #!/usr/bin/env node
 // Runs the whole suite with tap on the compiled tests and ends with the plain line `N passed, N failed`,
-// so that a run with no tests cannot pass unseen. Extra arguments select test files.
+// so that a run with no tests cannot pass unseen. Extra arguments select test files; flags go to tap.
 import { spawn } from 'node:child_process';
+import { availableParallelism } from 'node:os';
 
-const files = process.argv.slice(2);
-const args = ['--reporter=tap', ...(files.length ? files : ['dist/test/**/*.test.js'])];
+const extra = process.argv.slice(2);
+const files = extra.filter((arg) => !arg.startsWith('-'));
+const flags = extra.filter((arg) => arg.startsWith('-'));
+// A file per core at once: tap's default leaves a core free, which on a 2-core machine ran the suite one
+// file at a time (15 min in CI). One more than the cores overloaded the machine enough to push a
+// crash-loop test past its 10 s bound.
+if (!flags.some((flag) => flag.startsWith('--jobs') || flag.startsWith('-j'))) {
+  flags.push(`--jobs=${availableParallelism()}`);
+}
+const args = ['--reporter=tap', ...flags, ...(files.length ? files : ['dist/test/**/*.test.js'])];
 const child = spawn('npx', ['--no-install', 'tap', ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
 
 let summary = null;

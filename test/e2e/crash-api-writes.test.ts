@@ -3,8 +3,8 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
 import { loadSecretBox } from '../../src/secrets/master-key-file.js';
-import { forEachEngine, freshDatabase, linkBody, type TestResponse } from '../helpers/harness.js';
-import { installArgs, runCliJson, startServe, waitFor, withDatabase } from '../helpers/cli.js';
+import { forEachEngine, linkBody, type TestResponse } from '../helpers/harness.js';
+import { installedHome, startServe, waitFor, withDatabase } from '../helpers/cli.js';
 import { startWorkers } from '../helpers/serve-roles.js';
 import {
   CRASH_SERVE_ENV,
@@ -59,12 +59,7 @@ interface IdempotentCreate {
  */
 forEachEngine(t, async (t, engine) => {
   const began = Date.now();
-  const database = await freshDatabase(t, engine);
-  const home = database.home;
-  const installed = await runCliJson<{ keys: { secret: string } }>(t, installArgs(engine, database.url), {
-    home,
-  });
-  const key = installed.keys.secret;
+  const { database, home, key } = await installedHome(t, engine);
   const env = {
     ...CRASH_SERVE_ENV,
     ...RAISED_LIMITS_ENV,

@@ -1,5 +1,3 @@
-import { readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import t, { type Test } from 'tap';
 import { ManualClock } from '../../src/clock/clock.js';
@@ -18,7 +16,15 @@ import {
   schedulerTick,
   startTestApp,
 } from '../helpers/harness.js';
-import { installArgs, mapLimit, runCliJson, startServe, waitFor, withDatabase } from '../helpers/cli.js';
+import {
+  installArgs,
+  mapLimit,
+  runCliJson,
+  startServe,
+  useBankGateway,
+  waitFor,
+  withDatabase,
+} from '../helpers/cli.js';
 import { startWorkers, type WorkerProcess } from '../helpers/serve-roles.js';
 import {
   CRASH_SERVE_ENV,
@@ -200,12 +206,7 @@ forEachEngine(t, async (t, engine) => {
     connector: bank.connector,
   });
   t.teardown(() => gateway.close());
-  const configFile = join(home, 'config.json');
-  const config = JSON.parse(readFileSync(configFile, 'utf8'));
-  config.banks = {
-    connectors: { bancochile: { url: gateway.url, secret: GATEWAY_SECRET, timeoutMs: 10_000 } },
-  };
-  writeFileSync(configFile, JSON.stringify(config, null, 2));
+  useBankGateway(home, { url: gateway.url, secret: GATEWAY_SECRET });
 
   const clockAt = (at: number) => ({ SVC_CLOCK_OFFSET_MS: String(at - Date.now()) });
   const firstClock = clockAt(FIRST_SYNC_AT);

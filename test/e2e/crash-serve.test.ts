@@ -1,18 +1,17 @@
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
-import { forEachEngine, freshDatabase, linkBody } from '../helpers/harness.js';
+import { forEachEngine, linkBody } from '../helpers/harness.js';
 import {
   freePort,
-  installArgs,
+  installedHome,
   isRunning,
   killGroup,
-  runCliJson,
   startServe,
-  waitFor,
-  within,
-  withDatabase,
   type ServeProcess,
+  waitFor,
+  withDatabase,
+  within,
 } from '../helpers/cli.js';
 import { independentlyVerified, startReceiver } from '../helpers/receiver.js';
 import {
@@ -42,12 +41,7 @@ allowTimeForRounds(t, ROUNDS, 15_000, 60_000);
  */
 forEachEngine(t, async (t, engine) => {
   const began = Date.now();
-  const database = await freshDatabase(t, engine);
-  const home = database.home;
-  const installed = await runCliJson<{ keys: { secret: string } }>(t, installArgs(engine, database.url), {
-    home,
-  });
-  const key = installed.keys.secret;
+  const { database, home, key } = await installedHome(t, engine);
   const receiver = await startReceiver(t, async (_request, response) => {
     await sleep(randomBetween(0, 40));
     response.writeHead(200);

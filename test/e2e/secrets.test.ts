@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import type { Test } from 'tap';
@@ -16,7 +16,15 @@ import {
   type RequestOptions,
   type TestResponse,
 } from '../helpers/harness.js';
-import { installArgs, mapLimit, runCli, startServe, waitFor, withDatabase } from '../helpers/cli.js';
+import {
+  installArgs,
+  mapLimit,
+  runCli,
+  startServe,
+  useBankGateway,
+  waitFor,
+  withDatabase,
+} from '../helpers/cli.js';
 import { independentlyVerified, startReceiver } from '../helpers/receiver.js';
 
 /*
@@ -188,12 +196,7 @@ forEachEngine(t, async (t, engine) => {
     connector: canaryBank({ [passwordOk]: 'sandbox', [passwordMfa]: 'sandbox-mfa' }, mfaOk),
   });
   t.teardown(() => gateway.close());
-  const configFile = join(home, 'config.json');
-  const config = JSON.parse(readFileSync(configFile, 'utf8'));
-  config.banks = {
-    connectors: { bancochile: { url: gateway.url, secret: GATEWAY_SECRET, timeoutMs: 10_000 } },
-  };
-  writeFileSync(configFile, JSON.stringify(config, null, 2));
+  useBankGateway(home, { url: gateway.url, secret: GATEWAY_SECRET });
 
   const serve = await startServe(t, {
     home,

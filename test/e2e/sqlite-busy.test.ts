@@ -3,8 +3,8 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
-import { forEachEngine, freshDatabase, linkBody } from '../helpers/harness.js';
-import { installArgs, runCliJson, startServe, withDatabase } from '../helpers/cli.js';
+import { forEachEngine, linkBody } from '../helpers/harness.js';
+import { installedHome, startServe, withDatabase } from '../helpers/cli.js';
 import { startReceiver } from '../helpers/receiver.js';
 import { startWorkers } from '../helpers/serve-roles.js';
 import {
@@ -33,12 +33,7 @@ allowTimeForRounds(t, TRAFFIC_MS / 1000, 1000, 90_000);
  */
 forEachEngine(t, async (t, engine) => {
   const began = Date.now();
-  const database = await freshDatabase(t, engine);
-  const home = database.home;
-  const installed = await runCliJson<{ keys: { secret: string } }>(t, installArgs(engine, database.url), {
-    home,
-  });
-  const key = installed.keys.secret;
+  const { database, home, key } = await installedHome(t, engine);
   const receiver = await startReceiver(t);
   const logFile = (name: string) => join(home, `${name}.log`);
   const env = (name: string) => ({

@@ -1,10 +1,15 @@
-import { readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import t from 'tap';
 import { startBankGateway } from '../../src/banks/gateway/gateway.js';
 import { createSandboxConnector } from '../../src/banks/sandbox/sandbox-connector.js';
 import { forEachEngine, freshDatabase, linkBody, request } from '../helpers/harness.js';
-import { installArgs, runCliJson, startServe, waitFor, withDatabase } from '../helpers/cli.js';
+import {
+  installArgs,
+  runCliJson,
+  startServe,
+  useBankGateway,
+  waitFor,
+  withDatabase,
+} from '../helpers/cli.js';
 
 const GATEWAY_SECRET = 'gateway-shared-secret-0123456789';
 const FAST_SCHEDULER = {
@@ -54,12 +59,7 @@ forEachEngine(t, async (t, engine) => {
     connector: createSandboxConnector(),
   });
   t.teardown(() => gateway.close());
-  const configFile = join(home, 'config.json');
-  const config = JSON.parse(readFileSync(configFile, 'utf8'));
-  config.banks = {
-    connectors: { bancochile: { url: gateway.url, secret: GATEWAY_SECRET, timeoutMs: 10_000 } },
-  };
-  writeFileSync(configFile, JSON.stringify(config, null, 2));
+  useBankGateway(home, { url: gateway.url, secret: GATEWAY_SECRET });
 
   const linkState = (id: string) =>
     withDatabase(database.url, async (db) => (await db.knex('links').where({ id }).first()) as LinkState);

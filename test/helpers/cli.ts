@@ -1,12 +1,12 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Test } from 'tap';
 import { openDatabase, type Database } from '../../src/db/database.js';
-import { request, type TestResponse } from './harness.js';
+import { freshDatabase, request, type EngineName, type TestDatabase, type TestResponse } from './harness.js';
 
 /** The CLI a user runs: `bin/run.js` at the repository root (this file compiles to dist/test/helpers). */
 export const CLI_ENTRY = fileURLToPath(new URL('../../../bin/run.js', import.meta.url));
@@ -188,6 +188,7 @@ export async function startServe(t: Test, options: ServeOptions): Promise<ServeP
       t.comment(`svc serve stderr:\n${stderr.slice(-4000)}`);
       t.comment(`supervisor state:\n${supervisorState(options.home, pid)}`);
       t.comment(`svc serve stdout (end):\n${stdout.slice(-4000)}`);
+      t.comment(`svc serve errors, one line per message:\n${distinctErrorLines(stdout).join('\n')}`);
     }
     if (!hasExited) {
       child.kill('SIGTERM');
@@ -218,6 +219,21 @@ export async function startServe(t: Test, options: ServeOptions): Promise<ServeP
     exited,
     request: (method, path, requestOptions) => request(url, method, path, requestOptions),
   };
+}
+
+/** The log's error lines (JSON, level 50 and up), one per distinct message, so a rare one is not lost in the tail. */
+function distinctErrorLines(log: string): string[] {
+  const byMessage = new Map<string, string>();
+  for (const line of log.split('\n')) {
+    try {
+      const entry = JSON.parse(line) as { level?: number; msg?: string; err?: { message?: string } };
+      const message = `${entry.msg} ${entry.err?.message ?? ''}`;
+      if ((entry.level ?? 0) >= 50 && !byMessage.has(message)) byMessage.set(message, line.slice(0, 3000));
+    } catch {
+      // not a JSON log line
+    }
+  }
+  return [...byMessage.values()].slice(0, 20);
 }
 
 /** Polls `probe` until it returns something other than undefined, or fails after `timeoutMs`. */
@@ -259,6 +275,28 @@ export function isRunning(pid: number): boolean {
 /** `svc install` for this engine: Postgres needs the URL of its fresh schema, SQLite uses the default file. */
 export function installArgs(engine: 'sqlite' | 'postgres', url: string, extra: string[] = []): string[] {
   return ['install', ...(engine === 'postgres' ? ['--database-url', url] : []), ...extra];
+}
+
+/** A fresh database with `svc install` run on it, as a new user's home: its home and the printed test key. */
+export async function installedHome(
+  t: Test,
+  engine: EngineName,
+): Promise<{ database: TestDatabase; home: string; key: string }> {
+  const database = await freshDatabase(t, engine);
+  const installed = await runCliJson<{ keys: { secret: string } }>(t, installArgs(engine, database.url), {
+    home: database.home,
+  });
+  return { database, home: database.home, key: installed.keys.secret };
+}
+
+/** Points the home's live-mode `bancochile` connector at a reference bank gateway, as an operator would. */
+export function useBankGateway(home: string, gateway: { url: string; secret: string }): void {
+  const configFile = join(home, 'config.json');
+  const config = JSON.parse(readFileSync(configFile, 'utf8'));
+  config.banks = {
+    connectors: { bancochile: { url: gateway.url, secret: gateway.secret, timeoutMs: 10_000 } },
+  };
+  writeFileSync(configFile, JSON.stringify(config, null, 2));
 }
 
 /** Opens the appliance's database from the test process, for checks a user would make with a SQL client. */
