@@ -32,8 +32,7 @@ const server = await startApiServer(
     authenticator: { authenticate: async () => principal } as unknown as Authenticator,
     rateLimiter: unlimited,
   },
-  '127.0.0.1',
-  Number(port),
+  { host: '127.0.0.1', port: Number(port) },
 );
 process.on(
   'SIGTERM',

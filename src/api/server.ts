@@ -1,106 +1,23 @@
-import { createServer, STATUS_CODES, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import type { Duplex } from 'node:stream';
-import type { ErrorEnvelope } from '../errors/api-error.js';
 import { createApp } from './app.js';
-import { nextRequestId } from './middleware/request-context.js';
+import { listenForApi, type ApiListener } from './listener.js';
 import type { AnyRoute } from './route.js';
 import type { AppServices } from './services.js';
 
-export interface ApiServer {
-  server: Server;
-  url: string;
-  /** Stops accepting, lets in-flight requests finish (up to `timeoutMs`), then cuts what remains. */
-  close(timeoutMs?: number): Promise<void>;
-}
-
-export async function startApiServer(
-  services: AppServices,
-  host: string,
-  port: number,
-  extraRoutes: AnyRoute[] = [],
-): Promise<ApiServer> {
-  const app = createApp(services, extraRoutes);
-  const { requestTimeoutMs, headersTimeoutMs } = services.config.api;
-  const server = createServer(
-    {
-      requestTimeout: requestTimeoutMs,
-      // Node refuses a headers timeout longer than the request timeout.
-      headersTimeout: Math.min(headersTimeoutMs, requestTimeoutMs),
-      keepAliveTimeout: 5_000,
-      // Node looks for expired requests every 30 s by default, which would let a slow-loris socket live
-      // 30 s past its timeout; a pass over the open connections each second costs next to nothing.
-      connectionsCheckingInterval: 1_000,
-    },
-    app.callback(),
-  );
-  server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => {
-    services.logger.debug({ code: error.code }, 'client error before the request reached the app');
-    answerClientError(error, socket);
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const address = server.address() as AddressInfo;
-  const shownHost = address.family === 'IPv6' ? `[${address.address}]` : address.address;
-  return {
-    server,
-    url: `http://${shownHost}:${address.port}`,
-    close: (timeoutMs = 30_000) =>
-      new Promise<void>((resolve) => {
-        const force = setTimeout(() => server.closeAllConnections(), timeoutMs);
-        server.close(() => {
-          clearTimeout(force);
-          resolve();
-        });
-        server.closeIdleConnections();
-      }),
-  };
-}
-
-const CLIENT_ERRORS: Record<string, { status: number; code: string; message: string }> = {
-  HPE_HEADER_OVERFLOW: {
-    status: 431,
-    code: 'request_header_fields_too_large',
-    message: 'The request line and headers are larger than this server accepts (16 KiB).',
-  },
-  ERR_HTTP_REQUEST_TIMEOUT: {
-    status: 408,
-    code: 'request_timeout',
-    message: 'The request did not arrive in time.',
-  },
-};
+export type ApiServer = Omit<ApiListener, 'serve'>;
 
 /**
- * What Node answers by itself (malformed HTTP, oversized headers, a request that never finishes), in the
- * spec's envelope and with a request id like every other response, instead of Node's bare status line.
+ * Serves the API on `listener` (bound early by the api process, so a taken port fails fast), or on a new
+ * listener at `host` and `port`.
  */
-function answerClientError(error: NodeJS.ErrnoException, socket: Duplex): void {
-  // Node's own handler makes the same checks: a reset socket, or a response already under way, gets nothing.
-  const response = (socket as Duplex & { _httpMessage?: { headersSent: boolean } })._httpMessage;
-  if (error.code === 'ECONNRESET' || !socket.writable || response?.headersSent) {
-    socket.destroy();
-    return;
-  }
-  const known = CLIENT_ERRORS[error.code ?? ''] ?? {
-    status: 400,
-    code: 'invalid_request',
-    message: 'The request is not valid HTTP/1.1.',
-  };
-  const requestId = nextRequestId();
-  const envelope: ErrorEnvelope = {
-    error: { type: 'invalid_request_error', code: known.code, message: known.message, request_id: requestId },
-  };
-  const body = JSON.stringify(envelope);
-  socket.end(
-    `HTTP/1.1 ${known.status} ${STATUS_CODES[known.status]}\r\n` +
-      `Content-Type: application/json; charset=utf-8\r\n` +
-      `Content-Length: ${Buffer.byteLength(body)}\r\n` +
-      `X-Request-Id: ${requestId}\r\n` +
-      `Connection: close\r\n\r\n${body}`,
+export async function startApiServer(
+  services: AppServices,
+  at: ApiListener | { host: string; port: number },
+  extraRoutes: AnyRoute[] = [],
+): Promise<ApiServer> {
+  const listener = 'serve' in at ? at : await listenForApi({ ...services.config.api, ...at });
+  listener.server.on('clientError', (error: NodeJS.ErrnoException) =>
+    services.logger.debug({ code: error.code }, 'client error before the request reached the app'),
   );
+  listener.serve(createApp(services, extraRoutes).callback());
+  return listener;
 }

@@ -1,6 +1,4 @@
 import type { Config } from '../config/defaults.js';
-import { migrationStatus, schemaMismatch } from '../db/migrations.js';
-import { buildServices } from './services.js';
 import { flushLogger } from '../logging/logger.js';
 
 export const ROLE_NAMES = ['api', 'scheduler', 'dispatcher'] as const;
@@ -23,6 +21,8 @@ function waitForAbort(signal: AbortSignal): Promise<void> {
 }
 
 async function openServices(config: Readonly<Config>, role: RoleName) {
+  const { buildServices } = await import('./services.js');
+  const { migrationStatus, schemaMismatch } = await import('../db/migrations.js');
   const services = buildServices(config, role);
   const problem = schemaMismatch(await migrationStatus(services.db));
   if (problem) {
@@ -39,10 +39,12 @@ export class SchemaMismatchError extends Error {
 const api: Role = {
   name: 'api',
   async run(config, signal, ready) {
+    const { listenForApi } = await import('../api/listener.js');
+    const listener = await listenForApi(config.api);
     const services = await openServices(config, 'api');
     const { startApiServer } = await import('../api/server.js');
     const { startMetricsServer } = await import('../metrics/metrics.js');
-    const server = await startApiServer(services, config.api.host, config.api.port);
+    const server = await startApiServer(services, listener);
     const metrics =
       config.metrics.port > 0
         ? await startMetricsServer(services.metrics, config.metrics.host, config.metrics.port)

@@ -149,7 +149,7 @@ export async function startTestApp(
     secrets: new SecretBox({ id: 'mk_test', key: randomBytes(32) }),
     connectors: options.connectors,
   });
-  const server = await startApiServer(services, '127.0.0.1', 0, options.extraRoutes);
+  const server = await startApiServer(services, { host: '127.0.0.1', port: 0 }, options.extraRoutes);
   t.teardown(async () => {
     await server.close(1000);
     await db.close();
