@@ -183,18 +183,23 @@ export async function startServe(t: Test, options: ServeOptions): Promise<ServeP
   );
   const pid = child.pid!;
   t.teardown(async () => {
-    if (!t.passing()) {
-      t.comment(`svc serve ${hasExited ? `exited ${JSON.stringify(exitedAt)}` : 'still running'}`);
-      t.comment(`svc serve stderr:\n${stderr.slice(-4000)}`);
-      t.comment(`supervisor state:\n${supervisorState(options.home, pid)}`);
-      t.comment(`svc serve stdout (end):\n${stdout.slice(-4000)}`);
-      t.comment(`svc serve errors, one line per message:\n${distinctErrorLines(stdout).join('\n')}`);
+    // The group is killed whatever happens here: a teardown that threw once left a scheduler running for
+    // half an hour after its test.
+    try {
+      if (!t.passing()) {
+        t.comment(`svc serve ${hasExited ? `exited ${JSON.stringify(exitedAt)}` : 'still running'}`);
+        t.comment(`svc serve stderr:\n${stderr.slice(-4000)}`);
+        t.comment(`supervisor state:\n${supervisorState(options.home, pid)}`);
+        t.comment(`svc serve stdout (end):\n${stdout.slice(-4000)}`);
+        t.comment(`svc serve errors, one line per message:\n${distinctErrorLines(stdout).join('\n')}`);
+      }
+      if (!hasExited) {
+        child.kill('SIGTERM');
+        await within(exited, 8000);
+      }
+    } finally {
+      killGroup(pid, 'SIGKILL');
     }
-    if (!hasExited) {
-      child.kill('SIGTERM');
-      await within(exited, 8000);
-    }
-    killGroup(pid, 'SIGKILL');
   });
 
   const url = `http://127.0.0.1:${port}`;
