@@ -1,5 +1,6 @@
 import type { AppServices } from '../api/services.js';
 import { expireMfaWaits } from '../refresh/refresh.js';
+import { removeEndedSessions } from '../widget/sessions.js';
 
 /**
  * Periodic clean-up that any scheduler may run: whichever wins the tick (a conditional update of its
@@ -17,8 +18,13 @@ export async function runHousekeeping(
   const removed = await services.db.transaction((trx) =>
     trx('idempotency_keys').where('created_at', '<', cutoff).delete(),
   );
+  const sessionsRemoved = await removeEndedSessions(services.db, now);
   services.logger.info(
-    { idempotency_keys_removed: removed, mfa_waits_expired: mfaExpired },
+    {
+      idempotency_keys_removed: removed,
+      mfa_waits_expired: mfaExpired,
+      widget_sessions_removed: sessionsRemoved,
+    },
     'housekeeping done',
   );
 }

@@ -137,6 +137,33 @@ export async function openSession(
   }
 }
 
+/** How long an ended session is kept, for a support engineer asking what happened to it. */
+export const ENDED_SESSIONS_KEPT_MS = 24 * 3_600_000;
+
+/**
+ * Removes sessions that ended over ENDED_SESSIONS_KEPT_MS ago and whose token can no longer open the widget.
+ * A widget token's own row says it was consumed, but an MFA token is refused a second time only because its
+ * session exists (see `openSession`): such a session stays while its intent still waits for that code.
+ */
+export async function removeEndedSessions(db: Database, now: number): Promise<number> {
+  return db.transaction((trx) =>
+    trx('widget_sessions')
+      .where('expires_at', '<', now - ENDED_SESSIONS_KEPT_MS)
+      .where((sessions) =>
+        sessions
+          .whereNull('refresh_intent_id')
+          .orWhereNotIn(
+            'refresh_intent_id',
+            trx('refresh_intents')
+              .select('id')
+              .where('status', 'requires_mfa')
+              .where('mfa_expires_at', '>', now),
+          ),
+      )
+      .delete(),
+  );
+}
+
 export function sessionError(message: string): ApiError {
   return new ApiError(401, 'authentication_error', 'widget_session_invalid', message);
 }

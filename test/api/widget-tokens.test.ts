@@ -19,6 +19,7 @@ import { connectThroughWidget, OPENER, openWidget, widgetApi, widgetToken } from
 
 const MINUTE = 60_000;
 const HOUR = 60 * MINUTE;
+const DAY = 24 * HOUR;
 let rutSeq = 0;
 /** A different valid RUT each time, so every sandbox link has its own holder. */
 function nextRut(): string {
@@ -562,6 +563,45 @@ forEachEngine(t, async (t, engine) => {
       state: 'failed',
       error: { code: 'mfa_invalid', title: 'The code was not correct', retry: false },
     });
+  });
+
+  t.test('housekeeping removes ended sessions once their token can no longer open the widget', async (t) => {
+    const sessionsOf = async (...tokens: string[]) =>
+      (
+        await app.db.knex('widget_sessions').whereIn('token_hash', tokens.map(sha256Hex)).count({ n: '*' })
+      )[0]!.n;
+    const connectToken = await widgetToken(app, sk);
+    t.equal((await openWidget(app, connectToken)).status, 200);
+
+    const link = await serverLink(app, sk, 'sandbox-mfa');
+    const intent = (await app.request('POST', '/v1/refresh_intents', { key: sk, body: { link_id: link } }))
+      .body;
+    await runSyncs(app);
+    const mfaToken = (await app.request('GET', `/v1/refresh_intents/${intent.id}`, { key: sk })).body
+      .requires_mfa.widget_token;
+    t.equal((await openWidget(app, mfaToken)).status, 200);
+    // An intent whose wait outlasts its session's retention: its token must stay refused.
+    await app.db
+      .knex('refresh_intents')
+      .where({ id: intent.id })
+      .update({ mfa_expires_at: app.clock.now() + 3 * DAY });
+
+    app.clock.advance(DAY + HOUR);
+    await runHousekeeping(app.services);
+    t.equal(Number(await sessionsOf(connectToken)), 0, "the widget token's ended session is removed");
+    t.equal(Number(await sessionsOf(mfaToken)), 1, 'the session of an MFA token still waited on stays');
+    const connectAgain = await openWidget(app, connectToken);
+    t.equal(connectAgain.status, 410, 'the widget token still cannot be used again');
+    t.match(connectAgain.html, 'This link was already used');
+    t.match((await openWidget(app, mfaToken)).html, 'This link was already used', 'nor the MFA token');
+
+    app.clock.advance(2 * DAY);
+    await runHousekeeping(app.services); // the wait ends, then its session goes
+    t.equal(Number(await sessionsOf(mfaToken)), 0, 'once the wait is over, that session is removed too');
+    const mfaAgain = await openWidget(app, mfaToken);
+    t.equal(mfaAgain.status, 404, 'and the MFA token, whose intent no longer waits, opens nothing');
+    t.match(mfaAgain.html, 'This link is not valid');
+    t.equal(Number(await sessionsOf(mfaToken)), 0, 'no session was started');
   });
 
   t.test('reconnect: new credentials make an expired link active again', async (t) => {
