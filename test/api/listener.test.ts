@@ -1,13 +1,10 @@
 import t from 'tap';
 import { listenForApi } from '../../src/api/listener.js';
 
+const ANY_PORT = { host: '127.0.0.1', port: 0, requestTimeoutMs: 5_000, headersTimeoutMs: 5_000 };
+
 t.test('a request that arrives while the API starts waits for it and is answered', async (t) => {
-  const listener = await listenForApi({
-    host: '127.0.0.1',
-    port: 0,
-    requestTimeoutMs: 5_000,
-    headersTimeoutMs: 5_000,
-  });
+  const listener = await listenForApi(ANY_PORT);
   t.teardown(() => listener.close(100));
 
   let settled = false;
@@ -28,16 +25,8 @@ t.test('a request that arrives while the API starts waits for it and is answered
 });
 
 t.test('a taken port fails the listener at once', async (t) => {
-  const first = await listenForApi({
-    host: '127.0.0.1',
-    port: 0,
-    requestTimeoutMs: 5_000,
-    headersTimeoutMs: 5_000,
-  });
+  const first = await listenForApi(ANY_PORT);
   t.teardown(() => first.close(100));
   const port = Number(new URL(first.url).port);
-  await t.rejects(
-    listenForApi({ host: '127.0.0.1', port, requestTimeoutMs: 5_000, headersTimeoutMs: 5_000 }),
-    { code: 'EADDRINUSE' },
-  );
+  await t.rejects(listenForApi({ ...ANY_PORT, port }), { code: 'EADDRINUSE' });
 });
