@@ -5,8 +5,8 @@ import t from 'tap';
 import { openDatabase } from '../../src/db/database.js';
 import { emitEvent } from '../../src/events/outbox.js';
 import type { SupervisorState } from '../../src/processes/supervisor.js';
-import { forEachEngine, freshDatabase } from '../helpers/harness.js';
-import { installArgs, runCliJson, startServe, waitFor } from '../helpers/cli.js';
+import { forEachEngine } from '../helpers/harness.js';
+import { installedHome, startServe, waitFor } from '../helpers/cli.js';
 import { independentlyVerified, startReceiver } from '../helpers/receiver.js';
 import { allowTimeForRounds, crashRounds } from '../helpers/crash.js';
 
@@ -24,13 +24,7 @@ allowTimeForRounds(t, KILLS, 1000, 30_000);
  * holds a request): every event still arrives, and a repeat carries the same event id.
  */
 forEachEngine(t, async (t, engine) => {
-  const database = await freshDatabase(t, engine);
-  const home = database.home;
-  const installed = await runCliJson<{ organisation: { id: string }; keys: { secret: string } }>(
-    t,
-    installArgs(engine, database.url),
-    { home },
-  );
+  const { database, home, key, orgId } = await installedHome(t, engine);
   const serve = await startServe(t, {
     home,
     args: ['--roles', 'api,dispatcher'],
@@ -54,7 +48,7 @@ forEachEngine(t, async (t, engine) => {
   });
   const hook = (
     await serve.request('POST', '/v1/webhook_endpoints', {
-      key: installed.keys.secret,
+      key,
       body: { url: receiver.url, enabled_events: ['*'] },
     })
   ).body;
@@ -76,7 +70,7 @@ forEachEngine(t, async (t, engine) => {
     await db.transaction(async (trx) => {
       for (let i = 0; i < count; i++) {
         const event = await emitEvent(trx, {
-          orgId: installed.organisation.id,
+          orgId,
           mode: 'test',
           type: 'link.refreshed',
           linkId: null,

@@ -1,6 +1,6 @@
 import t from 'tap';
-import { forEachEngine, freshDatabase, linkBody, request } from '../helpers/harness.js';
-import { installArgs, runCli, runCliJson, startServe, waitFor, withDatabase } from '../helpers/cli.js';
+import { forEachEngine, linkBody, request } from '../helpers/harness.js';
+import { installedHome, runCli, runCliJson, startServe, waitFor, withDatabase } from '../helpers/cli.js';
 
 interface Inspection {
   link: {
@@ -18,12 +18,7 @@ interface Inspection {
 }
 
 forEachEngine(t, async (t, engine) => {
-  const database = await freshDatabase(t, engine);
-  const home = database.home;
-  const installed = await runCliJson<{ keys: { secret: string } }>(t, installArgs(engine, database.url), {
-    home,
-  });
-  const key = installed.keys.secret;
+  const { database, home, key } = await installedHome(t, engine);
   const serve = await startServe(t, {
     home,
     env: { SVC_SCHEDULER_CRON: '* * * * * *', SVC_SCHEDULER_POLL_INTERVAL_MS: '100' },

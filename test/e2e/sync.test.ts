@@ -1,9 +1,9 @@
 import t from 'tap';
 import { startBankGateway } from '../../src/banks/gateway/gateway.js';
 import { createSandboxConnector } from '../../src/banks/sandbox/sandbox-connector.js';
-import { forEachEngine, freshDatabase, linkBody, request } from '../helpers/harness.js';
+import { forEachEngine, linkBody, request } from '../helpers/harness.js';
 import {
-  installArgs,
+  installedHome,
   runCliJson,
   startServe,
   useBankGateway,
@@ -27,12 +27,7 @@ interface LinkState {
 }
 
 forEachEngine(t, async (t, engine) => {
-  const database = await freshDatabase(t, engine);
-  const home = database.home;
-  const installed = await runCliJson<{ keys: { secret: string } }>(t, installArgs(engine, database.url), {
-    home,
-  });
-  const testKey = installed.keys.secret;
+  const { database, home, key: testKey } = await installedHome(t, engine);
   const liveKey = (
     await runCliJson<{ secret: string }>(
       t,

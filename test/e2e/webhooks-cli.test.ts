@@ -1,11 +1,11 @@
 import { spawn } from 'node:child_process';
 import t from 'tap';
-import { forEachEngine, freshDatabase, linkBody } from '../helpers/harness.js';
+import { forEachEngine, linkBody } from '../helpers/harness.js';
 import {
   CLI_ENTRY,
   REPO_ROOT,
   cliEnv,
-  installArgs,
+  installedHome,
   killGroup,
   runCli,
   runCliJson,
@@ -25,14 +25,7 @@ interface Outcome {
 }
 
 forEachEngine(t, async (t, engine) => {
-  const database = await freshDatabase(t, engine);
-  const home = database.home;
-  const installed = await runCliJson<{ organisation: { id: string }; keys: { secret: string } }>(
-    t,
-    installArgs(engine, database.url),
-    { home },
-  );
-  const sk = installed.keys.secret;
+  const { database, home, key: sk, orgId } = await installedHome(t, engine);
   // Three attempts 0.3 s apart, so a failing receiver is `failed` within a second.
   const serve = await startServe(t, {
     home,
@@ -142,7 +135,7 @@ forEachEngine(t, async (t, engine) => {
       { home },
     );
     t.ok(byEndpoint.length >= 1 && byEndpoint.every((d) => d.endpoint_id === badHook.id));
-    t.equal(byEndpoint[0]!.org_id, installed.organisation.id);
+    t.equal(byEndpoint[0]!.org_id, orgId);
     const human = await runCli(['webhooks', 'deliveries', '--status', 'failed'], { home });
     t.match(human.stdout, /failed\s+3 attempt\(s\) HTTP 500\s+HTTP 500/);
   });
@@ -171,7 +164,7 @@ forEachEngine(t, async (t, engine) => {
       'one more attempt arrived',
     );
     const [entry] = await audit('webhook_delivery.redeliver');
-    t.match(entry, { target_id: failed!.id, org_id: installed.organisation.id });
+    t.match(entry, { target_id: failed!.id, org_id: orgId });
     const missing = await runCli(['webhooks', 'redeliver', 'wd_0000000000000000', '--json'], { home });
     t.equal(missing.code, 4);
   });
@@ -226,7 +219,7 @@ forEachEngine(t, async (t, engine) => {
       const row = await withDatabase(database.url, (db) =>
         db.knex('webhook_endpoints').where({ id: endpointId }).first(),
       );
-      t.match(row, { mode: 'test', org_id: installed.organisation.id });
+      t.match(row, { mode: 'test', org_id: orgId });
 
       const fired = await serve.request('POST', '/v1/sandbox/events/fire', {
         key: sk,

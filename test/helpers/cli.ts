@@ -282,16 +282,21 @@ export function installArgs(engine: 'sqlite' | 'postgres', url: string, extra: s
   return ['install', ...(engine === 'postgres' ? ['--database-url', url] : []), ...extra];
 }
 
-/** A fresh database with `svc install` run on it, as a new user's home: its home and the printed test key. */
+/**
+ * A fresh database with `svc install` run on it, as a new user's home: its home, the printed test secret key
+ * and the default organisation's id.
+ */
 export async function installedHome(
   t: Test,
   engine: EngineName,
-): Promise<{ database: TestDatabase; home: string; key: string }> {
+): Promise<{ database: TestDatabase; home: string; key: string; orgId: string }> {
   const database = await freshDatabase(t, engine);
-  const installed = await runCliJson<{ keys: { secret: string } }>(t, installArgs(engine, database.url), {
-    home: database.home,
-  });
-  return { database, home: database.home, key: installed.keys.secret };
+  const installed = await runCliJson<{ organisation: { id: string }; keys: { secret: string } }>(
+    t,
+    installArgs(engine, database.url),
+    { home: database.home },
+  );
+  return { database, home: database.home, key: installed.keys.secret, orgId: installed.organisation.id };
 }
 
 /** Points the home's live-mode `bancochile` connector at a reference bank gateway, as an operator would. */
