@@ -8,23 +8,17 @@
 import { startApiServer } from '../src/api/server.js';
 import type { Authenticator } from '../src/auth/authenticator.js';
 import { loadConfig } from '../src/config/load-config.js';
-import { createLogger } from '../src/logging/logger.js';
+import { silentLogger } from '../src/logging/logger.js';
 import { buildServices } from '../src/processes/services.js';
 import type { RateLimiter } from '../src/ratelimit/limiter.js';
+import { describe } from '../src/ratelimit/token-bucket.js';
 
 const [home, port, key] = process.argv.slice(2) as [string, string, string];
 const config = loadConfig({ home, env: { SVC_HOME: home } });
-const services = buildServices(config, 'api', { logger: createLogger({ level: 'silent', name: 'api' }) });
+const services = buildServices(config, 'api', { logger: silentLogger });
 const principal = await services.authenticator.authenticate(`Bearer ${key}`);
 const unlimited: RateLimiter = {
-  take: async (_key, limit, now) => ({
-    allowed: true,
-    state: { tokens: limit.burst, updatedAt: now },
-    limit: limit.perMinute,
-    remaining: limit.burst,
-    resetAt: Math.ceil(now / 1000),
-    retryAfter: 0,
-  }),
+  take: async (_key, limit, now) => describe(true, { tokens: limit.burst, updatedAt: now }, limit),
 };
 const server = await startApiServer(
   {
