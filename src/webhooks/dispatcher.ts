@@ -140,6 +140,11 @@ const FLUSH_WINDOW_MS = 10;
 /** Weight of the latest cycle or attempt in the running averages of the pace. */
 const PACE_WEIGHT = 0.25;
 
+/** A running average that starts at its first sample: started at zero, it took a dozen cycles to reach the pace. */
+function follow(average: number, sample: number): number {
+  return average === 0 ? sample : average + PACE_WEIGHT * (sample - average);
+}
+
 /**
  * The webhook dispatcher of one process.
  *
@@ -494,10 +499,11 @@ export class Dispatcher {
    */
   private adapt(cycleMs: number): void {
     const { pace } = this;
-    pace.cycleMs += PACE_WEIGHT * (cycleMs - pace.cycleMs);
+    pace.cycleMs = follow(pace.cycleMs, cycleMs);
     if (pace.attemptMs === 0) return;
-    const wanted = 2 + Math.ceil((2 * pace.cycleMs) / pace.attemptMs);
-    this.sets = Math.min(MAX_SETS, Math.max(MIN_SETS, wanted));
+    const wanted = Math.min(MAX_SETS, Math.max(MIN_SETS, 2 + Math.ceil((2 * pace.cycleMs) / pace.attemptMs)));
+    // Up at once, down by a set a cycle: a pace that jitters must not drain the queue.
+    this.sets = Math.max(wanted, this.sets - 1);
   }
 
   /** Reads the endpoints of claimed rows that are not known in the version the claim saw. */
@@ -639,7 +645,7 @@ export class Dispatcher {
       finishedAt: clock.now(),
       durationMs: Math.round(took),
     });
-    this.pace.attemptMs += PACE_WEIGHT * (took - this.pace.attemptMs);
+    this.pace.attemptMs = follow(this.pace.attemptMs, took);
     this.done(row);
     this.pump();
     // Time to claim once a set has gone out, if more is due or this endpoint, skipped by claims while at its
