@@ -3,7 +3,7 @@ import { BaseCommand } from '../../src/cli/base-command.js';
 
 export default class WebhooksListen extends BaseCommand {
   static override summary = 'Forward test-mode webhooks to a local URL while printing each event';
-  static override description = `Subscribes a temporary test-mode endpoint that points at a receiver this command starts on 127.0.0.1, and passes every delivery on to --forward-to with its exact body and signature headers; the dispatcher is answered with the status your receiver gave. Your receiver verifies with the signing secret printed at start. Ctrl-C or SIGTERM deletes the endpoint. A running dispatcher (svc serve) sends the deliveries.
+  static override description = `Subscribes a temporary test-mode endpoint that points at a receiver this command starts on 127.0.0.1, and passes every delivery on to --forward-to with its exact body and signature headers; the dispatcher is answered with the status your receiver gave. Your receiver verifies with the signing secret printed at start. Ctrl-C or SIGTERM deletes the endpoint; if the command is killed without that chance, the endpoint expires two minutes after its last renewal, receives nothing more, and housekeeping removes it. A running dispatcher (svc serve) sends the deliveries.
 
 With --json, one JSON object per line: {"type":"ready",…} with the endpoint and secret, {"type":"event",…} per delivery, {"type":"stopped",…} at the end.`;
   static override examples = [
@@ -23,7 +23,8 @@ With --json, one JSON object per line: {"type":"ready",…} with the endpoint an
     const { flags } = await this.parse(WebhooksListen);
     const config = this.appConfig(flags.home);
     const { loadSecretBox } = await import('../../src/secrets/master-key-file.js');
-    const { createEndpoint, deleteEndpoint } = await import('../../src/webhooks/endpoints.js');
+    const { createEndpoint, deleteEndpoint, renewTemporaryEndpoint, TEMPORARY_ENDPOINT_TTL_MS } =
+      await import('../../src/webhooks/endpoints.js');
     const { operatorPrincipal } = await import('../../src/webhooks/operator.js');
     const { startForwarder } = await import('../../src/webhooks/forwarder.js');
     const { headerNames } = await import('../../src/webhooks/signature.js');
@@ -90,6 +91,7 @@ With --json, one JSON object per line: {"type":"ready",…} with the endpoint an
           { url: forwarder.url, enabled_events: events, description: 'svc webhooks listen (temporary)' },
           { secrets: loadSecretBox(config), allowPrivateAddresses: config.webhooks.allowPrivateAddresses },
           now,
+          now + TEMPORARY_ENDPOINT_TTL_MS,
         );
         await recordAudit(
           trx,
@@ -127,13 +129,41 @@ With --json, one JSON object per line: {"type":"ready",…} with the endpoint an
       throw error;
     }
 
-    const signal = await new Promise<NodeJS.Signals>((resolve) => {
+    // Renewed while we run, so that a listener killed without a chance to clean up (SIGKILL, a crash, a
+    // closed laptop) leaves an endpoint that expires: emitting skips it, and housekeeping removes it.
+    let renewal: NodeJS.Timeout | undefined;
+    const stop = await new Promise<NodeJS.Signals | 'removed'>((resolve) => {
       process.once('SIGINT', () => resolve('SIGINT'));
       process.once('SIGTERM', () => resolve('SIGTERM'));
+      renewal = setInterval(() => {
+        const id = endpointId!;
+        db.transaction((trx) => renewTemporaryEndpoint(trx, id, clock.now() + TEMPORARY_ENDPOINT_TTL_MS))
+          .then((alive) => alive || resolve('removed'))
+          .catch((error: Error) =>
+            this.warn(`could not renew the temporary endpoint (retrying): ${error.message}`),
+          );
+      }, TEMPORARY_ENDPOINT_TTL_MS / 4);
     });
+    clearInterval(renewal);
     const id = endpointId as string | null;
+    if (stop === 'removed') {
+      endpointId = null;
+      await cleanUp();
+      if (json)
+        line({
+          type: 'stopped',
+          reason: 'endpoint_removed',
+          endpoint_id: id,
+          endpoint_deleted: true,
+          forwarded,
+        });
+      this.error(
+        `The temporary endpoint ${id} is gone (deleted, or not renewed for ${TEMPORARY_ENDPOINT_TTL_MS / 1000} s); run the command again.`,
+        { exit: 1 },
+      );
+    }
     await cleanUp();
-    if (json) line({ type: 'stopped', signal, endpoint_id: id, endpoint_deleted: true, forwarded });
-    else this.log(`Stopped (${signal}): ${forwarded} delivered; endpoint ${id} deleted.`);
+    if (json) line({ type: 'stopped', signal: stop, endpoint_id: id, endpoint_deleted: true, forwarded });
+    else this.log(`Stopped (${stop}): ${forwarded} delivered; endpoint ${id} deleted.`);
   }
 }

@@ -59,6 +59,7 @@ export async function emitEvent(trx: Knex, input: EmitInput): Promise<EventRecor
   // The delete or update waits for this transaction instead, and then sees its deliveries.
   const endpoints: { id: string; enabled_events: string }[] = await trx('webhook_endpoints')
     .where({ org_id: input.orgId, mode: input.mode, disabled: false })
+    .where((q) => q.whereNull('expires_at').orWhere('expires_at', '>', input.now))
     .select('id', 'enabled_events')
     .forShare();
   const deliveries = endpoints

@@ -1,5 +1,6 @@
 import type { AppServices } from '../api/services.js';
 import { expireMfaWaits } from '../refresh/refresh.js';
+import { removeExpiredEndpoints } from '../webhooks/endpoints.js';
 import { removeEndedSessions } from '../widget/sessions.js';
 
 /**
@@ -19,11 +20,13 @@ export async function runHousekeeping(
     trx('idempotency_keys').where('created_at', '<', cutoff).delete(),
   );
   const sessionsRemoved = await removeEndedSessions(services.db, now);
+  const endpointsRemoved = await services.db.transaction((trx) => removeExpiredEndpoints(trx, now));
   services.logger.info(
     {
       idempotency_keys_removed: removed,
       mfa_waits_expired: mfaExpired,
       widget_sessions_removed: sessionsRemoved,
+      temporary_endpoints_removed: endpointsRemoved,
     },
     'housekeeping done',
   );

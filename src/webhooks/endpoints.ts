@@ -7,6 +7,7 @@ import type { Principal } from '../auth/principal.js';
 import { findOwned } from '../auth/ownership.js';
 import { fetchPage, NEWEST_FIRST } from '../api/pagination.js';
 import type { SecretBox } from '../secrets/secret-box.js';
+import { recordAudit } from '../audit/audit-log.js';
 import { EVENT_TYPES } from './event-types.js';
 import { checkWebhookUrl } from './url-policy.js';
 import { holdEndpointDeliveries, resumeEndpointDeliveries } from './deliveries.js';
@@ -22,6 +23,8 @@ export interface WebhookEndpointRow {
   secret_encrypted: string;
   previous_secret_encrypted: string | null;
   previous_secret_expires_at: number | null;
+  /** Set on a temporary endpoint (`svc webhooks listen`): it receives nothing after, and is then removed. */
+  expires_at: number | null;
   created_at: number;
   updated_at: number;
 }
@@ -94,6 +97,7 @@ export async function createEndpoint(
   input: { url: string; enabled_events: string[]; description?: string },
   policy: EndpointPolicy,
   now: number,
+  expiresAt: number | null = null,
 ): Promise<WebhookEndpoint> {
   await validateUrl(input.url, principal.mode, policy);
   const enabled = validateEnabledEvents(input.enabled_events);
@@ -110,6 +114,7 @@ export async function createEndpoint(
     secret_encrypted: policy.secrets.seal(secret, id),
     previous_secret_encrypted: null,
     previous_secret_expires_at: null,
+    expires_at: expiresAt,
     created_at: now,
     updated_at: now,
   };
@@ -160,6 +165,50 @@ export async function deleteEndpoint(trx: Knex, principal: Principal, id: string
   const row = await loadEndpoint(trx, principal, id);
   await trx('webhook_endpoints').where({ id: row.id }).delete();
   return { object: 'webhook_endpoint' as const, id: row.id, deleted: true };
+}
+
+/** How long a temporary endpoint lives without a renewal from its listener. */
+export const TEMPORARY_ENDPOINT_TTL_MS = 120_000;
+
+/** Keeps a temporary endpoint alive until `until`; false when it is gone (expired and removed, or deleted). */
+export async function renewTemporaryEndpoint(trx: Knex, id: string, until: number): Promise<boolean> {
+  const renewed = await trx('webhook_endpoints')
+    .where({ id })
+    .whereNotNull('expires_at')
+    .update({ expires_at: until });
+  return renewed > 0;
+}
+
+/**
+ * Deletes the temporary endpoints that were not renewed in time (their listener was killed, or its machine
+ * slept), with their deliveries, each with an audit entry. Emitting skips them as soon as they expire.
+ */
+export async function removeExpiredEndpoints(trx: Knex, now: number): Promise<number> {
+  const expired: Pick<WebhookEndpointRow, 'id' | 'org_id'>[] = await trx('webhook_endpoints')
+    .where('expires_at', '<', now)
+    .select('id', 'org_id');
+  if (expired.length === 0) return 0;
+  await trx('webhook_endpoints')
+    .whereIn(
+      'id',
+      expired.map((endpoint) => endpoint.id),
+    )
+    .delete();
+  for (const endpoint of expired) {
+    await recordAudit(
+      trx,
+      {
+        orgId: endpoint.org_id,
+        actor: 'housekeeping',
+        action: 'webhook_endpoint.delete',
+        targetType: 'webhook_endpoint',
+        targetId: endpoint.id,
+        details: { temporary: true, expired: true },
+      },
+      now,
+    );
+  }
+  return expired.length;
 }
 
 /**

@@ -14,6 +14,11 @@ import {
   withDatabase,
 } from '../helpers/cli.js';
 import { independentlyVerified, startReceiver } from '../helpers/receiver.js';
+import { loadConfig } from '../../src/config/load-config.js';
+import { emitEvent } from '../../src/events/outbox.js';
+import { silentLogger } from '../../src/logging/logger.js';
+import { runHousekeeping } from '../../src/scheduler/housekeeping.js';
+import { TEMPORARY_ENDPOINT_TTL_MS } from '../../src/webhooks/endpoints.js';
 
 interface Outcome {
   endpoint_id: string;
@@ -270,4 +275,69 @@ forEachEngine(t, async (t, engine) => {
       t.equal((await audit('webhook_endpoint.delete')).length, 1);
     },
   );
+
+  t.test("a killed listener's endpoint expires: events skip it, then housekeeping removes it", async (t) => {
+    const target = await startReceiver(t);
+    const child = spawn(
+      process.execPath,
+      [CLI_ENTRY, 'webhooks', 'listen', '--forward-to', target.url, '--json'],
+      { cwd: REPO_ROOT, env: cliEnv(home), stdio: ['ignore', 'pipe', 'ignore'], detached: true },
+    );
+    t.teardown(() => void killGroup(child.pid!, 'SIGKILL'));
+    let output = '';
+    child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    const ready = await waitFor(
+      async () =>
+        output
+          .split('\n')
+          .filter((line) => line.startsWith('{'))
+          .map((line) => JSON.parse(line) as { type: string; endpoint_id: string })
+          .find((line) => line.type === 'ready'),
+      15_000,
+      50,
+    );
+    const endpointId = ready!.endpoint_id;
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    killGroup(child.pid!, 'SIGKILL');
+    await exited;
+
+    await withDatabase(database.url, async (db) => {
+      const row = await db.knex('webhook_endpoints').where({ id: endpointId }).first();
+      const expiresAt = Number(row.expires_at);
+      t.ok(
+        Math.abs(expiresAt - (Date.now() + TEMPORARY_ENDPOINT_TTL_MS)) < 30_000,
+        'left behind with an expiry two minutes out',
+      );
+      const emit = (now: number) =>
+        db.transaction((trx) =>
+          emitEvent(trx, { orgId, mode: 'test', type: 'account.created', linkId: null, data: {}, now }),
+        );
+      const before = await emit(expiresAt - 1);
+      const after = await emit(expiresAt + 1);
+      const deliveredTo = async (eventId: string) =>
+        (await db.knex('webhook_deliveries').where({ event_id: eventId }).select('endpoint_id')).map(
+          (d: { endpoint_id: string }) => d.endpoint_id,
+        );
+      t.ok((await deliveredTo(before.id)).includes(endpointId), 'receives events until it expires');
+      t.notOk((await deliveredTo(after.id)).includes(endpointId), 'and none after');
+
+      await runHousekeeping({
+        db,
+        clock: { now: () => expiresAt + 1 },
+        config: loadConfig({ home, env: {} }),
+        logger: silentLogger,
+      });
+      t.equal(await db.knex('webhook_endpoints').where({ id: endpointId }).first(), undefined, 'removed');
+      t.equal(
+        (await db.knex('webhook_deliveries').where({ endpoint_id: endpointId })).length,
+        0,
+        'with its deliveries',
+      );
+    });
+    const removal = (await audit('webhook_endpoint.delete')).find(
+      (entry: { target_id: string }) => entry.target_id === endpointId,
+    );
+    t.match(removal, { actor: 'housekeeping' });
+    t.same(JSON.parse(removal.details), { temporary: true, expired: true });
+  });
 });
