@@ -4,7 +4,9 @@
  *    signs and POSTs the same payloads with the same HTTP client (DeliverySender: undici on our agent) at
  *    the same concurrency, in the same run (target: the dispatcher at least half the bare loop);
  *  - the time from an event's commit to its first attempt arriving at the receiver, p50 and p99 (target:
- *    p50 under 200 ms), with commit wake-ups (the default) and with polling alone.
+ *    p50 under 200 ms), with commit wake-ups (the default) and with polling alone;
+ *  - the CPU time each party spent per delivery in both loops (from /proc on Linux): the loop's process,
+ *    the receiver and, on Postgres, the database server.
  *
  *   node dist/bench/webhooks.js
  *
@@ -17,7 +19,7 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { freshPostgresSchema } from './lib.js';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -43,6 +45,69 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 
 function median(values: number[]): number {
   return [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+}
+
+/** Linux counts process CPU time in ticks of 10 ms (USER_HZ 100). */
+const TICK_MS = 10;
+
+/** User plus system CPU time of a process in ms, from /proc; 0 where it cannot be read. */
+function cpuMsOf(pid: number | string): number {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return (Number(fields[11]) + Number(fields[12])) * TICK_MS;
+  } catch {
+    return 0;
+  }
+}
+
+/** CPU time of every Postgres process on this machine (backends, WAL writer, autovacuum…): the database's share. */
+function postgresCpuMs(): number {
+  let total = 0;
+  for (const pid of readdirSync('/proc').filter((name) => /^\d+$/.test(name))) {
+    try {
+      if (readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'postgres') total += cpuMsOf(pid);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return total;
+}
+
+/** CPU time per delivery, in µs, of the loop's own process, the database server and the receiver. */
+interface CpuShare {
+  loop: number;
+  database: number;
+  receiver: number;
+}
+
+/** Runs `work` and returns what it returned with the CPU time each party spent per delivery on it. */
+async function withCpu<T>(
+  receiver: Receiver,
+  deliveries: number,
+  work: () => Promise<T>,
+): Promise<[T, CpuShare]> {
+  const own = process.cpuUsage();
+  const database = postgresCpuMs();
+  const received = cpuMsOf(receiver.child.pid!);
+  const result = await work();
+  const used = process.cpuUsage(own);
+  const perDelivery = (ms: number) => (ms * 1000) / deliveries;
+  return [
+    result,
+    {
+      loop: (used.user + used.system) / deliveries,
+      database: perDelivery(postgresCpuMs() - database),
+      receiver: perDelivery(cpuMsOf(receiver.child.pid!) - received),
+    },
+  ];
+}
+
+function medianShare(shares: CpuShare[]): CpuShare {
+  return {
+    loop: median(shares.map((share) => share.loop)),
+    database: median(shares.map((share) => share.database)),
+    receiver: median(shares.map((share) => share.receiver)),
+  };
 }
 
 /** The receiver process: 200 to everything; tells the parent, by IPC, when each request arrived. */
@@ -287,6 +352,17 @@ async function latency(setup: Setup, receiver: Receiver): Promise<{ p50: number;
   return { p50: pick(0.5), p99: pick(0.99), max: delays[delays.length - 1]! };
 }
 
+/**
+ * Where the CPU went, per delivery: the throughput ratio is a ratio of CPU on a small machine, and this says
+ * which party to look at. The database's share counts every local Postgres process, so other load on the
+ * same server shows up in it; on SQLite the database works inside the dispatcher's process.
+ */
+function cpuLine(bare: CpuShare, ours: CpuShare, postgres: boolean): string {
+  const us = (value: number) => `${value.toFixed(0)} µs`;
+  const database = postgres ? `, Postgres ${us(ours.database)}` : '';
+  return `CPU per delivery: bare loop ${us(bare.loop)} + receiver ${us(bare.receiver)}; dispatcher ${us(ours.loop)}${database} + receiver ${us(ours.receiver)}`;
+}
+
 async function main(): Promise<void> {
   const receiver = await startReceiver();
   const lines: string[] = [];
@@ -297,6 +373,8 @@ async function main(): Promise<void> {
         // Interleaved rounds, medians reported; the first bare loop warms the client and the receiver.
         const bares: number[] = [];
         const ourss: number[] = [];
+        const bareCpu: CpuShare[] = [];
+        const ourCpu: CpuShare[] = [];
         await emitMany(setup, DELIVERIES);
         await bareLoop(setup, receiver.url);
         for (let round = 0; round < ROUNDS; round++) {
@@ -304,8 +382,12 @@ async function main(): Promise<void> {
           // A table loaded in one burst has no planner statistics until autovacuum's next pass, and
           // Postgres then sorts every due row on each claim; a running appliance's table has them.
           if (setup.db.engine === 'postgres') await setup.db.knex.raw('analyze');
-          bares.push(await bareLoop(setup, receiver.url));
-          ourss.push(await dispatcherThroughput(setup));
+          const [bare, bareShare] = await withCpu(receiver, DELIVERIES, () => bareLoop(setup, receiver.url));
+          const [ours, ourShare] = await withCpu(receiver, DELIVERIES, () => dispatcherThroughput(setup));
+          bares.push(bare);
+          ourss.push(ours);
+          bareCpu.push(bareShare);
+          ourCpu.push(ourShare);
         }
         const bare = median(bares);
         const ours = median(ourss);
@@ -329,8 +411,9 @@ async function main(): Promise<void> {
         lines.push(
           `${target.name.padEnd(8)} bare loop ${bare.toFixed(0)}/s, dispatcher ${ours.toFixed(0)}/s (${((ours / bare) * 100).toFixed(0)}%), ${DELIVERIES} deliveries at concurrency ${CONCURRENCY}, median of ${ROUNDS} (dispatcher rounds ${ourss.map((v) => v.toFixed(0)).join(', ')})`,
           `${target.name.padEnd(8)} commit → first attempt: p50 ${ms(woken.p50)}, p99 ${ms(woken.p99)} (wake on commit); polling alone every 500 ms: p50 ${ms(polled.p50)}, p99 ${ms(polled.p99)}`,
+          `${target.name.padEnd(8)} ${cpuLine(medianShare(bareCpu), medianShare(ourCpu), target.name === 'postgres')}`,
         );
-        console.log(lines.slice(-2).join('\n'));
+        console.log(lines.slice(-3).join('\n'));
       } finally {
         await target.cleanup();
       }
