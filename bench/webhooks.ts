@@ -80,7 +80,10 @@ interface CpuShare {
   receiver: number;
 }
 
-/** Runs `work` and returns what it returned with the CPU time each party spent per delivery on it. */
+/**
+ * Runs `work` and returns what it returned with the CPU time each party spent per delivery on it, the
+ * loop's own set-up included (the bare loop reads and serialises its bodies; the dispatcher starts).
+ */
 async function withCpu<T>(
   receiver: Receiver,
   deliveries: number,
