@@ -20,7 +20,7 @@ export async function runHousekeeping(
     trx('idempotency_keys').where('created_at', '<', cutoff).delete(),
   );
   const sessionsRemoved = await removeEndedSessions(services.db, now);
-  const endpointsRemoved = await services.db.transaction((trx) => removeExpiredEndpoints(trx, now));
+  const endpointsRemoved = await removeExpiredEndpoints(services.db, now);
   services.logger.info(
     {
       idempotency_keys_removed: removed,

@@ -6,6 +6,7 @@ import { randomBase62 } from '../keys/key-format.js';
 import type { Principal } from '../auth/principal.js';
 import { findOwned } from '../auth/ownership.js';
 import { fetchPage, NEWEST_FIRST } from '../api/pagination.js';
+import type { Database } from '../db/database.js';
 import type { SecretBox } from '../secrets/secret-box.js';
 import { recordAudit } from '../audit/audit-log.js';
 import { EVENT_TYPES } from './event-types.js';
@@ -183,7 +184,11 @@ export async function renewTemporaryEndpoint(trx: Knex, id: string, until: numbe
  * Deletes the temporary endpoints that were not renewed in time (their listener was killed, or its machine
  * slept), with their deliveries, each with an audit entry. Emitting skips them as soon as they expire.
  */
-export async function removeExpiredEndpoints(trx: Knex, now: number): Promise<number> {
+export async function removeExpiredEndpoints(db: Database, now: number): Promise<number> {
+  return db.transaction((trx) => removeExpired(trx, now));
+}
+
+async function removeExpired(trx: Knex, now: number): Promise<number> {
   const expired: Pick<WebhookEndpointRow, 'id' | 'org_id'>[] = await trx('webhook_endpoints')
     .where('expires_at', '<', now)
     .select('id', 'org_id');

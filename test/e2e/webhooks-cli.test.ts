@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import t from 'tap';
+import type { Test } from 'tap';
 import { forEachEngine, linkBody } from '../helpers/harness.js';
 import {
   CLI_ENTRY,
@@ -14,8 +15,8 @@ import {
   withDatabase,
 } from '../helpers/cli.js';
 import { independentlyVerified, startReceiver } from '../helpers/receiver.js';
+import { systemClock } from '../../src/clock/clock.js';
 import { loadConfig } from '../../src/config/load-config.js';
-import { emitEvent } from '../../src/events/outbox.js';
 import { silentLogger } from '../../src/logging/logger.js';
 import { runHousekeeping } from '../../src/scheduler/housekeeping.js';
 import { TEMPORARY_ENDPOINT_TTL_MS } from '../../src/webhooks/endpoints.js';
@@ -27,6 +28,28 @@ interface Outcome {
   status: string;
   attempts: number;
   last_response_status: number | null;
+}
+
+/** `svc webhooks listen --json` on a home, its JSON lines collected as they come. */
+function startListener(t: Test, home: string, forwardTo: string, extra: string[] = []) {
+  const child = spawn(
+    process.execPath,
+    [CLI_ENTRY, 'webhooks', 'listen', '--forward-to', forwardTo, ...extra, '--json'],
+    { cwd: REPO_ROOT, env: cliEnv(home), stdio: ['ignore', 'pipe', 'pipe'], detached: true },
+  );
+  t.teardown(() => void killGroup(child.pid!, 'SIGKILL'));
+  const lines: Record<string, unknown>[] = [];
+  let buffer = '';
+  child.stdout!.on('data', (chunk: Buffer) => {
+    buffer += chunk.toString();
+    const parts = buffer.split('\n');
+    buffer = parts.pop()!;
+    for (const part of parts) if (part.trim()) lines.push(JSON.parse(part) as Record<string, unknown>);
+  });
+  let stderr = '';
+  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  return { child, lines, stderr: () => stderr, exited };
 }
 
 forEachEngine(t, async (t, engine) => {
@@ -189,35 +212,13 @@ forEachEngine(t, async (t, engine) => {
     'svc webhooks listen forwards exact bodies and signatures, and removes its endpoint on SIGTERM',
     async (t) => {
       const target = await startReceiver(t);
-      const child = spawn(
-        process.execPath,
-        [
-          CLI_ENTRY,
-          'webhooks',
-          'listen',
-          '--forward-to',
-          target.url,
-          '--events',
-          'account.created',
-          '--json',
-        ],
-        { cwd: REPO_ROOT, env: cliEnv(home), stdio: ['ignore', 'pipe', 'pipe'], detached: true },
-      );
-      t.teardown(() => void killGroup(child.pid!, 'SIGKILL'));
-      const lines: Record<string, unknown>[] = [];
-      let buffer = '';
-      child.stdout!.on('data', (chunk: Buffer) => {
-        buffer += chunk.toString();
-        const parts = buffer.split('\n');
-        buffer = parts.pop()!;
-        for (const part of parts) if (part.trim()) lines.push(JSON.parse(part) as Record<string, unknown>);
-      });
-      let stderr = '';
-      child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-      const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+      const { child, lines, stderr, exited } = startListener(t, home, target.url, [
+        '--events',
+        'account.created',
+      ]);
 
       const ready = await waitFor(async () => lines.find((l) => l.type === 'ready'), 15_000, 50);
-      t.ok(ready, `listen is ready ${stderr}`);
+      t.ok(ready, `listen is ready ${stderr()}`);
       const endpointId = ready!.endpoint_id as string;
       const secret = ready!.secret as string;
       t.match(ready, { enabled_events: ['account.created'], url: /^http:\/\/127\.0\.0\.1:\d+\/$/ });
@@ -278,26 +279,9 @@ forEachEngine(t, async (t, engine) => {
 
   t.test("a killed listener's endpoint expires: events skip it, then housekeeping removes it", async (t) => {
     const target = await startReceiver(t);
-    const child = spawn(
-      process.execPath,
-      [CLI_ENTRY, 'webhooks', 'listen', '--forward-to', target.url, '--json'],
-      { cwd: REPO_ROOT, env: cliEnv(home), stdio: ['ignore', 'pipe', 'ignore'], detached: true },
-    );
-    t.teardown(() => void killGroup(child.pid!, 'SIGKILL'));
-    let output = '';
-    child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    const ready = await waitFor(
-      async () =>
-        output
-          .split('\n')
-          .filter((line) => line.startsWith('{'))
-          .map((line) => JSON.parse(line) as { type: string; endpoint_id: string })
-          .find((line) => line.type === 'ready'),
-      15_000,
-      50,
-    );
-    const endpointId = ready!.endpoint_id;
-    const exited = new Promise((resolve) => child.once('exit', resolve));
+    const { child, lines, exited } = startListener(t, home, target.url);
+    const ready = await waitFor(async () => lines.find((line) => line.type === 'ready'), 15_000, 50);
+    const endpointId = ready!.endpoint_id as string;
     killGroup(child.pid!, 'SIGKILL');
     await exited;
 
@@ -308,22 +292,29 @@ forEachEngine(t, async (t, engine) => {
         Math.abs(expiresAt - (Date.now() + TEMPORARY_ENDPOINT_TTL_MS)) < 30_000,
         'left behind with an expiry two minutes out',
       );
-      const emit = (now: number) =>
-        db.transaction((trx) =>
-          emitEvent(trx, { orgId, mode: 'test', type: 'account.created', linkId: null, data: {}, now }),
-        );
-      const before = await emit(expiresAt - 1);
-      const after = await emit(expiresAt + 1);
+      const fire = async () => {
+        const fired = await serve.request('POST', '/v1/sandbox/events/fire', {
+          key: sk,
+          body: { type: 'account.created', link_id: link },
+        });
+        t.equal(fired.status, 200);
+        return fired.body.id as string;
+      };
       const deliveredTo = async (eventId: string) =>
         (await db.knex('webhook_deliveries').where({ event_id: eventId }).select('endpoint_id')).map(
           (d: { endpoint_id: string }) => d.endpoint_id,
         );
-      t.ok((await deliveredTo(before.id)).includes(endpointId), 'receives events until it expires');
-      t.notOk((await deliveredTo(after.id)).includes(endpointId), 'and none after');
+      t.ok((await deliveredTo(await fire())).includes(endpointId), 'receives events until it expires');
+      // Two minutes on, as far as the endpoint is concerned.
+      await db
+        .knex('webhook_endpoints')
+        .where({ id: endpointId })
+        .update({ expires_at: Date.now() - 1 });
+      t.notOk((await deliveredTo(await fire())).includes(endpointId), 'and none after');
 
       await runHousekeeping({
         db,
-        clock: { now: () => expiresAt + 1 },
+        clock: systemClock,
         config: loadConfig({ home, env: {} }),
         logger: silentLogger,
       });
