@@ -1,8 +1,21 @@
 #!/usr/bin/env node
 // Runs the whole suite with tap on the compiled tests and ends with the plain line `N passed, N failed`,
 // so that a run with no tests cannot pass unseen. Extra arguments select test files; flags go to tap.
+// Every process the run starts carries a mark in its environment; one still alive after tap has ended
+// fails the run, by name, and is killed.
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+/** Not `SVC_*`: the tests pass the CLI their environment without those, so the mark goes everywhere. */
+const RUN_MARK = `SUITE_RUN_MARK=${randomBytes(8).toString('hex')}`;
+/**
+ * A killed `svc serve`'s children drain and exit by themselves: give them this long before naming them
+ * (SUITE_LEFTOVER_GRACE_MS, for the harness's own test).
+ */
+const LEFTOVER_GRACE_MS = Number(process.env.SUITE_LEFTOVER_GRACE_MS || 15_000);
 
 const extra = process.argv.slice(2);
 const files = extra.filter((arg) => !arg.startsWith('-'));
@@ -14,7 +27,26 @@ if (!flags.some((flag) => flag.startsWith('--jobs') || flag.startsWith('-j'))) {
   flags.push(`--jobs=${availableParallelism()}`);
 }
 const args = ['--reporter=tap', ...flags, ...(files.length ? files : ['dist/test/**/*.test.js'])];
-const child = spawn('npx', ['--no-install', 'tap', ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+const child = spawn('npx', ['--no-install', 'tap', ...args], {
+  stdio: ['ignore', 'pipe', 'inherit'],
+  env: { ...process.env, [RUN_MARK.split('=')[0]]: RUN_MARK.split('=')[1] },
+  // tap and its test files in a group of their own, so that an interruption reaches every test file at
+  // once: tap alone let a file run on to its timeout.
+  detached: true,
+});
+// Interrupted (Ctrl-C, a CI job's timeout): each test file's exit handler kills what it started
+// (test/helpers/processes.ts); the sweep below kills anything that slipped through.
+let interrupted = null;
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
+  process.on(signal, () => {
+    interrupted = signal;
+    try {
+      process.kill(-child.pid, signal);
+    } catch {
+      // already gone
+    }
+  });
+}
 
 let summary = null;
 let buffered = '';
@@ -36,12 +68,60 @@ child.stdout.on('data', (chunk) => {
   }
 });
 
-child.on('exit', (code) => {
+child.on('exit', async (code) => {
+  const leftovers = await leftoverProcesses();
+  for (const leftover of leftovers) {
+    console.log(`not ok - left running after the suite: pid ${leftover.pid}: ${leftover.command}`);
+    kill(leftover.pid);
+  }
   const passed = summary?.pass ?? 0;
   // A test skipped with a reason (e.g. Postgres-only tests without SVC_TEST_DATABASE_URL) is not a failure.
   const skipped = summary?.skip ?? 0;
-  const failed = summary ? summary.total - summary.pass - skipped : 1;
+  const failed = (summary ? summary.total - summary.pass - skipped : 1) + leftovers.length;
+  if (interrupted) console.log(`interrupted by ${interrupted}`);
   if (skipped > 0) console.log(`${skipped} skipped`);
   console.log(`${passed} passed, ${failed} failed`);
-  process.exit(code === 0 && summary && passed > 0 && failed === 0 ? 0 : 1);
+  process.exit(code === 0 && summary && passed > 0 && failed === 0 && !interrupted ? 0 : 1);
 });
+
+/** Processes other than this one whose environment carries this run's mark, after a grace period. */
+async function leftoverProcesses() {
+  const deadline = Date.now() + LEFTOVER_GRACE_MS;
+  for (;;) {
+    const marked = markedProcesses();
+    if (marked.length === 0 || Date.now() >= deadline) return marked;
+    await sleep(250);
+  }
+}
+
+function markedProcesses() {
+  let entries;
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return []; // no /proc (not Linux): nothing to check with
+  }
+  const found = [];
+  for (const entry of entries) {
+    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
+    try {
+      const environ = readFileSync(`/proc/${entry}/environ`, 'utf8').split('\0');
+      if (!environ.includes(RUN_MARK)) continue;
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      if (stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z')) continue; // a zombie holds nothing
+      const command = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0').join(' ').trim();
+      found.push({ pid: Number(entry), command: command.slice(0, 300) });
+    } catch {
+      // gone while we looked, or not ours to read
+    }
+  }
+  return found;
+}
+
+function kill(pid) {
+  try {
+    process.kill(pid, 'SIGKILL');
+  } catch {
+    // already gone
+  }
+}

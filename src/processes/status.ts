@@ -14,6 +14,9 @@ export interface ProcessStatus {
   uptime_seconds: number | null;
   restarts: number;
   last_exit: string | null;
+  last_exit_at: string | null;
+  /** When this process started (ISO 8601), as the supervisor saw it. */
+  started_at: string | null;
 }
 
 export interface ApplianceStatus {
@@ -70,6 +73,8 @@ export async function collectStatus(config: Readonly<Config>, now = Date.now()):
           : null,
       restarts: child.restarts,
       last_exit: child.last_exit,
+      last_exit_at: child.last_exit_at ?? null,
+      started_at: child.started_at,
     })),
   );
   const db = openDatabase({ url: config.databaseUrl });

@@ -18,6 +18,8 @@ export interface ChildState {
   started_at: string | null;
   restarts: number;
   last_exit: string | null;
+  /** When the supervisor saw the last exit: with the next `started_at`, how long a restart took. */
+  last_exit_at: string | null;
 }
 
 export interface SupervisorState {
@@ -60,6 +62,7 @@ export class Supervisor {
       started_at: null,
       restarts: 0,
       last_exit: null,
+      last_exit_at: null,
       process: null,
       crashes: [],
       stderrTail: [],
@@ -127,6 +130,7 @@ export class Supervisor {
     child.process = null;
     child.pid = null;
     child.last_exit = signal ? `signal ${signal}` : `exit code ${code}`;
+    child.last_exit_at = new Date().toISOString();
     if (this.stopping) {
       child.status = 'stopped';
       this.writeState();
@@ -193,13 +197,14 @@ export class Supervisor {
       pid: process.pid,
       started_at: this.startedAt.toISOString(),
       roles: this.roles,
-      children: this.children.map(({ role, pid, status, started_at, restarts, last_exit }) => ({
+      children: this.children.map(({ role, pid, status, started_at, restarts, last_exit, last_exit_at }) => ({
         role,
         pid,
         status,
         started_at,
         restarts,
         last_exit,
+        last_exit_at,
       })),
     };
   }

@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
@@ -6,6 +5,7 @@ import { ConnectorError } from '../../src/banks/connector.js';
 import { createHttpConnector } from '../../src/banks/http/http-connector.js';
 import { signatureHeaders } from '../../src/banks/http/signature.js';
 import { request } from 'undici';
+import { spawnOwned } from '../helpers/processes.js';
 
 const CLI_ENTRY = fileURLToPath(new URL('../../../bin/run.js', import.meta.url));
 const SECRET = 'e2e-gateway-secret-0123456789';
@@ -28,19 +28,17 @@ function cliEnv(extra: Record<string, string>): Record<string, string> {
 }
 
 t.test('svc bank-gateway serves the protocol, takes faults, and stops on SIGTERM', async (t) => {
-  const child = spawn(
+  const child = spawnOwned(
     process.execPath,
     [CLI_ENTRY, 'bank-gateway', '--port', '0', '--fault', 'mfa_expired', '--latency-ms', '5'],
     { env: cliEnv({ SVC_GATEWAY_SECRET: SECRET }), stdio: ['ignore', 'pipe', 'pipe'] },
+    t,
   );
   let stdout = '';
   let stderr = '';
-  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  t.teardown(() => {
-    if (child.exitCode === null) child.kill('SIGKILL');
-  });
 
   const deadline = Date.now() + 15_000;
   let url: string | undefined;
@@ -76,26 +74,26 @@ t.test('svc bank-gateway serves the protocol, takes faults, and stops on SIGTERM
 });
 
 t.test('svc bank-gateway without a secret says how to give one, without starting', async (t) => {
-  const child = spawn(process.execPath, [CLI_ENTRY, 'bank-gateway', '--port', '0'], {
-    env: cliEnv({}),
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawnOwned(
+    process.execPath,
+    [CLI_ENTRY, 'bank-gateway', '--port', '0'],
+    { env: cliEnv({}), stdio: ['ignore', 'pipe', 'pipe'] },
+    t,
+  );
   let stderr = '';
-  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   const code = await new Promise<number | null>((resolve) => child.once('exit', (c) => resolve(c)));
   t.equal(code, 2);
   t.match(stderr.replace(/\s*›\s*/g, ' '), /SVC_GATEWAY_SECRET/);
 
-  const short = spawn(
+  const short = spawnOwned(
     process.execPath,
     [CLI_ENTRY, 'bank-gateway', '--port', '0', '--secret', 'short-secret'],
-    {
-      env: cliEnv({}),
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
+    { env: cliEnv({}), stdio: ['ignore', 'pipe', 'pipe'] },
+    t,
   );
   let shortErr = '';
-  short.stderr.on('data', (chunk: Buffer) => (shortErr += chunk.toString()));
+  short.stderr!.on('data', (chunk: Buffer) => (shortErr += chunk.toString()));
   t.equal(await new Promise<number | null>((resolve) => short.once('exit', (c) => resolve(c))), 2);
   t.notOk(shortErr.includes('short-secret'), 'a too-short secret is not echoed');
 });

@@ -21,15 +21,16 @@ import {
   RAISED_LIMITS_ENV,
   TrafficLog,
   childPid,
-  allowTimeForRounds,
+  timeLimitForRounds,
   crashRounds,
   randomBetween,
   storeProblems,
 } from '../helpers/crash.js';
 
-const ROUNDS = crashRounds(8);
+const ROUNDS = crashRounds(4);
 const ROLES = ['api', 'scheduler', 'dispatcher'] as const;
-allowTimeForRounds(t, ROUNDS, 15_000, 60_000);
+// A round took 6.5 s on an idle machine; the final settling may wait up to 90 s.
+timeLimitForRounds(t, ROUNDS, 30_000, 150_000);
 
 /**
  * The whole `svc serve` (supervisor and its three children) killed with `kill -9` of its process group at

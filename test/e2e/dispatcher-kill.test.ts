@@ -8,15 +8,16 @@ import type { SupervisorState } from '../../src/processes/supervisor.js';
 import { forEachEngine } from '../helpers/harness.js';
 import { installedHome, startServe, waitFor } from '../helpers/cli.js';
 import { independentlyVerified, startReceiver } from '../helpers/receiver.js';
-import { allowTimeForRounds, crashRounds } from '../helpers/crash.js';
+import { timeLimitForRounds, crashRounds } from '../helpers/crash.js';
 
-/** 50 unless CRASH_ROUNDS says otherwise (the soak run sets about 100). */
-const KILLS = crashRounds(50);
+/** 12 unless CRASH_ROUNDS says otherwise (the soak run sets about 100). */
+const KILLS = crashRounds(12);
 /** Emitted each round; each dispatcher answers at least ANSWERED_PER_ROUND before it is killed. */
 const EVENTS_PER_ROUND = 12;
 const ANSWERED_PER_ROUND = 8;
 
-allowTimeForRounds(t, KILLS, 1000, 30_000);
+// A kill took 0.9 s on an idle machine; the final settling may wait up to 50 s.
+timeLimitForRounds(t, KILLS, 5000, 90_000);
 
 /**
  * `KILLS` `kill -9`s of the dispatcher child of `svc serve` during a burst of events, each while a delivery is in

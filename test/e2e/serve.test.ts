@@ -1,7 +1,10 @@
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { join } from 'node:path';
 import t, { type Test } from 'tap';
 import { migrationNames } from '../../src/db/migrations.js';
 import type { ApplianceStatus, ProcessStatus } from '../../src/processes/status.js';
+import type { ChildState, SupervisorState } from '../../src/processes/supervisor.js';
 import {
   freePort,
   installArgs,
@@ -28,31 +31,53 @@ async function children(t: Test, home: string, serve: ServeProcess): Promise<Map
   );
 }
 
+/** The children of this `svc serve` by role, read from its state file (what `svc status` reads) without a CLI run per poll. */
+function supervisedChildren(home: string, serve: ServeProcess): Map<string, ChildState> {
+  try {
+    const state = JSON.parse(
+      readFileSync(join(home, 'run', `serve-${serve.pid}.json`), 'utf8'),
+    ) as SupervisorState;
+    return new Map(state.children.map((child) => [child.role, child] as const));
+  } catch {
+    return new Map(); // being rewritten
+  }
+}
+
+/** The supervisor's promise: a dead child is started again this soon after it saw it die (delays start at 250 ms). */
+const RESTART_WITHIN_MS = 5000;
+/** How long the test waits for a new child to answer: a slow machine starts a Node process slowly. */
+const SLOW_START_MS = 60_000;
+
 /**
- * `kill -9` one child, then expect the supervisor to have a new one running within 5 seconds, with one
- * restart recorded and the SIGKILL as its last exit, and the API answering.
+ * `kill -9` one child, then expect the supervisor to start a new one within 5 seconds by its own clock (from
+ * the exit it recorded to the new child's start), with one restart recorded and the SIGKILL as its last exit,
+ * and the API answering.
  */
 async function killAndExpectRestart(t: Test, home: string, serve: ServeProcess, role: string, key: string) {
-  const before = (await children(t, home, serve)).get(role);
+  const before = supervisedChildren(home, serve).get(role);
   t.ok(before?.pid, `the ${role} has a pid`);
   if (!before?.pid) return;
-  const others = [...(await children(t, home, serve)).values()].filter((p) => p.role !== role);
+  const others = [...supervisedChildren(home, serve).values()].filter((p) => p.role !== role);
 
-  const killedAt = Date.now();
   process.kill(before.pid, 'SIGKILL');
   const after = await waitFor(async () => {
-    const now = (await children(t, home, serve)).get(role);
+    const now = supervisedChildren(home, serve).get(role);
     return now?.pid && now.pid !== before.pid && now.status === 'running' ? now : undefined;
-  }, 5000);
-  t.ok(after, `a new ${role} is running within 5 seconds (${Date.now() - killedAt} ms)`);
+  }, SLOW_START_MS);
+  t.ok(after, `a new ${role} is running`);
   if (!after) return;
+  const restartMs = Date.parse(after.started_at!) - Date.parse(after.last_exit_at!);
+  t.ok(
+    restartMs >= 0 && restartMs <= RESTART_WITHIN_MS,
+    `the supervisor started it ${restartMs} ms after it saw the exit`,
+  );
   t.not(after.pid, before.pid, 'with a new pid');
   t.ok(isRunning(after.pid!), 'which is alive');
   t.notOk(isRunning(before.pid), 'and the killed one is gone');
   t.equal(after.restarts, before.restarts + 1, 'one restart is counted');
   t.match(after.last_exit, /SIGKILL/, 'the last exit names SIGKILL');
 
-  const untouched = await children(t, home, serve);
+  const untouched = supervisedChildren(home, serve);
   for (const other of others) {
     t.equal(untouched.get(other.role)?.pid, other.pid, `the ${other.role} was left alone`);
   }
@@ -90,7 +115,15 @@ forEachEngine(t, async (t, engine) => {
       for (const proc of mine) {
         t.match(
           proc,
-          { pid: Number, status: 'running', uptime_seconds: Number, restarts: 0, last_exit: null },
+          {
+            pid: Number,
+            status: 'running',
+            uptime_seconds: Number,
+            started_at: String,
+            restarts: 0,
+            last_exit: null,
+            last_exit_at: null,
+          },
           `the ${proc.role} is running`,
         );
         t.ok(proc.uptime_seconds! >= 0, `the ${proc.role} reports its uptime`);
@@ -121,7 +154,7 @@ forEachEngine(t, async (t, engine) => {
       const pids = [...(await children(t, home, serve)).values()].map((p) => p.pid!);
       t.equal(pids.length, 3);
       process.kill(serve.pid, 'SIGTERM');
-      const exit = await within(serve.exited, 15_000);
+      const exit = await within(serve.exited, SLOW_START_MS);
       t.same(exit, { code: 0, signal: null }, 'svc serve exits 0');
       for (const pid of pids) t.notOk(isRunning(pid), `child ${pid} is gone`);
       t.notOk(killGroup(serve.pid, 0), 'no process of the serve process group is left');
@@ -143,8 +176,9 @@ forEachEngine(t, async (t, engine) => {
     const killedAt = Date.now();
     process.kill(serve.pid, 'SIGKILL');
     await serve.exited;
-    const gone = await waitFor(async () => (pids.some(isRunning) ? undefined : true), 5000);
-    t.ok(gone, `every child stops by itself within 5 seconds (${Date.now() - killedAt} ms)`);
+    // Each child drains and exits when it loses its supervisor; the wait leaves room for a slow machine.
+    const gone = await waitFor(async () => (pids.some(isRunning) ? undefined : true), SLOW_START_MS);
+    t.ok(gone, `every child stops by itself (${Date.now() - killedAt} ms)`);
     t.notOk(killGroup(serve.pid, 0), 'no process of the serve process group is left');
     const current = await status(t, home);
     t.same(
@@ -187,6 +221,8 @@ forEachEngine(t, async (t, engine) => {
     await new Promise<void>((resolve) => squatter.listen(port, '127.0.0.1', resolve));
     t.teardown(() => new Promise<void>((resolve) => squatter.close(() => resolve())));
 
+    // Three crashes within the window make a crash loop: serve gives up after the third, however long each
+    // start takes, as long as the three fall within the (default, 60 s) window.
     const result = await runCli(['serve', '--port', String(port)], {
       home,
       env: {
@@ -194,12 +230,15 @@ forEachEngine(t, async (t, engine) => {
         SVC_SUPERVISOR_CRASH_LOOP_RESTARTS: '3',
         SVC_METRICS_PORT: '0',
       },
-      timeoutMs: 30_000,
+      timeoutMs: 120_000,
     });
-    t.notOk(result.timedOut, 'serve gives up by itself');
+    t.notOk(result.timedOut, `serve gives up by itself (${result.elapsedMs} ms)`);
     t.not(result.code, 0, 'and exits non-zero');
-    t.ok(result.elapsedMs < 10_000, `within a few seconds (${result.elapsedMs} ms)`);
-    t.match(result.message, /api crashed 3 times/, 'stderr names the api and how often it crashed');
+    t.match(
+      result.message,
+      /api crashed 3 times within 60s/,
+      'stderr names the api and how often it crashed',
+    );
     t.match(result.message, /EADDRINUSE/, 'and the last error');
     t.notOk(result.leftProcesses, 'the scheduler and dispatcher were stopped too');
   });

@@ -1,15 +1,12 @@
-import { spawn } from 'node:child_process';
 import t from 'tap';
 import type { Test } from 'tap';
 import { forEachEngine, linkBody } from '../helpers/harness.js';
 import {
-  CLI_ENTRY,
-  REPO_ROOT,
-  cliEnv,
   installedHome,
   killGroup,
   runCli,
   runCliJson,
+  spawnCli,
   startServe,
   waitFor,
   withDatabase,
@@ -32,12 +29,7 @@ interface Outcome {
 
 /** `svc webhooks listen --json` on a home, its JSON lines collected as they come. */
 function startListener(t: Test, home: string, forwardTo: string, extra: string[] = []) {
-  const child = spawn(
-    process.execPath,
-    [CLI_ENTRY, 'webhooks', 'listen', '--forward-to', forwardTo, ...extra, '--json'],
-    { cwd: REPO_ROOT, env: cliEnv(home), stdio: ['ignore', 'pipe', 'pipe'], detached: true },
-  );
-  t.teardown(() => void killGroup(child.pid!, 'SIGKILL'));
+  const child = spawnCli(['webhooks', 'listen', '--forward-to', forwardTo, ...extra, '--json'], { home }, t);
   const lines: Record<string, unknown>[] = [];
   let buffer = '';
   child.stdout!.on('data', (chunk: Buffer) => {

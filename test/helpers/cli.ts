@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
@@ -7,6 +7,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Test } from 'tap';
 import { openDatabase, type Database } from '../../src/db/database.js';
 import { freshDatabase, request, type EngineName, type TestDatabase, type TestResponse } from './harness.js';
+import { killGroup, releaseGroup, spawnOwned } from './processes.js';
+
+export { killGroup };
 
 /** The CLI a user runs: `bin/run.js` at the repository root (this file compiles to dist/test/helpers). */
 export const CLI_ENTRY = fileURLToPath(new URL('../../../bin/run.js', import.meta.url));
@@ -50,25 +53,14 @@ export function oneLine(text: string): string {
     .trim();
 }
 
-function spawnCli(args: string[], options: CliOptions): ChildProcess {
-  // Its own process group, so that a teardown can stop the command and every process it forked at once.
-  return spawn(process.execPath, [CLI_ENTRY, ...args], {
-    cwd: REPO_ROOT,
-    env: cliEnv(options.home, options.env),
-    stdio: ['ignore', 'pipe', 'pipe'],
-    detached: true,
-  });
-}
-
-/** Sends `signal` to every process in the group led by `pid`; false when none is left. */
-export function killGroup(pid: number, signal: NodeJS.Signals | 0): boolean {
-  try {
-    process.kill(-pid, signal);
-    return true;
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ESRCH') return false;
-    throw error;
-  }
+/** `svc <args>` in a process group of its own (processes.ts), owned until `t` ends when one is given. */
+export function spawnCli(args: string[], options: CliOptions, t?: Test): ChildProcess {
+  return spawnOwned(
+    process.execPath,
+    [CLI_ENTRY, ...args],
+    { cwd: REPO_ROOT, env: cliEnv(options.home, options.env), stdio: ['ignore', 'pipe', 'pipe'] },
+    t,
+  );
 }
 
 /** Runs `svc <args>` to completion, as a user would from a shell. */
@@ -83,7 +75,7 @@ export async function runCli(args: string[], options: CliOptions): Promise<CliRe
   const timer = setTimeout(() => {
     timedOut = true;
     killGroup(child.pid!, 'SIGKILL');
-  }, options.timeoutMs ?? 30_000);
+  }, options.timeoutMs ?? 60_000);
   const closed = new Promise<void>((resolve) => child.once('close', () => resolve()));
   const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve, reject) => {
     child.once('error', reject);
@@ -94,6 +86,7 @@ export async function runCli(args: string[], options: CliOptions): Promise<CliRe
   // Whatever the command forked must not outlive it: note it, then kill it.
   const leftProcesses = killGroup(child.pid!, 0);
   if (leftProcesses) killGroup(child.pid!, 'SIGKILL');
+  releaseGroup(child.pid!);
   await closed;
   return { code, signal, stdout, stderr, message: oneLine(stderr), timedOut, elapsedMs, leftProcesses };
 }
@@ -133,7 +126,7 @@ export interface ServeOptions extends CliOptions {
   args?: string[];
   /** The API port; by default a free one. */
   port?: number;
-  /** How long to wait for /health to answer 200. */
+  /** How long to wait for /health to answer 200 (60 s: room for a loaded machine; it takes about 1 s idle). */
   readyTimeoutMs?: number;
 }
 
@@ -156,14 +149,18 @@ export interface ServeProcess {
 export async function startServe(t: Test, options: ServeOptions): Promise<ServeProcess> {
   const port = options.port ?? (await freePort());
   const metricsPort = await freePort();
-  const child = spawnCli(['serve', '--port', String(port), ...(options.args ?? [])], {
-    ...options,
-    env: {
-      SVC_METRICS_PORT: String(metricsPort),
-      SVC_SUPERVISOR_SHUTDOWN_TIMEOUT_SECONDS: '5',
-      ...options.env,
+  const child = spawnCli(
+    ['serve', '--port', String(port), ...(options.args ?? [])],
+    {
+      ...options,
+      env: {
+        SVC_METRICS_PORT: String(metricsPort),
+        SVC_SUPERVISOR_SHUTDOWN_TIMEOUT_SECONDS: '5',
+        ...options.env,
+      },
     },
-  });
+    t,
+  );
   let stdout = '';
   let stderr = '';
   child.stdout!.on('data', (chunk: Buffer) => {
@@ -203,7 +200,7 @@ export async function startServe(t: Test, options: ServeOptions): Promise<ServeP
   });
 
   const url = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + (options.readyTimeoutMs ?? 20_000);
+  const deadline = Date.now() + (options.readyTimeoutMs ?? 60_000);
   for (;;) {
     if (hasExited) {
       throw new Error(`svc serve exited before answering /health:\n${stderr}\n${stdout.slice(-2000)}`);

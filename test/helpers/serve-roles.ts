@@ -1,10 +1,10 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Test } from 'tap';
 import type { SupervisorState } from '../../src/processes/supervisor.js';
-import { CLI_ENTRY, REPO_ROOT, cliEnv, freePort, killGroup, within } from './cli.js';
+import { freePort, killGroup, spawnCli, within } from './cli.js';
 
 export interface WorkerProcess {
   pid: number;
@@ -34,16 +34,18 @@ export async function startWorkers(
     onLine?: (line: string) => void;
   },
 ): Promise<WorkerProcess> {
-  const child = spawn(process.execPath, [CLI_ENTRY, 'serve', '--roles', options.roles], {
-    cwd: REPO_ROOT,
-    env: cliEnv(options.home, {
-      SVC_METRICS_PORT: String(await freePort()),
-      SVC_SUPERVISOR_SHUTDOWN_TIMEOUT_SECONDS: '5',
-      ...options.env,
-    }),
-    stdio: ['ignore', 'pipe', 'pipe'],
-    detached: true,
-  });
+  const child = spawnCli(
+    ['serve', '--roles', options.roles],
+    {
+      home: options.home,
+      env: {
+        SVC_METRICS_PORT: String(await freePort()),
+        SVC_SUPERVISOR_SHUTDOWN_TIMEOUT_SECONDS: '5',
+        ...options.env,
+      },
+    },
+    t,
+  );
   let stdout = '';
   let stderr = '';
   let partial = '';
@@ -83,7 +85,7 @@ export async function startWorkers(
     await stop();
   });
 
-  const deadline = Date.now() + (options.readyTimeoutMs ?? 20_000);
+  const deadline = Date.now() + (options.readyTimeoutMs ?? 60_000);
   for (;;) {
     if (exited) throw new Error(`svc serve --roles ${options.roles} exited at start:\n${stderr}`);
     const current = state();

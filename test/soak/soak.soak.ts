@@ -1,9 +1,9 @@
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
+import { spawnOwned } from '../helpers/processes.js';
 import type { SoakReport } from '../../bench/soak.js';
 import { engines } from '../helpers/harness.js';
 
@@ -34,13 +34,15 @@ for (const engine of engines()) {
     const reportFile = join(dir, 'report.json');
     const args = [SOAK, '--minutes', String(MINUTES), '--rate', String(RATE), '--json', reportFile];
     if (engine === 'postgres') args.push('--database-url', process.env.SVC_TEST_DATABASE_URL!);
-    const child = spawn(process.execPath, args, {
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, NODE_OPTIONS: '' },
-    });
+    const child = spawnOwned(
+      process.execPath,
+      args,
+      { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NODE_OPTIONS: '' } },
+      t,
+    );
     let output = '';
-    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
     const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
     t.comment(output.trim());
     t.equal(code, 0, 'the soak ran to its end');

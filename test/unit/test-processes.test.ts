@@ -1,0 +1,70 @@
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import t from 'tap';
+import { waitFor } from '../helpers/cli.js';
+import { killGroup } from '../helpers/processes.js';
+
+/**
+ * The harness's promise that nothing a test starts outlives it: a test file stopped by tap's timeout
+ * (SIGALRM) or by an interrupted runner (SIGINT, SIGTERM) kills the process groups it owns, and the runner
+ * names and kills, and counts as a failure, any process of its run still alive at the end.
+ */
+const OWNED_FIXTURE = fileURLToPath(new URL('../fixtures/owned-process.js', import.meta.url));
+const LEAK_FIXTURE = fileURLToPath(new URL('../fixtures/leaks-a-process.fixture.js', import.meta.url));
+const RUNNER = fileURLToPath(new URL('../../../scripts/test.js', import.meta.url));
+const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
+
+for (const signal of ['SIGALRM', 'SIGTERM', 'SIGINT'] as const) {
+  t.test(`a test process stopped by ${signal} kills the process group it owns`, async (t) => {
+    const holder = spawn(process.execPath, [OWNED_FIXTURE], { stdio: ['ignore', 'pipe', 'inherit'] });
+    t.teardown(() => void holder.kill('SIGKILL'));
+    let output = '';
+    holder.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    const group = await waitFor(async () => Number(output.split('\n')[0]) || undefined, 60_000, 20);
+    t.ok(group, 'the fixture started its process');
+    if (!group) return;
+    t.teardown(() => void killGroup(group, 'SIGKILL'));
+    t.ok(killGroup(group, 0), 'its group is alive');
+    const exited = new Promise((resolve) => holder.once('exit', (code, sig) => resolve(sig ?? code)));
+    holder.kill(signal);
+    t.equal(await exited, signal, `the test process ended by ${signal}`);
+    const gone = await waitFor(async () => (killGroup(group, 0) ? undefined : true), 60_000, 20);
+    t.ok(gone, 'and no process of its group is left');
+  });
+}
+
+t.test('the runner names a process its run left running, kills it and fails', async (t) => {
+  const runner = spawn(process.execPath, [RUNNER, LEAK_FIXTURE], {
+    cwd: REPO_ROOT,
+    // A runner of its own, not a child of this tap: without tap's variables, as from a shell.
+    env: { ...outsideTap(process.env), SUITE_LEFTOVER_GRACE_MS: '500' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  t.teardown(() => void runner.kill('SIGKILL'));
+  let stdout = '';
+  runner.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  const code = await new Promise<number | null>((resolve) => runner.once('exit', resolve));
+  const leaked = Number(/ok 1 - sleep (\d+) started/.exec(stdout)?.[1]);
+  t.ok(leaked, 'the fixture started a sleep');
+  t.match(stdout, new RegExp(`not ok - left running after the suite: pid ${leaked}: sleep 600`), 'named');
+  t.match(stdout, /\n1 passed, 1 failed\n$/, 'counted as a failure on the last line');
+  t.equal(code, 1, 'the run fails');
+  t.notOk(isAlive(leaked), 'and the process was killed');
+});
+
+/** Alive and not a zombie (a killed process whose parent has not reaped it yet holds nothing). */
+function isAlive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return !stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z');
+  } catch {
+    return false;
+  }
+}
+
+function outsideTap(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  return Object.fromEntries(
+    Object.entries(env).filter(([name]) => !name.startsWith('TAP') && name !== 'NODE_OPTIONS'),
+  );
+}
