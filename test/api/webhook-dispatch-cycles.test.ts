@@ -2,6 +2,7 @@ import t from 'tap';
 import { emitEvent } from '../../src/events/outbox.js';
 import { Dispatcher } from '../../src/webhooks/dispatcher.js';
 import {
+  HANG_GUARD_MS,
   createTenant,
   forEachEngine,
   RAISED_LIMITS,
@@ -53,7 +54,7 @@ forEachEngine(t, async (t, engine) => {
     const emitted = await emit(app, tenant.orgId, 600);
     const controller = new AbortController();
     const running = new Dispatcher(app.services).run(controller.signal);
-    await receiver.waitFor(emitted.length, 30_000);
+    await receiver.waitFor(emitted.length, 2 * HANG_GUARD_MS);
     for (let i = 0; i < 300; i++) {
       const left = await app.db.knex('webhook_deliveries').where('status', 'pending').first('id');
       if (!left) break;

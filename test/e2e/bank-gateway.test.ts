@@ -5,6 +5,7 @@ import { ConnectorError } from '../../src/banks/connector.js';
 import { createHttpConnector } from '../../src/banks/http/http-connector.js';
 import { signatureHeaders } from '../../src/banks/http/signature.js';
 import { request } from 'undici';
+import { HANG_GUARD_MS } from '../helpers/harness.js';
 import { spawnOwned } from '../helpers/processes.js';
 
 const CLI_ENTRY = fileURLToPath(new URL('../../../bin/run.js', import.meta.url));
@@ -40,7 +41,7 @@ t.test('svc bank-gateway serves the protocol, takes faults, and stops on SIGTERM
   child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
 
-  const deadline = Date.now() + 15_000;
+  const deadline = Date.now() + HANG_GUARD_MS;
   let url: string | undefined;
   while (!url && Date.now() < deadline && child.exitCode === null) {
     url = /listening on (http:\/\/\S+)/.exec(stdout)?.[1];
@@ -49,7 +50,7 @@ t.test('svc bank-gateway serves the protocol, takes faults, and stops on SIGTERM
   t.ok(url, `it prints its URL (${stderr})`);
   if (!url) return;
 
-  const connector = createHttpConnector({ url, secret: SECRET, timeoutMs: 2000 }, 'bci');
+  const connector = createHttpConnector({ url, secret: SECRET, timeoutMs: HANG_GUARD_MS }, 'bci');
   const error = await connector.login(LOGIN).catch((e: unknown) => e);
   t.type(error, ConnectorError);
   t.equal((error as ConnectorError).code, 'mfa_expired', '--fault applies');

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
 import { loadSecretBox } from '../../src/secrets/master-key-file.js';
-import { forEachEngine, linkBody, type TestResponse } from '../helpers/harness.js';
+import { HANG_GUARD_MS, forEachEngine, linkBody, type TestResponse } from '../helpers/harness.js';
 import { installedHome, startServe, waitFor, withDatabase } from '../helpers/cli.js';
 import { startWorkers } from '../helpers/serve-roles.js';
 import {
@@ -23,7 +23,7 @@ const CLIENTS = 4;
 /** A request without an answer is sent again (same Idempotency-Key) up to this many times. */
 const RETRIES = 100;
 // A round took 3 s on an idle machine.
-timeLimitForRounds(t, ROUNDS, 15_000, 90_000);
+timeLimitForRounds(t, ROUNDS, 30_000, 120_000);
 
 /** What a client knows of one of its links: null where a request got no answer and its effect is unknown. */
 interface KnownLink {
@@ -228,7 +228,7 @@ forEachEngine(t, async (t, engine) => {
       const pid = await nextChildPid(home, api.pid, 'api', last);
       await sleep(randomBetween(300, 1500));
       // Clients back off after a kill; a kill is only a test while a request is in flight.
-      await waitFor(async () => (traffic.inFlight > 0 ? true : undefined), 10_000, 5);
+      await waitFor(async () => (traffic.inFlight > 0 ? true : undefined), HANG_GUARD_MS, 5);
       cutOff.push(traffic.inFlight);
       process.kill(pid, 'SIGKILL');
       killed += 1;

@@ -5,7 +5,7 @@ import t from 'tap';
 import { openDatabase } from '../../src/db/database.js';
 import { emitEvent } from '../../src/events/outbox.js';
 import type { SupervisorState } from '../../src/processes/supervisor.js';
-import { forEachEngine } from '../helpers/harness.js';
+import { HANG_GUARD_MS, forEachEngine } from '../helpers/harness.js';
 import { installedHome, startServe, waitFor } from '../helpers/cli.js';
 import { independentlyVerified, startReceiver } from '../helpers/receiver.js';
 import { timeLimitForRounds, crashRounds } from '../helpers/crash.js';
@@ -17,7 +17,7 @@ const EVENTS_PER_ROUND = 12;
 const ANSWERED_PER_ROUND = 8;
 
 // A kill took 0.9 s on an idle machine; the final settling may wait up to 50 s.
-timeLimitForRounds(t, KILLS, 5000, 90_000);
+timeLimitForRounds(t, KILLS, 10_000, 120_000);
 
 /**
  * `KILLS` `kill -9`s of the dispatcher child of `svc serve` during a burst of events, each while a delivery is in
@@ -92,7 +92,7 @@ forEachEngine(t, async (t, engine) => {
         const current = dispatcherPid();
         return current !== null && current !== last ? current : undefined;
       },
-      10_000,
+      HANG_GUARD_MS,
       20,
     );
     // Let this dispatcher deliver a round's worth, then kill it while it holds a request.
@@ -100,7 +100,7 @@ forEachEngine(t, async (t, engine) => {
     const before = answered();
     const busy = await waitFor(
       async () => (answered() >= before + ANSWERED_PER_ROUND && receiver.pending() > 0 ? true : undefined),
-      10_000,
+      HANG_GUARD_MS,
       2,
     );
     if (!pid || !busy) {

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { forEachEngine, linkBody, request } from '../helpers/harness.js';
+import { HANG_GUARD_MS, forEachEngine, linkBody, request } from '../helpers/harness.js';
 import { installedHome, runCli, runCliJson, startServe, waitFor, withDatabase } from '../helpers/cli.js';
 
 interface Inspection {
@@ -36,8 +36,8 @@ forEachEngine(t, async (t, engine) => {
     withDatabase(database.url, async (db) =>
       (await db.knex('links').where({ id }).first()).sync_attempts >= 1 ? true : undefined,
     );
-  t.ok(await waitFor(() => synced(healthy), 20_000));
-  t.ok(await waitFor(() => synced(rejected), 20_000));
+  t.ok(await waitFor(() => synced(healthy), HANG_GUARD_MS));
+  t.ok(await waitFor(() => synced(rejected), HANG_GUARD_MS));
 
   t.test('inspect explains a healthy link and a failing one', async (t) => {
     const ok = await runCliJson<Inspection>(t, ['links', 'inspect', healthy], { home });

@@ -1,7 +1,7 @@
 import t from 'tap';
 import { migrationNames } from '../../src/db/migrations.js';
 import { freePort, installArgs, runCli, runCliJson, startServe, withDatabase } from '../helpers/cli.js';
-import { forEachEngine, freshDatabase } from '../helpers/harness.js';
+import { HANG_GUARD_MS, forEachEngine, freshDatabase } from '../helpers/harness.js';
 
 interface MigrationStatusJson {
   applied: string[];
@@ -44,7 +44,7 @@ forEachEngine(t, async (t, engine) => {
     const refused = await runCli(['serve', '--port', String(port)], {
       home,
       env: { SVC_METRICS_PORT: '0' },
-      timeoutMs: 20_000,
+      timeoutMs: HANG_GUARD_MS,
     });
     t.notOk(refused.timedOut, 'serve does not hang');
     t.not(refused.code, 0, 'serve exits non-zero');
@@ -77,7 +77,7 @@ forEachEngine(t, async (t, engine) => {
     const refused = await runCli(['serve', '--port', String(await freePort())], {
       home,
       env: { SVC_METRICS_PORT: '0' },
-      timeoutMs: 20_000,
+      timeoutMs: HANG_GUARD_MS,
     });
     t.not(refused.code, 0, 'serve exits non-zero');
     t.match(refused.message, /newer than this version of svc/, 'and says the schema is newer than the code');

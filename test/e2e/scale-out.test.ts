@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
-import { freshDatabase, linkBody } from '../helpers/harness.js';
+import { HANG_GUARD_MS, freshDatabase, linkBody } from '../helpers/harness.js';
 import {
   installArgs,
   mapLimit,
@@ -29,7 +29,10 @@ const BANKS = ['bancochile', 'santander', 'bci', 'itau', 'bancoestado'];
 /** Endpoint B hears only these; endpoint A hears everything. */
 const B_EVENTS = ['link.created', 'link.refreshed'];
 
-t.setTimeout(Math.max(240_000, LINKS * 700));
+/** How long the syncs, and then the deliveries, may take: 200 links' syncs took 33 s idle. */
+const SETTLE_MS = Math.max(2 * HANG_GUARD_MS, LINKS * 1000);
+// Both waits at their longest, plus two minutes to start and to check.
+t.setTimeout(120_000 + 2 * SETTLE_MS);
 
 if (!process.env.SVC_TEST_DATABASE_URL) {
   t.plan(
@@ -185,7 +188,7 @@ if (!process.env.SVC_TEST_DATABASE_URL) {
           const [row] = await db.knex('links').where('sync_successes', '<', target).count({ n: '*' });
           return Number(row!.n) === 0 ? true : undefined;
         }),
-      Math.max(120_000, LINKS * 400),
+      SETTLE_MS,
       1000,
     );
     t.ok(
@@ -201,7 +204,7 @@ if (!process.env.SVC_TEST_DATABASE_URL) {
           const [row] = await db.knex('webhook_deliveries').whereNot('status', 'succeeded').count({ n: '*' });
           return Number(row!.n) === 0 ? true : undefined;
         }),
-      120_000,
+      SETTLE_MS,
       500,
     );
     t.ok(drained, `every delivery succeeded (${Date.now() - drainStarted} ms after the schedulers stopped)`);

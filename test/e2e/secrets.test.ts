@@ -9,6 +9,7 @@ import { createSandboxConnector } from '../../src/banks/sandbox/sandbox-connecto
 import type { Database } from '../../src/db/database.js';
 import { rotateMasterKey, type RetireReport, type RotationReport } from '../../src/secrets/rotate.js';
 import {
+  HANG_GUARD_MS,
   forEachEngine,
   freshDatabase,
   linkBody,
@@ -227,12 +228,12 @@ forEachEngine(t, async (t, engine) => {
     waitFor(async () => {
       const intent = (await api('GET', `/v1/refresh_intents/${id}`, { key })).body as Intent;
       return statuses.includes(intent.status) ? intent : undefined;
-    }, 20_000);
+    }, HANG_GUARD_MS);
   const refresh = async (t: Test, linkId: string, key = liveKey) => {
     // A link whose last sync has not finished refuses a refresh; wait for it to be idle first.
     await waitFor(
       async () => ((await linkOf(linkId, key)).refresh_status === 'idle' ? true : undefined),
-      20_000,
+      HANG_GUARD_MS,
     );
     const created = await api('POST', '/v1/refresh_intents', { key, body: { link_id: linkId } });
     expectOk(t, created, `refresh ${linkId}`);
@@ -296,7 +297,7 @@ forEachEngine(t, async (t, engine) => {
       waitFor(async () => {
         const current = await linkOf(id, key);
         return current.last_synced_at || current.last_error_code ? current : undefined;
-      }, 20_000);
+      }, HANG_GUARD_MS);
     t.match(
       await settled(linkOk, liveKey),
       { status: 'active', last_error_code: null },
@@ -483,7 +484,7 @@ forEachEngine(t, async (t, engine) => {
     expectOk(t, fired, 'fire');
     const delivered = await waitFor(
       async () => receiver.received.find((r) => r.event?.id === fired.body.id),
-      15_000,
+      HANG_GUARD_MS,
     );
     t.ok(delivered, 'delivered');
     const header = delivered!.headers['svc-signature'];

@@ -1,10 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
-import { forEachEngine, linkBody } from '../helpers/harness.js';
-import { installedHome, startServe, withDatabase } from '../helpers/cli.js';
+import { HANG_GUARD_MS, forEachEngine, linkBody } from '../helpers/harness.js';
+import { installedHome, startServe, waitFor, withDatabase } from '../helpers/cli.js';
 import { startReceiver } from '../helpers/receiver.js';
 import { startWorkers } from '../helpers/serve-roles.js';
 import {
@@ -101,7 +100,21 @@ forEachEngine(t, async (t, engine) => {
   };
   await Promise.all(Array.from({ length: 2 * CLIENTS_PER_API }, (_, i) => client(i % 2)));
   const trafficMs = Date.now() - began;
-  await sleep(500); // a last round of syncs and deliveries while the APIs are quiet
+  // The workers have written beside the APIs: a sync and a delivery have succeeded (on a slow machine the
+  // first ones may come only now).
+  await waitFor(
+    () =>
+      withDatabase(database.url, async (db) => {
+        const [synced] = await db.knex('jobs').where({ status: 'succeeded' }).count({ n: '*' });
+        const [delivered] = await db
+          .knex('webhook_deliveries')
+          .where({ status: 'succeeded' })
+          .count({ n: '*' });
+        return Number(synced!.n) > 0 && Number(delivered!.n) > 0 ? true : undefined;
+      }),
+    HANG_GUARD_MS,
+    100,
+  );
   for (const api of apis) {
     api.process.kill('SIGTERM');
     await api.exited;

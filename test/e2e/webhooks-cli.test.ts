@@ -1,6 +1,6 @@
 import t from 'tap';
 import type { Test } from 'tap';
-import { forEachEngine, linkBody } from '../helpers/harness.js';
+import { HANG_GUARD_MS, forEachEngine, linkBody } from '../helpers/harness.js';
 import {
   installedHome,
   killGroup,
@@ -136,7 +136,7 @@ forEachEngine(t, async (t, engine) => {
         );
         return rows.some((row) => row.event_id === firedEvent) ? rows : undefined;
       },
-      15_000,
+      HANG_GUARD_MS,
       300,
     );
     t.ok(failed, 'the 500 delivery ends failed after its three attempts');
@@ -179,7 +179,7 @@ forEachEngine(t, async (t, engine) => {
       await waitFor(
         async () =>
           bad.received.filter((r) => r.event.id === firedEvent).length > before ? true : undefined,
-        10_000,
+        HANG_GUARD_MS,
       ),
       'one more attempt arrived',
     );
@@ -209,7 +209,7 @@ forEachEngine(t, async (t, engine) => {
         'account.created',
       ]);
 
-      const ready = await waitFor(async () => lines.find((l) => l.type === 'ready'), 15_000, 50);
+      const ready = await waitFor(async () => lines.find((l) => l.type === 'ready'), HANG_GUARD_MS, 50);
       t.ok(ready, `listen is ready ${stderr()}`);
       const endpointId = ready!.endpoint_id as string;
       const secret = ready!.secret as string;
@@ -224,7 +224,7 @@ forEachEngine(t, async (t, engine) => {
         body: { type: 'account.created', link_id: link },
       });
       t.equal(fired.status, 200);
-      const [got] = await target.waitFor(1, 10_000);
+      const [got] = await target.waitFor(1, HANG_GUARD_MS);
       t.equal(got!.event.id, fired.body.id);
       t.equal(got!.headers['svc-event-id'], fired.body.id);
       t.equal(got!.headers['content-type'], 'application/json');
@@ -235,7 +235,7 @@ forEachEngine(t, async (t, engine) => {
       );
       const stored = await serve.request('GET', `/v1/events/${fired.body.id}`, { key: sk });
       t.equal(got!.body, JSON.stringify(stored.body), 'the exact body');
-      const printed = await waitFor(async () => lines.find((l) => l.type === 'event'), 5000, 50);
+      const printed = await waitFor(async () => lines.find((l) => l.type === 'event'), HANG_GUARD_MS, 50);
       t.match(printed, {
         type: 'event',
         event_id: fired.body.id,
@@ -248,7 +248,7 @@ forEachEngine(t, async (t, engine) => {
             const d = await db.knex('webhook_deliveries').where({ endpoint_id: endpointId }).first();
             return d?.status === 'succeeded' ? d : undefined;
           }),
-        5000,
+        HANG_GUARD_MS,
       );
       t.ok(delivery, "the dispatcher was answered with the receiver's 200");
 
@@ -272,7 +272,7 @@ forEachEngine(t, async (t, engine) => {
   t.test("a killed listener's endpoint expires: events skip it, then housekeeping removes it", async (t) => {
     const target = await startReceiver(t);
     const { child, lines, exited } = startListener(t, home, target.url);
-    const ready = await waitFor(async () => lines.find((line) => line.type === 'ready'), 15_000, 50);
+    const ready = await waitFor(async () => lines.find((line) => line.type === 'ready'), HANG_GUARD_MS, 50);
     const endpointId = ready!.endpoint_id as string;
     killGroup(child.pid!, 'SIGKILL');
     await exited;

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import t, { type Test } from 'tap';
 import { chromium, type BrowserContext, type FrameLocator, type Page } from 'playwright-core';
 import {
+  HANG_GUARD_MS,
   createTenant,
   linkBody,
   runSyncs,
@@ -104,14 +105,14 @@ async function events(page: Page): Promise<PageEvent[]> {
 
 async function waitForEvent(page: Page, kind: PageEvent['kind']): Promise<PageEvent> {
   await page.waitForFunction(`window.events.some((event) => event.kind === ${JSON.stringify(kind)})`, null, {
-    timeout: 15_000,
+    timeout: HANG_GUARD_MS,
   });
   return (await events(page)).find((event) => event.kind === kind)!;
 }
 
 /** The widget's heading: each screen has exactly one h1, focused when the screen appears. */
 async function screen(frame: FrameLocator, name: string | RegExp): Promise<void> {
-  await frame.getByRole('heading', { level: 1, name }).waitFor({ timeout: 15_000 });
+  await frame.getByRole('heading', { level: 1, name }).waitFor({ timeout: HANG_GUARD_MS });
 }
 
 /** The id of the element that has the focus inside the widget. */

@@ -1,5 +1,5 @@
 import type { ChildProcess } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -264,13 +264,22 @@ export async function within<T>(promise: Promise<T>, ms: number): Promise<T | un
   }
 }
 
-/** True while a process with this pid exists. */
+/**
+ * True while a process with this pid exists and has not exited: a zombie (dead, not yet reaped by its
+ * parent, which on a loaded machine can take a while) holds no port, file or CPU, so it does not count.
+ */
 export function isRunning(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
   } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
+    if ((error as NodeJS.ErrnoException).code !== 'EPERM') return false;
+  }
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z';
+  } catch (error) {
+    // Gone since the signal check; or, with no /proc at all (not Linux), the signal check has to do.
+    return !((error as NodeJS.ErrnoException).code === 'ENOENT' && existsSync('/proc'));
   }
 }
 

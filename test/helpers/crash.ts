@@ -6,7 +6,14 @@ import type { Database } from '../../src/db/database.js';
 import type { SupervisorState } from '../../src/processes/supervisor.js';
 import { loadSecretBox } from '../../src/secrets/master-key-file.js';
 import type { Test } from 'tap';
-import { RAISED_LIMITS, engines, request, type RequestOptions, type TestResponse } from './harness.js';
+import {
+  HANG_GUARD_MS,
+  RAISED_LIMITS,
+  engines,
+  request,
+  type RequestOptions,
+  type TestResponse,
+} from './harness.js';
 
 /**
  * How many `kill -9`s (or seconds of traffic) a crash test does: CRASH_ROUNDS from the environment (the soak
@@ -24,7 +31,7 @@ export function crashRounds(fallback: number): number {
 
 /**
  * Sets the file's time limit (tap's, which the runner enforces) from its work: for each engine, `fixedMs`
- * for start-up and the final checks, plus `perRoundMs` per round. Each file's `perRoundMs` is about five
+ * for start-up and the final checks, plus `perRoundMs` per round. Each file's `perRoundMs` is about ten
  * times what a round takes on an idle 2-core machine, so the limit holds on a loaded one and still ends a
  * hung file in minutes.
  */
@@ -88,7 +95,7 @@ export async function nextChildPid(
   servePid: number,
   role: string,
   previous: number | null,
-  timeoutMs = 15_000,
+  timeoutMs = HANG_GUARD_MS,
 ): Promise<number> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {

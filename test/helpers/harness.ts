@@ -27,6 +27,13 @@ import { createSandboxConnector } from '../../src/banks/sandbox/sandbox-connecto
 export type EngineName = 'sqlite' | 'postgres';
 
 /**
+ * How long a test waits for work that takes a second or two on an idle machine (a process starting, a
+ * sync, a delivery) before calling it hung. Not a promise of the product's: room for a loaded 2-core
+ * machine, where the same work has been seen to take ten times as long.
+ */
+export const HANG_GUARD_MS = 60_000;
+
+/**
  * Where every test app's clock starts. Sandbox data is a function of time, so a fixed start makes every
  * run see the same bank (here: pending card charges on the day, a reversal within the month).
  */

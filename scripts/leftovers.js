@@ -1,0 +1,73 @@
+#!/usr/bin/env node
+// The last step of .ci/run: names every process still alive that was started from this checkout (its
+// working directory or its command line lies inside it), kills it, and exits 1 if there was any. The test
+// runner already checks the processes it marked; this also catches what the install, build or lint steps,
+// or a test that cleared its environment, left behind. This process and its ancestors (the CI shell) are
+// not counted, nor, with `--since-pid PID`, anything that started before PID (a developer's shell or editor
+// in the checkout).
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { URL, fileURLToPath } from 'node:url';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url)).replace(/\/$/, '');
+/** Give processes that are exiting at this moment (a drained child, a reaped worker) a few seconds. */
+const GRACE_MS = 10_000;
+const sinceIndex = process.argv.indexOf('--since-pid');
+const since = sinceIndex > 0 ? stat(Number(process.argv[sinceIndex + 1])).startTicks : 0;
+
+function stat(pid) {
+  const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
+  // Fields 3, 4 and 22 of proc(5): state, parent and start time in clock ticks since boot.
+  return { state: fields[0], ppid: Number(fields[1]), startTicks: Number(fields[19]) };
+}
+
+function ancestors() {
+  const chain = new Set();
+  for (let pid = process.pid; pid > 1;) {
+    chain.add(pid);
+    try {
+      pid = stat(pid).ppid;
+    } catch {
+      break;
+    }
+  }
+  return chain;
+}
+
+function insideCheckout(path) {
+  return path === ROOT || path.startsWith(`${ROOT}/`);
+}
+
+function leftovers() {
+  const excluded = ancestors();
+  const found = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry) || excluded.has(Number(entry))) continue;
+    try {
+      const { state, startTicks } = stat(entry);
+      if (state === 'Z' || startTicks < since) continue; // a zombie holds nothing
+      const cwd = readlinkSync(`/proc/${entry}/cwd`);
+      const command = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0').join(' ').trim();
+      if (insideCheckout(cwd) || command.split(' ').some(insideCheckout) || command.includes(`${ROOT}/`))
+        found.push({ pid: Number(entry), cwd, command: command.slice(0, 300) });
+    } catch {
+      // gone while we looked, or a kernel thread
+    }
+  }
+  return found;
+}
+
+let found = leftovers();
+for (const deadline = Date.now() + GRACE_MS; found.length > 0 && Date.now() < deadline; found = leftovers())
+  await sleep(250);
+for (const process_ of found) {
+  console.log(`left running from ${ROOT}: pid ${process_.pid} (cwd ${process_.cwd}): ${process_.command}`);
+  try {
+    process.kill(process_.pid, 'SIGKILL');
+  } catch {
+    // already gone
+  }
+}
+if (found.length > 0) process.exit(1);
+console.log(`no process started from ${ROOT} is left running`);
