@@ -6,6 +6,7 @@ import {
   freePort,
   installedHome,
   isRunning,
+  groupIsAlive,
   killGroup,
   startServe,
   type ServeProcess,
@@ -163,7 +164,7 @@ forEachEngine(t, async (t, engine) => {
     { code: 0, signal: null },
     'the last serve stops cleanly',
   );
-  t.notOk(killGroup(serve.pid, 0), 'and leaves no process of its group');
+  t.notOk(groupIsAlive(serve.pid), 'and leaves no process of its group');
   t.same(
     [...everPids].filter(isRunning),
     [],

@@ -7,9 +7,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Test } from 'tap';
 import { openDatabase, type Database } from '../../src/db/database.js';
 import { freshDatabase, request, type EngineName, type TestDatabase, type TestResponse } from './harness.js';
-import { killGroup, releaseGroup, spawnOwned } from './processes.js';
+import { groupIsAlive, killGroup, releaseGroup, spawnOwned } from './processes.js';
 
-export { killGroup };
+export { groupIsAlive, killGroup };
 
 /** The CLI a user runs: `bin/run.js` at the repository root (this file compiles to dist/test/helpers). */
 export const CLI_ENTRY = fileURLToPath(new URL('../../../bin/run.js', import.meta.url));
@@ -84,7 +84,7 @@ export async function runCli(args: string[], options: CliOptions): Promise<CliRe
   const elapsedMs = Date.now() - started;
   clearTimeout(timer);
   // Whatever the command forked must not outlive it: note it, then kill it.
-  const leftProcesses = killGroup(child.pid!, 0);
+  const leftProcesses = groupIsAlive(child.pid!);
   if (leftProcesses) killGroup(child.pid!, 'SIGKILL');
   releaseGroup(child.pid!);
   await closed;

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { onExit } from 'signal-exit';
 import type { Test } from 'tap';
 
@@ -22,6 +22,18 @@ export function killGroup(pid: number, signal: NodeJS.Signals | 0): boolean {
     if ((error as NodeJS.ErrnoException).code === 'ESRCH') return false;
     throw error;
   }
+}
+
+/**
+ * Whether any process of the group led by `pgid` is alive. Unlike `killGroup(pgid, 0)`, a zombie (exited,
+ * waiting for init to reap it, which on a loaded machine can take a while) does not count: it holds no
+ * port, file or CPU.
+ */
+export function groupIsAlive(pgid: number): boolean {
+  if (!killGroup(pgid, 0)) return false;
+  const members = procEntries().filter((entry) => entry.pgrp === pgid);
+  // Without /proc (not Linux) the signal check is all there is.
+  return members.length === 0 && !hasProc() ? true : members.some((entry) => entry.state !== 'Z');
 }
 
 /**
@@ -75,25 +87,43 @@ function killQuietly(pid: number): void {
   }
 }
 
-/** Pids whose parent is `parent`, read from /proc (Linux); empty where there is no /proc. */
+/** Pids whose parent is `parent`; empty where there is no /proc. */
 function childrenOf(parent: number): number[] {
-  let entries: string[];
+  return procEntries()
+    .filter((entry) => entry.ppid === parent)
+    .map((entry) => entry.pid);
+}
+
+interface ProcEntry {
+  pid: number;
+  state: string;
+  ppid: number;
+  pgrp: number;
+}
+
+function hasProc(): boolean {
+  return existsSync('/proc/self/stat');
+}
+
+/** Every process's state, parent and group, read from /proc (Linux); empty where there is none. */
+function procEntries(): ProcEntry[] {
+  let names: string[];
   try {
-    entries = readdirSync('/proc');
+    names = readdirSync('/proc');
   } catch {
     return [];
   }
-  const children: number[] = [];
-  for (const entry of entries) {
-    if (!/^\d+$/.test(entry)) continue;
+  const entries: ProcEntry[] = [];
+  for (const name of names) {
+    if (!/^\d+$/.test(name)) continue;
     try {
-      // The command name (field 2) is in parentheses and may hold spaces; the ppid follows the state.
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-      if (ppid === parent) children.push(Number(entry));
+      // The command name (field 2) is in parentheses and may hold spaces; state, ppid and pgrp follow it.
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+      const [state, ppid, pgrp] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      entries.push({ pid: Number(name), state: state!, ppid: Number(ppid), pgrp: Number(pgrp) });
     } catch {
       // gone while we looked
     }
   }
-  return children;
+  return entries;
 }

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { waitFor } from '../helpers/cli.js';
-import { killGroup } from '../helpers/processes.js';
+import { groupIsAlive, killGroup } from '../helpers/processes.js';
 
 /**
  * The harness's promise that nothing a test starts outlives it: a test file stopped by tap's timeout
@@ -25,11 +25,11 @@ for (const signal of ['SIGALRM', 'SIGTERM', 'SIGINT'] as const) {
     t.ok(group, 'the fixture started its process');
     if (!group) return;
     t.teardown(() => void killGroup(group, 'SIGKILL'));
-    t.ok(killGroup(group, 0), 'its group is alive');
+    t.ok(groupIsAlive(group), 'its group is alive');
     const exited = new Promise((resolve) => holder.once('exit', (code, sig) => resolve(sig ?? code)));
     holder.kill(signal);
     t.equal(await exited, signal, `the test process ended by ${signal}`);
-    const gone = await waitFor(async () => (killGroup(group, 0) ? undefined : true), 60_000, 20);
+    const gone = await waitFor(async () => (groupIsAlive(group) ? undefined : true), 60_000, 20);
     t.ok(gone, 'and no process of its group is left');
   });
 }
