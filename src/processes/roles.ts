@@ -45,14 +45,22 @@ const api: Role = {
     const { startApiServer } = await import('../api/server.js');
     const { startMetricsServer } = await import('../metrics/metrics.js');
     const server = await startApiServer(services, listener);
+    const metricsAddress = `${config.metrics.host}:${config.metrics.port}`;
+    // Metrics are an aid, the API is the product: a taken metrics port turns metrics off, with the reason,
+    // rather than crash-looping the API until `svc serve` gives up.
     const metrics =
       config.metrics.port > 0
-        ? await startMetricsServer(services.metrics, config.metrics.host, config.metrics.port)
+        ? await startMetricsServer(services.metrics, config.metrics.host, config.metrics.port).catch(
+            (error: NodeJS.ErrnoException) => {
+              services.logger.warn(
+                { metrics: metricsAddress, err: error },
+                `metrics off: cannot listen on ${metricsAddress} (${error.code ?? error.message}); set metrics.port (SVC_METRICS_PORT) to a free port, or 0`,
+              );
+              return null;
+            },
+          )
         : null;
-    services.logger.info(
-      { url: server.url, metrics: metrics ? `${config.metrics.host}:${config.metrics.port}` : 'off' },
-      'api listening',
-    );
+    services.logger.info({ url: server.url, metrics: metrics ? metricsAddress : 'off' }, 'api listening');
     ready();
     await waitForAbort(signal);
     services.logger.info('api draining in-flight requests');

@@ -9,7 +9,7 @@ import {
   freePort,
   installArgs,
   isRunning,
-  killGroup,
+  groupIsAlive,
   runCli,
   runCliJson,
   startServe,
@@ -157,7 +157,7 @@ forEachEngine(t, async (t, engine) => {
       const exit = await within(serve.exited, SLOW_START_MS);
       t.same(exit, { code: 0, signal: null }, 'svc serve exits 0');
       for (const pid of pids) t.notOk(isRunning(pid), `child ${pid} is gone`);
-      t.notOk(killGroup(serve.pid, 0), 'no process of the serve process group is left');
+      t.notOk(groupIsAlive(serve.pid), 'no process of the serve process group is left');
       const after = await status(t, home);
       t.same(
         after.processes.filter((p) => p.supervisor_pid === serve.pid),
@@ -179,7 +179,7 @@ forEachEngine(t, async (t, engine) => {
     // Each child drains and exits when it loses its supervisor; the wait leaves room for a slow machine.
     const gone = await waitFor(async () => (pids.some(isRunning) ? undefined : true), SLOW_START_MS);
     t.ok(gone, `every child stops by itself (${Date.now() - killedAt} ms)`);
-    t.notOk(killGroup(serve.pid, 0), 'no process of the serve process group is left');
+    t.notOk(groupIsAlive(serve.pid), 'no process of the serve process group is left');
     const current = await status(t, home);
     t.same(
       current.processes.filter((p) => p.supervisor_pid === serve.pid),
@@ -213,6 +213,36 @@ forEachEngine(t, async (t, engine) => {
     t.match(refused.message, /mailer/, 'and quotes what was given');
     t.notOk(refused.leftProcesses, 'no process is left behind');
     t.equal(await fetch(`http://127.0.0.1:${port}/health`).catch(() => null), null, 'no API was started');
+  });
+
+  await t.test('a taken metrics port turns metrics off; the API serves on, never restarted', async (t) => {
+    const metricsPort = await freePort();
+    const squatter = createServer();
+    await new Promise<void>((resolve) => squatter.listen(metricsPort, '127.0.0.1', resolve));
+    t.teardown(() => new Promise<void>((resolve) => squatter.close(() => resolve())));
+
+    const serve = await startServe(t, {
+      home,
+      args: ['--roles', 'api'],
+      env: { SVC_METRICS_PORT: String(metricsPort) },
+    });
+    const openapi = await serve.request('GET', '/v1/openapi.json', { key: secretKey });
+    t.equal(openapi.status, 200, 'the API serves');
+    const said = await waitFor(
+      async () =>
+        serve
+          .stdout()
+          .split('\n')
+          .find((line) => line.includes('metrics off')),
+      SLOW_START_MS,
+    );
+    t.match(
+      JSON.parse(said ?? '{}'),
+      { msg: new RegExp(`metrics off: cannot listen on 127\\.0\\.0\\.1:${metricsPort} \\(EADDRINUSE\\)`) },
+      'the log says why metrics are off',
+    );
+    const api = supervisedChildren(home, serve).get('api');
+    t.match(api, { status: 'running', restarts: 0 }, 'the api was never restarted');
   });
 
   await t.test('a crash-looping api makes serve give up with the reason', async (t) => {
