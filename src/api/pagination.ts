@@ -6,9 +6,22 @@ export interface PageQuery {
   per_page: number;
 }
 
+/**
+ * The deepest page: (page - 1) × 300 stays a safe integer and fits every engine's OFFSET, where 1e20 was a
+ * 500 from the database. A billion pages of 300 is more rows than any appliance holds, so nothing that
+ * could answer rows is refused.
+ */
+export const MAX_PAGE = 1_000_000_000;
+
 /** `page` (at least 1, default 1) and `per_page` (1 to 300, default 30), as the spec fixes for every list. */
 export const pageQueryProperties: Record<string, JsonSchema> = {
-  page: { type: 'integer', minimum: 1, default: 1, description: 'Page number, from 1' },
+  page: {
+    type: 'integer',
+    minimum: 1,
+    maximum: MAX_PAGE,
+    default: 1,
+    description: `Page number, from 1 to ${MAX_PAGE}`,
+  },
   per_page: {
     type: 'integer',
     minimum: 1,

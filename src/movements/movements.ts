@@ -90,10 +90,38 @@ export interface MovementQuery {
 
 const DAY = 86_400_000;
 const DATE_ONLY = /^\d{4}-\d{2}-\d{2}$/;
+const TIME_FIELDS =
+  /^(\d{4})-(\d{2})-(\d{2})(?:T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(?:Z|[+-](\d{2}):(\d{2})))?$/;
+
+/**
+ * Whether every field of a date or ISO 8601 time exists on the calendar and the clock. `Date.parse` rolls
+ * `2026-02-31` over into March on V8, which made a filter mean a day nobody asked for.
+ */
+export function isCalendarTime(value: string): boolean {
+  const fields = TIME_FIELDS.exec(value);
+  if (!fields) return false;
+  const [year, month, day, hour = 0, minute = 0, second = 0, offsetHours = 0, offsetMinutes = 0] = fields
+    .slice(1)
+    .map((field) => (field === undefined ? undefined : Number(field)));
+  const daysInMonth = new Date(Date.UTC(year!, month!, 0)).getUTCDate();
+  return (
+    month! >= 1 &&
+    month! <= 12 &&
+    day! >= 1 &&
+    day! <= daysInMonth &&
+    hour <= 23 &&
+    minute <= 59 &&
+    second <= 59 &&
+    offsetHours <= 23 &&
+    offsetMinutes <= 59
+  );
+}
 
 /** A date (`2026-01-31`) or an ISO 8601 time; a date as an upper bound covers its whole day. */
 export function parseTime(param: string, value: string, upperBound = false): number {
-  const ms = Date.parse(DATE_ONLY.test(value) ? `${value}T00:00:00.000Z` : value);
+  const ms = isCalendarTime(value)
+    ? Date.parse(DATE_ONLY.test(value) ? `${value}T00:00:00.000Z` : value)
+    : NaN;
   if (Number.isNaN(ms)) {
     throw errors.invalidParameter(
       param,

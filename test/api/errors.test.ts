@@ -4,6 +4,7 @@ import { defineRoute } from '../../src/api/route.js';
 import { openDatabase } from '../../src/db/database.js';
 import { createOrganisation } from '../../src/orgs/orgs.js';
 import {
+  RAISED_LIMITS,
   createTenant,
   forEachEngine,
   startTestApp,
@@ -13,6 +14,8 @@ import {
 } from '../helpers/harness.js';
 
 const REQUEST_ID = /^req_[0-9a-f]{16}$/;
+/** Values for a list's required query parameters that are well formed and name nothing. */
+const DUMMY_IDS: Record<string, string> = { link_id: 'link_0000000000000000' };
 const SECRET = 'svc_sk_live_LeakedSecretValue0123456789abcdefXYZ';
 
 interface EchoBody {
@@ -128,6 +131,45 @@ forEachEngine(t, async (t, engine) => {
   const tenant = await createTenant(app);
   const key = tenant.keys.sk_test.secret;
   const post = '/v1/test/organisations';
+
+  t.test(
+    'every list refuses a page no database can reach, and any page that is not a whole number',
+    async (t) => {
+      const reader = (await createTenant(app, { rateLimits: RAISED_LIMITS })).keys.sk_test.secret;
+      const spec = (await app.request('GET', '/v1/openapi.json', { key: reader })).body;
+      type Parameter = { name: string; in: string; required?: boolean };
+      const lists = Object.entries(
+        spec.paths as Record<string, { get?: { parameters?: Parameter[] } }>,
+      ).flatMap(([path, item]) => {
+        const parameters = item.get?.parameters ?? [];
+        if (!parameters.some((parameter) => parameter.name === 'page')) return [];
+        // Well-formed ids that name nothing: the query is checked before any lookup.
+        const required = parameters.filter((p) => p.in === 'query' && p.required).map((p) => p.name);
+        const query = required.map((name) => `${name}=${DUMMY_IDS[name] ?? 'no-dummy-for-this-parameter'}&`);
+        return [`${path.replace(/\{[^}]+\}/g, 'acc_0000000000000000')}?${query.join('')}`];
+      });
+      t.ok(lists.length >= 7, `${lists.length} lists`);
+      for (const list of lists) {
+        for (const page of [
+          '1e20',
+          '99999999999999999999',
+          '1000000001',
+          'Infinity',
+          '-Infinity',
+          'NaN',
+          '2.5',
+        ]) {
+          await expectError(
+            t,
+            app,
+            () => app.request('GET', `${list}page=${page}`, { key: reader }),
+            { status: 400, type: 'invalid_request_error', code: 'parameter_invalid', param: 'page' },
+            `${list}page=${page}`,
+          );
+        }
+      }
+    },
+  );
 
   t.test('an unknown route is 404 resource_missing', async (t) => {
     const invalid = { status: 404, type: 'invalid_request_error', code: 'resource_missing' };

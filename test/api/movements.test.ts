@@ -247,8 +247,20 @@ forEachEngine(t, async (t, engine) => {
       ['per_page=0', 'per_page'],
       ['per_page=301', 'per_page'],
       ['page=two', 'page'],
+      ['page=1e20', 'page'],
+      ['page=99999999999999999999', 'page'],
+      ['page=1000000001', 'page'],
+      ['page=Infinity', 'page'],
+      ['page=NaN', 'page'],
+      ['page=1.5', 'page'],
       ['since=yesterday', 'since'],
       ['until=2026-13-45', 'until'],
+      ['since=2026-02-31', 'since'],
+      ['until=2026-02-30', 'until'],
+      ['since=2026-02-29', 'since'],
+      ['since=2026-04-31T10:00:00Z', 'since'],
+      ['until=2026-01-31T24:00Z', 'until'],
+      ['synced_since=2026-01-31T12:60:00Z', 'synced_since'],
       ['synced_since=nope', 'synced_since'],
       ['confirmed_only=maybe', 'confirmed_only'],
       ['include_removals=true', 'include_removals'],
@@ -260,6 +272,19 @@ forEachEngine(t, async (t, engine) => {
       t.equal(response.status, 400, query!);
       t.equal(response.body.error.param, param, query!);
     }
+    for (const query of [
+      'since=2024-02-29',
+      'until=2026-12-31T23:59:59.999999Z',
+      'since=2026-01-31T12:00%2B03:00',
+    ]) {
+      t.equal(
+        (await app.request('GET', `${path}?${query}`, { key: sk })).status,
+        200,
+        `${query} is a real time`,
+      );
+    }
+    const deepest = await app.request('GET', `${path}?page=1000000000`, { key: sk });
+    t.same([deepest.status, deepest.body], [200, []], 'the deepest page is an empty page');
     t.equal(
       (await app.request('GET', `${path}`, { key: tenant.keys.pk_test.secret })).status,
       403,
