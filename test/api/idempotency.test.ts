@@ -21,6 +21,29 @@ forEachEngine(t, async (t, engine) => {
     t.same(await tableCounts(app.db), before, 'no second endpoint');
   });
 
+  t.test(
+    'a publishable key is never handed an answer made for the secret key, nor the reverse',
+    async (t) => {
+      const pk = tenant.keys.pk_test.secret;
+      for (const [first, second, label] of [
+        [sk, pk, 'secret first'],
+        [pk, sk, 'publishable first'],
+      ] as const) {
+        const headers = { 'Idempotency-Key': `widget-token-${label.replace(' ', '-')}` };
+        const made = await app.request('POST', '/v1/widget_tokens', { key: first, body: {}, headers });
+        t.equal(made.status, 200, `${label}: the first request makes a widget token`);
+        const before = await tableCounts(app.db);
+        const other = await app.request('POST', '/v1/widget_tokens', { key: second, body: {}, headers });
+        t.equal(other.status, 409, `${label}: the other credential is refused`);
+        t.match(other.body, { error: { code: 'idempotency_key_reused' } });
+        t.notOk(other.text.includes(made.body.token), `${label}: nothing of the answer is replayed`);
+        t.same(await tableCounts(app.db), before, `${label}: nothing written`);
+        const again = await app.request('POST', '/v1/widget_tokens', { key: first, body: {}, headers });
+        t.same(again.body, made.body, `${label}: the first credential still replays its answer`);
+      }
+    },
+  );
+
   t.test('the same key with another body is 409 idempotency_key_reused', async (t) => {
     const headers = { 'Idempotency-Key': 'create-endpoint-2' };
     await app.request('POST', '/v1/webhook_endpoints', { key: sk, body, headers });

@@ -21,7 +21,9 @@ interface IdempotencyRow {
 /**
  * `Idempotency-Key` on any POST: the first request's response is kept for the configured time (24 h) and
  * replayed for a repeat with the same body; a different body is 409 `idempotency_key_reused`. Server errors
- * are not kept, so a retry after a 5xx runs again.
+ * are not kept, so a retry after a 5xx runs again. The kind of credential is part of the request: a
+ * publishable key (which lives in browsers) must never be handed an answer first made for the secret key,
+ * such as a widget token, nor the reverse; a rotated secret key's successor is the same kind and replays.
  */
 export async function withIdempotency(
   ctx: Context,
@@ -42,7 +44,7 @@ export async function withIdempotency(
   const now = services.clock.now();
   const where = { org_id: principal.orgId, mode: principal.mode, idempotency_key: key };
   const requestHash = createHash('sha256')
-    .update(`${ctx.method} ${ctx.path}\n${JSON.stringify(body ?? null)}`)
+    .update(`${principal.kind} ${ctx.method} ${ctx.path}\n${JSON.stringify(body ?? null)}`)
     .digest('hex');
   const ttlMs = services.config.idempotency.ttlHours * 3_600_000;
   // A kept answer can carry a secret shown once (a webhook signing secret, a widget token), so it is sealed
