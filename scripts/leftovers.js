@@ -3,8 +3,8 @@
 // working directory or its command line lies inside it), kills it, and exits 1 if there was any. The test
 // runner already checks the processes it marked; this also catches what the install, build or lint steps,
 // or a test that cleared its environment, left behind. This process and its ancestors (the CI shell) are
-// not counted, nor, with `--since-pid PID`, anything that started before PID (a developer's shell or editor
-// in the checkout).
+// not counted, nor anything that started before `--since-pid PID` (a developer's shell or editor in the
+// checkout).
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { URL, fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -12,8 +12,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 const ROOT = fileURLToPath(new URL('..', import.meta.url)).replace(/\/$/, '');
 /** Give processes that are exiting at this moment (a drained child, a reaped worker) a few seconds. */
 const GRACE_MS = 10_000;
+// Required: without it, a developer's shells and editors in the checkout would be named and killed.
 const sinceIndex = process.argv.indexOf('--since-pid');
-const since = sinceIndex > 0 ? stat(Number(process.argv[sinceIndex + 1])).startTicks : 0;
+if (sinceIndex < 0 || !/^\d+$/.test(process.argv[sinceIndex + 1] ?? '')) {
+  console.error('usage: node scripts/leftovers.js --since-pid PID (count only processes started after PID)');
+  process.exit(2);
+}
+const since = stat(Number(process.argv[sinceIndex + 1])).startTicks;
 
 function stat(pid) {
   const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
