@@ -240,6 +240,15 @@ export async function emitLinkCreated(trx: Knex, row: LinkRow, now: number): Pro
   });
 }
 
+/**
+ * Whether `next` logs in as the holder a link was created for: the same RUT and, for a business link, the
+ * same company. Replacing a link's credentials with another person's would hand that person's accounts to
+ * the customer's `external_user_id` under the old link.
+ */
+export function isSameHolder(current: BankCredentials, next: BankCredentials): boolean {
+  return current.rut === next.rut && (current.rutEmpresa ?? null) === (next.rutEmpresa ?? null);
+}
+
 export function openCredentials(
   row: Pick<LinkRow, 'id' | 'credentials_encrypted'>,
   secrets: SecretBox,

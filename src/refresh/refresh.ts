@@ -142,9 +142,17 @@ export async function acceptMfaCode(
     await failWaitingIntent(trx, intent, 'mfa_expired', now);
     return { expired: intent };
   }
-  await trx('refresh_intents')
-    .where({ id: intent.id })
+  // Taken once: a second code (from the widget or the API) while the first is being verified would replace
+  // it under the worker. The intent read above may be stale; the condition is checked on the row.
+  const taken = await trx('refresh_intents')
+    .where({ id: intent.id, status: 'requires_mfa', mfa_code_encrypted: null })
     .update({ mfa_code_encrypted: secrets.seal(code, intent.id), updated_at: now });
+  if (taken !== 1) {
+    throw errors.conflict(
+      'mfa_code_in_progress',
+      `A verification code for refresh intent ${intent.id} is already being checked; wait for its result.`,
+    );
+  }
   await trx('jobs')
     .where({ refresh_intent_id: intent.id, status: 'waiting_mfa' })
     .update({ status: 'queued', run_at: now, updated_at: now });

@@ -102,7 +102,8 @@ export const refreshRoutes = [
     responses: {
       200: { description: 'The intent, queued again', schema: ref },
       409: {
-        description: '`intent_not_waiting_for_mfa` or `mfa_expired` (the intent then failed)',
+        description:
+          '`intent_not_waiting_for_mfa`, `mfa_code_in_progress` (a code is being checked) or `mfa_expired` (the intent then failed)',
         schema: { $ref: '#/components/schemas/Error' },
       },
     },

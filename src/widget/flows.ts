@@ -5,10 +5,17 @@ import { ApiError, errors } from '../errors/api-error.js';
 import { isUniqueViolation } from '../db/errors.js';
 import type { SecretBox } from '../secrets/secret-box.js';
 import { sha256Hex } from '../secrets/secret-box.js';
-import type { HolderType } from '../banks/connector.js';
+import type { BankCredentials, HolderType } from '../banks/connector.js';
 import { findInstitution, offers, type Product } from '../banks/institutions.js';
 import { enqueueSync } from '../jobs/jobs.js';
-import { createLink, validateLinkInput, type LinkPolicy, type LinkRow } from '../links/links.js';
+import {
+  createLink,
+  isSameHolder,
+  openCredentials,
+  validateLinkInput,
+  type LinkPolicy,
+  type LinkRow,
+} from '../links/links.js';
 import type { IntentRow } from '../refresh/intents.js';
 import { acceptMfaCode } from '../refresh/refresh.js';
 import { issueExchangeToken } from '../exchange/exchange.js';
@@ -52,6 +59,19 @@ function refuse(code: string, status = 409, context: Parameters<typeof describeP
   return new ApiError(status, 'invalid_request_error', code, describeProblem(code, context).message);
 }
 
+/**
+ * The credentials the link was made with, or null when they no longer open (`credentials_unreadable`: a
+ * master key lost or a row restored wrongly, which only the operator can cause). Reconnecting is then the
+ * documented way back (docs/security.md), and there is no holder left to compare with.
+ */
+function holderOf(link: LinkRow, context: WidgetContext): BankCredentials | null {
+  try {
+    return openCredentials(link, context.policy.secrets);
+  } catch {
+    return null;
+  }
+}
+
 function bankName(bankId: string | null): string | undefined {
   return bankId ? findInstitution(bankId)?.name : undefined;
 }
@@ -86,6 +106,7 @@ export async function submitCredentials(
       'A connection is already being made in this window; wait for its result.',
     );
   if (session.attempts >= MAX_ATTEMPTS) throw refuse('too_many_attempts', 429);
+  await claimAttempt(trx, session, now);
   const consent = {
     consent_version: CONSENT_VERSION,
     consent_text_hash: sha256Hex(consentText(context.config.widget.name)),
@@ -136,16 +157,13 @@ export async function submitCredentials(
     const intent: Pick<IntentRow, 'id'> = await trx('refresh_intents')
       .where({ link_id: link.id })
       .first('id');
-    await trx('widget_sessions')
-      .where({ id: session.id })
-      .update({
-        bank_id: bankId,
-        link_id: link.id,
-        refresh_intent_id: intent.id,
-        attempts: session.attempts + 1,
-        last_error_code: null,
-        updated_at: now,
-      });
+    await trx('widget_sessions').where({ id: session.id }).update({
+      bank_id: bankId,
+      link_id: link.id,
+      refresh_intent_id: intent.id,
+      last_error_code: null,
+      updated_at: now,
+    });
     return;
   }
 
@@ -160,6 +178,15 @@ export async function submitCredentials(
     session.mode,
     context.policy,
   );
+  const holder = holderOf(link, context);
+  if (holder && !isSameHolder(holder, sealed)) {
+    // Refused before the bank is asked, and counted like refused credentials (the claim above commits),
+    // so the widget is no oracle for whose RUT a link holds. The link is left exactly as it was.
+    await trx('widget_sessions')
+      .where({ id: session.id })
+      .update({ last_error_code: 'holder_mismatch', updated_at: now });
+    return;
+  }
   await trx('links')
     .where({ id: link.id })
     .update({
@@ -183,10 +210,31 @@ export async function submitCredentials(
     .update({
       refresh_intent_id: intentId,
       previous_expired_at: session.previous_expired_at ?? link.expired_at,
-      attempts: session.attempts + 1,
       last_error_code: null,
       updated_at: now,
     });
+}
+
+/**
+ * Takes one attempt on the session row itself, in the transaction that uses it. The session the request
+ * authenticated with was read before this transaction: twenty submissions sent at once all saw it idle,
+ * created twenty links and counted one attempt. The conditional update makes a second submission wait for
+ * the first (a row lock on Postgres; SQLite serialises writers) and then find the session taken or its
+ * attempts spent. A submission refused later in the transaction rolls the claim back with it.
+ */
+async function claimAttempt(trx: Knex, session: SessionRow, now: number): Promise<void> {
+  const claimed = await trx('widget_sessions')
+    .where({ id: session.id, refresh_intent_id: null, finished_at: null })
+    .where('attempts', '<', MAX_ATTEMPTS)
+    .update({ attempts: trx.raw('attempts + 1'), updated_at: now });
+  if (claimed === 1) return;
+  const current: SessionRow | undefined = await trx('widget_sessions').where({ id: session.id }).first();
+  if (!current || current.finished_at !== null) throw refuse('session_expired', 409);
+  if (current.attempts >= MAX_ATTEMPTS) throw refuse('too_many_attempts', 429);
+  throw errors.conflict(
+    'connection_in_progress',
+    'A connection is already being made in this window; wait for its result.',
+  );
 }
 
 /**

@@ -88,6 +88,12 @@ export function describeProblem(code: string, context: ProblemContext = {}): Pro
         'This connection already works',
         'There is nothing to reconnect: the connection to your bank is active. Go back to the app.',
       );
+    case 'holder_mismatch':
+      return make(
+        'This is a different bank login',
+        'This connection was made with another bank login. Sign in with the same RUT (and, for a company, the same company RUT) that was used to connect it.',
+        true,
+      );
     case 'link_missing':
       return make('This connection no longer exists', `It was removed. ${START_AGAIN}`);
     case 'too_many_attempts':

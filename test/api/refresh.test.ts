@@ -191,6 +191,24 @@ forEachEngine(t, async (t, engine) => {
     t.equal(read.body.requires_mfa.widget_token, '', 'no garbage token is handed out');
   });
 
+  t.test('MFA: a code is taken once; a second one while it is checked is refused', async (t) => {
+    const link = await newLink('sandbox-mfa');
+    const intent = (await refresh(link)).body;
+    await runSyncs(app);
+    const code = (value: string) =>
+      app.request('POST', `/v1/refresh_intents/${intent.id}/mfa`, { key: sk, body: { code: value } });
+    t.equal((await code('123456')).status, 200, 'the first code is taken');
+    const second = await code('000000');
+    t.equal(second.status, 409, 'a second code is refused');
+    t.equal(second.body.error.code, 'mfa_code_in_progress');
+    await runSyncs(app);
+    t.match(
+      (await app.request('GET', `/v1/refresh_intents/${intent.id}`, { key: sk })).body,
+      { status: 'succeeded' },
+      'the first (right) code was the one verified, not the second (wrong) one',
+    );
+  });
+
   t.test('MFA: a wrong code fails the intent with mfa_invalid', async (t) => {
     const link = await newLink('sandbox-mfa');
     const intent = (await refresh(link)).body;

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import t from 'tap';
 import { runHousekeeping } from '../../src/scheduler/housekeeping.js';
 import { sha256Hex } from '../../src/secrets/secret-box.js';
+import { openCredentials } from '../../src/links/links.js';
 import {
   createTenant,
   eventTypes,
@@ -48,6 +49,12 @@ async function serverLink(
   if (created.status !== 200) throw new Error(created.text);
   await runSyncs(app);
   return created.body.id as string;
+}
+
+/** The RUT a link was made with, as a person reconnecting it would type it. */
+async function holderRut(app: TestApp, linkId: string): Promise<string> {
+  const row = await app.db.knex('links').where({ id: linkId }).first();
+  return openCredentials(row, app.services.secrets).rut;
 }
 
 /** A link that expired: `sandbox-expiring` syncs once, then three scheduled syncs are rejected. */
@@ -442,6 +449,62 @@ forEachEngine(t, async (t, engine) => {
     t.equal(sixth.body.error.code, 'too_many_attempts');
   });
 
+  t.test('twenty submissions at once in one widget make one link and count one attempt', async (t) => {
+    const { bootstrap } = await openWidget(app, await widgetToken(app, sk));
+    const before = await tableCounts(app.db);
+    const answers = await Promise.all(
+      Array.from({ length: 20 }, () =>
+        widgetApi(app, bootstrap.session, 'POST', 'credentials', {
+          bank_id: 'bancochile',
+          rut: nextRut(),
+          password: 'sandbox',
+        }),
+      ),
+    );
+    const statuses = answers.map((answer) => answer.status);
+    t.equal(statuses.filter((status) => status === 200).length, 1, 'one submission is taken');
+    t.same(
+      [...new Set(answers.filter((a) => a.status !== 200).map((a) => `${a.status} ${a.body.error.code}`))],
+      ['409 connection_in_progress'],
+      'every other one is refused: a connection is in progress',
+    );
+    const after = await tableCounts(app.db);
+    t.equal(after.links! - before.links!, 1, 'one link');
+    t.equal(after.refresh_intents! - before.refresh_intents!, 1, 'one refresh intent');
+    const session = await app.db
+      .knex('widget_sessions')
+      .where({ session_hash: sha256Hex(bootstrap.session) })
+      .first();
+    t.equal(session.attempts, 1, 'one attempt counted');
+  });
+
+  t.test('the attempt cap holds when the submissions come at once', async (t) => {
+    const { bootstrap } = await openWidget(app, await widgetToken(app, sk));
+    let taken = 0;
+    // Refused credentials free the session for another try once the failure is seen; keep sending in
+    // parallel bursts until the widget stops accepting.
+    for (let round = 0; round < 10; round++) {
+      const answers = await Promise.all(
+        Array.from({ length: 6 }, () =>
+          widgetApi(app, bootstrap.session, 'POST', 'credentials', {
+            bank_id: 'bancochile',
+            rut: nextRut(),
+            password: 'sandbox-rejected',
+          }),
+        ),
+      );
+      taken += answers.filter((answer) => answer.status === 200).length;
+      await runSyncs(app);
+      await widgetApi(app, bootstrap.session, 'GET', 'status');
+    }
+    t.equal(taken, 5, 'five submissions were taken in all');
+    const session = await app.db
+      .knex('widget_sessions')
+      .where({ session_hash: sha256Hex(bootstrap.session) })
+      .first();
+    t.equal(session.attempts, 5);
+  });
+
   t.test('connection_limit caps the links of one external_user_id', async (t) => {
     await serverLink(app, sk, 'sandbox', { external_user_id: 'user-cap' });
     await serverLink(app, sk, 'sandbox', { external_user_id: 'user-cap' });
@@ -612,10 +675,8 @@ forEachEngine(t, async (t, engine) => {
     const { bootstrap } = await openWidget(app, first);
     t.match(bootstrap, { kind: 'reconnect', bank_id: 'bancochile', holder_type: 'individual' });
 
-    await widgetApi(app, bootstrap.session, 'POST', 'credentials', {
-      rut: nextRut(),
-      password: 'sandbox-rejected',
-    });
+    const rut = await holderRut(app, linkId);
+    await widgetApi(app, bootstrap.session, 'POST', 'credentials', { rut, password: 'sandbox-rejected' });
     t.equal(
       (await app.db.knex('links').where({ id: linkId }).first()).status,
       'active',
@@ -633,7 +694,7 @@ forEachEngine(t, async (t, engine) => {
       'refused credentials leave it expired',
     );
 
-    await widgetApi(app, bootstrap.session, 'POST', 'credentials', { rut: nextRut(), password: 'sandbox' });
+    await widgetApi(app, bootstrap.session, 'POST', 'credentials', { rut, password: 'sandbox' });
     const queued = await app.db
       .knex('refresh_intents')
       .where({ link_id: linkId })
@@ -662,6 +723,105 @@ forEachEngine(t, async (t, engine) => {
     const stale = await openWidget(app, spare);
     t.equal(stale.status, 409, 'a second reconnect token for a link that works again');
     t.match(stale.html, 'This connection already works');
+  });
+
+  t.test("reconnect refuses another person's login and leaves the link as it was", async (t) => {
+    const linkId = await expiredLink(app, sk);
+    const before = await app.db.knex('links').where({ id: linkId }).first();
+    const accountsBefore = await app.db.knex('accounts').where({ link_id: linkId }).orderBy('id');
+    const counts = await tableCounts(app.db);
+    const { bootstrap } = await openWidget(
+      app,
+      await widgetToken(app, sk, { intent: 'reconnect', link_id: linkId }),
+    );
+    const other = await widgetApi(app, bootstrap.session, 'POST', 'credentials', {
+      rut: nextRut(),
+      password: 'sandbox',
+    });
+    t.equal(other.status, 200, 'the widget answers with the state of its connection');
+    t.match(other.body, { state: 'failed', error: { code: 'holder_mismatch', retry: true } });
+    t.match(other.body.error.message, /same RUT/, 'and says what to do');
+    await runSyncs(app);
+    t.same(await app.db.knex('links').where({ id: linkId }).first(), before, 'the link is exactly as it was');
+    t.same(
+      await app.db.knex('accounts').where({ link_id: linkId }).orderBy('id'),
+      accountsBefore,
+      'its accounts too',
+    );
+    const after = await tableCounts(app.db);
+    t.same(
+      {
+        links: after.links,
+        accounts: after.accounts,
+        refresh_intents: after.refresh_intents,
+        events: after.events,
+      },
+      {
+        links: counts.links,
+        accounts: counts.accounts,
+        refresh_intents: counts.refresh_intents,
+        events: counts.events,
+      },
+      'no link, account, refresh or event was made',
+    );
+    const session = await app.db
+      .knex('widget_sessions')
+      .where({ session_hash: sha256Hex(bootstrap.session) })
+      .first();
+    t.equal(session.attempts, 1, 'the refusal counts as an attempt, so the widget is no oracle for the RUT');
+
+    const same = await widgetApi(app, bootstrap.session, 'POST', 'credentials', {
+      rut: await holderRut(app, linkId),
+      password: 'sandbox',
+    });
+    t.equal(same.status, 200);
+    await runSyncs(app);
+    t.equal(
+      (await widgetApi(app, bootstrap.session, 'GET', 'status')).body.state,
+      'succeeded',
+      'the holder reconnects',
+    );
+  });
+
+  t.test("reconnect of a business link refuses another company's RUT", async (t) => {
+    const rut = nextRut();
+    const company = nextRut();
+    const created = await app.request('POST', '/v1/links', {
+      key: sk,
+      body: linkBody({
+        holder_type: 'business',
+        credentials: { rut, rut_empresa: company, password: 'sandbox-expiring' },
+      }),
+    });
+    t.equal(created.status, 200, created.text);
+    const linkId = created.body.id as string;
+    await runSyncs(app);
+    for (let i = 0; i < 3; i++) {
+      app.clock.advance(4 * HOUR + MINUTE);
+      await schedulerTick(app);
+    }
+    t.equal((await app.request('GET', `/v1/links/${linkId}`, { key: sk })).body.status, 'expired');
+    const { bootstrap } = await openWidget(
+      app,
+      await widgetToken(app, sk, { intent: 'reconnect', link_id: linkId }),
+    );
+    const otherCompany = await widgetApi(app, bootstrap.session, 'POST', 'credentials', {
+      rut,
+      rut_empresa: nextRut(),
+      password: 'sandbox',
+    });
+    t.match(
+      otherCompany.body,
+      { state: 'failed', error: { code: 'holder_mismatch' } },
+      'same person, other company',
+    );
+    t.equal((await app.db.knex('links').where({ id: linkId }).first()).status, 'expired', 'still expired');
+    const sameCompany = await widgetApi(app, bootstrap.session, 'POST', 'credentials', {
+      rut,
+      rut_empresa: company,
+      password: 'sandbox',
+    });
+    t.match(sameCompany.body, { state: 'in_progress' }, 'the same person and company reconnect');
   });
 
   t.test(
