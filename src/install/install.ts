@@ -1,4 +1,12 @@
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import type { Clock } from '../clock/clock.js';
 import { CONFIG_FILE, loadConfig, maskUrl } from '../config/load-config.js';
@@ -35,6 +43,7 @@ export interface InstallResult {
  */
 export async function install(options: InstallOptions): Promise<InstallResult> {
   mkdirSync(options.home, { recursive: true, mode: 0o700 });
+  makePrivate(options.home);
   const configFile = join(options.home, CONFIG_FILE);
   writeConfigFile(configFile, options);
 
@@ -83,6 +92,32 @@ export async function install(options: InstallOptions): Promise<InstallResult> {
     };
   } finally {
     await db.close();
+  }
+}
+
+/**
+ * Tightens a data directory made before svc created its files privately (by hand, or restored from a
+ * backup with a loose umask): no directory or file keeps a permission for the group or others (0700
+ * directories, 0600 files). Symbolic links are left alone, and so is what they point at.
+ */
+export function makePrivate(directory: string): void {
+  keepOwnerOnly(directory);
+  for (const entry of readdirSync(directory, { withFileTypes: true })) {
+    const path = join(directory, entry.name);
+    if (entry.isDirectory()) makePrivate(path);
+    else if (entry.isFile()) keepOwnerOnly(path);
+  }
+}
+
+function keepOwnerOnly(path: string): void {
+  const mode = statSync(path).mode & 0o777;
+  if ((mode & 0o077) === 0) return;
+  try {
+    chmodSync(path, mode & 0o700);
+  } catch (error) {
+    throw new Error(
+      `Cannot make ${path} private (${(error as NodeJS.ErrnoException).code}): it belongs to another user. Give the data directory to the user that runs svc (chown -R).`,
+    );
   }
 }
 

@@ -1,9 +1,9 @@
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { chmodSync, existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { migrationNames } from '../../src/db/migrations.js';
 import { parseApiKey } from '../../src/keys/key-format.js';
-import { installArgs, runCli, runCliJson, withDatabase } from '../helpers/cli.js';
+import { installArgs, runCli, runCliJson, startServe, withDatabase } from '../helpers/cli.js';
 import { forEachEngine, freshDatabase } from '../helpers/harness.js';
 
 const keyPattern = (brand: string, type: 'sk' | 'pk') =>
@@ -139,4 +139,61 @@ forEachEngine(t, async (t, engine) => {
     t.match(conflicting.message, /brand "svc".*"acme"/, 'the message names both brands');
     t.equal(await organisationCount(url), 1);
   });
+});
+
+/** Every directory and file under `root`, with the permission bits a group or other user would have. */
+function looseModes(root: string): string[] {
+  const loose: string[] = [];
+  const walk = (path: string) => {
+    const mode = statSync(path).mode;
+    if ((mode & 0o077) !== 0) loose.push(`${path.slice(root.length) || '/'} ${(mode & 0o777).toString(8)}`);
+    if (statSync(path).isDirectory()) for (const name of readdirSync(path)) walk(join(path, name));
+  };
+  walk(root);
+  return loose;
+}
+
+forEachEngine(t, async (t, engine) => {
+  await t.test(
+    'the data directory is private whatever the umask, and install tightens an old one',
+    async (t) => {
+      // A shell with a loose umask, as a careless operator or an old unit file might have.
+      const umask = process.umask(0o002);
+      t.teardown(() => void process.umask(umask));
+      const { url, home } = await freshDatabase(t, engine);
+      const installed = await runCliJson(t, installArgs(engine, url), { home });
+      const serve = await startServe(t, { home, env: { SVC_LOG_FILE: join(home, 'logs', 'svc.log') } });
+      const created = await serve.request('POST', '/v1/webhook_endpoints', {
+        key: installed.keys.secret,
+        body: { url: 'https://example.com/hook', enabled_events: ['*'] },
+      });
+      t.equal(created.status, 200, 'the service wrote to its database');
+      const written = [
+        'config.json',
+        'master.key',
+        `run/serve-${serve.pid}.json`,
+        'logs/svc.log',
+        ...(engine === 'sqlite' ? ['svc.db', 'svc.db-wal', 'svc.db-shm'] : []),
+      ];
+      t.same(
+        written.filter((file) => !existsSync(join(home, file))),
+        [],
+        'the database, its WAL and SHM, the log and the run file exist',
+      );
+      t.same(looseModes(home), [], 'and every file is 0600 and every directory 0700');
+
+      process.kill(serve.pid, 'SIGTERM');
+      await serve.exited;
+      // As a backup restored with a loose umask would leave it.
+      const loosen = (path: string) => {
+        chmodSync(path, statSync(path).isDirectory() ? 0o755 : 0o644);
+        if (statSync(path).isDirectory()) for (const name of readdirSync(path)) loosen(join(path, name));
+      };
+      loosen(home);
+      t.not(looseModes(home).length, 0, 'loosened');
+      const again = await runCli(installArgs(engine, url), { home });
+      t.equal(again.code, 0, 'svc install runs again');
+      t.same(looseModes(home), [], 'and leaves every file 0600 and every directory 0700');
+    },
+  );
 });
