@@ -20,7 +20,8 @@ export default class LinksInspect extends BaseCommand {
     );
     if (!this.jsonEnabled()) {
       const { renderLinkInspection } = await import('../../src/cli/views/link-view.js');
-      await renderLinkInspection(data);
+      const { printableFields } = await import('../../src/cli/views/format.js');
+      await renderLinkInspection(printableFields(data));
     }
     return data;
   }

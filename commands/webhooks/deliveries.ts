@@ -1,5 +1,6 @@
 import { Flags } from '@oclif/core';
 import { BaseCommand } from '../../src/cli/base-command.js';
+import { printable } from '../../src/cli/views/format.js';
 import type { WebhookDelivery } from '../../src/webhooks/deliveries.js';
 
 export default class WebhooksDeliveries extends BaseCommand {
@@ -40,7 +41,7 @@ export default class WebhooksDeliveries extends BaseCommand {
     if (deliveries.length === 0) this.log('No deliveries match.');
     for (const d of deliveries) {
       const http = d.last_response_status !== null ? ` HTTP ${d.last_response_status}` : '';
-      const error = d.status !== 'succeeded' && d.last_error ? `  ${d.last_error}` : '';
+      const error = d.status !== 'succeeded' && d.last_error ? `  ${printable(d.last_error)}` : '';
       this.log(
         `${d.id}  ${d.mode}  ${d.event_type.padEnd(28)} ${d.event_id}  ${d.endpoint_id}  ${d.status.padEnd(9)} ${d.attempts} attempt(s)${http}${error}`,
       );

@@ -5,6 +5,7 @@ import type { Config } from '../config/defaults.js';
 import { ConfigError, loadConfig, type LoadConfigOptions } from '../config/load-config.js';
 import { ApiError } from '../errors/api-error.js';
 import { openDatabase, type Database } from '../db/database.js';
+import { printable } from './views/format.js';
 
 /**
  * Every command: `--home`, `--json` (oclif prints what `run()` returns), configuration loaded once, and
@@ -44,6 +45,18 @@ export abstract class BaseCommand extends Command {
     }
   }
 
+  /**
+   * Every line the CLI prints for a person: what it shows of a tenant's, a bank's or a receiver's text must
+   * not drive the operator's terminal (views.format `printable`).
+   */
+  override log(message = '', ...args: unknown[]): void {
+    super.log(typeof message === 'string' ? printable(message, true) : message, ...args);
+  }
+
+  override logToStderr(message = '', ...args: unknown[]): void {
+    super.logToStderr(typeof message === 'string' ? printable(message, true) : message, ...args);
+  }
+
   /** Maps an error to a message and exit code once; with `--json`, the error is printed as JSON on stdout. */
   protected override async catch(error: Error & { exitCode?: number; oclif?: unknown }): Promise<unknown> {
     if (error.oclif && !(error instanceof ApiError)) return super.catch(error);
@@ -58,7 +71,7 @@ export abstract class BaseCommand extends Command {
       this.logJson({ error: { code, message: error.message } });
       this.exit(exit);
     }
-    this.error(message, { exit });
+    this.error(printable(message, true), { exit });
   }
 }
 

@@ -108,4 +108,40 @@ forEachEngine(t, async (t, engine) => {
     );
     t.ok(audit.every((row: { actor: string }) => row.actor.startsWith('cli:')));
   });
+
+  t.test("a tenant's text cannot drive the operator's terminal; --json keeps it exact", async (t) => {
+    // Clear the screen, retitle the window, forge a line, reverse the text that follows.
+    const hostile = 'cust-1\u001b[2J\u001b]0;pwned\u0007\r\nlink_0000000000000000 active\u009b31m\u202eevil';
+    const created = await request(serve.url, 'POST', '/v1/links', {
+      key,
+      body: linkBody({
+        external_user_id: hostile,
+        credentials: { rut: '33.333.333-3', password: 'sandbox' },
+      }),
+    });
+    t.equal(created.status, 200);
+    const shown = await runCli(['links', 'inspect', created.body.id], { home });
+    t.equal(shown.code, 0, 'inspect runs');
+    t.notOk(
+      // eslint-disable-next-line no-control-regex -- looking for control characters is the point
+      /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u202e]/u.test(shown.stdout),
+      'no control character or direction override reaches the terminal',
+    );
+    // ink wraps long lines at the terminal's width; the value, escaped, is all there once joined.
+    t.match(
+      shown.stdout.replace(/\n */g, ''),
+      'cust-1\\u001b[2J\\u001b]0;pwned\\u0007\\u000d\\u000alink_0000000000000000',
+      'shown escaped',
+    );
+    t.notOk(
+      shown.stdout.split('\n').some((line) => line.startsWith('link_0000000000000000')),
+      'and no line of it was forged',
+    );
+    const exact = await runCliJson<Inspection & { link: { external_user_id: string } }>(
+      t,
+      ['links', 'inspect', created.body.id],
+      { home },
+    );
+    t.equal(exact.link.external_user_id, hostile, '--json is the exact value');
+  });
 });
