@@ -10,7 +10,8 @@ import { availableParallelism } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 /** Not `SVC_*`: the tests pass the CLI their environment without those, so the mark goes everywhere. */
-const RUN_MARK = `SUITE_RUN_MARK=${randomBytes(8).toString('hex')}`;
+const RUN_MARK_NAME = 'SUITE_RUN_MARK';
+const RUN_MARK_VALUE = randomBytes(8).toString('hex');
 /**
  * A killed `svc serve`'s children drain and exit by themselves: give them this long before naming them
  * (SUITE_LEFTOVER_GRACE_MS, for the harness's own test).
@@ -29,7 +30,7 @@ if (!flags.some((flag) => flag.startsWith('--jobs') || flag.startsWith('-j'))) {
 const args = ['--reporter=tap', ...flags, ...(files.length ? files : ['dist/test/**/*.test.js'])];
 const child = spawn('npx', ['--no-install', 'tap', ...args], {
   stdio: ['ignore', 'pipe', 'inherit'],
-  env: { ...process.env, [RUN_MARK.split('=')[0]]: RUN_MARK.split('=')[1] },
+  env: { ...process.env, [RUN_MARK_NAME]: RUN_MARK_VALUE },
   // tap and its test files in a group of their own, so that an interruption reaches every test file at
   // once: tap alone let a file run on to its timeout.
   detached: true,
@@ -106,7 +107,7 @@ function markedProcesses() {
     if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
     try {
       const environ = readFileSync(`/proc/${entry}/environ`, 'utf8').split('\0');
-      if (!environ.includes(RUN_MARK)) continue;
+      if (!environ.includes(`${RUN_MARK_NAME}=${RUN_MARK_VALUE}`)) continue;
       const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
       if (stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z')) continue; // a zombie holds nothing
       const command = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0').join(' ').trim();

@@ -17,7 +17,7 @@ import {
   within,
   type ServeProcess,
 } from '../helpers/cli.js';
-import { forEachEngine, freshDatabase } from '../helpers/harness.js';
+import { HANG_GUARD_MS, forEachEngine, freshDatabase } from '../helpers/harness.js';
 
 async function status(t: Test, home: string): Promise<ApplianceStatus> {
   return runCliJson<ApplianceStatus>(t, ['status'], { home });
@@ -46,7 +46,7 @@ function supervisedChildren(home: string, serve: ServeProcess): Map<string, Chil
 /** The supervisor's promise: a dead child is started again this soon after it saw it die (delays start at 250 ms). */
 const RESTART_WITHIN_MS = 5000;
 /** How long the test waits for a new child to answer: a slow machine starts a Node process slowly. */
-const SLOW_START_MS = 60_000;
+const SLOW_START_MS = HANG_GUARD_MS;
 
 /**
  * `kill -9` one child, then expect the supervisor to start a new one within 5 seconds by its own clock (from

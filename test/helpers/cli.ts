@@ -6,7 +6,14 @@ import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Test } from 'tap';
 import { openDatabase, type Database } from '../../src/db/database.js';
-import { freshDatabase, request, type EngineName, type TestDatabase, type TestResponse } from './harness.js';
+import {
+  HANG_GUARD_MS,
+  freshDatabase,
+  request,
+  type EngineName,
+  type TestDatabase,
+  type TestResponse,
+} from './harness.js';
 import { groupIsAlive, killGroup, releaseGroup, spawnOwned } from './processes.js';
 
 export { groupIsAlive, killGroup };
@@ -75,7 +82,7 @@ export async function runCli(args: string[], options: CliOptions): Promise<CliRe
   const timer = setTimeout(() => {
     timedOut = true;
     killGroup(child.pid!, 'SIGKILL');
-  }, options.timeoutMs ?? 60_000);
+  }, options.timeoutMs ?? HANG_GUARD_MS);
   const closed = new Promise<void>((resolve) => child.once('close', () => resolve()));
   const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve, reject) => {
     child.once('error', reject);
@@ -126,7 +133,7 @@ export interface ServeOptions extends CliOptions {
   args?: string[];
   /** The API port; by default a free one. */
   port?: number;
-  /** How long to wait for /health to answer 200 (60 s: room for a loaded machine; it takes about 1 s idle). */
+  /** How long to wait for /health to answer 200 (it takes about 1 s idle). */
   readyTimeoutMs?: number;
 }
 
@@ -200,7 +207,7 @@ export async function startServe(t: Test, options: ServeOptions): Promise<ServeP
   });
 
   const url = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + (options.readyTimeoutMs ?? 60_000);
+  const deadline = Date.now() + (options.readyTimeoutMs ?? HANG_GUARD_MS);
   for (;;) {
     if (hasExited) {
       throw new Error(`svc serve exited before answering /health:\n${stderr}\n${stdout.slice(-2000)}`);

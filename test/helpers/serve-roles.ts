@@ -5,6 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Test } from 'tap';
 import type { SupervisorState } from '../../src/processes/supervisor.js';
 import { freePort, killGroup, spawnCli, within } from './cli.js';
+import { HANG_GUARD_MS } from './harness.js';
 
 export interface WorkerProcess {
   pid: number;
@@ -85,7 +86,7 @@ export async function startWorkers(
     await stop();
   });
 
-  const deadline = Date.now() + (options.readyTimeoutMs ?? 60_000);
+  const deadline = Date.now() + (options.readyTimeoutMs ?? HANG_GUARD_MS);
   for (;;) {
     if (exited) throw new Error(`svc serve --roles ${options.roles} exited at start:\n${stderr}`);
     const current = state();
