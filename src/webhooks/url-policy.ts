@@ -1,40 +1,49 @@
 import { lookup } from 'node:dns/promises';
-import { BlockList, isIP } from 'node:net';
+import { isIP } from 'node:net';
+import ipaddr from 'ipaddr.js';
 
-/** Addresses a live-mode webhook may never reach: private, loopback, link-local (cloud metadata), and the like. */
-const blocked = new BlockList();
-for (const [network, prefix] of [
-  ['0.0.0.0', 8],
-  ['10.0.0.0', 8],
-  ['100.64.0.0', 10],
-  ['127.0.0.0', 8],
-  ['169.254.0.0', 16],
-  ['172.16.0.0', 12],
-  ['192.0.0.0', 24],
-  ['192.168.0.0', 16],
-  ['198.18.0.0', 15],
-  ['224.0.0.0', 4],
-  ['240.0.0.0', 4],
-] as const) {
-  blocked.addSubnet(network, prefix, 'ipv4');
-}
-for (const [network, prefix] of [
-  ['::', 128],
-  ['::1', 128],
-  ['fc00::', 7],
-  ['fe80::', 10],
-  ['ff00::', 8],
-  ['fd00:ec2::254', 128],
-] as const) {
-  blocked.addSubnet(network, prefix, 'ipv6');
+/**
+ * The IPv4 address an IPv6 form carries or reaches, where it has one: IPv4-mapped (`::ffff:a.b.c.d`, which
+ * the URL parser writes as `::ffff:7f00:1`), IPv4-translated, IPv4-compatible (`::a.b.c.d`, deprecated),
+ * NAT64 (`64:ff9b::/96`), 6to4 (`2002:a.b.c.d::`) and Teredo (its server, and its client stored
+ * inverted). Each is judged as the IPv4 addresses it leads to.
+ */
+function carriedIPv4(address: ipaddr.IPv6): ipaddr.IPv4[] {
+  const bytes = address.toByteArray();
+  const v4 = (from: number, invert = false) =>
+    new ipaddr.IPv4(bytes.slice(from, from + 4).map((byte) => (invert ? byte ^ 0xff : byte)));
+  switch (address.range()) {
+    case 'ipv4Mapped':
+    case 'rfc6145':
+    case 'rfc6052':
+      return [v4(12)];
+    case '6to4':
+      return [v4(2)];
+    case 'teredo':
+      return [v4(4), v4(12, true)];
+  }
+  return bytes.slice(0, 12).every((byte) => byte === 0) ? [v4(12)] : [];
 }
 
+const LOCAL_NAT64 = ipaddr.parseCIDR('64:ff9b:1::/48') as [ipaddr.IPv6, number];
+
+/**
+ * Whether a live-mode webhook may never reach this address: anything but a public unicast address, as
+ * ipaddr.js classifies them (private, loopback, link-local and cloud metadata, carrier-grade NAT,
+ * multicast, broadcast, unspecified, documentation, benchmarking, unique-local, site-local and the other
+ * special-purpose and deprecated ranges), and every IPv6 form that carries or reaches such an IPv4 address.
+ * What cannot be parsed is refused.
+ */
 export function isBlockedAddress(raw: string): boolean {
-  // An IPv4-mapped IPv6 address (::ffff:10.0.0.1) is judged as the IPv4 address it carries.
-  const address = raw.replace(/^::ffff:(\d+\.\d+\.\d+\.\d+)$/i, '$1');
-  const family = isIP(address);
-  if (family === 0) return true;
-  return blocked.check(address, family === 4 ? 'ipv4' : 'ipv6');
+  if (!ipaddr.isValid(raw)) return true;
+  const address = ipaddr.parse(raw);
+  if (address.kind() === 'ipv4') return address.range() !== 'unicast';
+  // Local-use NAT64 (RFC 8215) puts the IPv4 address around a reserved octet, where an operator's own
+  // translator may route it anywhere: refused whole.
+  if (address.match(LOCAL_NAT64)) return true;
+  const carried = carriedIPv4(address as ipaddr.IPv6);
+  if (carried.length > 0) return carried.some((ipv4) => ipv4.range() !== 'unicast');
+  return address.range() !== 'unicast';
 }
 
 export type UrlVerdict = { ok: true } | { ok: false; reason: string };

@@ -137,6 +137,15 @@ forEachEngine(t, async (t, engine) => {
       'https://192.168.1.20/hook',
       'https://[::1]/hook',
       'https://localhost/hook',
+      // IPv6 forms that carry or reach a refused IPv4 address: mapped, compatible, NAT64, 6to4, Teredo.
+      'https://[::ffff:127.0.0.1]/hook',
+      'https://[::ffff:a9fe:a9fe]/latest/meta-data',
+      'https://[::127.0.0.1]/hook',
+      'https://[64:ff9b::169.254.169.254]/latest/meta-data',
+      'https://[2002:a00:1::1]/hook',
+      'https://[2001:0:4136:e378:8000:63bf:80ff:fffe]/hook',
+      'https://[2001:db8::1]/hook',
+      'https://[fec0::1]/hook',
     ]) {
       const response = await app.request('POST', '/v1/webhook_endpoints', {
         key: live,
@@ -150,6 +159,14 @@ forEachEngine(t, async (t, engine) => {
       body: { url: 'https://93.184.216.34/hook', enabled_events: ['*'] },
     });
     t.equal(publicAddress.status, 200, 'a public address is accepted');
+    for (const url of ['https://[::ffff:7f00:1]/hook', 'https://[64:ff9b::a9fe:a9fe]/hook']) {
+      const moved = await app.request('PATCH', `/v1/webhook_endpoints/${publicAddress.body.id}`, {
+        key: live,
+        body: { url },
+      });
+      t.equal(moved.status, 400, `an update to ${url} too`);
+      t.match(moved.body, { error: { code: 'parameter_invalid', param: 'url' } });
+    }
   });
 
   t.test('pagination: X-Total-Count and a Link header a standard parser reads', async (t) => {

@@ -17,10 +17,44 @@ t.test(
       'fd00::1',
       '::ffff:10.0.0.1',
       '::ffff:127.0.0.1',
+      // The forms that carry or reach a refused IPv4 address, as the URL parser and DNS write them.
+      '::ffff:7f00:1',
+      '::ffff:a9fe:a9fe',
+      '::ffff:0:7f00:1',
+      '::7f00:1',
+      '::127.0.0.1',
+      '64:ff9b::7f00:1',
+      '64:ff9b::a9fe:a9fe',
+      '64:ff9b:1:7f00:1::',
+      '2002:7f00:1::1',
+      '2002:a00:1::',
+      '2001:0:4136:e378:8000:63bf:80ff:fffe',
+      '2001:0:7f00:1:8000:63bf:3fff:fdd2',
+      // Special-purpose and deprecated IPv6 ranges.
+      '::',
+      '2001:db8::1',
+      '100::1',
+      'fec0::1',
+      'ff02::1',
+      'fd00:ec2::254',
+      // Special-purpose IPv4 ranges.
+      '192.0.2.1',
+      '198.18.0.1',
+      '255.255.255.255',
+      '224.0.0.1',
+      'not an address',
     ]) {
       t.equal(isBlockedAddress(address), true, address);
     }
-    for (const address of ['93.184.216.34', '8.8.8.8', '2606:4700::1111', '::ffff:8.8.8.8']) {
+    for (const address of [
+      '93.184.216.34',
+      '8.8.8.8',
+      '2606:4700::1111',
+      '::ffff:8.8.8.8',
+      '::ffff:808:808',
+      '64:ff9b::808:808',
+      '2002:808:808::1',
+    ]) {
       t.equal(isBlockedAddress(address), false, address);
     }
   },
