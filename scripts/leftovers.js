@@ -5,9 +5,9 @@
 // or a test that cleared its environment, left behind. This process and its ancestors (the CI shell) are
 // not counted, nor anything that started before `--since-pid PID` (a developer's shell or editor in the
 // checkout).
-import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { URL, fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { commandLine, pids, procStat, workingDirectory } from './proc.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url)).replace(/\/$/, '');
 /** Give processes that are exiting at this moment (a drained child, a reaped worker) a few seconds. */
@@ -18,21 +18,14 @@ if (sinceIndex < 0 || !/^\d+$/.test(process.argv[sinceIndex + 1] ?? '')) {
   console.error('usage: node scripts/leftovers.js --since-pid PID (count only processes started after PID)');
   process.exit(2);
 }
-const since = stat(Number(process.argv[sinceIndex + 1])).startTicks;
-
-function stat(pid) {
-  const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
-  // Fields 3, 4 and 22 of proc(5): state, parent and start time in clock ticks since boot.
-  return { state: fields[0], ppid: Number(fields[1]), startTicks: Number(fields[19]) };
-}
+const since = procStat(Number(process.argv[sinceIndex + 1])).startTicks;
 
 function ancestors() {
   const chain = new Set();
   for (let pid = process.pid; pid > 1;) {
     chain.add(pid);
     try {
-      pid = stat(pid).ppid;
+      pid = procStat(pid).ppid;
     } catch {
       break;
     }
@@ -47,15 +40,14 @@ function insideCheckout(path) {
 function leftovers() {
   const excluded = ancestors();
   const found = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry) || excluded.has(Number(entry))) continue;
+  for (const pid of pids()) {
+    if (excluded.has(pid)) continue;
     try {
-      const { state, startTicks } = stat(entry);
+      const { state, startTicks } = procStat(pid);
       if (state === 'Z' || startTicks < since) continue; // a zombie holds nothing
-      const cwd = readlinkSync(`/proc/${entry}/cwd`);
-      const command = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0').join(' ').trim();
-      if (insideCheckout(cwd) || command.split(' ').some(insideCheckout) || command.includes(`${ROOT}/`))
-        found.push({ pid: Number(entry), cwd, command: command.slice(0, 300) });
+      const cwd = workingDirectory(pid);
+      const command = commandLine(pid);
+      if (insideCheckout(cwd) || command.split(' ').some(insideCheckout)) found.push({ pid, cwd, command });
     } catch {
       // gone while we looked, or a kernel thread
     }

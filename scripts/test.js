@@ -5,9 +5,9 @@
 // fails the run, by name, and is killed.
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { commandLine, environment, pids, procStat } from './proc.js';
 
 /** Not `SVC_*`: the tests pass the CLI their environment without those, so the mark goes everywhere. */
 const RUN_MARK_NAME = 'SUITE_RUN_MARK';
@@ -96,22 +96,14 @@ async function leftoverProcesses() {
 }
 
 function markedProcesses() {
-  let entries;
-  try {
-    entries = readdirSync('/proc');
-  } catch {
-    return []; // no /proc (not Linux): nothing to check with
-  }
+  const mark = `${RUN_MARK_NAME}=${RUN_MARK_VALUE}`;
   const found = [];
-  for (const entry of entries) {
-    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
+  for (const pid of pids()) {
+    if (pid === process.pid) continue;
     try {
-      const environ = readFileSync(`/proc/${entry}/environ`, 'utf8').split('\0');
-      if (!environ.includes(`${RUN_MARK_NAME}=${RUN_MARK_VALUE}`)) continue;
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      if (stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z')) continue; // a zombie holds nothing
-      const command = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0').join(' ').trim();
-      found.push({ pid: Number(entry), command: command.slice(0, 300) });
+      // A zombie has exited and holds nothing; it only waits for its parent.
+      if (!environment(pid).includes(mark) || procStat(pid).state === 'Z') continue;
+      found.push({ pid, command: commandLine(pid) });
     } catch {
       // gone while we looked, or not ours to read
     }

@@ -100,12 +100,6 @@ export async function submitCredentials(
   if (session.finished_at !== null) throw refuse('session_expired', 409);
   if (session.kind === 'mfa')
     throw errors.badRequest('wrong_step', 'This widget was opened to enter a verification code.');
-  if (session.refresh_intent_id !== null)
-    throw errors.conflict(
-      'connection_in_progress',
-      'A connection is already being made in this window; wait for its result.',
-    );
-  if (session.attempts >= MAX_ATTEMPTS) throw refuse('too_many_attempts', 429);
   await claimAttempt(trx, session, now);
   const consent = {
     consent_version: CONSENT_VERSION,

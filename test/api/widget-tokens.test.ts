@@ -449,18 +449,18 @@ forEachEngine(t, async (t, engine) => {
     t.equal(sixth.body.error.code, 'too_many_attempts');
   });
 
+  /** `count` credential submissions sent at once in one widget session, each with a new RUT. */
+  const submitAtOnce = (session: string, count: number, password: string) =>
+    Promise.all(
+      Array.from({ length: count }, () =>
+        widgetApi(app, session, 'POST', 'credentials', { bank_id: 'bancochile', rut: nextRut(), password }),
+      ),
+    );
+
   t.test('twenty submissions at once in one widget make one link and count one attempt', async (t) => {
     const { bootstrap } = await openWidget(app, await widgetToken(app, sk));
     const before = await tableCounts(app.db);
-    const answers = await Promise.all(
-      Array.from({ length: 20 }, () =>
-        widgetApi(app, bootstrap.session, 'POST', 'credentials', {
-          bank_id: 'bancochile',
-          rut: nextRut(),
-          password: 'sandbox',
-        }),
-      ),
-    );
+    const answers = await submitAtOnce(bootstrap.session, 20, 'sandbox');
     const statuses = answers.map((answer) => answer.status);
     t.equal(statuses.filter((status) => status === 200).length, 1, 'one submission is taken');
     t.same(
@@ -484,15 +484,7 @@ forEachEngine(t, async (t, engine) => {
     // Refused credentials free the session for another try once the failure is seen; keep sending in
     // parallel bursts until the widget stops accepting.
     for (let round = 0; round < 10; round++) {
-      const answers = await Promise.all(
-        Array.from({ length: 6 }, () =>
-          widgetApi(app, bootstrap.session, 'POST', 'credentials', {
-            bank_id: 'bancochile',
-            rut: nextRut(),
-            password: 'sandbox-rejected',
-          }),
-        ),
-      );
+      const answers = await submitAtOnce(bootstrap.session, 6, 'sandbox-rejected');
       taken += answers.filter((answer) => answer.status === 200).length;
       await runSyncs(app);
       await widgetApi(app, bootstrap.session, 'GET', 'status');

@@ -292,6 +292,15 @@ if (!existsSync(CHROMIUM)) {
       const box = await page.locator('iframe').boundingBox();
       t.equal(Math.round(box!.width), PHONE.width, 'the widget fills a phone screen');
       await shot(page, '09-reconnect-credentials-phone');
+      // Another person's login is refused before the bank is asked, and the form is offered again.
+      await frame.getByLabel('RUT', { exact: true }).pressSequentially('111111111');
+      await frame.getByLabel('Password', { exact: true }).fill('sandbox');
+      await frame.getByRole('button', { name: 'Reconnect', exact: true }).click();
+      await screen(frame, 'This is a different bank login');
+      t.match(await frame.locator('main').textContent(), /Sign in with the same RUT/);
+      await shot(page, '09b-reconnect-other-holder-phone');
+      await frame.getByRole('button', { name: 'Try again' }).click();
+      await frame.getByLabel('RUT', { exact: true }).fill('');
       await frame.getByLabel('RUT', { exact: true }).pressSequentially('222222222');
       await frame.getByLabel('Password', { exact: true }).fill('sandbox');
       await frame.getByRole('button', { name: 'Reconnect', exact: true }).click();
