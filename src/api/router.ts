@@ -2,8 +2,11 @@ import { unescape } from 'node:querystring';
 import Router from '@koa/router';
 import type { Context, Next } from 'koa';
 import { ApiError, errors } from '../errors/api-error.js';
+import type { RateGroup, RateLimit } from '../config/defaults.js';
 import { rateGroupFor } from '../ratelimit/groups.js';
-import type { Principal } from '../auth/principal.js';
+import { RefusalLimiter } from '../ratelimit/refusals.js';
+import type { Decision } from '../ratelimit/token-bucket.js';
+import type { CredentialKind, Principal } from '../auth/principal.js';
 import { jsonBodyReader } from './body.js';
 import { withIdempotency } from './middleware/idempotency.js';
 import { koaPath, type AnyRoute, type JsonSchema } from './route.js';
@@ -24,6 +27,7 @@ export function buildRouter(
 ): Router {
   const router = new Router();
   const readBody = jsonBodyReader(services.config.api.bodyLimitBytes);
+  const refusals = new RefusalLimiter(services.config.auth.refusedRequests);
 
   for (const route of routes) {
     const validate = {
@@ -38,18 +42,8 @@ export function buildRouter(
 
     router[route.method](koaPath(route.path), async (ctx: Context, next: Next) => {
       ctx.state.routePath = route.path;
-      let principal: Principal | undefined;
-      if (route.auth !== 'none') {
-        principal = await services.authenticator.authenticate(ctx.get('Authorization') || undefined);
-        ctx.state.principal = principal;
-        // Charged before the scope check, so every authenticated response carries the rate-limit headers.
-        await applyRateLimit(ctx, services, principal, group);
-        if (!route.auth.includes(principal.kind)) {
-          throw errors.insufficientScope(
-            `This endpoint accepts ${route.auth.map((kind) => KIND_NAMES[kind]).join(' or ')}, not ${KIND_NAMES[principal.kind]}.`,
-          );
-        }
-      }
+      const principal =
+        route.auth === 'none' ? undefined : await authorise(ctx, services, refusals, route.auth, group);
       let body: unknown = undefined;
       if (hasBody && !isEmptyBody(ctx)) {
         rejectNonJson(ctx);
@@ -83,18 +77,56 @@ export function buildRouter(
   return router;
 }
 
-async function applyRateLimit(
+/**
+ * Who is calling, and whether this route accepts that kind of credential. Only then is the route's group
+ * charged to the key: a request refused for its credential is charged to a bucket of refusals instead
+ * (refusals.ts), so it never spends another key's budget.
+ */
+async function authorise(
   ctx: Context,
   services: AppServices,
-  principal: Principal,
-  group: keyof Principal['limits'],
-) {
+  refusals: RefusalLimiter,
+  accepted: CredentialKind[],
+  group: RateGroup,
+): Promise<Principal> {
+  const now = services.clock.now();
+  let principal: Principal;
+  try {
+    principal = await services.authenticator.authenticate(ctx.get('Authorization') || undefined);
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 401)
+      enforce(
+        ctx,
+        await refusals.takeForAddress(ctx.ip, now),
+        'refused requests from this address',
+        refusals.limit,
+      );
+    throw error;
+  }
+  ctx.state.principal = principal;
+  if (!accepted.includes(principal.kind)) {
+    enforce(
+      ctx,
+      await refusals.takeForCredential(principal.credentialId, now),
+      'refused requests with this credential',
+      refusals.limit,
+    );
+    throw errors.insufficientScope(
+      `This endpoint accepts ${accepted.map((kind) => KIND_NAMES[kind]).join(' or ')}, not ${KIND_NAMES[principal.kind]}.`,
+    );
+  }
   const limit = principal.limits[group];
-  const decision = await services.rateLimiter.take(
-    `${principal.bucketId}:${group}`,
+  enforce(
+    ctx,
+    await services.rateLimiter.take(`${principal.bucketId}:${group}`, limit, now),
+    `requests in the ${group} group`,
     limit,
-    services.clock.now(),
   );
+  return principal;
+}
+
+/** Sets the spec's rate-limit headers from a bucket's decision, and refuses the request when it is empty. */
+function enforce(ctx: Context, decision: Decision, what: string, limit: RateLimit): void {
   ctx.set('X-RateLimit-Limit', String(decision.limit));
   ctx.set('X-RateLimit-Remaining', String(decision.remaining));
   ctx.set('X-RateLimit-Reset', String(decision.resetAt));
@@ -103,7 +135,7 @@ async function applyRateLimit(
       429,
       'rate_limit_error',
       'rate_limit_exceeded',
-      `Too many requests in the ${group} group (${limit.perMinute} per minute, burst ${limit.burst}). Retry after ${decision.retryAfter} s.`,
+      `Too many ${what} (${limit.perMinute} per minute, burst ${limit.burst}). Retry after ${decision.retryAfter} s.`,
       undefined,
       { 'Retry-After': String(decision.retryAfter) },
     );

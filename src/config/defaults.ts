@@ -34,7 +34,11 @@ export interface Config {
   metrics: { host: string; port: number };
   /** `file` empty: JSON lines on stdout (journald under systemd); otherwise appended to that file. */
   log: { level: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent'; file: string };
-  auth: { cacheSeconds: number };
+  auth: {
+    cacheSeconds: number;
+    /** Requests refused for their credential (401, 403), per client address or credential (refusals.ts). */
+    refusedRequests: RateLimit;
+  };
   rateLimits: Record<RateGroup, RateLimit>;
   rateLimitStore: 'auto' | 'memory' | 'database';
   idempotency: { ttlHours: number };
@@ -121,7 +125,7 @@ export function defaultConfig(home: string): Config {
     },
     metrics: { host: '127.0.0.1', port: 9464 },
     log: { level: 'info', file: '' },
-    auth: { cacheSeconds: 5 },
+    auth: { cacheSeconds: 5, refusedRequests: { perMinute: 60, burst: 30 } },
     rateLimits: {
       read: { perMinute: 100, burst: 20 },
       sync_write: { perMinute: 10, burst: 5 },

@@ -42,7 +42,7 @@ export const configSchema = {
     auth: {
       type: 'object',
       additionalProperties: false,
-      properties: { cacheSeconds: { type: 'number', minimum: 0, maximum: 5 } },
+      properties: { cacheSeconds: { type: 'number', minimum: 0, maximum: 5 }, refusedRequests: rateLimit },
     },
     rateLimits: {
       type: 'object',

@@ -156,6 +156,58 @@ forEachEngine(t, async (t, engine) => {
     t.equal(response.headers.get('retry-after'), null, 'no Retry-After: waiting will not help');
   });
 
+  t.test("a publishable key's refused requests never spend its secret key's buckets", async (t) => {
+    const tenant = await createTenant(app);
+    const pk = tenant.keys.pk_test.secret;
+    const sk = tenant.keys.sk_test.secret;
+    const refusedReads = await burst(app, pk, 21);
+    t.same(statuses(refusedReads), Array(21).fill(403), 'a pk may not read: 21 times 403');
+    t.equal(refusedReads[0]!.body.error.code, 'insufficient_scope');
+    t.equal(refusedReads[0]!.headers.get('x-ratelimit-limit'), '60', 'a refusal reports the refusal bucket');
+    const read = await app.request('GET', PATH, { key: sk });
+    t.equal(read.status, 200, 'the secret key still reads');
+    t.equal(read.headers.get('x-ratelimit-remaining'), '19', 'with its read bucket untouched');
+
+    for (let i = 0; i < 5; i++) {
+      const refused = await app.request('POST', '/v1/refresh_intents', { key: pk, body: {} });
+      t.equal(refused.status, 403, `refused refresh intent ${i + 1} is 403`);
+    }
+    const write = await app.request('POST', '/v1/refresh_intents', {
+      key: sk,
+      body: { link_id: 'link_0000000000000000' },
+    });
+    t.not(write.status, 429, `the secret key's refresh intent is not rate limited (${write.status})`);
+    t.equal(write.headers.get('x-ratelimit-limit'), '10', 'it is charged to sync_write');
+    t.equal(write.headers.get('x-ratelimit-remaining'), '4', 'which had all its burst of 5 left');
+  });
+
+  t.test('refused requests have a bucket of their own: per credential, and per address', async (t) => {
+    const app = await startTestApp(t, engine);
+    const tenant = await createTenant(app);
+    const pk = tenant.keys.pk_test.secret;
+    const before = await tableCounts(app.db);
+    const refused = await burst(app, pk, 31);
+    t.same(statuses(refused.slice(0, 30)), Array(30).fill(403), 'a burst of 30 refusals is answered 403');
+    const retryAfter = expect429(t, refused[30]!, "a pk's 31st refusal");
+    t.same(await tableCounts(app.db), before, 'refusals write nothing');
+    const token = await app.request('POST', '/v1/widget_tokens', { key: pk, body: {} });
+    t.equal(token.status, 200, 'the pk still does what it may: its own bucket is untouched');
+
+    const unknown = `${tenant.keys.sk_test.secret.slice(0, -6)}aaaaaa`;
+    const guesses = await burst(app, unknown, 31);
+    t.same(statuses(guesses.slice(0, 30)), Array(30).fill(401), 'a burst of 30 unknown keys is answered 401');
+    t.equal(guesses[0]!.headers.get('x-ratelimit-limit'), '60', 'a 401 reports the refusal bucket');
+    expect429(t, guesses[30]!, 'the 31st guess from one address');
+    const missing = await app.request('GET', PATH);
+    t.equal(missing.status, 429, 'a request without a key from that address waits too');
+    const valid = await app.request('GET', PATH, { key: tenant.keys.sk_test.secret });
+    t.equal(valid.status, 200, 'a valid key from the same address is not held back');
+
+    app.clock.advance(retryAfter * 1000);
+    t.equal((await app.request('GET', PATH, { key: unknown })).status, 401, 'after Retry-After, 401 again');
+    t.equal((await app.request('GET', PATH, { key: pk })).status, 403, 'and 403 again');
+  });
+
   t.test('two API servers on one database share a bucket', async (t) => {
     const database = await freshDatabase(t, engine);
     const clock = new ManualClock(Date.now());
