@@ -37,6 +37,11 @@ export interface Route<Q = Record<string, never>, B = undefined, P = Record<stri
   tag: string;
   /** Credential kinds accepted; `none` for public routes such as /health. */
   auth: CredentialKind[] | 'none';
+  /**
+   * Callable from web pages of `widget.allowedOrigins` (CORS: preflights answered, the answer readable),
+   * except with a secret key (cors.ts).
+   */
+  browser?: boolean;
   /** Defaults to the spec's group for the method and path. */
   rateGroup?: RateGroup;
   params?: JsonSchema;

@@ -8,6 +8,7 @@ import { RefusalLimiter } from '../ratelimit/refusals.js';
 import type { Decision } from '../ratelimit/token-bucket.js';
 import type { CredentialKind, Principal } from '../auth/principal.js';
 import { jsonBodyReader } from './body.js';
+import { allowPageToRead, answerPreflight } from './cors.js';
 import { withIdempotency } from './middleware/idempotency.js';
 import { koaPath, type AnyRoute, type JsonSchema } from './route.js';
 import type { AppServices } from './services.js';
@@ -28,6 +29,7 @@ export function buildRouter(
   const router = new Router();
   const readBody = jsonBodyReader(services.config.api.bodyLimitBytes);
   const refusals = new RefusalLimiter(services.config.auth.refusedRequests);
+  const allowedOrigins = services.config.widget.allowedOrigins;
 
   for (const route of routes) {
     const validate = {
@@ -40,8 +42,7 @@ export function buildRouter(
     const group = route.rateGroup ?? rateGroupFor(route.method, route.path);
     const hasBody = route.method === 'post' || route.method === 'patch';
 
-    router[route.method](koaPath(route.path), async (ctx: Context, next: Next) => {
-      ctx.state.routePath = route.path;
+    const handle = async (ctx: Context) => {
       const principal =
         route.auth === 'none' ? undefined : await authorise(ctx, services, refusals, route.auth, group);
       let body: unknown = undefined;
@@ -71,6 +72,23 @@ export function buildRouter(
       };
       if (principal && route.method === 'post') await withIdempotency(ctx, services, principal, body, run);
       else await run();
+    };
+
+    if (route.browser) {
+      router.options(koaPath(route.path), async (ctx: Context, next: Next) => {
+        ctx.state.routePath = route.path;
+        answerPreflight(ctx, route.method.toUpperCase(), allowedOrigins);
+        return next();
+      });
+    }
+    router[route.method](koaPath(route.path), async (ctx: Context, next: Next) => {
+      ctx.state.routePath = route.path;
+      try {
+        await handle(ctx);
+      } finally {
+        // Errors included: a page must be able to read why its request was refused.
+        if (route.browser) allowPageToRead(ctx, allowedOrigins);
+      }
       return next();
     });
   }

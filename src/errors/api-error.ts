@@ -45,6 +45,7 @@ export const errors = {
   insufficientScope: (message: string) =>
     new ApiError(403, 'permission_error', 'insufficient_scope', message),
   wrongMode: (message: string) => new ApiError(403, 'permission_error', 'wrong_mode', message),
+  forbiddenOrigin: (message: string) => new ApiError(403, 'permission_error', 'origin_not_allowed', message),
   unavailable: (message: string, retryAfterSeconds: number) =>
     new ApiError(503, 'api_error', 'service_unavailable', message, undefined, {
       'Retry-After': String(retryAfterSeconds),

@@ -24,6 +24,7 @@ import {
 } from './flows.js';
 import { renderPage, type Bootstrap } from './page.js';
 import { describeProblem } from './problems.js';
+import { isAllowedOrigin } from '../api/cors.js';
 import {
   authenticateSession,
   openSession,
@@ -174,9 +175,7 @@ export function widgetRouter(services: AppServices): Router {
     const now = services.clock.now();
     const token = typeof ctx.query.token === 'string' ? ctx.query.token : '';
     const origin = parseOrigin(ctx.query.origin);
-    const allowed =
-      origin !== null &&
-      (config.widget.allowedOrigins.length === 0 || config.widget.allowedOrigins.includes(origin));
+    const allowed = origin !== null && isAllowedOrigin(origin, config.widget.allowedOrigins);
     // Checked before the token is consumed: a page that may not open the widget does not burn its token.
     if (!allowed) return sendPage(ctx, 400, errorBootstrap('origin_invalid', origin));
     if (!WIDGET_TOKEN.test(token) && !INTENT_TOKEN.test(token))

@@ -61,6 +61,7 @@ export const widgetTokenRoutes = [
       'Issue a single-use widget token (10 minutes) to open the hosted widget: connect a new bank, or reconnect an expired link',
     tag: 'widget',
     auth: ['secret_key', 'publishable_key'],
+    browser: true,
     body: {
       type: 'object',
       additionalProperties: false,

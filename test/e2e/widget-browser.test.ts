@@ -1,10 +1,8 @@
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
-import { chromium, type BrowserContext, type FrameLocator, type Page } from 'playwright-core';
+import type { FrameLocator, Page } from 'playwright-core';
+import { launchChromium, requireChromium, servePage } from '../helpers/browser.js';
 import {
   HANG_GUARD_MS,
   createTenant,
@@ -17,12 +15,10 @@ import {
 import { widgetToken } from '../helpers/widget.js';
 
 /*
- * The widget as a person uses it: Debian's Chromium, driven by playwright-core (which downloads no browser),
- * opens a page of another origin that loads embed.js from the API and calls SvcWidget.open. The API runs
+ * The widget as a person uses it: Debian's Chromium opens a page of another origin that loads embed.js from the API and calls SvcWidget.open. The API runs
  * in-process on a moved clock; the test runs the syncs the scheduler would run while the widget polls.
  */
 
-const CHROMIUM = process.env.SVC_CHROMIUM ?? '/usr/bin/chromium';
 const SHOTS = join(process.cwd(), 'test-output', 'screenshots');
 const DESKTOP = { width: 1280, height: 800 };
 const PHONE = { width: 360, height: 740 };
@@ -65,38 +61,7 @@ async function startCustomerPage(t: Test, apiUrl: string): Promise<string> {
     onExit: (info) => window.events.push({ kind: 'exit', reason: info.reason, error_code: info.error_code }),
   });
 </script></body></html>`;
-  const server: Server = createServer((request, response) => {
-    if (request.url === '/favicon.ico') return void response.writeHead(204).end();
-    response.writeHead(request.url === '/' ? 200 : 404, { 'content-type': 'text/html; charset=utf-8' });
-    response.end(request.url === '/' ? html : 'not found');
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-}
-
-async function launch(t: Test): Promise<BrowserContext> {
-  const profile = mkdtempSync(join(tmpdir(), 'svc-chromium-'));
-  const context = await chromium.launchPersistentContext(profile, {
-    executablePath: CHROMIUM,
-    headless: true,
-    viewport: DESKTOP,
-    args: [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
-  });
-  t.teardown(async () => {
-    await context.close();
-    rmSync(profile, { recursive: true, force: true });
-  });
-  return context;
+  return servePage(t, html);
 }
 
 async function events(page: Page): Promise<PageEvent[]> {
@@ -125,11 +90,7 @@ async function shot(page: Page, name: string): Promise<void> {
   await page.screenshot({ path: join(SHOTS, `${name}.png`) });
 }
 
-if (!existsSync(CHROMIUM)) {
-  t.fail(
-    `Chromium is not installed at ${CHROMIUM}. Install Debian's package (apt-get install -y chromium), as .ci/run does, or point SVC_CHROMIUM at a Chromium binary. This test is never skipped.`,
-  );
-} else {
+if (requireChromium(t)) {
   t.test('the hosted widget in headless Chromium', async (t) => {
     mkdirSync(SHOTS, { recursive: true });
     const app: TestApp = await startTestApp(t, 'sqlite');
@@ -138,7 +99,7 @@ if (!existsSync(CHROMIUM)) {
     const apiOrigin = new URL(app.url).origin;
     const customer = await startCustomerPage(t, app.url);
     t.not(new URL(customer).origin, apiOrigin, 'the customer page has its own origin');
-    const context = await launch(t);
+    const context = await launchChromium(t, DESKTOP);
     const page = await context.newPage();
     const problems: string[] = [];
     page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
