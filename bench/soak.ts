@@ -164,7 +164,8 @@ export async function runSoak(options: {
   const log = options.log ?? ((line: string) => console.log(line));
   const home = mkdtempSync(join(tmpdir(), 'svc-soak-'));
   const postgres = options.databaseUrl ? await freshPostgresSchema(options.databaseUrl) : undefined;
-  const env = { SVC_HOME: home };
+  // The soak's receiver is on loopback.
+  const env = { SVC_HOME: home, SVC_WEBHOOKS_ALLOW_PRIVATE_ADDRESSES_IN_TEST_MODE: 'true' };
   await install({ home, env, databaseUrl: postgres?.url, clock: systemClock, actor: 'soak' });
   const config = loadConfig({ home, env });
   const engine = config.databaseUrl.startsWith('sqlite') ? 'sqlite' : 'postgres';

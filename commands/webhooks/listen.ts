@@ -89,7 +89,7 @@ With --json, one JSON object per line: {"type":"ready",…} with the endpoint an
           trx,
           principal,
           { url: forwarder.url, enabled_events: events, description: 'svc webhooks listen (temporary)' },
-          { secrets: loadSecretBox(config), allowPrivateAddresses: config.webhooks.allowPrivateAddresses },
+          { secrets: loadSecretBox(config), addresses: config.webhooks },
           now,
           now + TEMPORARY_ENDPOINT_TTL_MS,
         );

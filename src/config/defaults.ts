@@ -75,7 +75,13 @@ export interface Config {
     /** Wake on another process's commit (Postgres LISTEN/NOTIFY, SQLite WAL file watch), not only on the poll. */
     wakeOnCommit: boolean;
   };
-  webhooks: { allowPrivateAddresses: boolean; secretRollGraceSeconds: number };
+  webhooks: {
+    /** Endpoints of both modes may reach private, loopback and link-local addresses (docs/security.md). */
+    allowPrivateAddresses: boolean;
+    /** Test-mode endpoints may: a development box whose receivers run beside it. */
+    allowPrivateAddressesInTestMode: boolean;
+    secretRollGraceSeconds: number;
+  };
   /** Live-mode connectors by bank code; a bank without one is unavailable in live mode. */
   banks: { connectors: Record<string, BankConnectorConfig> };
   /** The hosted widget (docs/widget.md): the operator's branding and the lifetimes of its tokens. */
@@ -160,7 +166,11 @@ export function defaultConfig(home: string): Config {
       responseBytesKept: 2048,
       wakeOnCommit: true,
     },
-    webhooks: { allowPrivateAddresses: false, secretRollGraceSeconds: 86_400 },
+    webhooks: {
+      allowPrivateAddresses: false,
+      allowPrivateAddressesInTestMode: false,
+      secretRollGraceSeconds: 86_400,
+    },
     banks: { connectors: {} },
     widget: {
       name: 'Bank Connect',

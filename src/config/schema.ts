@@ -120,6 +120,7 @@ export const configSchema = {
       additionalProperties: false,
       properties: {
         allowPrivateAddresses: { type: 'boolean' },
+        allowPrivateAddressesInTestMode: { type: 'boolean' },
         secretRollGraceSeconds: { type: 'integer', minimum: 0, maximum: 604_800 },
       },
     },

@@ -23,6 +23,7 @@ import {
 import { eventBody } from './payload.js';
 import { DeliverySender, type SendOutcome } from './sender.js';
 import { headerNames, signatureHeader } from './signature.js';
+import { mayReachPrivateAddresses } from './url-policy.js';
 
 export interface DispatcherServices {
   db: Database;
@@ -49,11 +50,12 @@ type ClaimedRow = Pick<
   'id' | 'mode' | 'event_id' | 'event_type' | 'endpoint_id' | 'attempts' | 'next_attempt_at'
 > & { event_data: string | null; event_created_at: number | null; endpoint_version: string | null };
 
-type Endpoint = EndpointSecrets & Pick<WebhookEndpointRow, 'url' | 'disabled'>;
+type Endpoint = EndpointSecrets & Pick<WebhookEndpointRow, 'url' | 'disabled' | 'expires_at'>;
 const ENDPOINT_COLUMNS = [
   'id',
   'url',
   'disabled',
+  'expires_at',
   'secret_encrypted',
   'previous_secret_encrypted',
   'previous_secret_expires_at',
@@ -230,7 +232,6 @@ export class Dispatcher {
     this.sender = new DeliverySender({
       attemptTimeoutMs: config.dispatcher.attemptTimeoutMs,
       responseBytesKept: config.dispatcher.responseBytesKept,
-      allowPrivateAddresses: config.webhooks.allowPrivateAddresses,
     });
     // locked_by is 64 characters: a long host name is cut.
     this.owner = `${hostname().slice(0, 24)}:${process.pid}:${randomBytes(3).toString('hex')}`;
@@ -619,7 +620,7 @@ export class Dispatcher {
       const signature = signatureHeader(signingSecrets(endpoint, this.secrets, startedAt), timestamp, body);
       outcome = await this.sender.send(
         endpoint.url,
-        row.mode,
+        mayReachPrivateAddresses(row.mode, endpoint.expires_at !== null, this.services.config.webhooks),
         {
           'content-type': 'application/json',
           'user-agent': this.userAgent,

@@ -10,7 +10,7 @@ import type { Database } from '../db/database.js';
 import type { SecretBox } from '../secrets/secret-box.js';
 import { recordAudit } from '../audit/audit-log.js';
 import { EVENT_TYPES } from './event-types.js';
-import { checkWebhookUrl } from './url-policy.js';
+import { checkWebhookUrl, mayReachPrivateAddresses, type AddressSettings } from './url-policy.js';
 import { holdEndpointDeliveries, resumeEndpointDeliveries } from './deliveries.js';
 
 export interface WebhookEndpointRow {
@@ -61,7 +61,7 @@ export function presentEndpoint(row: WebhookEndpointRow, secret?: string): Webho
 
 export interface EndpointPolicy {
   secrets: SecretBox;
-  allowPrivateAddresses: boolean;
+  addresses: AddressSettings;
 }
 
 function newSigningSecret(): string {
@@ -87,11 +87,24 @@ export function validateEnabledEvents(events: string[]): string[] {
   return unique;
 }
 
-async function validateUrl(url: string, mode: 'live' | 'test', policy: EndpointPolicy): Promise<void> {
-  const verdict = await checkWebhookUrl(url, mode, policy.allowPrivateAddresses);
+async function validateUrl(
+  url: string,
+  mode: 'live' | 'test',
+  temporary: boolean,
+  policy: EndpointPolicy,
+): Promise<void> {
+  const verdict = await checkWebhookUrl(
+    url,
+    mode,
+    mayReachPrivateAddresses(mode, temporary, policy.addresses),
+  );
   if (!verdict.ok) throw errors.invalidParameter('url', `The webhook URL ${verdict.reason}.`);
 }
 
+/**
+ * A tenant's endpoint, or with `expiresAt` a temporary one: only `svc webhooks listen` makes those, for its
+ * own receiver on loopback, which the address policy lets it reach (url-policy.ts).
+ */
 export async function createEndpoint(
   trx: Knex,
   principal: Principal,
@@ -100,7 +113,7 @@ export async function createEndpoint(
   now: number,
   expiresAt: number | null = null,
 ): Promise<WebhookEndpoint> {
-  await validateUrl(input.url, principal.mode, policy);
+  await validateUrl(input.url, principal.mode, expiresAt !== null, policy);
   const enabled = validateEnabledEvents(input.enabled_events);
   const id = newId('we');
   const secret = newSigningSecret();
@@ -147,7 +160,14 @@ export async function updateEndpoint(
   now: number,
 ): Promise<WebhookEndpoint> {
   const row = await loadEndpoint(trx, principal, id);
-  if (patch.url !== undefined) await validateUrl(patch.url, principal.mode, policy);
+  if (patch.url !== undefined && row.expires_at !== null) {
+    // It may reach its listener on loopback; another URL would inherit that.
+    throw errors.conflict(
+      'endpoint_temporary',
+      'This temporary endpoint belongs to `svc webhooks listen` and points at its receiver; its URL cannot change. Create an endpoint of your own instead.',
+    );
+  }
+  if (patch.url !== undefined) await validateUrl(patch.url, principal.mode, false, policy);
   const changes: Partial<WebhookEndpointRow> = { updated_at: now };
   if (patch.url !== undefined) changes.url = patch.url;
   if (patch.enabled_events !== undefined)

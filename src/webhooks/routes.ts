@@ -28,7 +28,7 @@ const url = { type: 'string', minLength: 1, maxLength: 2048 };
 const description = { type: ['string', 'null'], maxLength: 500 };
 
 function policy(services: AppServices): EndpointPolicy {
-  return { secrets: services.secrets, allowPrivateAddresses: services.config.webhooks.allowPrivateAddresses };
+  return { secrets: services.secrets, addresses: services.config.webhooks };
 }
 
 export const webhookComponents: Record<string, JsonSchema> = {

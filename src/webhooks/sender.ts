@@ -16,8 +16,6 @@ export interface SendOutcome {
 export interface SenderSettings {
   attemptTimeoutMs: number;
   responseBytesKept: number;
-  /** Live mode may reach private, loopback and link-local addresses (an internal receiver). */
-  allowPrivateAddresses: boolean;
 }
 
 const BLOCKED = 'ERR_WEBHOOK_ADDRESS_BLOCKED';
@@ -39,7 +37,7 @@ type LookupCallback = (
 ) => void;
 
 /**
- * `net.connect`'s lookup with the live-mode policy applied to what DNS answered, so the address checked is
+ * `net.connect`'s lookup with the address policy applied to what DNS answered, so the address checked is
  * the address connected to: a name that resolved to a public address when the endpoint was created and to
  * 10.0.0.1 now is refused now. (Node asks for every address, `all: true`, when it races IPv4 and IPv6.)
  */
@@ -107,16 +105,17 @@ function causeOf(error: unknown): { code?: string; message: string } {
  */
 export class DeliverySender {
   private readonly open: Agent;
-  private readonly live: Agent;
+  private readonly guarded: Agent;
 
   constructor(private readonly settings: SenderSettings) {
     this.open = agent(settings, false);
-    this.live = settings.allowPrivateAddresses ? this.open : agent(settings, true);
+    this.guarded = agent(settings, true);
   }
 
+  /** `reachPrivate`: whether this endpoint may reach addresses the policy refuses (url-policy.ts). */
   async send(
     url: string,
-    mode: 'live' | 'test',
+    reachPrivate: boolean,
     headers: Record<string, string>,
     body: string,
   ): Promise<SendOutcome> {
@@ -128,7 +127,7 @@ export class DeliverySender {
       try {
         response = await request(url, {
           method: 'POST',
-          dispatcher: mode === 'live' ? this.live : this.open,
+          dispatcher: reachPrivate ? this.open : this.guarded,
           headers,
           body,
           signal: controller.signal,
@@ -157,7 +156,7 @@ export class DeliverySender {
   private describe(error: unknown, signal: AbortSignal): string {
     if (signal.aborted) return `timed out after ${this.settings.attemptTimeoutMs} ms`;
     const { code, message } = causeOf(error);
-    if (code === BLOCKED) return `address refused in live mode: ${message}`;
+    if (code === BLOCKED) return `address refused: ${message}`;
     if (code === 'UND_ERR_CONNECT_TIMEOUT' || code === 'UND_ERR_HEADERS_TIMEOUT')
       return `timed out after ${this.settings.attemptTimeoutMs} ms`;
     if (code === 'UND_ERR_INVALID_ARG') return `invalid URL: ${message}`.slice(0, 300);
@@ -165,7 +164,7 @@ export class DeliverySender {
   }
 
   async close(): Promise<void> {
-    await Promise.all([this.open.close(), this.live === this.open ? undefined : this.live.close()]);
+    await Promise.all([this.open.close(), this.guarded.close()]);
   }
 }
 

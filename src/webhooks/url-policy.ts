@@ -28,7 +28,7 @@ function carriedIPv4(address: ipaddr.IPv6): ipaddr.IPv4[] {
 const LOCAL_NAT64 = ipaddr.parseCIDR('64:ff9b:1::/48') as [ipaddr.IPv6, number];
 
 /**
- * Whether a live-mode webhook may never reach this address: anything but a public unicast address, as
+ * Whether a webhook may never reach this address (unless the operator allows it): anything but a public unicast address, as
  * ipaddr.js classifies them (private, loopback, link-local and cloud metadata, carrier-grade NAT,
  * multicast, broadcast, unspecified, documentation, benchmarking, unique-local, site-local and the other
  * special-purpose and deprecated ranges), and every IPv6 form that carries or reaches such an IPv4 address.
@@ -48,15 +48,45 @@ export function isBlockedAddress(raw: string): boolean {
 
 export type UrlVerdict = { ok: true } | { ok: false; reason: string };
 
+/** The operator's settings of the address policy (docs/security.md). */
+export interface AddressSettings {
+  /** Endpoints of both modes may reach private addresses: the operator's receivers are internal. */
+  allowPrivateAddresses: boolean;
+  /** Test-mode endpoints may: a development box whose receivers run beside it. */
+  allowPrivateAddressesInTestMode: boolean;
+}
+
 /**
- * Test mode accepts any http(s) URL, so developers can point at localhost. Live mode wants https and a host
- * that resolves only to public addresses, unless the operator allows private ones. The dispatcher checks
- * again at connection time, since DNS can change after this check.
+ * Whether an endpoint may reach addresses the policy refuses. A tenant's endpoint may not, in either mode,
+ * unless the operator opted in: its deliveries' answers are readable through the API, so it would be a read
+ * channel into the operator's network. A temporary endpoint may: only `svc webhooks listen`, run by the
+ * operator on the box, makes one, and it points at that command's own receiver on loopback.
+ */
+export function mayReachPrivateAddresses(
+  mode: 'live' | 'test',
+  temporary: boolean,
+  settings: AddressSettings,
+): boolean {
+  return (
+    temporary ||
+    settings.allowPrivateAddresses ||
+    (mode === 'test' && settings.allowPrivateAddressesInTestMode)
+  );
+}
+
+const REFUSED_REASON =
+  'resolves to a private, loopback, link-local or metadata address, which webhooks do not deliver to unless the operator allows it';
+
+/**
+ * An endpoint URL: http(s), no user name or password; in live mode https. Unless it may reach private
+ * addresses, its host must resolve only to public ones. A test-mode host that does not resolve yet is
+ * accepted (a developer's tunnel may come up later); live mode refuses it. The dispatcher checks again at
+ * every connection, since DNS can change after this check.
  */
 export async function checkWebhookUrl(
   raw: string,
   mode: 'live' | 'test',
-  allowPrivate: boolean,
+  reachPrivate: boolean,
 ): Promise<UrlVerdict> {
   let url: URL;
   try {
@@ -67,21 +97,18 @@ export async function checkWebhookUrl(
   if (url.protocol !== 'https:' && url.protocol !== 'http:')
     return { ok: false, reason: 'must use http or https' };
   if (url.username || url.password) return { ok: false, reason: 'must not carry a user name or password' };
-  if (mode === 'test' || allowPrivate) return { ok: true };
-  if (url.protocol !== 'https:') return { ok: false, reason: 'must use https in live mode' };
+  if (reachPrivate) return { ok: true };
+  if (mode === 'live' && url.protocol !== 'https:')
+    return { ok: false, reason: 'must use https in live mode' };
   const host = url.hostname.replace(/^\[|\]$/g, '');
   let addresses: string[];
   try {
     addresses = isIP(host) ? [host] : (await lookup(host, { all: true })).map((entry) => entry.address);
   } catch {
+    if (mode === 'test') return { ok: true };
     return { ok: false, reason: `has a host (${host}) that does not resolve` };
   }
-  if (addresses.length === 0 || addresses.some(isBlockedAddress)) {
-    return {
-      ok: false,
-      reason:
-        'resolves to a private, loopback, link-local or metadata address, which live mode does not deliver to',
-    };
-  }
+  if (addresses.length === 0 || addresses.some(isBlockedAddress))
+    return { ok: false, reason: REFUSED_REASON };
   return { ok: true };
 }

@@ -4,6 +4,8 @@ import type { Test } from 'tap';
 import { emitEvent } from '../../src/events/outbox.js';
 import { defaultConfig } from '../../src/config/defaults.js';
 import { Dispatcher, type DispatcherServices } from '../../src/webhooks/dispatcher.js';
+import { createEndpoint, TEMPORARY_ENDPOINT_TTL_MS } from '../../src/webhooks/endpoints.js';
+import { operatorPrincipal } from '../../src/webhooks/operator.js';
 import {
   createTenant,
   forEachEngine,
@@ -394,7 +396,7 @@ forEachEngine(t, async (t, engine) => {
       t.equal(deliveries.body.length, 5);
       for (const delivery of deliveries.body) {
         t.match(delivery, { status: 'pending', attempts: 1, last_response_status: null });
-        t.match(delivery.last_error, /address refused in live mode/, delivery.endpoint_id);
+        t.match(delivery.last_error, /address refused/, delivery.endpoint_id);
       }
 
       // The same rows, with the operator's permission, do reach the receiver: the refusal was the policy.
@@ -404,12 +406,52 @@ forEachEngine(t, async (t, engine) => {
     },
   );
 
-  t.test('test mode posts to loopback addresses without the operator setting', async (t) => {
-    t.equal(app.config.webhooks.allowPrivateAddresses, false);
-    const receiver = await startReceiver(t, ok);
-    await endpoint(app, sk, `http://localhost:${receiver.port}/hook`, ['link.created']);
-    await fire(app, sk, 'link.created', linkId);
-    await dispatcherFor(t, app.services).dispatchDue();
-    t.equal(receiver.received.length, 1);
-  });
+  t.test(
+    "test mode: a tenant's endpoint cannot reach inside unless the operator allows it; a listener's can",
+    async (t) => {
+      const inside = await startReceiver(t, (_request, response) => {
+        response.writeHead(200, { 'content-type': 'application/json' });
+        response.end('{"internal":"secret configuration"}');
+      });
+      const listener = await startReceiver(t, ok);
+      // Created while the operator allowed it, as on a development box; then the setting is turned off.
+      const tenantHook = await endpoint(app, sk, `${inside.url}/admin`, ['link.created']);
+      const temporary = await app.db.transaction((trx) =>
+        createEndpoint(
+          trx,
+          operatorPrincipal(tenant.orgId, 'test'),
+          { url: listener.url, enabled_events: ['link.created'] },
+          { secrets: app.services.secrets, addresses: app.config.webhooks },
+          app.clock.now(),
+          app.clock.now() + TEMPORARY_ENDPOINT_TTL_MS,
+        ),
+      );
+      const strict: DispatcherServices = {
+        ...app.services,
+        config: {
+          ...app.config,
+          webhooks: { ...app.config.webhooks, allowPrivateAddressesInTestMode: false },
+        },
+      };
+      const event = await fire(app, sk, 'link.created', linkId);
+      await dispatcherFor(t, strict).dispatchDue();
+      t.equal(inside.received.length, 0, "nothing reached the internal service from the tenant's endpoint");
+      const refused = await deliveryOf(app, sk, event.id, tenantHook.id);
+      t.match(refused, { status: 'pending', attempts: 1, last_response_status: null });
+      t.match(refused.last_error, /address refused/);
+      t.notMatch(JSON.stringify(refused), /secret configuration/, 'and the API shows nothing of its answer');
+      t.equal(listener.received.length, 1, "the listener's temporary endpoint reached its loopback receiver");
+
+      const moved = await app.request('PATCH', `/v1/webhook_endpoints/${temporary.id}`, {
+        key: sk,
+        body: { url: `${inside.url}/admin` },
+      });
+      t.equal(moved.status, 409, "a tenant cannot repoint the listener's endpoint");
+      t.equal(moved.body.error.code, 'endpoint_temporary');
+      t.equal(
+        (await app.request('DELETE', `/v1/webhook_endpoints/${temporary.id}`, { key: sk })).status,
+        200,
+      );
+    },
+  );
 });

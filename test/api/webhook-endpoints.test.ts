@@ -169,6 +169,56 @@ forEachEngine(t, async (t, engine) => {
     }
   });
 
+  t.test('test mode refuses the same addresses unless the operator allows it', async (t) => {
+    const strict = await startTestApp(t, engine, {
+      config: { webhooks: { allowPrivateAddressesInTestMode: false } },
+    });
+    const owner = await createTenant(strict, { rateLimits: RAISED_LIMITS });
+    const key = owner.keys.sk_test.secret;
+    const before = await tableCounts(strict.db);
+    for (const url of [
+      'http://127.0.0.1:8080/admin',
+      'http://localhost:5432/',
+      'http://10.0.0.1/hook',
+      'http://169.254.169.254/latest/meta-data',
+      'http://[::1]:9464/metrics',
+      'http://[::ffff:127.0.0.1]/hook',
+      'http://[64:ff9b::a9fe:a9fe]/latest/meta-data',
+    ]) {
+      const response = await strict.request('POST', '/v1/webhook_endpoints', {
+        key,
+        body: { url, enabled_events: ['*'] },
+      });
+      t.equal(response.status, 400, url);
+      t.match(response.body, {
+        error: { code: 'parameter_invalid', param: 'url', message: /unless the operator allows it/ },
+      });
+    }
+    t.same(await tableCounts(strict.db), before, 'nothing was created');
+    const open = await strict.request('POST', '/v1/webhook_endpoints', {
+      key,
+      body: { url: 'http://93.184.216.34/hook', enabled_events: ['*'] },
+    });
+    t.equal(open.status, 200, 'test mode still takes plain http to a public address');
+    const moved = await strict.request('PATCH', `/v1/webhook_endpoints/${open.body.id}`, {
+      key,
+      body: { url: 'http://127.0.0.1:8080/admin' },
+    });
+    t.equal(moved.status, 400, 'nor may an update point it inside');
+
+    // The operator of a development box opts in for test mode; live mode keeps its policy.
+    const allowed = await app.request('POST', '/v1/webhook_endpoints', {
+      key: sk,
+      body: { url: 'http://127.0.0.1:3000/hook', enabled_events: ['*'] },
+    });
+    t.equal(allowed.status, 200, 'with allowPrivateAddressesInTestMode, a loopback receiver in test mode');
+    const live = await app.request('POST', '/v1/webhook_endpoints', {
+      key: tenant.keys.sk_live.secret,
+      body: { url: 'https://127.0.0.1:3000/hook', enabled_events: ['*'] },
+    });
+    t.equal(live.status, 400, 'but not in live mode');
+  });
+
   t.test('pagination: X-Total-Count and a Link header a standard parser reads', async (t) => {
     const fresh = await createTenant(app, { rateLimits: RAISED_LIMITS });
     const key = fresh.keys.sk_test.secret;

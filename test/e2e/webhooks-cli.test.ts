@@ -28,8 +28,18 @@ interface Outcome {
 }
 
 /** `svc webhooks listen --json` on a home, its JSON lines collected as they come. */
-function startListener(t: Test, home: string, forwardTo: string, extra: string[] = []) {
-  const child = spawnCli(['webhooks', 'listen', '--forward-to', forwardTo, ...extra, '--json'], { home }, t);
+function startListener(
+  t: Test,
+  home: string,
+  forwardTo: string,
+  extra: string[] = [],
+  env: Record<string, string> = {},
+) {
+  const child = spawnCli(
+    ['webhooks', 'listen', '--forward-to', forwardTo, ...extra, '--json'],
+    { home, env },
+    t,
+  );
   const lines: Record<string, unknown>[] = [];
   let buffer = '';
   child.stdout!.on('data', (chunk: Buffer) => {
@@ -322,5 +332,44 @@ forEachEngine(t, async (t, engine) => {
     );
     t.match(removal, { actor: 'housekeeping' });
     t.same(JSON.parse(removal.details), { temporary: true, expired: true });
+  });
+});
+
+// The operator's own path to a first local webhook: with the address policy as shipped, a tenant's
+// endpoint may not point at loopback, and `svc webhooks listen` still forwards to a local receiver.
+forEachEngine(t, async (t, engine) => {
+  t.test('svc webhooks listen works where tenants may not reach loopback', async (t) => {
+    const { home, key: sk } = await installedHome(t, engine);
+    const shipped = { SVC_WEBHOOKS_ALLOW_PRIVATE_ADDRESSES_IN_TEST_MODE: 'false' };
+    const serve = await startServe(t, {
+      home,
+      args: ['--roles', 'api,dispatcher'],
+      env: { ...shipped, SVC_DISPATCHER_POLL_INTERVAL_MS: '100' },
+    });
+    const target = await startReceiver(t);
+    const direct = await serve.request('POST', '/v1/webhook_endpoints', {
+      key: sk,
+      body: { url: target.url, enabled_events: ['*'] },
+    });
+    t.equal(direct.status, 400, "a tenant's endpoint at a loopback receiver is refused");
+    t.match(direct.body, { error: { code: 'parameter_invalid', param: 'url' } });
+
+    const { child, lines, stderr, exited } = startListener(t, home, target.url, [], shipped);
+    const ready = await waitFor(async () => lines.find((l) => l.type === 'ready'), HANG_GUARD_MS, 50);
+    t.ok(ready, `listen is ready ${stderr()}`);
+    const link = (await serve.request('POST', '/v1/links', { key: sk, body: linkBody() })).body.id as string;
+    const fired = await serve.request('POST', '/v1/sandbox/events/fire', {
+      key: sk,
+      body: { type: 'link.refreshed', link_id: link },
+    });
+    t.equal(fired.status, 200);
+    const forwarded = await waitFor(
+      async () => target.received.find((got) => got.event.id === fired.body.id),
+      HANG_GUARD_MS,
+      50,
+    );
+    t.ok(forwarded, 'the listener forwarded the event to the local receiver');
+    child.kill('SIGTERM');
+    t.equal(await exited, 0);
   });
 });

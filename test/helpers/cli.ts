@@ -49,7 +49,9 @@ export function cliEnv(home: string, extra: Record<string, string> = {}): Record
   for (const [name, value] of Object.entries(process.env)) {
     if (value !== undefined && !name.startsWith('SVC_')) env[name] = value;
   }
-  return { ...env, SVC_HOME: home, ...extra };
+  // The suite's receivers listen on loopback, which webhooks may reach only when the operator allows it;
+  // the tests of that policy set it back to false.
+  return { ...env, SVC_HOME: home, SVC_WEBHOOKS_ALLOW_PRIVATE_ADDRESSES_IN_TEST_MODE: 'true', ...extra };
 }
 
 /** Joins oclif's wrapped ` ›   Error: …` lines back into one line of text. */

@@ -124,6 +124,9 @@ export function testConfig(database: TestDatabase, overrides: ConfigOverrides = 
     env: {},
     overrides: {
       ...overrides,
+      // The suite's receivers listen on loopback, which webhooks may reach only when the operator allows it;
+      // the tests of that policy turn this off.
+      webhooks: { allowPrivateAddressesInTestMode: true, ...(overrides?.webhooks ?? {}) },
       databaseUrl: database.url,
       log: { level: 'silent' },
       metrics: { port: 0 },
