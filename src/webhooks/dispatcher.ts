@@ -561,7 +561,8 @@ export class Dispatcher {
     // Rows of endpoints that reached the back-off threshold go back rather than wait in hand: the record
     // above has moved them to the back-off's end (or, if it has not backed the endpoint off after all, the
     // next claim takes them again).
-    await this.releaseQueued((ready) => this.backedOff.has(ready.row.endpoint_id));
+    if (this.backedOff.size > 0)
+      await this.releaseQueued((ready) => this.backedOff.has(ready.row.endpoint_id));
     let queued = 0;
     if (limit > 0) {
       this.backlog = claimed.length === limit;
@@ -613,6 +614,11 @@ export class Dispatcher {
     const giveBack: string[] = [];
     claimed.sort((a, b) => Number(a.next_attempt_at) - Number(b.next_attempt_at));
     // The claim read each endpoint's health, and claims skip backed-off endpoints: this is newer than ours.
+    // (Entries of endpoints since deleted would stay: past the cache's bound, knowledge starts again.)
+    if (this.unanswered.size + this.backedOff.size > ENDPOINTS_CACHED) {
+      this.unanswered.clear();
+      this.backedOff.clear();
+    }
     for (const row of claimed) {
       this.backedOff.delete(row.endpoint_id);
       const unanswered = Number(row.endpoint_unanswered ?? 0);
