@@ -11,7 +11,7 @@
  *   node dist/bench/webhooks.js
  *
  * BENCH_DELIVERIES (default 5000) deliveries per throughput run, BENCH_CONCURRENCY (default 16) attempts in
- * flight for both loops (the dispatcher's `concurrency` and `perEndpointConcurrency`: one endpoint here),
+ * flight for both loops (the dispatcher's `concurrency`, `perEndpointConcurrency` and `perOrganisationConcurrency`: one endpoint here),
  * BENCH_LATENCY_EVENTS (default 200) events for the latency figures, BENCH_ROUNDS (default 3) interleaved
  * rounds whose medians are reported. The receiver is another process, as a
  * customer's would be.
@@ -190,7 +190,12 @@ async function setUp(url: string, receiverUrl: string, overrides: Record<string,
     overrides: {
       databaseUrl: url,
       log: { level: 'silent' },
-      dispatcher: { concurrency: CONCURRENCY, perEndpointConcurrency: CONCURRENCY, ...overrides },
+      dispatcher: {
+        concurrency: CONCURRENCY,
+        perEndpointConcurrency: CONCURRENCY,
+        perOrganisationConcurrency: CONCURRENCY,
+        ...overrides,
+      },
       webhooks: { allowPrivateAddressesInTestMode: true }, // the receiver is on loopback
     },
   });

@@ -5,6 +5,8 @@ import type { OperatorEndpoint } from '../../src/webhooks/operator.js';
 export default class WebhooksEndpoints extends BaseCommand {
   static override summary =
     'List webhook endpoints across organisations, newest first (secrets are never shown)';
+  static override description =
+    'Each line shows whether the endpoint is enabled, disabled, or backed off (its attempts keep going unanswered: nothing is sent to it before the time shown; `svc webhooks redeliver` of one of its deliveries, or any update of the endpoint, ends the back-off).';
   static override examples = [
     '<%= config.bin %> webhooks endpoints',
     '<%= config.bin %> webhooks endpoints --org org_0123456789abcdef --mode live --json',
@@ -17,14 +19,15 @@ export default class WebhooksEndpoints extends BaseCommand {
   async run(): Promise<OperatorEndpoint[]> {
     const { flags } = await this.parse(WebhooksEndpoints);
     const config = this.appConfig(flags.home);
-    const { listAllEndpoints } = await import('../../src/webhooks/operator.js');
+    const { endpointState, listAllEndpoints } = await import('../../src/webhooks/operator.js');
     const endpoints = await this.withDatabase(config, (db) =>
       listAllEndpoints(db.reader, { orgId: flags.org, mode: flags.mode as 'test' | 'live' | undefined }),
     );
     if (endpoints.length === 0) this.log('No webhook endpoints.');
+    const now = this.clock(config).now();
     for (const endpoint of endpoints) {
       this.log(
-        `${endpoint.id}  ${endpoint.org_id}  ${endpoint.mode}  ${endpoint.disabled ? 'disabled' : 'enabled '}  ${endpoint.url}  ${endpoint.enabled_events.join(',')}`,
+        `${endpoint.id}  ${endpoint.org_id}  ${endpoint.mode}  ${endpointState(endpoint, now).padEnd(8)}  ${endpoint.url}  ${endpoint.enabled_events.join(',')}`,
       );
     }
     return endpoints;

@@ -6,7 +6,7 @@ export default class WebhooksRedeliver extends BaseCommand {
   static override summary =
     'Send a delivery’s event to its endpoint again, as a new delivery with a fresh schedule';
   static override description =
-    'The original delivery is left as it was; the new one is due at once and a running dispatcher sends it.';
+    'The original delivery is left as it was; the new one is due at once and a running dispatcher sends it. If the endpoint is backed off (its attempts kept going unanswered), the back-off ends and its waiting deliveries are due at once too.';
   static override examples = ['<%= config.bin %> webhooks redeliver wd_0123456789abcdef'];
   static override args = {
     deliveryId: Args.string({ required: true, description: 'the delivery (wd_…)' }),

@@ -65,6 +65,16 @@ export interface Config {
     concurrency: number;
     /** Attempts in flight to any one endpoint, so a slow receiver holds at most this many slots. */
     perEndpointConcurrency: number;
+    /**
+     * Attempts in flight for any one organisation (all its endpoints, both modes), so that one tenant's
+     * slow or dead receivers hold at most this share of `concurrency` and every other tenant keeps flowing.
+     */
+    perOrganisationConcurrency: number;
+    /** Attempts in a row without an HTTP answer (timeouts, refused connections) that back an endpoint off. */
+    backoffAfterUnanswered: number;
+    /** The first back-off; each further unanswered attempt doubles it, up to `backoffMaxSeconds`. */
+    backoffInitialSeconds: number;
+    backoffMaxSeconds: number;
     leaseSeconds: number;
     /** Delay before each attempt, in seconds; its length is the number of attempts. The first must be 0. */
     retryScheduleSeconds: number[];
@@ -160,6 +170,10 @@ export function defaultConfig(home: string): Config {
       pollIntervalMs: 500,
       concurrency: 32,
       perEndpointConcurrency: 4,
+      perOrganisationConcurrency: 8,
+      backoffAfterUnanswered: 5,
+      backoffInitialSeconds: 30,
+      backoffMaxSeconds: 3600,
       leaseSeconds: 60,
       retryScheduleSeconds: [0, 60, 300, 1800, 7200, 21600],
       attemptTimeoutMs: 10_000,

@@ -102,6 +102,10 @@ export const configSchema = {
         pollIntervalMs: { type: 'integer', minimum: 10 },
         concurrency: { type: 'integer', minimum: 1, maximum: 1024 },
         perEndpointConcurrency: { type: 'integer', minimum: 1, maximum: 1024 },
+        perOrganisationConcurrency: { type: 'integer', minimum: 1, maximum: 1024 },
+        backoffAfterUnanswered: { type: 'integer', minimum: 1, maximum: 1000 },
+        backoffInitialSeconds: { type: 'number', minimum: 0.1, maximum: 86_400 },
+        backoffMaxSeconds: { type: 'number', minimum: 0.1, maximum: 604_800 },
         leaseSeconds: { type: 'integer', minimum: 1 },
         // The first delay must be 0 (checked in load-config: JSON Schema has no strict way to say it).
         retryScheduleSeconds: {

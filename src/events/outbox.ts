@@ -57,10 +57,14 @@ export async function emitEvent(trx: Knex, input: EmitInput): Promise<EventRecor
   // by a concurrent transaction would otherwise get a delivery row after it was gone (a foreign-key error,
   // so a 500 for the request that emitted) or after its deliveries were held (so it would be sent to).
   // The delete or update waits for this transaction instead, and then sees its deliveries.
-  const endpoints: { id: string; enabled_events: string }[] = await trx('webhook_endpoints')
+  // A backed-off endpoint's new deliveries wait for its back-off's end, as its others do (its dispatcher
+  // moved them there, so that they are not walked by every claim meanwhile).
+  const endpoints: { id: string; enabled_events: string; backoff_until: number | null }[] = await trx(
+    'webhook_endpoints',
+  )
     .where({ org_id: input.orgId, mode: input.mode, disabled: false })
     .where((q) => q.whereNull('expires_at').orWhere('expires_at', '>', input.now))
-    .select('id', 'enabled_events')
+    .select('id', 'enabled_events', 'backoff_until')
     .forShare();
   const deliveries = endpoints
     .filter((endpoint) => subscribes(JSON.parse(endpoint.enabled_events) as string[], input.type))
@@ -73,7 +77,7 @@ export async function emitEvent(trx: Knex, input: EmitInput): Promise<EventRecor
       endpoint_id: endpoint.id,
       status: 'pending',
       attempts: 0,
-      next_attempt_at: input.now,
+      next_attempt_at: Math.max(input.now, Number(endpoint.backoff_until ?? 0)),
       created_at: input.now,
       updated_at: input.now,
     }));

@@ -144,7 +144,8 @@ export async function withHistory(db: Knex, row: DeliveryRow): Promise<WebhookDe
  * Redelivery starts a new attempt series: a new delivery row (new `wd_` id, `attempts` 0, due now) for the
  * same event and endpoint, with the full retry schedule ahead of it. The original row is left as it was, so
  * the history of what happened stays readable, and a pending original keeps its own schedule. A disabled
- * endpoint cannot be redelivered to (409 `endpoint_disabled`): nothing would be sent.
+ * endpoint cannot be redelivered to (409 `endpoint_disabled`): nothing would be sent. A backed-off endpoint's
+ * back-off ends, so its waiting deliveries are due again too.
  */
 export async function redeliver(
   trx: Knex,
@@ -163,6 +164,8 @@ export async function redeliver(
       `The endpoint ${original.endpoint_id} is disabled; enable it (PATCH disabled=false) before redelivering.`,
     );
   }
+  // Asking for a delivery now is asking to try the endpoint now: a back-off ends (docs/webhooks.md).
+  await endBackoff(trx, original.endpoint_id, now);
   const row: DeliveryRow = {
     id: newId('wd'),
     org_id: original.org_id,
@@ -201,6 +204,47 @@ export async function resumeEndpointDeliveries(trx: Knex, endpointId: string, no
   const resumed = await trx('webhook_deliveries')
     .where({ endpoint_id: endpointId, status: 'pending' })
     .whereNull('next_attempt_at')
+    .update({ next_attempt_at: now, updated_at: now });
+  if (resumed > 0) await notifyOnCommit(trx, DELIVERY_CHANNEL);
+}
+
+/**
+ * A backed-off endpoint's pending deliveries wait for the back-off's end: those due earlier are moved to it,
+ * keeping their attempt count (the wait is not an attempt). Moved rather than filtered out by every claim,
+ * so the claim's walk of the due index never passes an endpoint's backlog while it waits; rows held by a
+ * disable (`next_attempt_at` null) stay held.
+ */
+export async function holdDeliveriesUntil(
+  trx: Knex,
+  endpointId: string,
+  until: number,
+  now: number,
+): Promise<void> {
+  await trx('webhook_deliveries')
+    .where({ endpoint_id: endpointId, status: 'pending' })
+    .where('next_attempt_at', '<', until)
+    .update({ next_attempt_at: until, updated_at: now });
+}
+
+/**
+ * Ends an endpoint's back-off, when a person says to try again (an update of the endpoint, a redelivery):
+ * its count of unanswered attempts starts again from 0, and the deliveries the back-off moved to its end are
+ * due at once. Whatever the retry schedule put later keeps its time.
+ */
+export async function endBackoff(trx: Knex, endpointId: string, now: number): Promise<void> {
+  const endpoint: { unanswered_attempts: number; backoff_until: number | null } | undefined = await trx(
+    'webhook_endpoints',
+  )
+    .where({ id: endpointId })
+    .first('unanswered_attempts', 'backoff_until');
+  if (!endpoint || (Number(endpoint.unanswered_attempts) === 0 && endpoint.backoff_until === null)) return;
+  await trx('webhook_endpoints')
+    .where({ id: endpointId })
+    .update({ unanswered_attempts: 0, backoff_until: null });
+  const until = endpoint.backoff_until === null ? null : Number(endpoint.backoff_until);
+  if (until === null || until <= now) return;
+  const resumed = await trx('webhook_deliveries')
+    .where({ endpoint_id: endpointId, status: 'pending', next_attempt_at: until })
     .update({ next_attempt_at: now, updated_at: now });
   if (resumed > 0) await notifyOnCommit(trx, DELIVERY_CHANNEL);
 }

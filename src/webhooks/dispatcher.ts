@@ -13,7 +13,9 @@ import { watchCommits, type CommitWatcher } from '../db/notify.js';
 import { DELIVERY_CHANNEL } from '../events/outbox.js';
 import type { Logger } from '../logging/logger.js';
 import type { SecretBox } from '../secrets/secret-box.js';
-import type { DeliveryRow } from './deliveries.js';
+import { holdDeliveriesUntil, type DeliveryRow } from './deliveries.js';
+import { backoffUntil, healthChanges } from './endpoint-health.js';
+import { overMark, startable } from './fair-share.js';
 import {
   rememberingOpener,
   signingSecrets,
@@ -47,8 +49,14 @@ export interface DispatcherOptions {
  */
 type ClaimedRow = Pick<
   DeliveryRow,
-  'id' | 'mode' | 'event_id' | 'event_type' | 'endpoint_id' | 'attempts' | 'next_attempt_at'
-> & { event_data: string | null; event_created_at: number | null; endpoint_version: string | null };
+  'id' | 'org_id' | 'mode' | 'event_id' | 'event_type' | 'endpoint_id' | 'attempts' | 'next_attempt_at'
+> & {
+  event_data: string | null;
+  event_created_at: number | null;
+  endpoint_version: string | null;
+  /** The endpoint's unanswered attempts in a row when the row was claimed (see endpoint-health.ts). */
+  endpoint_unanswered: number | null;
+};
 
 type Endpoint = EndpointSecrets & Pick<WebhookEndpointRow, 'url' | 'disabled' | 'expires_at'>;
 const ENDPOINT_COLUMNS = [
@@ -69,11 +77,13 @@ const ENDPOINT_COLUMNS = [
 const ENDPOINT_VERSION = `url || ' ' || secret_encrypted`;
 const versionOf = (endpoint: Endpoint) => `${endpoint.url} ${endpoint.secret_encrypted}`;
 
-const CLAIM_RETURNING = `id, mode, event_id, event_type, endpoint_id, attempts, next_attempt_at,
+const CLAIM_RETURNING = `id, org_id, mode, event_id, event_type, endpoint_id, attempts, next_attempt_at,
   (SELECT data FROM events WHERE events.id = webhook_deliveries.event_id) AS event_data,
   (SELECT created_at FROM events WHERE events.id = webhook_deliveries.event_id) AS event_created_at,
   (SELECT ${ENDPOINT_VERSION} FROM webhook_endpoints WHERE webhook_endpoints.id = webhook_deliveries.endpoint_id)
-    AS endpoint_version`;
+    AS endpoint_version,
+  (SELECT unanswered_attempts FROM webhook_endpoints WHERE webhook_endpoints.id = webhook_deliveries.endpoint_id)
+    AS endpoint_unanswered`;
 
 /** Endpoints kept (beyond it, the cache starts again). */
 const ENDPOINTS_CACHED = 10_000;
@@ -88,6 +98,8 @@ interface Finished {
   row: ClaimedRow;
   token: string;
   outcome: SendOutcome;
+  /** Made, and no HTTP answer came: counts towards the endpoint's back-off. */
+  unanswered: boolean;
   startedAt: number;
   finishedAt: number;
   durationMs: number;
@@ -95,10 +107,20 @@ interface Finished {
 
 /**
  * A row is due when it is pending, its time has come, nobody holds a live lease on it (an expired lease is
- * a dead dispatcher's: the row is claimed again, with the same event id) and its endpoint is enabled.
+ * a dead dispatcher's: the row is claimed again, with the same event id) and its endpoint is enabled and
+ * not backed off. (A back-off also moves the endpoint's rows to its end, so the claim's walk of the due
+ * index does not pass them; the condition here covers rows that were not moved, e.g. leased elsewhere.)
  */
 const DUE = `status = 'pending' AND next_attempt_at <= ? AND (locked_until IS NULL OR locked_until < ?)
-  AND endpoint_id IN (SELECT id FROM webhook_endpoints WHERE disabled = ?)`;
+  AND endpoint_id IN (SELECT id FROM webhook_endpoints WHERE disabled = ?
+    AND (backoff_until IS NULL OR backoff_until <= ?))`;
+
+/** What a batch of attempts does to each endpoint's count of unanswered attempts (endpoint-health.ts). */
+const HEALTH_COLUMNS = [
+  ['id', 'text'],
+  ['reset', 'integer'],
+  ['added', 'integer'],
+] as const;
 
 /** A finished attempt's result, for its delivery row. */
 const RESULT_COLUMNS = [
@@ -168,9 +190,21 @@ function follow(average: number, sample: number): number {
  * cannot be HOT (no free space on a freshly filled page for the claim; the result moves the row in the due
  * index), five indexes each, plus the attempt's two.
  *
- * Isolation: at most `concurrency` attempts in flight, at most `perEndpointConcurrency` to one endpoint,
- * and at most as many sets of that in hand for one endpoint as overall. Claims skip endpoints at that mark,
- * so a slow receiver holds its few slots and every other endpoint keeps flowing.
+ * Isolation and fairness (fair-share.ts): at most `concurrency` attempts in flight, at most
+ * `perOrganisationConcurrency` of them for one organisation and at most `perEndpointConcurrency` to one
+ * endpoint, and at most as many sets of each in hand as overall. Claims skip endpoints and organisations at
+ * that mark, so a backlog of one, however old, cannot fill the hand, and the queue starts the oldest rows
+ * that fit their limits, so rows held back by their organisation's share do not hold up anyone else's.
+ * Before the organisation's share, one organisation with 40 endpoints that took requests and never answered
+ * held all 32 slots, and every other organisation waited 23 to 59 s (normally under 0.3 s) behind their
+ * 10 s deadlines; now it holds 8 and the other 24 keep flowing. The shares are per process: with several
+ * dispatchers an organisation holds at most its share of each, the same fraction of the whole.
+ *
+ * Back-off (endpoint-health.ts): an endpoint whose latest attempt got no answer gets one attempt at a time,
+ * and after `backoffAfterUnanswered` such attempts in a row it is backed off: the cycle that records the
+ * last of them sets its `backoff_until` and moves its pending rows there, uncharged, so claims neither take
+ * nor walk them; rows of it in hand go back. At the end one attempt tries it again: unanswered, the back-off
+ * doubles; answered with a 2xx, it is over and its rows flow at the full per-endpoint limit.
  *
  * Wake-up: a cheap indexed read tells whether anything is due and when the next row will be; the loop
  * sleeps until then, at most `pollIntervalMs`, and wakes early on another process's commit (Postgres
@@ -192,12 +226,22 @@ export class Dispatcher {
   private readonly headers: { signature: string; eventId: string };
   private readonly userAgent: string;
   private batches = 0;
-  /** HTTP exchanges in flight, overall and by endpoint. */
+  /** HTTP exchanges in flight, overall, by endpoint and by organisation. */
   private active = 0;
   private readonly perEndpoint = new Map<string, number>();
-  /** Claimed rows, with what they need, waiting for a slot; and how many of each endpoint are in hand. */
+  private readonly perOrganisation = new Map<string, number>();
+  /** Claimed rows, with what they need, waiting for a slot; and how many of each endpoint and organisation are in hand. */
   private queue: Ready[] = [];
   private readonly inHand = new Map<string, number>();
+  private readonly organisationInHand = new Map<string, number>();
+  /**
+   * What this process knows of endpoints' health (endpoint-health.ts): unanswered attempts in a row, as the
+   * last claim read them plus our own attempts since (only endpoints with some); and the endpoints it has
+   * seen reach the back-off threshold, whose queued rows it gives back rather than starts. A claim of an
+   * endpoint's row says it is claimable again (claims skip backed-off endpoints).
+   */
+  private readonly unanswered = new Map<string, number>();
+  private readonly backedOff = new Set<string>();
   /** Every row we hold a lease on (in flight or waiting to be recorded), with its lease token. */
   private readonly leased = new Map<string, string>();
   private readonly inFlight = new Set<Promise<void>>();
@@ -350,15 +394,32 @@ export class Dispatcher {
     return held === 0 || this.sets * this.settings.concurrency - held >= this.settings.concurrency;
   }
 
-  /** How many rows of one endpoint may be in hand before claims skip it: a set short of its share. */
-  private endpointMark(): number {
-    return (this.sets - 1) * this.settings.perEndpointConcurrency;
+  /**
+   * Attempts one endpoint may have in flight: none while backed off, one while its latest attempt went
+   * unanswered (a receiver that stopped answering holds one slot, not four, until it answers or is backed
+   * off), otherwise `perEndpointConcurrency`.
+   */
+  private endpointLimit(endpointId: string): number {
+    if (this.backedOff.has(endpointId)) return 0;
+    return this.unanswered.has(endpointId) ? 1 : this.settings.perEndpointConcurrency;
   }
 
-  /** Endpoints with less than a set of room; every other has room for a whole batch. */
-  private busyEndpoints(): string[] {
-    const mark = this.endpointMark();
-    return [...this.inHand].filter(([, n]) => n > mark).map(([id]) => id);
+  /** How many rows of one endpoint may be in hand before claims skip it: a set short of its share. */
+  private endpointMark(endpointId: string): number {
+    return (this.sets - 1) * this.endpointLimit(endpointId);
+  }
+
+  /** The same for an organisation. */
+  private organisationMark(): number {
+    return (this.sets - 1) * this.settings.perOrganisationConcurrency;
+  }
+
+  /** Endpoints and organisations with less than a set of room; every other has room for a whole batch. */
+  private busy(): { endpoints: string[]; organisations: string[] } {
+    return {
+      endpoints: overMark(this.inHand, (id) => this.endpointMark(id)),
+      organisations: overMark(this.organisationInHand, () => this.organisationMark()),
+    };
   }
 
   /**
@@ -374,7 +435,7 @@ export class Dispatcher {
       // a full claim there is probably more, so it is skipped.
       const expected = this.backlog;
       if (!expected) {
-        const nextDueAt = await this.nextDue(now, this.busyEndpoints());
+        const nextDueAt = await this.nextDue(now, this.busy());
         if (nextDueAt === null || nextDueAt > now) return { started, nextDueAt };
       }
       const queued = await this.cycle(true);
@@ -385,14 +446,24 @@ export class Dispatcher {
   }
 
   /** When the earliest claimable row is due (maybe in the past), or null when none is pending. */
-  private async nextDue(now: number, busy: string[]): Promise<number | null> {
+  private async nextDue(
+    now: number,
+    busy: { endpoints: string[]; organisations: string[] },
+  ): Promise<number | null> {
     let query = this.services.db
       .reader('webhook_deliveries')
       .where('status', 'pending')
       .whereNotNull('next_attempt_at')
       .where((q) => q.whereNull('locked_until').orWhere('locked_until', '<', now))
-      .whereIn('endpoint_id', (q) => q.select('id').from('webhook_endpoints').where('disabled', false));
-    if (busy.length > 0) query = query.whereNotIn('endpoint_id', busy);
+      .whereIn('endpoint_id', (q) =>
+        q
+          .select('id')
+          .from('webhook_endpoints')
+          .where('disabled', false)
+          .where((b) => b.whereNull('backoff_until').orWhere('backoff_until', '<=', now)),
+      );
+    if (busy.endpoints.length > 0) query = query.whereNotIn('endpoint_id', busy.endpoints);
+    if (busy.organisations.length > 0) query = query.whereNotIn('org_id', busy.organisations);
     const row: { next_attempt_at: number } | undefined = await query
       .orderBy('next_attempt_at')
       .first('next_attempt_at');
@@ -437,16 +508,21 @@ export class Dispatcher {
 
   private async runCycle(claim: boolean): Promise<number> {
     const { db, clock } = this.services;
-    const { concurrency, perEndpointConcurrency } = this.settings;
+    const { concurrency, perEndpointConcurrency, perOrganisationConcurrency } = this.settings;
     const batch = this.finished.splice(0, FLUSH_BATCH);
     let limit = 0;
-    let busy: string[] = [];
+    let busy: { endpoints: string[]; organisations: string[] } = { endpoints: [], organisations: [] };
     if (claim && !this.stopping && this.roomToClaim()) {
-      busy = this.busyEndpoints();
-      // As many as fit: overall, and for the fullest endpoint that may come back (any endpoint not skipped
-      // may fill the whole batch).
-      const fullest = Math.max(0, ...[...this.inHand].filter(([id]) => !busy.includes(id)).map(([, n]) => n));
-      limit = Math.min(this.sets * concurrency - this.held(), this.sets * perEndpointConcurrency - fullest);
+      busy = this.busy();
+      // As many as fit: overall, and for the fullest endpoint and the fullest organisation that may come
+      // back (any endpoint or organisation not skipped may fill the whole batch).
+      const fullest = (counts: Map<string, number>, skipped: string[]) =>
+        Math.max(0, ...[...counts].filter(([id]) => !skipped.includes(id)).map(([, n]) => n));
+      limit = Math.min(
+        this.sets * concurrency - this.held(),
+        this.sets * perEndpointConcurrency - fullest(this.inHand, busy.endpoints),
+        this.sets * perOrganisationConcurrency - fullest(this.organisationInHand, busy.organisations),
+      );
     }
     if (batch.length === 0 && limit <= 0) return 0;
     const began = performance.now();
@@ -457,15 +533,17 @@ export class Dispatcher {
         if (batch.length > 0) await this.record(trx, batch);
         if (limit <= 0) return [];
         const now = clock.now();
-        // Endpoints at their mark are skipped; the list is one bound value, so the claim's text never changes.
-        const skipped = boundList(db.engine, busy);
+        // Endpoints and organisations at their mark are skipped; each list is one bound value, so the claim's
+        // text never changes.
+        const endpoints = boundList(db.engine, busy.endpoints);
+        const organisations = boundList(db.engine, busy.organisations);
         const rows = await claimBatch<ClaimedRow>(db, {
           table: 'webhook_deliveries',
           owner: token,
           now,
           leaseMs: this.leaseMs,
-          where: `${DUE} AND endpoint_id NOT IN ${skipped.sql}`,
-          bindings: [now, now, false, ...skipped.bindings],
+          where: `${DUE} AND endpoint_id NOT IN ${endpoints.sql} AND org_id NOT IN ${organisations.sql}`,
+          bindings: [now, now, false, now, ...endpoints.bindings, ...organisations.bindings],
           orderBy: 'next_attempt_at',
           limit,
           returning: CLAIM_RETURNING,
@@ -481,6 +559,11 @@ export class Dispatcher {
     }
     for (const item of batch)
       if (this.leased.get(item.row.id) === item.token) this.leased.delete(item.row.id);
+    // Rows of endpoints that reached the back-off threshold go back rather than wait in hand: the record
+    // above has moved them to the back-off's end (or, if it has not backed the endpoint off after all, the
+    // next claim takes them again).
+    if (this.backedOff.size > 0)
+      await this.releaseQueued((ready) => this.backedOff.has(ready.row.endpoint_id));
     let queued = 0;
     if (limit > 0) {
       this.backlog = claimed.length === limit;
@@ -523,20 +606,43 @@ export class Dispatcher {
     for (const endpoint of read) this.endpoints.set(endpoint.id, endpoint);
   }
 
-  /** Queues claimed rows and starts them; rows beyond an endpoint's share, or without their event, go back. */
+  /**
+   * Queues claimed rows and starts them; rows beyond their endpoint's or organisation's share, or without
+   * their event, go back.
+   */
   private async enqueue(claimed: ClaimedRow[], token: string): Promise<number> {
-    const endpointCap = this.sets * this.settings.perEndpointConcurrency;
+    const organisationCap = this.sets * this.settings.perOrganisationConcurrency;
     const giveBack: string[] = [];
     claimed.sort((a, b) => Number(a.next_attempt_at) - Number(b.next_attempt_at));
+    // The claim read each endpoint's health, and claims skip backed-off endpoints: this is newer than ours.
+    // (Entries of endpoints since deleted would stay: past the cache's bound, knowledge starts again.)
+    if (this.unanswered.size + this.backedOff.size > ENDPOINTS_CACHED) {
+      this.unanswered.clear();
+      this.backedOff.clear();
+    }
+    for (const row of claimed) {
+      this.backedOff.delete(row.endpoint_id);
+      const unanswered = Number(row.endpoint_unanswered ?? 0);
+      if (unanswered > 0) this.unanswered.set(row.endpoint_id, unanswered);
+      else this.unanswered.delete(row.endpoint_id);
+    }
     for (const row of claimed) {
       // Deleted since the claim (a Postgres statement sees commits made after the claim's): nothing to send.
       const endpoint = this.endpoints.get(row.endpoint_id);
       const inHand = this.inHand.get(row.endpoint_id) ?? 0;
-      if (row.event_data === null || !endpoint || endpoint.disabled || inHand >= endpointCap) {
+      const organisationInHand = this.organisationInHand.get(row.org_id) ?? 0;
+      if (
+        row.event_data === null ||
+        !endpoint ||
+        endpoint.disabled ||
+        inHand >= this.sets * this.endpointLimit(row.endpoint_id) ||
+        organisationInHand >= organisationCap
+      ) {
         giveBack.push(row.id);
         continue;
       }
       this.inHand.set(row.endpoint_id, inHand + 1);
+      this.organisationInHand.set(row.org_id, organisationInHand + 1);
       this.leased.set(row.id, token);
       this.queue.push({ row, token, endpoint });
     }
@@ -545,19 +651,29 @@ export class Dispatcher {
     return claimed.length - giveBack.length;
   }
 
-  /** Starts queued rows, oldest first, while slots are free and their endpoints are under their limit. */
+  /**
+   * Starts queued rows, oldest first, while slots are free and their endpoints and organisations are under
+   * their limits (fair-share.ts).
+   */
   private pump(): void {
-    const { concurrency, perEndpointConcurrency } = this.settings;
-    for (let i = 0; i < this.queue.length && this.active < concurrency && !this.stopping;) {
-      const ready = this.queue[i]!;
-      const endpointId = ready.row.endpoint_id;
-      if ((this.perEndpoint.get(endpointId) ?? 0) >= perEndpointConcurrency) {
-        i += 1;
-        continue;
-      }
-      this.queue.splice(i, 1);
+    if (this.stopping || this.queue.length === 0 || this.active >= this.settings.concurrency) return;
+    const picked = startable(
+      this.queue.map((ready) => ({ endpointId: ready.row.endpoint_id, orgId: ready.row.org_id })),
+      { total: this.active, byEndpoint: this.perEndpoint, byOrganisation: this.perOrganisation },
+      {
+        concurrency: this.settings.concurrency,
+        perOrganisation: this.settings.perOrganisationConcurrency,
+        endpoint: (id) => this.endpointLimit(id),
+      },
+    );
+    if (picked.length === 0) return;
+    const chosen = new Set(picked);
+    const starting = picked.map((i) => this.queue[i]!);
+    this.queue = this.queue.filter((_, i) => !chosen.has(i));
+    for (const ready of starting) {
       this.active += 1;
-      this.perEndpoint.set(endpointId, (this.perEndpoint.get(endpointId) ?? 0) + 1);
+      increment(this.perEndpoint, ready.row.endpoint_id);
+      increment(this.perOrganisation, ready.row.org_id);
       const attempt = this.attempt(ready).finally(() => this.inFlight.delete(attempt));
       this.inFlight.add(attempt);
     }
@@ -565,25 +681,36 @@ export class Dispatcher {
 
   private done(row: ClaimedRow): void {
     this.active -= 1;
-    for (const counts of [this.perEndpoint, this.inHand]) {
-      const left = (counts.get(row.endpoint_id) ?? 1) - 1;
-      if (left > 0) counts.set(row.endpoint_id, left);
-      else counts.delete(row.endpoint_id);
-    }
+    decrement(this.perEndpoint, row.endpoint_id);
+    decrement(this.perOrganisation, row.org_id);
+    this.forgetInHand(row);
+  }
+
+  private forgetInHand(row: ClaimedRow): void {
+    decrement(this.inHand, row.endpoint_id);
+    decrement(this.organisationInHand, row.org_id);
   }
 
   /** On shutdown the rows not started go back at once, rather than waiting out their lease. */
-  private async releaseQueue(): Promise<void> {
-    const queued = this.queue;
-    this.queue = [];
+  private releaseQueue(): Promise<void> {
+    return this.releaseQueued(() => true);
+  }
+
+  /** Gives back the queued rows `which` picks. */
+  private async releaseQueued(which: (ready: Ready) => boolean): Promise<void> {
     const byToken = new Map<string, string[]>();
-    for (const ready of queued) {
+    const kept: Ready[] = [];
+    for (const ready of this.queue) {
+      if (!which(ready)) {
+        kept.push(ready);
+        continue;
+      }
       this.leased.delete(ready.row.id);
-      const left = (this.inHand.get(ready.row.endpoint_id) ?? 1) - 1;
-      if (left > 0) this.inHand.set(ready.row.endpoint_id, left);
-      else this.inHand.delete(ready.row.endpoint_id);
+      this.forgetInHand(ready.row);
       byToken.set(ready.token, [...(byToken.get(ready.token) ?? []), ready.row.id]);
     }
+    if (byToken.size === 0) return;
+    this.queue = kept;
     for (const [token, ids] of byToken) await this.release(token, ids);
   }
 
@@ -607,6 +734,7 @@ export class Dispatcher {
     const startedAt = clock.now();
     const began = performance.now();
     let outcome: SendOutcome;
+    let unanswered = false;
     try {
       const body = eventBody({
         id: row.event_id,
@@ -629,7 +757,9 @@ export class Dispatcher {
         },
         body,
       );
+      unanswered = outcome.statusCode === null;
     } catch (error) {
+      // Our own failure (the secret would not open, say), not the receiver's: its health is left alone.
       outcome = {
         statusCode: null,
         ok: false,
@@ -642,20 +772,42 @@ export class Dispatcher {
       row,
       token,
       outcome,
+      unanswered,
       startedAt,
       finishedAt: clock.now(),
       durationMs: Math.round(took),
     });
     this.pace.attemptMs = follow(this.pace.attemptMs, took);
+    this.noteHealth(row.endpoint_id, outcome.ok, unanswered);
     this.done(row);
     this.pump();
-    // Time to claim once a set has gone out, if more is due or this endpoint, skipped by claims while at its
-    // mark, has room again; the cycle records this result with it. (Other endpoints' new rows wake the loop
-    // themselves: a commit, the next-due timer or the poll.) Otherwise the result waits for the flush window.
+    // Time to claim once a set has gone out, if more is due or this endpoint or organisation, skipped by
+    // claims while at its mark, has room again; the cycle records this result with it. (Other endpoints' new
+    // rows wake the loop themselves: a commit, the next-due timer or the poll.) Otherwise the result waits
+    // for the flush window.
     const claimable =
-      this.roomToClaim() && (this.backlog || (this.inHand.get(row.endpoint_id) ?? 0) === this.endpointMark());
+      this.roomToClaim() &&
+      (this.backlog ||
+        (this.inHand.get(row.endpoint_id) ?? 0) === this.endpointMark(row.endpoint_id) ||
+        (this.organisationInHand.get(row.org_id) ?? 0) === this.organisationMark());
     if (claimable && this.claimAlong) this.kick();
     else this.scheduleFlush();
+  }
+
+  /**
+   * Our own attempts update what we know of their endpoint at once, before they are recorded: the next
+   * queued row of an endpoint that has just gone unanswered waits for the one in flight, and one that has
+   * reached the back-off threshold gets no more attempts from us (its queued rows go back at the next cycle).
+   */
+  private noteHealth(endpointId: string, ok: boolean, unanswered: boolean): void {
+    if (ok) {
+      this.unanswered.delete(endpointId);
+      this.backedOff.delete(endpointId);
+    } else if (unanswered) {
+      const count = (this.unanswered.get(endpointId) ?? 0) + 1;
+      this.unanswered.set(endpointId, count);
+      if (count >= this.settings.backoffAfterUnanswered) this.backedOff.add(endpointId);
+    }
   }
 
   /**
@@ -748,6 +900,10 @@ export class Dispatcher {
       return false;
     });
     if (kept.length === 0) return;
+    await this.recordHealth(
+      trx,
+      kept.map(({ item }) => item),
+    );
     const ids = attemptIds(kept.length);
     const attempts = boundRows(
       engine,
@@ -772,6 +928,62 @@ export class Dispatcher {
        FROM ${attempts.sql} AS v`,
       attempts.bindings,
     );
+  }
+
+  /**
+   * Counts the batch's unanswered attempts on their endpoints, and backs off those that reach the threshold.
+   * One statement for the counts; it writes only endpoints whose health changes (an endpoint that keeps
+   * succeeding is neither written nor locked, so emitters reading it `FOR SHARE` never wait on us). Backing
+   * an endpoint off is rarer: its end and the move of its pending rows are written per endpoint.
+   *
+   * A success that arrives while another dispatcher's back-off of the same endpoint is running resets the
+   * count but leaves the rows that back-off moved at its end (at most `backoffMaxSeconds`): learning the old
+   * end would cost a read per cycle. A tenant's update or a redelivery pulls them back (`endBackoff`).
+   */
+  private async recordHealth(trx: Knex, batch: Finished[]): Promise<void> {
+    const changes = healthChanges(
+      batch.map((item) => ({
+        endpointId: item.row.endpoint_id,
+        ok: item.outcome.ok,
+        unanswered: item.unanswered,
+      })),
+    );
+    if (changes.length === 0) return;
+    const values = boundRows(
+      this.services.db.engine,
+      HEALTH_COLUMNS,
+      changes.map((change) => [change.endpointId, change.reset ? 1 : 0, change.added]),
+    );
+    const counted = await runNamed<{ id: string; unanswered_attempts: number; backoff_until: number | null }>(
+      trx,
+      'svc_webhooks_health',
+      `UPDATE webhook_endpoints SET
+         unanswered_attempts = CASE WHEN v.reset = 1 THEN v.added
+           ELSE webhook_endpoints.unanswered_attempts + v.added END,
+         backoff_until = CASE WHEN v.reset = 1 THEN NULL ELSE webhook_endpoints.backoff_until END
+       FROM ${values.sql} AS v
+       WHERE webhook_endpoints.id = v.id AND (v.added > 0 OR webhook_endpoints.unanswered_attempts <> 0
+         OR webhook_endpoints.backoff_until IS NOT NULL)
+       RETURNING webhook_endpoints.id, webhook_endpoints.unanswered_attempts, webhook_endpoints.backoff_until`,
+      values.bindings,
+    );
+    const added = new Map(changes.map((change) => [change.endpointId, change.added]));
+    const now = this.services.clock.now();
+    for (const row of counted) {
+      if ((added.get(row.id) ?? 0) === 0) continue;
+      const unanswered = Number(row.unanswered_attempts);
+      const current = row.backoff_until === null ? null : Number(row.backoff_until);
+      const until = backoffUntil(unanswered, current, now, this.settings);
+      if (until === null) continue;
+      this.backedOff.add(row.id);
+      if (until === current) continue;
+      await trx('webhook_endpoints').where({ id: row.id }).update({ backoff_until: until });
+      await holdDeliveriesUntil(trx, row.id, until, now);
+      this.services.logger.warn(
+        { endpoint: row.id, unanswered_attempts: unanswered, backoff_until: new Date(until).toISOString() },
+        'webhook endpoint backed off: its attempts go unanswered',
+      );
+    }
   }
 
   private async renewLeases(): Promise<void> {
@@ -805,4 +1017,14 @@ export class Dispatcher {
 function attemptIds(count: number): string[] {
   const hex = randomBytes(8 * count).toString('hex');
   return Array.from({ length: count }, (_, i) => `wa_${hex.slice(16 * i, 16 * i + 16)}`);
+}
+
+function increment(counts: Map<string, number>, key: string): void {
+  counts.set(key, (counts.get(key) ?? 0) + 1);
+}
+
+function decrement(counts: Map<string, number>, key: string): void {
+  const left = (counts.get(key) ?? 1) - 1;
+  if (left > 0) counts.set(key, left);
+  else counts.delete(key);
 }

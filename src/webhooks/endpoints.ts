@@ -11,7 +11,7 @@ import type { SecretBox } from '../secrets/secret-box.js';
 import { recordAudit } from '../audit/audit-log.js';
 import { EVENT_TYPES } from './event-types.js';
 import { checkWebhookUrl, mayReachPrivateAddresses, type AddressSettings } from './url-policy.js';
-import { holdEndpointDeliveries, resumeEndpointDeliveries } from './deliveries.js';
+import { endBackoff, holdEndpointDeliveries, resumeEndpointDeliveries } from './deliveries.js';
 
 export interface WebhookEndpointRow {
   id: string;
@@ -26,6 +26,9 @@ export interface WebhookEndpointRow {
   previous_secret_expires_at: number | null;
   /** Set on a temporary endpoint (`svc webhooks listen`): it receives nothing after, and is then removed. */
   expires_at: number | null;
+  /** Its latest attempts in a row that got no HTTP answer, and its back-off (endpoint-health.ts). */
+  unanswered_attempts: number;
+  backoff_until: number | null;
   created_at: number;
   updated_at: number;
 }
@@ -37,6 +40,10 @@ export interface WebhookEndpoint {
   description: string | null;
   enabled_events: string[];
   disabled: boolean;
+  /** Attempts in a row that got no HTTP answer (timeouts, refused connections); 0 after a 2xx. */
+  unanswered_attempts: number;
+  /** While backed off, when its deliveries are attempted again; null when it is not (or no longer) backed off. */
+  backoff_until: string | null;
   mode: 'live' | 'test';
   created_at: string;
   updated_at: string;
@@ -52,6 +59,8 @@ export function presentEndpoint(row: WebhookEndpointRow, secret?: string): Webho
     description: row.description,
     enabled_events: JSON.parse(row.enabled_events) as string[],
     disabled: Boolean(row.disabled),
+    unanswered_attempts: Number(row.unanswered_attempts ?? 0),
+    backoff_until: toIso(row.backoff_until ?? null),
     mode: row.mode,
     created_at: toIso(row.created_at)!,
     updated_at: toIso(row.updated_at)!,
@@ -129,6 +138,8 @@ export async function createEndpoint(
     previous_secret_encrypted: null,
     previous_secret_expires_at: null,
     expires_at: expiresAt,
+    unanswered_attempts: 0,
+    backoff_until: null,
     created_at: now,
     updated_at: now,
   };
@@ -175,11 +186,13 @@ export async function updateEndpoint(
   if (patch.disabled !== undefined) changes.disabled = patch.disabled;
   if (patch.description !== undefined) changes.description = patch.description;
   await trx('webhook_endpoints').where({ id: row.id }).update(changes);
+  // An update is the tenant's word that the endpoint is worth trying again: a back-off ends.
+  await endBackoff(trx, row.id, now);
   if (patch.disabled !== undefined && patch.disabled !== Boolean(row.disabled)) {
     if (patch.disabled) await holdEndpointDeliveries(trx, row.id, now);
     else await resumeEndpointDeliveries(trx, row.id, now);
   }
-  return presentEndpoint({ ...row, ...changes });
+  return presentEndpoint({ ...row, ...changes, unanswered_attempts: 0, backoff_until: null });
 }
 
 export async function deleteEndpoint(trx: Knex, principal: Principal, id: string) {

@@ -40,6 +40,22 @@ export async function listAllEndpoints(
   return (await query).map((row) => ({ ...presentEndpoint(row), org_id: row.org_id }));
 }
 
+/**
+ * An endpoint's state in a word or a phrase, for a table: `disabled`, `backed off until <time> (<n>
+ * unanswered)`, `failing (<n> unanswered)` while its latest attempts go unanswered, else `enabled`.
+ */
+export function endpointState(
+  endpoint: Pick<WebhookEndpoint, 'disabled' | 'unanswered_attempts' | 'backoff_until'>,
+  now: number,
+): string {
+  if (endpoint.disabled) return 'disabled';
+  const unanswered = `${endpoint.unanswered_attempts} unanswered`;
+  if (endpoint.backoff_until !== null && Date.parse(endpoint.backoff_until) > now)
+    return `backed off until ${endpoint.backoff_until} (${unanswered})`;
+  if (endpoint.unanswered_attempts > 0) return `failing (${unanswered})`;
+  return 'enabled';
+}
+
 export interface DeliveryOutcome {
   endpoint_id: string;
   url: string;

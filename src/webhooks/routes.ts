@@ -34,7 +34,18 @@ function policy(services: AppServices): EndpointPolicy {
 export const webhookComponents: Record<string, JsonSchema> = {
   WebhookEndpoint: {
     type: 'object',
-    required: ['object', 'id', 'url', 'enabled_events', 'disabled', 'mode', 'created_at', 'updated_at'],
+    required: [
+      'object',
+      'id',
+      'url',
+      'enabled_events',
+      'disabled',
+      'unanswered_attempts',
+      'backoff_until',
+      'mode',
+      'created_at',
+      'updated_at',
+    ],
     properties: {
       object: { const: 'webhook_endpoint' },
       id: { type: 'string', pattern: '^we_[0-9a-f]{16}$' },
@@ -42,6 +53,18 @@ export const webhookComponents: Record<string, JsonSchema> = {
       description: { type: ['string', 'null'] },
       enabled_events: { type: 'array', items: { type: 'string' } },
       disabled: { type: 'boolean' },
+      unanswered_attempts: {
+        type: 'integer',
+        minimum: 0,
+        description:
+          'Latest attempts in a row that got no HTTP answer (timed out, refused); a 2xx answer resets it',
+      },
+      backoff_until: {
+        type: ['string', 'null'],
+        format: 'date-time',
+        description:
+          'Set once attempts keep going unanswered: no delivery is attempted before it (nor charged an attempt for the wait). An update of the endpoint or a redelivery ends it; a time in the past means the next attempt decides',
+      },
       mode: { enum: ['live', 'test'] },
       created_at: { type: 'string', format: 'date-time' },
       updated_at: { type: 'string', format: 'date-time' },

@@ -1,6 +1,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { createServer as createNetServer, type AddressInfo, type Socket } from 'node:net';
 import type { Test } from 'tap';
 
 /** One request a receiver got. */
@@ -122,4 +122,54 @@ export function independentlyVerified(
     ([key, value]) =>
       key === 'v1' && /^[0-9a-f]{64}$/.test(value) && timingSafeEqual(expected, Buffer.from(value, 'hex')),
   ).length;
+}
+
+/** A server that accepts connections, reads what comes and never answers. */
+export interface Tarpit {
+  url(path?: string): string;
+  port: number;
+  /** Connections accepted so far, and how many of them are still open. */
+  accepted(): number;
+  open(): number;
+  /** `Date.now()` when the first connection was closed (by the client giving up), or null. */
+  firstClosedAt(): number | null;
+  close(): Promise<void>;
+}
+
+/**
+ * A TCP tarpit on 127.0.0.1: every connection is accepted and left hanging, as a receiver that takes the
+ * request and never answers, so each attempt holds its slot until its deadline. Closed (with every
+ * connection it holds) when the test ends.
+ */
+export async function startTarpit(t: Test): Promise<Tarpit> {
+  const sockets = new Set<Socket>();
+  let accepted = 0;
+  let firstClosedAt: number | null = null;
+  const server = createNetServer((socket) => {
+    accepted += 1;
+    sockets.add(socket);
+    socket.on('data', () => undefined);
+    socket.on('error', () => undefined);
+    socket.once('close', () => {
+      sockets.delete(socket);
+      firstClosedAt ??= Date.now();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as AddressInfo).port;
+  let closing: Promise<void> | null = null;
+  const close = () =>
+    (closing ??= new Promise<void>((resolve) => {
+      for (const socket of sockets) socket.destroy();
+      server.close(() => resolve());
+    }));
+  t.teardown(close);
+  return {
+    url: (path = '/hook') => `http://127.0.0.1:${port}${path}`,
+    port,
+    accepted: () => accepted,
+    open: () => sockets.size,
+    firstClosedAt: () => firstClosedAt,
+    close,
+  };
 }

@@ -1,5 +1,9 @@
 import t from 'tap';
-import { checkWebhookUrl, isBlockedAddress } from '../../src/webhooks/url-policy.js';
+import {
+  checkWebhookUrl,
+  isBlockedAddress,
+  mayReachPrivateAddresses,
+} from '../../src/webhooks/url-policy.js';
 
 t.test(
   'private, loopback, link-local, metadata and mapped addresses are blocked; public ones are not',
@@ -60,27 +64,53 @@ t.test(
   },
 );
 
-t.test(
-  'test mode takes any http(s) URL; live mode wants https to a public address unless allowed',
-  async (t) => {
-    t.same(await checkWebhookUrl('http://127.0.0.1:3000/hook', 'test', false), { ok: true });
-    t.equal((await checkWebhookUrl('http://127.0.0.1:3000/hook', 'live', false)).ok, false);
-    t.equal((await checkWebhookUrl('https://127.0.0.1/hook', 'live', false)).ok, false);
-    t.equal(
-      (await checkWebhookUrl('https://localhost/hook', 'live', false)).ok,
-      false,
-      'a name resolving to loopback',
-    );
-    t.same(
-      await checkWebhookUrl('https://127.0.0.1/hook', 'live', true),
-      { ok: true },
-      'the operator may allow private receivers',
-    );
-    t.equal(
-      (await checkWebhookUrl('https://user:pw@93.184.216.34/hook', 'live', false)).ok,
-      false,
-      'no credentials in the URL',
-    );
-    t.same(await checkWebhookUrl('https://93.184.216.34/hook', 'live', false), { ok: true });
-  },
-);
+t.test('both modes want a public address unless allowed; live mode also wants https', async (t) => {
+  t.equal((await checkWebhookUrl('http://127.0.0.1:3000/hook', 'test', false)).ok, false);
+  t.same(
+    await checkWebhookUrl('http://93.184.216.34/hook', 'test', false),
+    { ok: true },
+    'test mode takes http',
+  );
+  t.equal((await checkWebhookUrl('http://127.0.0.1:3000/hook', 'live', false)).ok, false);
+  t.equal((await checkWebhookUrl('http://93.184.216.34/hook', 'live', false)).ok, false, 'live wants https');
+  t.equal((await checkWebhookUrl('https://127.0.0.1/hook', 'live', false)).ok, false);
+  t.equal(
+    (await checkWebhookUrl('https://localhost/hook', 'live', false)).ok,
+    false,
+    'a name resolving to loopback',
+  );
+  t.equal((await checkWebhookUrl('http://localhost:3000/hook', 'test', false)).ok, false, 'in test mode too');
+  t.same(
+    await checkWebhookUrl('https://127.0.0.1/hook', 'live', true),
+    { ok: true },
+    'the operator may allow private receivers',
+  );
+  t.same(await checkWebhookUrl('http://127.0.0.1:3000/hook', 'test', true), { ok: true });
+  t.equal(
+    (await checkWebhookUrl('https://user:pw@93.184.216.34/hook', 'live', false)).ok,
+    false,
+    'no credentials in the URL',
+  );
+  t.same(await checkWebhookUrl('https://93.184.216.34/hook', 'live', false), { ok: true });
+});
+
+t.test('who may reach private addresses: the operator decides; a listener on the box may', async (t) => {
+  const shipped = { allowPrivateAddresses: false, allowPrivateAddressesInTestMode: false };
+  t.equal(mayReachPrivateAddresses('test', false, shipped), false, "a tenant's test-mode endpoint may not");
+  t.equal(mayReachPrivateAddresses('live', false, shipped), false);
+  t.equal(
+    mayReachPrivateAddresses('test', true, shipped),
+    true,
+    'the temporary endpoint of svc webhooks listen',
+  );
+  const devBox = { ...shipped, allowPrivateAddressesInTestMode: true };
+  t.equal(mayReachPrivateAddresses('test', false, devBox), true);
+  t.equal(
+    mayReachPrivateAddresses('live', false, devBox),
+    false,
+    'the test-mode opt-in leaves live mode alone',
+  );
+  const internal = { ...shipped, allowPrivateAddresses: true };
+  t.equal(mayReachPrivateAddresses('live', false, internal), true);
+  t.equal(mayReachPrivateAddresses('test', false, internal), true);
+});

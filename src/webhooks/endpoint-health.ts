@@ -1,0 +1,86 @@
+import type { Config } from '../config/defaults.js';
+
+/**
+ * An endpoint's health, as the dispatcher keeps it: how many of its latest attempts in a row got no HTTP
+ * answer at all (timed out, refused, cut, address refused), and until when it is backed off.
+ *
+ * Only unanswered attempts count. One that times out holds a dispatcher slot for the whole deadline (10 s
+ * by default), so an endpoint that keeps timing out is what starves everyone else; one that answers 500 in
+ * a few milliseconds costs no more than a success, and the retry schedule already spaces its retries. A 2xx
+ * answer sets the count back to 0 and ends any back-off; another answer (3xx, 4xx, 5xx) leaves it as it is.
+ */
+export type BackoffSettings = Pick<
+  Config['dispatcher'],
+  'backoffAfterUnanswered' | 'backoffInitialSeconds' | 'backoffMaxSeconds'
+>;
+
+/**
+ * How long an endpoint with `unanswered` attempts in a row without an answer is backed off, in ms; 0 below
+ * the threshold. It doubles with every further unanswered attempt, up to the cap: with the defaults (5,
+ * 30 s, 1 h) 30 s, 1 min, 2 min, 4 min … 32 min, then 1 h between attempts, so a receiver that is down for a
+ * day costs about 30 attempts rather than one per delivery per retry.
+ */
+export function backoffDelayMs(unanswered: number, settings: BackoffSettings): number {
+  if (unanswered < settings.backoffAfterUnanswered) return 0;
+  // 2 ** 40 s is far past any cap; bounding the exponent keeps the product finite.
+  const doublings = Math.min(unanswered - settings.backoffAfterUnanswered, 40);
+  const seconds = Math.min(settings.backoffInitialSeconds * 2 ** doublings, settings.backoffMaxSeconds);
+  return Math.round(seconds * 1000);
+}
+
+/** What one finished attempt says about its endpoint. */
+export interface AttemptHealth {
+  endpointId: string;
+  /** A 2xx answer. */
+  ok: boolean;
+  /** No HTTP answer came (and the attempt was really made: not our own failure to sign or send it). */
+  unanswered: boolean;
+}
+
+/**
+ * What a batch of attempts does to each endpoint's count: `reset` when one of them succeeded (the count
+ * starts again from it), `added` the unanswered attempts after the last success (or all of them). Endpoints
+ * whose attempts only got error answers are left out: nothing changes for them.
+ */
+export interface HealthChange {
+  endpointId: string;
+  reset: boolean;
+  added: number;
+}
+
+/** `attempts` in the order they finished. */
+export function healthChanges(attempts: readonly AttemptHealth[]): HealthChange[] {
+  const changes = new Map<string, HealthChange>();
+  for (const attempt of attempts) {
+    if (!attempt.ok && !attempt.unanswered) continue;
+    const change = changes.get(attempt.endpointId) ?? {
+      endpointId: attempt.endpointId,
+      reset: false,
+      added: 0,
+    };
+    if (attempt.ok) {
+      change.reset = true;
+      change.added = 0;
+    } else {
+      change.added += 1;
+    }
+    changes.set(attempt.endpointId, change);
+  }
+  return [...changes.values()];
+}
+
+/**
+ * When an endpoint whose count is now `unanswered` is backed off until, after a batch that added unanswered
+ * attempts and was recorded at `now`; null when it is under the threshold. Never earlier than a back-off
+ * already running: attempts made before it began (in flight when it started) only lengthen it.
+ */
+export function backoffUntil(
+  unanswered: number,
+  current: number | null,
+  now: number,
+  settings: BackoffSettings,
+): number | null {
+  const delay = backoffDelayMs(unanswered, settings);
+  if (delay === 0) return null;
+  return Math.max(now + delay, current ?? 0);
+}
