@@ -52,6 +52,8 @@ export interface Config {
     cron: string;
     syncIntervalMinutes: number;
     concurrency: number;
+    /** Workers of one process working for one bank at once: a bank that hangs holds no more (worker-pool.ts). */
+    perBankConcurrency: number;
     leaseSeconds: number;
     pollIntervalMs: number;
   };
@@ -161,6 +163,7 @@ export function defaultConfig(home: string): Config {
       cron: '* * * * *',
       syncIntervalMinutes: 240,
       concurrency: 4,
+      perBankConcurrency: 2,
       leaseSeconds: 120,
       pollIntervalMs: 1000,
     },

@@ -78,6 +78,7 @@ export const configSchema = {
         cron: { type: 'string', minLength: 1 },
         syncIntervalMinutes: { type: 'number', exclusiveMinimum: 0 },
         concurrency: { type: 'integer', minimum: 1 },
+        perBankConcurrency: { type: 'integer', minimum: 1 },
         leaseSeconds: { type: 'integer', minimum: 1 },
         pollIntervalMs: { type: 'integer', minimum: 10 },
       },

@@ -14,6 +14,8 @@ export interface ClaimOptions {
   orderBy: string;
   /** Extra SET assignments (e.g. `attempts = attempts + 1`). */
   set?: string;
+  /** What to return of the claimed row (default all its columns; scalar subqueries on it are allowed). */
+  returning?: string;
 }
 
 /**
@@ -34,7 +36,7 @@ export async function claimOne<T>(db: Database, options: ClaimOptions): Promise<
   const lock = db.engine === 'postgres' ? 'FOR UPDATE SKIP LOCKED' : '';
   const sql = `UPDATE ${options.table} SET locked_by = ?, locked_until = ?${options.set ? `, ${options.set}` : ''}
     WHERE id = (SELECT id FROM ${options.table} WHERE ${options.where} ORDER BY ${options.orderBy} LIMIT 1 ${lock})
-    RETURNING *`;
+    RETURNING ${options.returning ?? '*'}`;
   const bindings = [options.owner, options.now + options.leaseMs, ...options.bindings];
   const run = (conn: Knex) => conn.raw(sql, bindings);
   const result = db.engine === 'postgres' ? await run(db.knex) : await db.transaction((trx) => run(trx));
@@ -54,7 +56,6 @@ export async function claimBatch<T>(
   db: Database,
   options: ClaimOptions & {
     limit: number;
-    returning?: string;
     within?: Knex.Transaction;
     /** A name for a claim whose text never changes, so Postgres keeps it prepared (see `runNamed`). */
     name?: string;

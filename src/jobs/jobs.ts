@@ -79,22 +79,36 @@ export async function enqueueSync(
   return intent;
 }
 
-/** A queued job whose time has come, or a running one whose lease expired (its worker died). */
+/** A claimed job, with the bank of its link: workers count their jobs by bank (worker-pool.ts). */
+export type ClaimedJob = JobRow & { bank_id: string | null };
+
+/**
+ * A queued job whose time has come, or a running one whose lease expired (its worker died), in the order
+ * they fell due; a job of a bank in `skipBanks` is left for later, so a worker passes over a bank that
+ * already holds its share of the workers.
+ */
 export async function claimJob(
   db: Database,
   owner: string,
   now: number,
   leaseMs: number,
-): Promise<JobRow | null> {
-  return claimOne<JobRow>(db, {
+  skipBanks: readonly string[] = [],
+): Promise<ClaimedJob | null> {
+  const due = "((status = 'queued' AND run_at <= ?) OR (status = 'running' AND locked_until < ?))";
+  const skip =
+    skipBanks.length === 0
+      ? ''
+      : ` AND NOT EXISTS (SELECT 1 FROM links WHERE links.id = jobs.link_id AND links.bank_id IN (${skipBanks.map(() => '?').join(', ')}))`;
+  return claimOne<ClaimedJob>(db, {
     table: 'jobs',
     owner,
     now,
     leaseMs,
-    where: "(status = 'queued' AND run_at <= ?) OR (status = 'running' AND locked_until < ?)",
-    bindings: [now, now],
+    where: due + skip,
+    bindings: [now, now, ...skipBanks],
     orderBy: 'run_at, id',
     set: "status = 'running', attempts = attempts + 1",
+    returning: '*, (SELECT bank_id FROM links WHERE links.id = jobs.link_id) AS bank_id',
   });
 }
 
