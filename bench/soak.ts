@@ -30,7 +30,7 @@ import { openDatabase } from '../src/db/database.js';
 import { install } from '../src/install/install.js';
 import { createApiKey } from '../src/keys/keys.js';
 import type { SupervisorState } from '../src/processes/supervisor.js';
-import { rutCheckDigit } from '../src/links/rut.js';
+import { rutCheckDigit } from '../src/rut/rut.js';
 
 const MAX_IN_FLIGHT = 256;
 const SAMPLE_EVERY_MS = 5_000;

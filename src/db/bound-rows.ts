@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import type { Engine } from './database.js';
+import type { Engine } from './dialect.js';
 
 export type ColumnType = 'text' | 'integer' | 'bigint';
 

@@ -5,12 +5,13 @@ import pg from 'pg';
 import { ImmediateSqliteClient } from './sqlite-client.js';
 import { runNamed } from './bound-rows.js';
 import { isBusyError } from './errors.js';
+import type { Engine } from './dialect.js';
 
 // int8 (bigint) arrives as a string by default; our bigints are epoch milliseconds and minor units,
 // which fit in a double.
 pg.types.setTypeParser(20, (value: string) => Number.parseInt(value, 10));
 
-export type Engine = 'sqlite' | 'postgres';
+export type { Engine } from './dialect.js';
 
 export interface Database {
   readonly engine: Engine;

@@ -9,7 +9,7 @@ import type { SecretBox } from '../secrets/secret-box.js';
 import type { HolderType, BankCredentials } from '../banks/connector.js';
 import { findInstitution, offers } from '../banks/institutions.js';
 import { enqueueSync } from '../jobs/jobs.js';
-import { normaliseRut } from './rut.js';
+import { normaliseRut } from '../rut/rut.js';
 import { firstSyncAt } from './schedule.js';
 import { fetchPage, NEWEST_FIRST } from '../api/pagination.js';
 

@@ -1,15 +1,16 @@
 import { createServer, type Server } from 'node:http';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { Database } from '../db/database.js';
-import { queueDepths } from '../processes/queue-depths.js';
 
 export interface HttpMetrics {
   registry: Registry;
   observe(method: string, route: string, status: number, seconds: number): void;
 }
 
+/** Work waiting in the database's queues, by queue name; the composition root knows where to read it. */
+export type QueueDepthsReader = () => Promise<Record<string, number>>;
+
 /** Prometheus metrics for an API process: requests by route and status, latency, queue depths, up. */
-export function createHttpMetrics(db: Database | null): HttpMetrics {
+export function createHttpMetrics(readQueueDepths: QueueDepthsReader | null): HttpMetrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'svc_' });
   const requests = new Counter({
@@ -27,14 +28,14 @@ export function createHttpMetrics(db: Database | null): HttpMetrics {
   });
   const bound = new Map<string, { count: { inc(): void }; latency: { observe(value: number): void } }>();
   new Gauge({ name: 'svc_up', help: '1 while the process serves', registers: [registry] }).set(1);
-  if (db) {
+  if (readQueueDepths) {
     new Gauge({
       name: 'svc_queue_depth',
       help: 'Work waiting in the database queues',
       labelNames: ['queue'],
       registers: [registry],
       async collect() {
-        const depths = await queueDepths(db);
+        const depths = await readQueueDepths();
         for (const [queue, depth] of Object.entries(depths)) this.set({ queue }, depth);
       },
     });

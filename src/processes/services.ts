@@ -4,6 +4,7 @@ import type { Config } from '../config/defaults.js';
 import { openDatabase, type Database } from '../db/database.js';
 import { createLogger, type Logger } from '../logging/logger.js';
 import { createHttpMetrics } from '../metrics/metrics.js';
+import { queueDepths } from './queue-depths.js';
 import { DatabaseRateLimiter, MemoryRateLimiter, type RateLimiter } from '../ratelimit/limiter.js';
 import { loadSecretBox } from '../secrets/master-key-file.js';
 import type { SecretBox } from '../secrets/secret-box.js';
@@ -50,7 +51,7 @@ export function buildServices(
     secrets,
     authenticator,
     rateLimiter: chooseRateLimiter(config, db),
-    metrics: createHttpMetrics(db),
+    metrics: createHttpMetrics(async () => ({ ...(await queueDepths(db)) })),
     connectors: overrides.connectors ?? defaultConnectors(config),
   };
 }

@@ -9,7 +9,7 @@ import { bankHealth } from '../banks/health.js';
 import { INSTITUTIONS, findInstitution, offers, type Product } from '../banks/institutions.js';
 import type { HolderType } from '../banks/connector.js';
 import { errors } from '../errors/api-error.js';
-import { formatRut } from '../links/rut.js';
+import { formatRut } from '../rut/rut.js';
 import type { LinkRow } from '../links/links.js';
 import { linkPolicy } from '../links/routes.js';
 import { loadStaticAssets, resolveLogo, themeCss } from './assets.js';

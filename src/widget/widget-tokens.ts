@@ -6,7 +6,7 @@ import { findOwned } from '../auth/ownership.js';
 import { generateWidgetToken } from '../auth/tokens.js';
 import { sha256Hex } from '../secrets/secret-box.js';
 import { findInstitution, offers, type Product } from '../banks/institutions.js';
-import { formatRut, normaliseRut } from '../links/rut.js';
+import { formatRut, normaliseRut } from '../rut/rut.js';
 import type { LinkPolicy, LinkRow } from '../links/links.js';
 
 export type WidgetIntent = 'connect' | 'reconnect';

@@ -1,6 +1,7 @@
 import t from 'tap';
 import { allRoutes } from '../../src/api/catalogue.js';
 import { createHttpMetrics, startMetricsServer } from '../../src/metrics/metrics.js';
+import { queueDepths } from '../../src/processes/queue-depths.js';
 import { createTenant, forEachEngine, startTestApp } from '../helpers/harness.js';
 
 forEachEngine(t, async (t, engine) => {
@@ -36,7 +37,7 @@ forEachEngine(t, async (t, engine) => {
   });
 
   t.test('/metrics counts requests by route template and status', async (t) => {
-    const metrics = createHttpMetrics(app.db);
+    const metrics = createHttpMetrics(async () => ({ ...(await queueDepths(app.db)) }));
     const server = await startMetricsServer(metrics, '127.0.0.1', 0);
     t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
     metrics.observe('GET', '/v1/webhook_endpoints/{endpointId}', 200, 0.004);

@@ -5,7 +5,7 @@ import type { Connector } from '../../src/banks/connector.js';
 import { startBankGateway } from '../../src/banks/gateway/gateway.js';
 import { createSandboxConnector } from '../../src/banks/sandbox/sandbox-connector.js';
 import type { Database } from '../../src/db/database.js';
-import { formatRut, rutCheckDigit } from '../../src/links/rut.js';
+import { formatRut, rutCheckDigit } from '../../src/rut/rut.js';
 import {
   HANG_GUARD_MS,
   RAISED_LIMITS,

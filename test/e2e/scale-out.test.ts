@@ -12,7 +12,7 @@ import {
 } from '../helpers/cli.js';
 import { independentlyVerified, startReceiver, type Receiver } from '../helpers/receiver.js';
 import { startWorkers } from '../helpers/serve-roles.js';
-import { rutCheckDigit } from '../../src/links/rut.js';
+import { rutCheckDigit } from '../../src/rut/rut.js';
 
 /**
  * Scale-out on one Postgres: two API processes, two schedulers and two dispatchers, each its own

@@ -1,4 +1,4 @@
-import { rutCheckDigit } from '../../links/rut.js';
+import { rutCheckDigit } from '../../rut/rut.js';
 import type { Rng } from './prng.js';
 
 /**

@@ -11,7 +11,7 @@ import {
   type MfaChallenge,
 } from '../connector.js';
 import { BACKFILL_BANK, findInstitution } from '../institutions.js';
-import { normaliseRut } from '../../links/rut.js';
+import { normaliseRut } from '../../rut/rut.js';
 import { MOVEMENTS_REACH_MS, balanceAt, generationContext, rowsBetween } from './generator.js';
 import { buildProfile, isPresent, type AccountSpec, type Holder, type Profile } from './profile.js';
 import { SANDBOX_MFA_CODE, SANDBOX_PASSWORDS, loginOutcome, scenarioOf } from './scenarios.js';
