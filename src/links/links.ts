@@ -4,7 +4,8 @@ import { errors } from '../errors/api-error.js';
 import { newId } from '../ids/ids.js';
 import type { Principal } from '../auth/principal.js';
 import { findOwned } from '../auth/ownership.js';
-import { emitEvent } from '../events/outbox.js';
+import { linkCreated, linkDeleted } from '../events/payloads.js';
+import { publishEvent } from '../webhooks/fan-out.js';
 import type { SecretBox } from '../secrets/secret-box.js';
 import type { HolderType, BankCredentials } from '../banks/connector.js';
 import { findInstitution, offers } from '../banks/institutions.js';
@@ -223,19 +224,12 @@ export async function createLink(
 
 /** `link.created` with the spec's fields, as the link is now (the widget's has its holder name by then). */
 export async function emitLinkCreated(trx: Knex, row: LinkRow, now: number): Promise<void> {
-  await emitEvent(trx, {
+  await publishEvent(trx, {
     orgId: row.org_id,
     mode: row.mode,
     type: 'link.created',
     linkId: row.id,
-    data: {
-      object: 'link',
-      id: row.id,
-      bank_id: row.bank_id,
-      status: row.status,
-      holder_name: row.holder_name,
-      created_at: toIso(row.created_at),
-    },
+    data: linkCreated(row),
     now,
   });
 }
@@ -306,14 +300,7 @@ export async function deleteLink(
 ): Promise<{ object: 'link'; id: string; deleted: true; deleted_at: string }> {
   const row = await findOwned<LinkRow>(trx, 'links', id, principal, 'link');
   await trx('links').where({ id }).delete();
-  const deletedAt = toIso(now)!;
-  await emitEvent(trx, {
-    orgId: row.org_id,
-    mode: row.mode,
-    type: 'link.deleted',
-    linkId: id,
-    data: { object: 'link', id, deleted_at: deletedAt },
-    now,
-  });
-  return { object: 'link', id, deleted: true, deleted_at: deletedAt };
+  const data = linkDeleted(row, now);
+  await publishEvent(trx, { orgId: row.org_id, mode: row.mode, type: 'link.deleted', linkId: id, data, now });
+  return { object: 'link', id, deleted: true, deleted_at: data.deleted_at };
 }

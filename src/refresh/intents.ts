@@ -1,7 +1,8 @@
 import type { Knex } from 'knex';
 import { toIso } from '../clock/clock.js';
 import { newId } from '../ids/ids.js';
-import { emitEvent } from '../events/outbox.js';
+import { refreshIntentCreated } from '../events/payloads.js';
+import { publishEvent } from '../webhooks/fan-out.js';
 import { SecretError, type SecretBox } from '../secrets/secret-box.js';
 
 export type RefreshType = 'only_last' | 'historical' | 'full' | 'backfill';
@@ -112,18 +113,12 @@ export async function createIntent(
     updated_at: now,
   };
   await trx('refresh_intents').insert(row);
-  await emitEvent(trx, {
+  await publishEvent(trx, {
     orgId: row.org_id,
     mode: row.mode,
     type: 'refresh_intent.created',
     linkId: link.id,
-    data: {
-      object: 'refresh_intent',
-      id: row.id,
-      link_id: link.id,
-      status: 'created',
-      refresh_type: refreshType,
-    },
+    data: refreshIntentCreated(row),
     now,
   });
   return row;

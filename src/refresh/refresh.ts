@@ -4,7 +4,8 @@ import type { Config } from '../config/defaults.js';
 import { errors, ApiError } from '../errors/api-error.js';
 import type { Principal } from '../auth/principal.js';
 import { findOwned } from '../auth/ownership.js';
-import { emitEvent } from '../events/outbox.js';
+import { refreshIntentFailed } from '../events/payloads.js';
+import { publishEvent } from '../webhooks/fan-out.js';
 import type { SecretBox } from '../secrets/secret-box.js';
 import { isUniqueViolation } from '../db/errors.js';
 import { syncJob } from '../jobs/jobs.js';
@@ -189,19 +190,12 @@ export async function failWaitingIntent(
     .whereIn('status', ACTIVE_JOB_STATUSES)
     .update({ status: 'failed', last_error: errorCode, locked_by: null, updated_at: now });
   await trx('links').where({ id: intent.link_id }).update({ refresh_status: 'idle', updated_at: now });
-  await emitEvent(trx, {
+  await publishEvent(trx, {
     orgId: intent.org_id,
     mode: intent.mode,
     type: 'refresh_intent.failed',
     linkId: intent.link_id,
-    data: {
-      object: 'refresh_intent',
-      id: intent.id,
-      link_id: intent.link_id,
-      status: 'failed',
-      error_code: errorCode,
-      completed_at: toIso(now),
-    },
+    data: refreshIntentFailed({ ...intent, error_code: errorCode, completed_at: now }),
     now,
   });
 }

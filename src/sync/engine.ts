@@ -1,11 +1,20 @@
 import type { Knex } from 'knex';
-import { toIso, type Clock } from '../clock/clock.js';
+import type { Clock } from '../clock/clock.js';
 import type { Config } from '../config/defaults.js';
 import type { Database } from '../db/database.js';
 import type { Logger } from '../logging/logger.js';
 import type { SecretBox } from '../secrets/secret-box.js';
 import { newId } from '../ids/ids.js';
-import { emitEvent } from '../events/outbox.js';
+import {
+  accountCreated,
+  accountRemoved,
+  linkExpired,
+  linkRefreshed,
+  refreshIntentFailed,
+  refreshIntentRequiresMfa,
+  refreshIntentSucceeded,
+} from '../events/payloads.js';
+import { publishEvent } from '../webhooks/fan-out.js';
 import {
   ConnectorError,
   CREDENTIAL_FAILURES,
@@ -300,18 +309,15 @@ async function recordMfaWait(
       updated_at: now,
     });
   await trx('links').where({ id: link.id }).update({ refresh_status: 'requires_mfa', updated_at: now });
-  await emitEvent(trx, {
+  await publishEvent(trx, {
     orgId: link.org_id,
     mode: link.mode,
     type: 'refresh_intent.requires_mfa',
     linkId: link.id,
-    data: {
-      object: 'refresh_intent',
-      id: intent.id,
-      link_id: link.id,
-      status: 'requires_mfa',
-      requires_mfa: { widget_token: token, expires_at: toIso(challenge.expiresAt) },
-    },
+    data: refreshIntentRequiresMfa(
+      { id: intent.id, link_id: link.id },
+      { widgetToken: token, expiresAt: challenge.expiresAt },
+    ),
     now,
   });
 }
@@ -381,18 +387,10 @@ async function recordSuccess(
         currency: account.currency,
         last_4: account.last4,
       };
-      await emitEvent(trx, {
+      await publishEvent(trx, {
         ...owner,
         type: 'account.created',
-        data: {
-          object: 'account',
-          id,
-          link_id: link.id,
-          name: account.name,
-          type: account.type,
-          currency: account.currency,
-          last_4: account.last4,
-        },
+        data: accountCreated({ ...row, link_id: link.id }),
         now,
       });
     } else {
@@ -419,10 +417,10 @@ async function recordSuccess(
     await trx('accounts')
       .where({ id: row.id })
       .update({ status: 'removed', removed_from_link: true, removed_at: now, updated_at: now });
-    await emitEvent(trx, {
+    await publishEvent(trx, {
       ...owner,
       type: 'account.removed',
-      data: { object: 'account', id: row.id, link_id: link.id, status: 'removed', removed_at: toIso(now) },
+      data: accountRemoved({ id: row.id, link_id: link.id }, now),
       now,
     });
   }
@@ -466,32 +464,29 @@ async function recordSuccess(
         completed_at: now,
         updated_at: now,
       });
-    await emitEvent(trx, {
+    await publishEvent(trx, {
       ...owner,
       type: 'refresh_intent.succeeded',
-      data: {
-        object: 'refresh_intent',
+      data: refreshIntentSucceeded({
         id: job.refresh_intent_id,
         link_id: link.id,
-        status: 'succeeded',
-        completed_at: toIso(now),
-        summary: { accounts_updated: accountsUpdated, new_movements_count: newMovements },
-      },
+        completed_at: now,
+        accounts_updated: accountsUpdated,
+        new_movements_count: newMovements,
+      }),
       now,
     });
   }
-  await emitEvent(trx, {
+  await publishEvent(trx, {
     ...owner,
     type: 'link.refreshed',
-    data: {
-      object: 'link',
-      id: link.id,
-      status: 'active',
-      last_synced_at: toIso(now),
-      next_sync_at: toIso(changes.next_sync_at),
-      accounts_count: seen.size,
-      new_movements_count: newMovements,
-    },
+    // The accounts the bank listed this time (none when nothing was fetched), not the link's counter.
+    data: linkRefreshed(link, {
+      syncedAt: now,
+      nextSyncAt: changes.next_sync_at,
+      accountsCount: seen.size,
+      newMovements,
+    }),
     now,
   });
   return { newMovements, accounts: seen.size };
@@ -629,32 +624,24 @@ async function recordFailure(
           completed_at: now,
           updated_at: now,
         });
-      await emitEvent(trx, {
+      await publishEvent(trx, {
         ...owner,
         type: 'refresh_intent.failed',
-        data: {
-          object: 'refresh_intent',
+        data: refreshIntentFailed({
           id: intent.id,
           link_id: link.id,
-          status: 'failed',
           error_code: error.code,
-          completed_at: toIso(now),
-        },
+          completed_at: now,
+        }),
         now,
       });
     }
   }
   if (expires) {
-    await emitEvent(trx, {
+    await publishEvent(trx, {
       ...owner,
       type: 'link.expired',
-      data: {
-        object: 'link',
-        id: link.id,
-        status: 'expired',
-        last_error_code: error.code,
-        expired_at: toIso(now),
-      },
+      data: linkExpired({ id: link.id, last_error_code: error.code, expired_at: now }),
       now,
     });
   }

@@ -1,13 +1,25 @@
 import type { Knex } from 'knex';
-import { toIso } from '../clock/clock.js';
 import { errors } from '../errors/api-error.js';
 import { newId } from '../ids/ids.js';
 import type { Principal } from '../auth/principal.js';
 import { findOwned } from '../auth/ownership.js';
 import { generateIntentToken } from '../auth/tokens.js';
-import { emitEvent, type EventRecord } from '../events/outbox.js';
+import { EVENT_TYPES, isEventType, type EventType } from '../events/catalogue.js';
+import {
+  accountCreated,
+  accountRemoved,
+  linkCreated,
+  linkDeleted,
+  linkExpired,
+  linkRefreshed,
+  refreshIntentCreated,
+  refreshIntentFailed,
+  refreshIntentRequiresMfa,
+  refreshIntentSucceeded,
+} from '../events/payloads.js';
+import type { EventInput, EventRecord } from '../events/store.js';
 import type { LinkRow } from '../links/links.js';
-import { EVENT_TYPES, type EventType } from './event-types.js';
+import { publishEvent } from './fan-out.js';
 
 /** How long the made-up MFA token of a fired `refresh_intent.requires_mfa` claims to live (the spec's 10 min). */
 const MFA_TOKEN_TTL_MS = 10 * 60_000;
@@ -47,99 +59,100 @@ export async function fireSandboxEvent(
   if (principal.mode !== 'test') {
     throw errors.wrongMode('Sandbox events fire in test mode only: use a test secret key (sk_test_…).');
   }
-  if (!(EVENT_TYPES as readonly string[]).includes(input.type)) {
+  if (!isEventType(input.type)) {
     throw errors.invalidParameter(
       'type',
       `Unknown event type '${input.type}'. Known types: ${EVENT_TYPES.join(', ')}.`,
     );
   }
-  const type = input.type as EventType;
   const link = await findOwned<LinkRow>(trx, 'links', input.link_id, principal, 'link');
-  const data = await sandboxData(trx, type, link, settings, now);
-  return emitEvent(trx, { orgId: link.org_id, mode: 'test', type, linkId: link.id, data, now });
+  return publishEvent(trx, await sandboxEvent(trx, input.type, link, settings, now));
 }
 
-async function sandboxData(
+/** The made-up refresh intent a fired intent event is about (its id is new: no intent waits behind it). */
+function sampleIntent(link: LinkRow) {
+  return { id: newId('ri'), link_id: link.id };
+}
+
+/**
+ * A sample of each type from sample rows (the link as it is, one of its accounts, a made-up intent) through
+ * the builder the real flow uses (src/events/payloads.ts), so only the values differ from a real event.
+ */
+async function sandboxEvent(
   trx: Knex,
   type: EventType,
   link: LinkRow,
   settings: SandboxSettings,
   now: number,
-): Promise<Record<string, unknown>> {
-  const at = toIso(now)!;
-  const intent = (status: string) => ({
-    object: 'refresh_intent',
-    id: newId('ri'),
-    link_id: link.id,
-    status,
-  });
+): Promise<EventInput> {
+  const base = { orgId: link.org_id, mode: 'test' as const, linkId: link.id, now };
   switch (type) {
     case 'link.created':
-      return {
-        object: 'link',
-        id: link.id,
-        bank_id: link.bank_id,
-        status: link.status,
-        holder_name: link.holder_name,
-        created_at: toIso(link.created_at),
-      };
+      return { ...base, type, data: linkCreated(link) };
     case 'link.refreshed':
       return {
-        object: 'link',
-        id: link.id,
-        status: 'active',
-        last_synced_at: at,
-        next_sync_at: toIso(now + settings.syncIntervalMinutes * 60_000),
-        accounts_count: link.accounts_count,
-        new_movements_count: link.new_movements_count,
+        ...base,
+        type,
+        data: linkRefreshed(link, {
+          syncedAt: now,
+          nextSyncAt: now + settings.syncIntervalMinutes * 60_000,
+          accountsCount: link.accounts_count,
+          newMovements: link.new_movements_count,
+        }),
       };
     case 'link.expired':
       return {
-        object: 'link',
-        id: link.id,
-        status: 'expired',
-        last_error_code: 'rejected_credentials',
-        expired_at: at,
+        ...base,
+        type,
+        data: linkExpired({ id: link.id, last_error_code: 'rejected_credentials', expired_at: now }),
       };
     case 'link.deleted':
-      return { object: 'link', id: link.id, deleted_at: at };
-    case 'account.created': {
-      const account = await someAccount(trx, link.id);
-      return {
-        object: 'account',
-        id: account.id,
-        link_id: link.id,
-        name: account.name,
-        type: account.type,
-        currency: account.currency,
-        last_4: account.last_4,
-      };
-    }
-    case 'account.removed': {
-      const account = await someAccount(trx, link.id);
-      return { object: 'account', id: account.id, link_id: link.id, status: 'removed', removed_at: at };
-    }
-    case 'refresh_intent.created':
-      return { ...intent('created'), refresh_type: 'only_last' };
-    case 'refresh_intent.requires_mfa': {
-      const base = intent('requires_mfa');
+      return { ...base, type, data: linkDeleted(link, now) };
+    case 'account.created':
       return {
         ...base,
-        // The form of a real one; it opens nothing, since no intent waits behind it.
-        requires_mfa: {
-          widget_token: generateIntentToken(base.id),
-          expires_at: toIso(now + MFA_TOKEN_TTL_MS),
-        },
+        type,
+        data: accountCreated({ ...(await someAccount(trx, link.id)), link_id: link.id }),
       };
+    case 'account.removed':
+      return {
+        ...base,
+        type,
+        data: accountRemoved({ id: (await someAccount(trx, link.id)).id, link_id: link.id }, now),
+      };
+    case 'refresh_intent.created':
+      return {
+        ...base,
+        type,
+        data: refreshIntentCreated({ ...sampleIntent(link), refresh_type: 'only_last' }),
+      };
+    case 'refresh_intent.requires_mfa': {
+      const intent = sampleIntent(link);
+      // The form of a real one; it opens nothing, since no intent waits behind it.
+      const mfa = { widgetToken: generateIntentToken(intent.id), expiresAt: now + MFA_TOKEN_TTL_MS };
+      return { ...base, type, data: refreshIntentRequiresMfa(intent, mfa) };
     }
     case 'refresh_intent.succeeded':
       return {
-        ...intent('succeeded'),
-        completed_at: at,
-        summary: { accounts_updated: link.accounts_count, new_movements_count: link.new_movements_count },
+        ...base,
+        type,
+        data: refreshIntentSucceeded({
+          ...sampleIntent(link),
+          completed_at: now,
+          accounts_updated: link.accounts_count,
+          new_movements_count: link.new_movements_count,
+        }),
       };
     case 'refresh_intent.failed':
-      return { ...intent('failed'), error_code: 'bank_unavailable', completed_at: at };
+      return {
+        ...base,
+        type,
+        data: refreshIntentFailed({
+          ...sampleIntent(link),
+          error_code: 'bank_unavailable',
+          completed_at: now,
+        }),
+      };
   }
 }
 
