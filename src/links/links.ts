@@ -13,41 +13,17 @@ import { enqueueSync } from '../jobs/jobs.js';
 import { normaliseRut } from './rut.js';
 import { firstSyncAt } from './schedule.js';
 import { fetchPage, NEWEST_FIRST } from '../api/pagination.js';
+import {
+  deleteLinkRow,
+  insertLink,
+  updateLink,
+  type LinkRow,
+  type LinkStatus,
+  type RefreshStatus,
+} from './store.js';
 
 /** `last_error_code` of a link whose stored credentials no master key opens. */
 export const UNREADABLE_CREDENTIALS = 'credentials_unreadable';
-
-export type LinkStatus = 'active' | 'expired';
-export type RefreshStatus = 'idle' | 'queued' | 'in_progress' | 'requires_mfa';
-
-export interface LinkRow {
-  id: string;
-  org_id: string;
-  mode: 'live' | 'test';
-  bank_id: string;
-  holder_type: HolderType;
-  holder_name: string | null;
-  status: LinkStatus;
-  paused: boolean | number;
-  paused_at: number | null;
-  external_user_id: string | null;
-  consent_version: string | null;
-  consent_text_hash: string | null;
-  credentials_encrypted: string;
-  refresh_status: RefreshStatus;
-  accounts_count: number;
-  new_movements_count: number;
-  consecutive_failures: number;
-  sync_attempts: number;
-  sync_successes: number;
-  last_error_code: string | null;
-  last_synced_at: number | null;
-  next_sync_at: number | null;
-  expired_at: number | null;
-  backfill_covered_from?: number | null;
-  created_at: number;
-  updated_at: number;
-}
 
 export interface Link {
   object: 'link';
@@ -216,7 +192,7 @@ export async function createLink(
     created_at: now,
     updated_at: now,
   };
-  await trx('links').insert(row);
+  await insertLink(trx, row);
   if (options.announce ?? true) await emitLinkCreated(trx, row, now);
   await enqueueSync(trx, { link: row, refreshType: 'full', now, interactive: options.interactive ?? false });
   return presentLink(row);
@@ -276,7 +252,7 @@ export async function pauseLink(trx: Knex, principal: Principal, id: string, now
   const row = await findOwned<LinkRow>(trx, 'links', id, principal, 'link');
   if (row.paused) return presentLink(row);
   const changes = { paused: true, paused_at: now, updated_at: now };
-  await trx('links').where({ id }).update(changes);
+  await updateLink(trx, id, changes);
   return presentLink({ ...row, ...changes });
 }
 
@@ -284,7 +260,7 @@ export async function pauseLink(trx: Knex, principal: Principal, id: string, now
 export async function resumeLink(trx: Knex, principal: Principal, id: string, now: number): Promise<Link> {
   const row = await findOwned<LinkRow>(trx, 'links', id, principal, 'link');
   const changes = { paused: false, paused_at: null, next_sync_at: now, updated_at: now };
-  await trx('links').where({ id }).update(changes);
+  await updateLink(trx, id, changes);
   return presentLink({ ...row, ...changes });
 }
 
@@ -299,7 +275,7 @@ export async function deleteLink(
   now: number,
 ): Promise<{ object: 'link'; id: string; deleted: true; deleted_at: string }> {
   const row = await findOwned<LinkRow>(trx, 'links', id, principal, 'link');
-  await trx('links').where({ id }).delete();
+  await deleteLinkRow(trx, id);
   const data = linkDeleted(row, now);
   await publishEvent(trx, { orgId: row.org_id, mode: row.mode, type: 'link.deleted', linkId: id, data, now });
   return { object: 'link', id, deleted: true, deleted_at: data.deleted_at };

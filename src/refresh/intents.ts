@@ -3,33 +3,8 @@ import { toIso } from '../clock/clock.js';
 import { newId } from '../ids/ids.js';
 import { refreshIntentCreated } from '../events/payloads.js';
 import { publishEvent } from '../webhooks/fan-out.js';
+import { insertIntent, type IntentRow, type IntentStatus, type RefreshType } from './store.js';
 import { SecretError, type SecretBox } from '../secrets/secret-box.js';
-
-export type RefreshType = 'only_last' | 'historical' | 'full' | 'backfill';
-export type IntentStatus = 'created' | 'in_progress' | 'requires_mfa' | 'succeeded' | 'failed';
-
-export interface IntentRow {
-  id: string;
-  org_id: string;
-  mode: 'live' | 'test';
-  link_id: string;
-  refresh_type: RefreshType;
-  status: IntentStatus;
-  error_code: string | null;
-  accounts_updated: number | null;
-  new_movements_count: number | null;
-  mfa_token_hash: string | null;
-  mfa_expires_at: number | null;
-  mfa_code_encrypted: string | null;
-  mfa_challenge_encrypted?: string | null;
-  mfa_token_encrypted?: string | null;
-  backfill_months: number | null;
-  force: boolean | number;
-  started_at: number | null;
-  completed_at: number | null;
-  created_at: number;
-  updated_at: number;
-}
 
 export interface RefreshIntent {
   object: 'refresh_intent';
@@ -112,7 +87,7 @@ export async function createIntent(
     created_at: now,
     updated_at: now,
   };
-  await trx('refresh_intents').insert(row);
+  await insertIntent(trx, row);
   await publishEvent(trx, {
     orgId: row.org_id,
     mode: row.mode,

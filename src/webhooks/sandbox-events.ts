@@ -18,20 +18,12 @@ import {
   refreshIntentSucceeded,
 } from '../events/payloads.js';
 import type { EventInput, EventRecord } from '../events/store.js';
-import type { LinkRow } from '../links/links.js';
+import { someAccountOfLink } from '../accounts/store.js';
+import type { LinkRow } from '../links/store.js';
 import { publishEvent } from './fan-out.js';
 
 /** How long the made-up MFA token of a fired `refresh_intent.requires_mfa` claims to live (the spec's 10 min). */
 const MFA_TOKEN_TTL_MS = 10 * 60_000;
-
-interface AccountRow {
-  id: string;
-  name: string;
-  type: string;
-  currency: string;
-  last_4: string | null;
-  status: string;
-}
 
 export interface FireInput {
   type: string;
@@ -157,20 +149,15 @@ async function sandboxEvent(
 }
 
 /** The link's first active account, else a made-up checking account of the shape the sandbox banks use. */
-async function someAccount(trx: Knex, linkId: string): Promise<AccountRow> {
-  const row: AccountRow | undefined = await trx('accounts')
-    .where({ link_id: linkId })
-    .orderByRaw("case when status = 'active' then 0 else 1 end")
-    .orderBy('created_at')
-    .first('id', 'name', 'type', 'currency', 'last_4', 'status');
+async function someAccount(trx: Knex, linkId: string) {
   return (
-    row ?? {
+    (await someAccountOfLink(trx, linkId)) ?? {
       id: newId('acc'),
       name: 'Cuenta Corriente',
-      type: 'checking',
+      type: 'checking' as const,
       currency: 'CLP',
       last_4: String(1000 + (Number.parseInt(linkId.slice(-4), 16) % 9000)),
-      status: 'active',
+      status: 'active' as const,
     }
   );
 }
