@@ -1,15 +1,4 @@
-import {
-  accountCreated,
-  accountRemoved,
-  linkCreated,
-  linkDeleted,
-  linkExpired,
-  linkRefreshed,
-  refreshIntentCreated,
-  refreshIntentFailed,
-  refreshIntentRequiresMfa,
-  refreshIntentSucceeded,
-} from './payloads.js';
+import * as payloads from './payloads.js';
 
 /**
  * The spec's event catalogue: each type and the builder of its `data` (payloads.ts). Adding an event type is
@@ -18,16 +7,16 @@ import {
  * types added later. The order is the spec's, and the order the API lists the types in.
  */
 export const EVENT_PAYLOADS = {
-  'link.created': linkCreated,
-  'link.refreshed': linkRefreshed,
-  'link.expired': linkExpired,
-  'link.deleted': linkDeleted,
-  'account.created': accountCreated,
-  'account.removed': accountRemoved,
-  'refresh_intent.created': refreshIntentCreated,
-  'refresh_intent.requires_mfa': refreshIntentRequiresMfa,
-  'refresh_intent.succeeded': refreshIntentSucceeded,
-  'refresh_intent.failed': refreshIntentFailed,
+  'link.created': payloads.linkCreated,
+  'link.refreshed': payloads.linkRefreshed,
+  'link.expired': payloads.linkExpired,
+  'link.deleted': payloads.linkDeleted,
+  'account.created': payloads.accountCreated,
+  'account.removed': payloads.accountRemoved,
+  'refresh_intent.created': payloads.refreshIntentCreated,
+  'refresh_intent.requires_mfa': payloads.refreshIntentRequiresMfa,
+  'refresh_intent.succeeded': payloads.refreshIntentSucceeded,
+  'refresh_intent.failed': payloads.refreshIntentFailed,
 } as const;
 
 export type EventType = keyof typeof EVENT_PAYLOADS;

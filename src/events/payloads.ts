@@ -105,14 +105,7 @@ export type AccountCreatedData = {
   last_4: string | null;
 };
 
-export function accountCreated(account: {
-  id: string;
-  link_id: string;
-  name: string;
-  type: string;
-  currency: string;
-  last_4: string | null;
-}): AccountCreatedData {
+export function accountCreated(account: Omit<AccountCreatedData, 'object'>): AccountCreatedData {
   return {
     object: 'account',
     id: account.id,

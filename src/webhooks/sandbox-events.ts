@@ -5,18 +5,7 @@ import type { Principal } from '../auth/principal.js';
 import { findOwned } from '../auth/ownership.js';
 import { generateIntentToken } from '../auth/tokens.js';
 import { EVENT_TYPES, isEventType, type EventType } from '../events/catalogue.js';
-import {
-  accountCreated,
-  accountRemoved,
-  linkCreated,
-  linkDeleted,
-  linkExpired,
-  linkRefreshed,
-  refreshIntentCreated,
-  refreshIntentFailed,
-  refreshIntentRequiresMfa,
-  refreshIntentSucceeded,
-} from '../events/payloads.js';
+import * as payloads from '../events/payloads.js';
 import type { EventInput, EventRecord } from '../events/store.js';
 import { someAccountOfLink } from '../accounts/store.js';
 import type { LinkRow } from '../links/store.js';
@@ -58,93 +47,79 @@ export async function fireSandboxEvent(
     );
   }
   const link = await findOwned<LinkRow>(trx, 'links', input.link_id, principal, 'link');
-  return publishEvent(trx, await sandboxEvent(trx, input.type, link, settings, now));
+  const sample = {
+    link,
+    account: await someAccount(trx, link.id),
+    intentId: newId('ri'),
+    now,
+    syncIntervalMinutes: settings.syncIntervalMinutes,
+  };
+  return publishEvent(trx, sampleEvent(input.type, sample));
 }
 
-/** The made-up refresh intent a fired intent event is about (its id is new: no intent waits behind it). */
-function sampleIntent(link: LinkRow) {
-  return { id: newId('ri'), link_id: link.id };
+/** What a fired event is made of: the link as it is, one of its accounts, a made-up intent, the time. */
+export interface EventSample {
+  link: LinkRow;
+  account: { id: string; name: string; type: string; currency: string; last_4: string | null };
+  /** A new `ri_` id: no intent waits behind a fired intent event. */
+  intentId: string;
+  now: number;
+  syncIntervalMinutes: number;
 }
 
 /**
- * A sample of each type from sample rows (the link as it is, one of its accounts, a made-up intent) through
- * the builder the real flow uses (src/events/payloads.ts), so only the values differ from a real event.
+ * A sample event of each type from sample rows, through the builder the real flow uses
+ * (src/events/payloads.ts), so only the values differ from a real event. The compiler requires a case for
+ * every catalogue type.
  */
-async function sandboxEvent(
-  trx: Knex,
-  type: EventType,
-  link: LinkRow,
-  settings: SandboxSettings,
-  now: number,
-): Promise<EventInput> {
+export function sampleEvent(type: EventType, sample: EventSample): EventInput {
+  const { link, account, now } = sample;
   const base = { orgId: link.org_id, mode: 'test' as const, linkId: link.id, now };
+  const intent = { id: sample.intentId, link_id: link.id };
   switch (type) {
     case 'link.created':
-      return { ...base, type, data: linkCreated(link) };
-    case 'link.refreshed':
-      return {
-        ...base,
-        type,
-        data: linkRefreshed(link, {
-          syncedAt: now,
-          nextSyncAt: now + settings.syncIntervalMinutes * 60_000,
-          accountsCount: link.accounts_count,
-          newMovements: link.new_movements_count,
-        }),
+      return { ...base, type, data: payloads.linkCreated(link) };
+    case 'link.refreshed': {
+      const sync = {
+        syncedAt: now,
+        nextSyncAt: now + sample.syncIntervalMinutes * 60_000,
+        accountsCount: link.accounts_count,
+        newMovements: link.new_movements_count,
       };
-    case 'link.expired':
-      return {
-        ...base,
-        type,
-        data: linkExpired({ id: link.id, last_error_code: 'rejected_credentials', expired_at: now }),
-      };
+      return { ...base, type, data: payloads.linkRefreshed(link, sync) };
+    }
+    case 'link.expired': {
+      const expired = { id: link.id, last_error_code: 'rejected_credentials', expired_at: now };
+      return { ...base, type, data: payloads.linkExpired(expired) };
+    }
     case 'link.deleted':
-      return { ...base, type, data: linkDeleted(link, now) };
+      return { ...base, type, data: payloads.linkDeleted(link, now) };
     case 'account.created':
-      return {
-        ...base,
-        type,
-        data: accountCreated({ ...(await someAccount(trx, link.id)), link_id: link.id }),
-      };
+      return { ...base, type, data: payloads.accountCreated({ ...account, link_id: link.id }) };
     case 'account.removed':
-      return {
-        ...base,
-        type,
-        data: accountRemoved({ id: (await someAccount(trx, link.id)).id, link_id: link.id }, now),
-      };
+      return { ...base, type, data: payloads.accountRemoved({ id: account.id, link_id: link.id }, now) };
     case 'refresh_intent.created':
-      return {
-        ...base,
-        type,
-        data: refreshIntentCreated({ ...sampleIntent(link), refresh_type: 'only_last' }),
-      };
+      return { ...base, type, data: payloads.refreshIntentCreated({ ...intent, refresh_type: 'only_last' }) };
     case 'refresh_intent.requires_mfa': {
-      const intent = sampleIntent(link);
       // The form of a real one; it opens nothing, since no intent waits behind it.
       const mfa = { widgetToken: generateIntentToken(intent.id), expiresAt: now + MFA_TOKEN_TTL_MS };
-      return { ...base, type, data: refreshIntentRequiresMfa(intent, mfa) };
+      return { ...base, type, data: payloads.refreshIntentRequiresMfa(intent, mfa) };
     }
-    case 'refresh_intent.succeeded':
+    case 'refresh_intent.succeeded': {
+      const summary = {
+        accounts_updated: link.accounts_count,
+        new_movements_count: link.new_movements_count,
+      };
       return {
         ...base,
         type,
-        data: refreshIntentSucceeded({
-          ...sampleIntent(link),
-          completed_at: now,
-          accounts_updated: link.accounts_count,
-          new_movements_count: link.new_movements_count,
-        }),
+        data: payloads.refreshIntentSucceeded({ ...intent, completed_at: now, ...summary }),
       };
-    case 'refresh_intent.failed':
-      return {
-        ...base,
-        type,
-        data: refreshIntentFailed({
-          ...sampleIntent(link),
-          error_code: 'bank_unavailable',
-          completed_at: now,
-        }),
-      };
+    }
+    case 'refresh_intent.failed': {
+      const failure = { error_code: 'bank_unavailable', completed_at: now };
+      return { ...base, type, data: payloads.refreshIntentFailed({ ...intent, ...failure }) };
+    }
   }
 }
 
