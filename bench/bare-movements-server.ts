@@ -6,7 +6,7 @@
  */
 import Koa from 'koa';
 import { openDatabase } from '../src/db/database.js';
-import { presentMovement, type MovementRow } from '../src/movements/movements.js';
+import { presentMovement, type PresentedMovementRow as MovementRow } from '../src/movements/movements.js';
 
 const [url, port] = process.argv.slice(2) as [string, string];
 const db = openDatabase({ url });

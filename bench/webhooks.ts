@@ -30,7 +30,9 @@ import { systemClock } from '../src/clock/clock.js';
 import { loadConfig } from '../src/config/load-config.js';
 import { openDatabase, type Database } from '../src/db/database.js';
 import { migrateUp } from '../src/db/migrations.js';
-import { emitEvent, presentEvent, type EventRow } from '../src/events/outbox.js';
+import { linkRefreshed } from '../src/events/payloads.js';
+import { presentEvent, type EventRow } from '../src/events/store.js';
+import { publishEvent } from '../src/webhooks/fan-out.js';
 import { newId } from '../src/ids/ids.js';
 import { silentLogger } from '../src/logging/logger.js';
 import { SecretBox } from '../src/secrets/secret-box.js';
@@ -228,22 +230,17 @@ async function setUp(url: string, receiverUrl: string, overrides: Record<string,
 }
 
 function eventData(i: number) {
-  return {
-    object: 'link',
-    id: `link_${(i % 65536).toString(16).padStart(16, '0')}`,
-    status: 'active',
-    last_synced_at: new Date().toISOString(),
-    next_sync_at: new Date(Date.now() + 4 * 3_600_000).toISOString(),
-    accounts_count: 3,
-    new_movements_count: i % 17,
-  };
+  return linkRefreshed(
+    { id: `link_${(i % 65536).toString(16).padStart(16, '0')}` },
+    { syncedAt: Date.now(), nextSyncAt: Date.now() + 4 * 3_600_000, accountsCount: 3, newMovements: i % 17 },
+  );
 }
 
 async function emitMany(setup: Setup, count: number): Promise<void> {
   for (let done = 0; done < count; done += 500) {
     await setup.db.transaction(async (trx) => {
       for (let i = done; i < Math.min(count, done + 500); i++) {
-        await emitEvent(trx, {
+        await publishEvent(trx, {
           orgId: setup.orgId,
           mode: 'test',
           type: 'link.refreshed',
@@ -336,7 +333,7 @@ async function latency(setup: Setup, receiver: Receiver): Promise<{ p50: number;
     // Spaced out, so each event lands on an idle dispatcher at a random point of its poll cycle.
     await sleep(20 + Math.random() * 40);
     const event = await setup.db.transaction((trx) =>
-      emitEvent(trx, {
+      publishEvent(trx, {
         orgId: setup.orgId,
         mode: 'test',
         type: 'link.refreshed',

@@ -20,17 +20,18 @@ export default class LinksList extends BaseCommand {
   async run() {
     const { flags } = await this.parse(LinksList);
     const config = this.appConfig(flags.home);
-    const { presentLink } = await import('../../src/links/links.js');
-    const links = await this.withDatabase(config, async (db) => {
-      const query = db.reader('links').orderBy('created_at', 'desc').orderBy('id', 'desc').limit(flags.limit);
-      if (flags.org) query.where('org_id', flags.org);
-      if (flags.mode) query.where('mode', flags.mode);
-      if (flags.status) query.where('status', flags.status);
-      if (flags.bank) query.where('bank_id', flags.bank);
-      if (flags['external-user']) query.where('external_user_id', flags['external-user']);
-      if (flags.paused !== undefined) query.where('paused', flags.paused);
-      return (await query).map((row) => ({ ...presentLink(row), org_id: row.org_id as string }));
-    });
+    const { listLinksForOperator } = await import('../../src/links/inspect.js');
+    const links = await this.withDatabase(config, (db) =>
+      listLinksForOperator(db.reader, {
+        org: flags.org,
+        mode: flags.mode,
+        status: flags.status,
+        bank: flags.bank,
+        externalUser: flags['external-user'],
+        paused: flags.paused,
+        limit: flags.limit,
+      }),
+    );
     if (links.length === 0) this.log('No links match.');
     for (const link of links) {
       const state = `${link.status}${link.paused ? ',paused' : ''}`;

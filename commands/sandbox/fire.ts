@@ -1,6 +1,6 @@
 import { Args, Flags } from '@oclif/core';
 import { BaseCommand, parseDuration } from '../../src/cli/base-command.js';
-import type { EventRecord } from '../../src/events/outbox.js';
+import type { EventRecord } from '../../src/events/store.js';
 import type { DeliveryOutcome } from '../../src/webhooks/operator.js';
 
 export default class SandboxFire extends BaseCommand {

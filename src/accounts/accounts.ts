@@ -3,28 +3,7 @@ import { toIso } from '../clock/clock.js';
 import type { Principal } from '../auth/principal.js';
 import { findOwned } from '../auth/ownership.js';
 import { fetchPage, type Order } from '../api/pagination.js';
-
-export interface AccountRow {
-  id: string;
-  org_id: string;
-  mode: 'live' | 'test';
-  link_id: string;
-  name: string;
-  type: 'checking' | 'savings' | 'credit_card';
-  currency: string;
-  last_4: string | null;
-  holder_name: string | null;
-  balance_available: number | null;
-  balance_current: number | null;
-  balance_limit: number | null;
-  status: 'active' | 'removed';
-  removed_from_link: boolean | number;
-  removed_at: number | null;
-  visible_count: number;
-  pending_count: number;
-  refreshed_at: number | null;
-  created_at: number;
-}
+import type { AccountRow } from './store.js';
 
 export function presentAccount(row: AccountRow) {
   return {

@@ -34,3 +34,17 @@ export async function bankHealth(
     );
   return new Map(rows.map((row) => [row.bank_id, healthOf(Number(row.total), Number(row.failures))]));
 }
+
+/** One sync's outcome, in the sync's transaction: the health above is counted from these rows. */
+export async function recordSyncOutcome(
+  trx: Knex,
+  outcome: { bankId: string; mode: 'live' | 'test'; errorCode: string | null; now: number },
+): Promise<void> {
+  await trx('bank_sync_outcomes').insert({
+    bank_id: outcome.bankId,
+    mode: outcome.mode,
+    succeeded: outcome.errorCode === null,
+    error_code: outcome.errorCode,
+    created_at: outcome.now,
+  });
+}

@@ -1,8 +1,8 @@
 import { defineRoute, type JsonSchema } from '../api/route.js';
 import { offsetOf, pageQueryProperties, paginationHeaders, type PageQuery } from '../api/pagination.js';
 import { findOwned } from '../auth/ownership.js';
-import { EVENT_TYPES } from '../webhooks/event-types.js';
-import { listEvents, presentEvent, type EventRow } from './outbox.js';
+import { EVENT_TYPES } from './catalogue.js';
+import { listEvents, presentEvent, type EventRow } from './store.js';
 
 const ref = { $ref: '#/components/schemas/Event' };
 

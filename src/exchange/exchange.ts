@@ -5,7 +5,8 @@ import { errors } from '../errors/api-error.js';
 import type { Principal } from '../auth/principal.js';
 import { generateExchangeToken } from '../auth/tokens.js';
 import { sha256Hex } from '../secrets/secret-box.js';
-import { emitLinkCreated, presentLink, type Link, type LinkRow } from '../links/links.js';
+import { emitLinkCreated, presentLink, type Link } from '../links/links.js';
+import { findLink } from '../links/store.js';
 
 export type ExchangeIntent = 'connect' | 'reconnect';
 
@@ -95,7 +96,7 @@ export async function redeemExchangeToken(
       `This exchange token expired at ${toIso(row.expires_at)} (${Math.round((row.expires_at - row.created_at) / 60_000)} minutes after the widget issued it). Exchange it as soon as the widget reports success, or open the widget again.`,
     );
   }
-  const link: LinkRow | undefined = await trx('links').where({ id: row!.link_id }).first();
+  const link = await findLink(trx, row!.link_id);
   // The foreign key cascades a deleted link's tokens away, so a consumed row always has its link.
   if (!link) throw errors.notFound('The link of this exchange token was deleted.', 'tokenId');
   if (row!.intent === 'connect') await emitLinkCreated(trx, link, now);

@@ -4,7 +4,7 @@ import type { Principal } from '../auth/principal.js';
 import { findOwned } from '../auth/ownership.js';
 import { findInstitution, offers } from '../banks/institutions.js';
 import { errors } from '../errors/api-error.js';
-import type { LinkRow } from '../links/links.js';
+import type { LinkRow } from '../links/store.js';
 import { INCOME_THRESHOLDS, incomeSnapshot, incomeWindow, type IncomeMovement } from './income.js';
 
 const DAY_MS = 86_400_000;

@@ -2,7 +2,9 @@ import type { Knex } from 'knex';
 import { newId } from '../ids/ids.js';
 import { claimOne } from '../db/claims.js';
 import type { Database } from '../db/database.js';
-import { createIntent, type RefreshType } from '../refresh/intents.js';
+import { setRefreshStatus } from '../links/store.js';
+import { createIntent } from '../refresh/intents.js';
+import type { RefreshType } from '../refresh/store.js';
 
 export type SyncKind = RefreshType | 'scheduled';
 
@@ -22,6 +24,9 @@ export interface JobRow {
   created_at: number;
   updated_at: number;
 }
+
+/** Sync jobs that occupy a link: at most one at a time, whoever asked for it. */
+export const ACTIVE_JOB_STATUSES = ['queued', 'running', 'waiting_mfa'] as const;
 
 export interface SyncPayload {
   refresh_type: SyncKind;
@@ -67,16 +72,49 @@ export async function enqueueSync(
   },
 ) {
   const intent = await createIntent(trx, input.link, input.refreshType, input.now);
-  await trx('jobs').insert(
+  await insertJobs(trx, [
     syncJob(
       input.link,
       { refresh_type: input.refreshType, interactive: input.interactive ?? false },
       input.now,
       intent.id,
     ),
-  );
-  await trx('links').where({ id: input.link.id }).update({ refresh_status: 'queued', updated_at: input.now });
+  ]);
+  await setRefreshStatus(trx, input.link.id, 'queued', input.now);
   return intent;
+}
+
+/** The partial unique index on jobs refuses a second active sync of a link: callers may see that error. */
+export async function insertJobs(trx: Knex, rows: JobRow[]): Promise<void> {
+  await trx('jobs').insert(rows);
+}
+
+/** The link's sync that is queued, running or waiting for MFA, if any. */
+export async function activeSyncJobOf(trx: Knex, linkId: string): Promise<{ id: string } | undefined> {
+  return trx('jobs')
+    .where({ link_id: linkId, kind: 'sync' })
+    .whereIn('status', ACTIVE_JOB_STATUSES)
+    .first('id');
+}
+
+/** An MFA code arrived: the intent's parked sync goes back in the queue, due now. */
+export async function requeueAfterMfa(trx: Knex, intentId: string, now: number): Promise<void> {
+  await trx('jobs')
+    .where({ refresh_intent_id: intentId, status: 'waiting_mfa' })
+    .update({ status: 'queued', run_at: now, updated_at: now });
+}
+
+/** The intent failed outside a sync (its MFA wait ended): its active job fails with it and lets go. */
+export async function failJobsOfIntent(
+  trx: Knex,
+  intentId: string,
+  errorCode: string,
+  now: number,
+): Promise<void> {
+  await trx('jobs')
+    .where({ refresh_intent_id: intentId })
+    .whereIn('status', ACTIVE_JOB_STATUSES)
+    .update({ status: 'failed', last_error: errorCode, locked_by: null, updated_at: now });
 }
 
 /** A claimed job, with the bank of its link: workers count their jobs by bank (worker-pool.ts). */

@@ -2,7 +2,8 @@ import type { Knex } from 'knex';
 import { toIso } from '../clock/clock.js';
 import { errors } from '../errors/api-error.js';
 import type { Principal } from '../auth/principal.js';
-import { presentLink, UNREADABLE_CREDENTIALS, type Link, type LinkRow } from './links.js';
+import { presentLink, UNREADABLE_CREDENTIALS, type Link } from './links.js';
+import { findLink, listAllLinks, type LinkRow, type OperatorLinkFilter } from './store.js';
 
 export interface LinkInspection {
   link: Link & {
@@ -57,7 +58,7 @@ export interface LinkInspection {
 
 /** Everything support needs to answer "why is this link stale?", with the likely answer first. */
 export async function inspectLink(db: Knex, linkId: string, now: number): Promise<LinkInspection> {
-  const row: LinkRow | undefined = await db('links').where({ id: linkId }).first();
+  const row = await findLink(db, linkId);
   if (!row)
     throw errors.notFound(
       `No link ${linkId}. (A deleted link leaves only its link.deleted event: try \`svc links list\`.)`,
@@ -172,9 +173,7 @@ export function diagnose(
 
 /** Operators act on any link: the CLI acts with the link's own organisation and mode. */
 export async function operatorPrincipal(db: Knex, linkId: string): Promise<Principal> {
-  const row: Pick<LinkRow, 'org_id' | 'mode'> | undefined = await db('links')
-    .where({ id: linkId })
-    .first('org_id', 'mode');
+  const row = await findLink(db, linkId);
   if (!row) throw errors.notFound(`No link ${linkId}.`, 'link');
   return {
     kind: 'secret_key',
@@ -184,4 +183,15 @@ export async function operatorPrincipal(db: Knex, linkId: string): Promise<Princ
     bucketId: 'cli',
     limits: {} as Principal['limits'],
   };
+}
+
+/** Links across organisations, as `svc links list` shows them: with the organisation each belongs to. */
+export async function listLinksForOperator(
+  db: Knex,
+  filter: OperatorLinkFilter,
+): Promise<(Link & { org_id: string })[]> {
+  return (await listAllLinks(db, filter)).map((row: LinkRow) => ({
+    ...presentLink(row),
+    org_id: row.org_id,
+  }));
 }

@@ -4,7 +4,8 @@ import { errors } from '../errors/api-error.js';
 import { newId } from '../ids/ids.js';
 import type { Principal } from '../auth/principal.js';
 import { findOwned } from '../auth/ownership.js';
-import { emitEvent } from '../events/outbox.js';
+import { linkCreated, linkDeleted } from '../events/payloads.js';
+import { publishEvent } from '../webhooks/fan-out.js';
 import type { SecretBox } from '../secrets/secret-box.js';
 import type { HolderType, BankCredentials } from '../banks/connector.js';
 import { findInstitution, offers } from '../banks/institutions.js';
@@ -12,41 +13,17 @@ import { enqueueSync } from '../jobs/jobs.js';
 import { normaliseRut } from '../rut/rut.js';
 import { firstSyncAt } from './schedule.js';
 import { fetchPage, NEWEST_FIRST } from '../api/pagination.js';
+import {
+  deleteLinkRow,
+  insertLink,
+  updateLink,
+  type LinkRow,
+  type LinkStatus,
+  type RefreshStatus,
+} from './store.js';
 
 /** `last_error_code` of a link whose stored credentials no master key opens. */
 export const UNREADABLE_CREDENTIALS = 'credentials_unreadable';
-
-export type LinkStatus = 'active' | 'expired';
-export type RefreshStatus = 'idle' | 'queued' | 'in_progress' | 'requires_mfa';
-
-export interface LinkRow {
-  id: string;
-  org_id: string;
-  mode: 'live' | 'test';
-  bank_id: string;
-  holder_type: HolderType;
-  holder_name: string | null;
-  status: LinkStatus;
-  paused: boolean | number;
-  paused_at: number | null;
-  external_user_id: string | null;
-  consent_version: string | null;
-  consent_text_hash: string | null;
-  credentials_encrypted: string;
-  refresh_status: RefreshStatus;
-  accounts_count: number;
-  new_movements_count: number;
-  consecutive_failures: number;
-  sync_attempts: number;
-  sync_successes: number;
-  last_error_code: string | null;
-  last_synced_at: number | null;
-  next_sync_at: number | null;
-  expired_at: number | null;
-  backfill_covered_from?: number | null;
-  created_at: number;
-  updated_at: number;
-}
 
 export interface Link {
   object: 'link';
@@ -215,7 +192,7 @@ export async function createLink(
     created_at: now,
     updated_at: now,
   };
-  await trx('links').insert(row);
+  await insertLink(trx, row);
   if (options.announce ?? true) await emitLinkCreated(trx, row, now);
   await enqueueSync(trx, { link: row, refreshType: 'full', now, interactive: options.interactive ?? false });
   return presentLink(row);
@@ -223,19 +200,12 @@ export async function createLink(
 
 /** `link.created` with the spec's fields, as the link is now (the widget's has its holder name by then). */
 export async function emitLinkCreated(trx: Knex, row: LinkRow, now: number): Promise<void> {
-  await emitEvent(trx, {
+  await publishEvent(trx, {
     orgId: row.org_id,
     mode: row.mode,
     type: 'link.created',
     linkId: row.id,
-    data: {
-      object: 'link',
-      id: row.id,
-      bank_id: row.bank_id,
-      status: row.status,
-      holder_name: row.holder_name,
-      created_at: toIso(row.created_at),
-    },
+    data: linkCreated(row),
     now,
   });
 }
@@ -282,7 +252,7 @@ export async function pauseLink(trx: Knex, principal: Principal, id: string, now
   const row = await findOwned<LinkRow>(trx, 'links', id, principal, 'link');
   if (row.paused) return presentLink(row);
   const changes = { paused: true, paused_at: now, updated_at: now };
-  await trx('links').where({ id }).update(changes);
+  await updateLink(trx, id, changes);
   return presentLink({ ...row, ...changes });
 }
 
@@ -290,7 +260,7 @@ export async function pauseLink(trx: Knex, principal: Principal, id: string, now
 export async function resumeLink(trx: Knex, principal: Principal, id: string, now: number): Promise<Link> {
   const row = await findOwned<LinkRow>(trx, 'links', id, principal, 'link');
   const changes = { paused: false, paused_at: null, next_sync_at: now, updated_at: now };
-  await trx('links').where({ id }).update(changes);
+  await updateLink(trx, id, changes);
   return presentLink({ ...row, ...changes });
 }
 
@@ -305,15 +275,8 @@ export async function deleteLink(
   now: number,
 ): Promise<{ object: 'link'; id: string; deleted: true; deleted_at: string }> {
   const row = await findOwned<LinkRow>(trx, 'links', id, principal, 'link');
-  await trx('links').where({ id }).delete();
-  const deletedAt = toIso(now)!;
-  await emitEvent(trx, {
-    orgId: row.org_id,
-    mode: row.mode,
-    type: 'link.deleted',
-    linkId: id,
-    data: { object: 'link', id, deleted_at: deletedAt },
-    now,
-  });
-  return { object: 'link', id, deleted: true, deleted_at: deletedAt };
+  await deleteLinkRow(trx, id);
+  const data = linkDeleted(row, now);
+  await publishEvent(trx, { orgId: row.org_id, mode: row.mode, type: 'link.deleted', linkId: id, data, now });
+  return { object: 'link', id, deleted: true, deleted_at: data.deleted_at };
 }

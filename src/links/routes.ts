@@ -12,8 +12,8 @@ import {
   resumeLink,
   type CreateLinkInput,
   type LinkPolicy,
-  type LinkStatus,
 } from './links.js';
+import type { LinkStatus } from './store.js';
 
 const ref = { $ref: '#/components/schemas/Link' };
 const linkParams = {

@@ -3,25 +3,8 @@ import { toIso } from '../clock/clock.js';
 import { errors } from '../errors/api-error.js';
 import type { Principal } from '../auth/principal.js';
 import { findOwned } from '../auth/ownership.js';
-import type { AccountRow } from '../accounts/accounts.js';
-
-export interface MovementRow {
-  id: string;
-  mode: 'live' | 'test';
-  account_id: string;
-  amount: number;
-  currency: string;
-  description: string;
-  type: string;
-  reference_id: string | null;
-  counterparty: string | null;
-  posted_at: number;
-  transaction_date: string | null;
-  pending: boolean | number;
-  status: 'normal' | 'duplicated' | 'reversed';
-  canonical_id: string | null;
-  synced_at: number;
-}
+import type { AccountRow } from '../accounts/store.js';
+import type { MovementRow } from './store.js';
 
 /** The columns `presentMovement` reads: turning unused columns into JS values is most of a page's cost. */
 const PRESENTED_COLUMNS = [
@@ -42,7 +25,10 @@ const PRESENTED_COLUMNS = [
   'synced_at',
 ] as const satisfies readonly (keyof MovementRow)[];
 
-export function presentMovement(row: MovementRow) {
+/** A movement as read for presenting: the columns in PRESENTED_COLUMNS. */
+export type PresentedMovementRow = Pick<MovementRow, (typeof PRESENTED_COLUMNS)[number]>;
+
+export function presentMovement(row: PresentedMovementRow) {
   const counterparty = row.counterparty
     ? (JSON.parse(row.counterparty) as {
         name: string;
@@ -190,6 +176,6 @@ export async function listMovements(db: Knex, principal: Principal, accountId: s
     : filtered()
         .count({ n: '*' })
         .then(([row]) => Number((row as { n: number | string }).n));
-  const [data, count] = await Promise.all([rows as Promise<MovementRow[]>, total]);
+  const [data, count] = await Promise.all([rows as Promise<PresentedMovementRow[]>, total]);
   return { data: data.map(presentMovement), total: count };
 }

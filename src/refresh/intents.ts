@@ -1,34 +1,10 @@
 import type { Knex } from 'knex';
 import { toIso } from '../clock/clock.js';
 import { newId } from '../ids/ids.js';
-import { emitEvent } from '../events/outbox.js';
+import { refreshIntentCreated } from '../events/payloads.js';
+import { publishEvent } from '../webhooks/fan-out.js';
+import { insertIntent, type IntentRow, type IntentStatus, type RefreshType } from './store.js';
 import { SecretError, type SecretBox } from '../secrets/secret-box.js';
-
-export type RefreshType = 'only_last' | 'historical' | 'full' | 'backfill';
-export type IntentStatus = 'created' | 'in_progress' | 'requires_mfa' | 'succeeded' | 'failed';
-
-export interface IntentRow {
-  id: string;
-  org_id: string;
-  mode: 'live' | 'test';
-  link_id: string;
-  refresh_type: RefreshType;
-  status: IntentStatus;
-  error_code: string | null;
-  accounts_updated: number | null;
-  new_movements_count: number | null;
-  mfa_token_hash: string | null;
-  mfa_expires_at: number | null;
-  mfa_code_encrypted: string | null;
-  mfa_challenge_encrypted?: string | null;
-  mfa_token_encrypted?: string | null;
-  backfill_months: number | null;
-  force: boolean | number;
-  started_at: number | null;
-  completed_at: number | null;
-  created_at: number;
-  updated_at: number;
-}
 
 export interface RefreshIntent {
   object: 'refresh_intent';
@@ -111,19 +87,13 @@ export async function createIntent(
     created_at: now,
     updated_at: now,
   };
-  await trx('refresh_intents').insert(row);
-  await emitEvent(trx, {
+  await insertIntent(trx, row);
+  await publishEvent(trx, {
     orgId: row.org_id,
     mode: row.mode,
     type: 'refresh_intent.created',
     linkId: link.id,
-    data: {
-      object: 'refresh_intent',
-      id: row.id,
-      link_id: link.id,
-      status: 'created',
-      refresh_type: refreshType,
-    },
+    data: refreshIntentCreated(row),
     now,
   });
   return row;

@@ -4,15 +4,14 @@ import type { Config } from '../config/defaults.js';
 import { errors, ApiError } from '../errors/api-error.js';
 import type { Principal } from '../auth/principal.js';
 import { findOwned } from '../auth/ownership.js';
-import { emitEvent } from '../events/outbox.js';
+import { refreshIntentFailed } from '../events/payloads.js';
+import { publishEvent } from '../webhooks/fan-out.js';
 import type { SecretBox } from '../secrets/secret-box.js';
 import { isUniqueViolation } from '../db/errors.js';
-import { syncJob } from '../jobs/jobs.js';
-import type { LinkRow } from '../links/links.js';
-import { createIntent, presentIntent, type IntentRow, type RefreshIntent } from './intents.js';
-
-/** Sync jobs that occupy a link: at most one at a time, whoever asked for it. */
-export const ACTIVE_JOB_STATUSES = ['queued', 'running', 'waiting_mfa'];
+import { activeSyncJobOf, failJobsOfIntent, insertJobs, requeueAfterMfa, syncJob } from '../jobs/jobs.js';
+import { setRefreshStatus, type LinkRow } from '../links/store.js';
+import { createIntent, presentIntent, type RefreshIntent } from './intents.js';
+import { expiredMfaWaits, lastRefreshAt, takeMfaCode, updateIntent, type IntentRow } from './store.js';
 
 export type OnDemandType = 'only_last' | 'historical';
 
@@ -32,11 +31,7 @@ export async function assertRefreshable(trx: Knex, link: LinkRow): Promise<void>
       `Link ${link.id} expired on ${toIso(link.expired_at)} (${link.last_error_code}). Reconnect it: create a widget token with intent "reconnect" and link_id "${link.id}".`,
     );
   }
-  const active = await trx('jobs')
-    .where({ link_id: link.id, kind: 'sync' })
-    .whereIn('status', ACTIVE_JOB_STATUSES)
-    .first('id');
-  if (active)
+  if (await activeSyncJobOf(trx, link.id))
     throw errors.conflict(
       'refresh_in_progress',
       `Link ${link.id} is already being refreshed; wait for its refresh intent to finish.`,
@@ -57,12 +52,8 @@ export async function requestRefresh(
 ): Promise<RefreshIntent> {
   const link = await findOwned<LinkRow>(trx, 'links', input.link_id, principal, 'link');
   await assertRefreshable(trx, link);
-  const last: Pick<IntentRow, 'created_at'> | undefined = await trx('refresh_intents')
-    .where({ link_id: link.id, refresh_type: input.refresh_type })
-    .whereNot('status', 'failed')
-    .orderBy('created_at', 'desc')
-    .first('created_at');
-  const wait = last ? last.created_at + cooldownMs(config, input.refresh_type) - now : 0;
+  const last = await lastRefreshAt(trx, link.id, input.refresh_type);
+  const wait = last !== null ? last + cooldownMs(config, input.refresh_type) - now : 0;
   if (wait > 0) {
     const seconds = Math.ceil(wait / 1000);
     throw errors.conflict(
@@ -84,15 +75,15 @@ export async function queueIntent(
 ) {
   const intent = await createIntent(trx, link, type, now, extra);
   try {
-    await trx('jobs').insert(
+    await insertJobs(trx, [
       syncJob(link, { refresh_type: type, interactive: type !== 'backfill' }, now, intent.id),
-    );
+    ]);
   } catch (error) {
     if (isUniqueViolation(error))
       throw errors.conflict('refresh_in_progress', `Link ${link.id} is already being refreshed.`);
     throw error;
   }
-  await trx('links').where({ id: link.id }).update({ refresh_status: 'queued', updated_at: now });
+  await setRefreshStatus(trx, link.id, 'queued', now);
   return presentIntent(intent);
 }
 
@@ -144,19 +135,14 @@ export async function acceptMfaCode(
   }
   // Taken once: a second code (from the widget or the API) while the first is being verified would replace
   // it under the worker. The intent read above may be stale; the condition is checked on the row.
-  const taken = await trx('refresh_intents')
-    .where({ id: intent.id, status: 'requires_mfa', mfa_code_encrypted: null })
-    .update({ mfa_code_encrypted: secrets.seal(code, intent.id), updated_at: now });
-  if (taken !== 1) {
+  if (!(await takeMfaCode(trx, intent.id, secrets.seal(code, intent.id), now))) {
     throw errors.conflict(
       'mfa_code_in_progress',
       `A verification code for refresh intent ${intent.id} is already being checked; wait for its result.`,
     );
   }
-  await trx('jobs')
-    .where({ refresh_intent_id: intent.id, status: 'waiting_mfa' })
-    .update({ status: 'queued', run_at: now, updated_at: now });
-  await trx('links').where({ id: intent.link_id }).update({ refresh_status: 'queued', updated_at: now });
+  await requeueAfterMfa(trx, intent.id, now);
+  await setRefreshStatus(trx, intent.link_id, 'queued', now);
   return { accepted: presentIntent({ ...intent, updated_at: now }, secrets) };
 }
 
@@ -176,7 +162,7 @@ export async function failWaitingIntent(
   errorCode: string,
   now: number,
 ): Promise<void> {
-  await trx('refresh_intents').where({ id: intent.id }).update({
+  await updateIntent(trx, intent.id, {
     status: 'failed',
     error_code: errorCode,
     completed_at: now,
@@ -184,24 +170,14 @@ export async function failWaitingIntent(
     mfa_challenge_encrypted: null,
     mfa_code_encrypted: null,
   });
-  await trx('jobs')
-    .where({ refresh_intent_id: intent.id })
-    .whereIn('status', ACTIVE_JOB_STATUSES)
-    .update({ status: 'failed', last_error: errorCode, locked_by: null, updated_at: now });
-  await trx('links').where({ id: intent.link_id }).update({ refresh_status: 'idle', updated_at: now });
-  await emitEvent(trx, {
+  await failJobsOfIntent(trx, intent.id, errorCode, now);
+  await setRefreshStatus(trx, intent.link_id, 'idle', now);
+  await publishEvent(trx, {
     orgId: intent.org_id,
     mode: intent.mode,
     type: 'refresh_intent.failed',
     linkId: intent.link_id,
-    data: {
-      object: 'refresh_intent',
-      id: intent.id,
-      link_id: intent.link_id,
-      status: 'failed',
-      error_code: errorCode,
-      completed_at: toIso(now),
-    },
+    data: refreshIntentFailed({ ...intent, error_code: errorCode, completed_at: now }),
     now,
   });
 }
@@ -212,10 +188,7 @@ export async function expireMfaWaits(
   now: number,
 ): Promise<number> {
   return db.transaction(async (trx) => {
-    const waiting: IntentRow[] = await trx('refresh_intents')
-      .where({ status: 'requires_mfa' })
-      .where('mfa_expires_at', '<', now)
-      .limit(1000);
+    const waiting = await expiredMfaWaits(trx, now, 1000);
     for (const intent of waiting) await failWaitingIntent(trx, intent, 'mfa_expired', now);
     return waiting.length;
   });

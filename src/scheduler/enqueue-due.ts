@@ -1,5 +1,6 @@
 import type { Database } from '../db/database.js';
-import { syncJob } from '../jobs/jobs.js';
+import { ACTIVE_JOB_STATUSES, insertJobs, syncJob } from '../jobs/jobs.js';
+import { dueLinks, markScheduled } from '../links/store.js';
 import { winTick } from './housekeeping.js';
 
 /**
@@ -25,31 +26,19 @@ export async function enqueueDueLinks(
   // Half the cron's period: of two schedulers firing the same tick a few ms apart, one wins.
   if (!(await winTick({ db }, tickName, now, tickPeriodMs / 2))) return 0;
   return db.transaction(async (trx) => {
-    const due: { id: string; org_id: string }[] = await trx('links')
-      .where({ status: 'active', paused: false })
-      .where('next_sync_at', '<=', now)
-      .whereNotExists((q) =>
-        q
-          .select(trx.raw('1'))
-          .from('jobs')
-          .whereRaw('jobs.link_id = links.id')
-          .where('kind', 'sync')
-          .whereIn('status', ['queued', 'running', 'waiting_mfa']),
-      )
-      .orderBy('next_sync_at')
-      .limit(MAX_PER_TICK)
-      .select('id', 'org_id');
+    const due = await dueLinks(trx, now, MAX_PER_TICK, ACTIVE_JOB_STATUSES);
     for (let i = 0; i < due.length; i += CHUNK) {
       const chunk = due.slice(i, i + CHUNK);
-      await trx('jobs').insert(
+      await insertJobs(
+        trx,
         chunk.map((link) => syncJob(link, { refresh_type: 'scheduled', interactive: false }, now)),
       );
-      await trx('links')
-        .whereIn(
-          'id',
-          chunk.map((link) => link.id),
-        )
-        .update({ next_sync_at: now + intervalMs, refresh_status: 'queued', updated_at: now });
+      await markScheduled(
+        trx,
+        chunk.map((link) => link.id),
+        now + intervalMs,
+        now,
+      );
     }
     return due.length;
   });

@@ -1,11 +1,20 @@
 import type { Knex } from 'knex';
-import { toIso, type Clock } from '../clock/clock.js';
+import type { Clock } from '../clock/clock.js';
 import type { Config } from '../config/defaults.js';
 import type { Database } from '../db/database.js';
 import type { Logger } from '../logging/logger.js';
 import type { SecretBox } from '../secrets/secret-box.js';
 import { newId } from '../ids/ids.js';
-import { emitEvent } from '../events/outbox.js';
+import {
+  accountCreated,
+  accountRemoved,
+  linkExpired,
+  linkRefreshed,
+  refreshIntentFailed,
+  refreshIntentRequiresMfa,
+  refreshIntentSucceeded,
+} from '../events/payloads.js';
+import { publishEvent } from '../webhooks/fan-out.js';
 import {
   ConnectorError,
   CREDENTIAL_FAILURES,
@@ -21,9 +30,20 @@ import type { ConnectorResolver } from '../banks/resolver.js';
 import { finishJob, LeaseLostError, type JobRow, type SyncPayload } from '../jobs/jobs.js';
 import { generateIntentToken } from '../auth/tokens.js';
 import { SecretError, sha256Hex } from '../secrets/secret-box.js';
-import { openCredentials, UNREADABLE_CREDENTIALS, type LinkRow } from '../links/links.js';
-import type { IntentRow } from '../refresh/intents.js';
-import { reconcile, type StoredMovement } from './reconcile.js';
+import { openCredentials, UNREADABLE_CREDENTIALS } from '../links/links.js';
+import { findLink, setRefreshStatus, updateLink, type LinkRow } from '../links/store.js';
+import { findIntent, MFA_CLEARED, updateIntent, type IntentRow } from '../refresh/store.js';
+import {
+  type AccountRow,
+  accountsOfLink,
+  backfillCoverage,
+  extendBackfillCoverage,
+  insertAccount,
+  updateAccount,
+} from '../accounts/store.js';
+import { applyPlan, movementCounts, movementsToMatch } from '../movements/store.js';
+import { recordSyncOutcome } from '../banks/health.js';
+import { reconcile } from './reconcile.js';
 
 const DAY = 86_400_000;
 
@@ -34,14 +54,6 @@ export const SYNC_WINDOW_DAYS: Record<SyncPayload['refresh_type'], number> = {
   historical: 60,
   full: 90,
   backfill: 90,
-};
-
-/** Once a refresh ends, its MFA material is of no further use and is not kept. */
-const MFA_CLEARED = {
-  mfa_challenge_encrypted: null,
-  mfa_code_encrypted: null,
-  mfa_token_hash: null,
-  mfa_token_encrypted: null,
 };
 
 /** Backfill reads statements for what is older than this; the movements API covers the rest. */
@@ -86,7 +98,7 @@ export type SyncOutcome =
  */
 export async function runSyncJob(services: SyncServices, job: JobRow): Promise<SyncOutcome> {
   const payload = JSON.parse(job.payload ?? '{}') as SyncPayload;
-  const link: LinkRow | undefined = await services.db.knex('links').where({ id: job.link_id }).first();
+  const link = job.link_id === null ? undefined : await findLink(services.db.knex, job.link_id);
   if (!link) {
     await services.db.transaction((trx) =>
       finishJob(trx, job, 'failed', services.clock.now(), 'link deleted'),
@@ -100,18 +112,18 @@ export async function runSyncJob(services: SyncServices, job: JobRow): Promise<S
     return { status: 'skipped', reason: 'link expired' };
   }
   const intent: IntentRow | null = job.refresh_intent_id
-    ? ((await services.db.knex('refresh_intents').where({ id: job.refresh_intent_id }).first()) ?? null)
+    ? ((await findIntent(services.db.knex, job.refresh_intent_id)) ?? null)
     : null;
 
   const startedAt = services.clock.now();
   await services.db.transaction(async (trx) => {
-    await trx('links')
-      .where({ id: link.id })
-      .update({ refresh_status: 'in_progress', updated_at: startedAt });
+    await setRefreshStatus(trx, link.id, 'in_progress', startedAt);
     if (intent)
-      await trx('refresh_intents')
-        .where({ id: intent.id })
-        .update({ status: 'in_progress', started_at: intent.started_at ?? startedAt, updated_at: startedAt });
+      await updateIntent(trx, intent.id, {
+        status: 'in_progress',
+        started_at: intent.started_at ?? startedAt,
+        updated_at: startedAt,
+      });
   });
 
   let fetched: Fetched;
@@ -232,14 +244,7 @@ async function fetchFromBank(
   }
   const accounts = await connector.listAccounts(session, now);
   const out: Fetched['accounts'] = [];
-  const coverage = new Map<string, number | null>(
-    (
-      await services.db
-        .reader('accounts')
-        .where({ link_id: link.id })
-        .select('bank_account_ref', 'backfill_covered_from')
-    ).map((row) => [row.bank_account_ref, row.backfill_covered_from]),
-  );
+  const coverage = await backfillCoverage(services.db.reader, link.id);
   for (const account of accounts) {
     if (payload.refresh_type !== 'backfill') {
       out.push({ account, window, movements: await connector.listMovements(session, account, window, now) });
@@ -288,42 +293,27 @@ async function recordMfaWait(
   if (!(await finishJob(trx, job, 'waiting_mfa', now)))
     throw new LeaseLostError(`job ${job.id} lost its lease`);
   const token = generateIntentToken(intent.id);
-  await trx('refresh_intents')
-    .where({ id: intent.id })
-    .update({
-      status: 'requires_mfa',
-      mfa_token_hash: sha256Hex(token),
-      mfa_token_encrypted: services.secrets.seal(token, intent.id),
-      mfa_challenge_encrypted: services.secrets.seal(JSON.stringify(challenge), intent.id),
-      mfa_code_encrypted: null,
-      mfa_expires_at: challenge.expiresAt,
-      updated_at: now,
-    });
-  await trx('links').where({ id: link.id }).update({ refresh_status: 'requires_mfa', updated_at: now });
-  await emitEvent(trx, {
+  await updateIntent(trx, intent.id, {
+    status: 'requires_mfa',
+    mfa_token_hash: sha256Hex(token),
+    mfa_token_encrypted: services.secrets.seal(token, intent.id),
+    mfa_challenge_encrypted: services.secrets.seal(JSON.stringify(challenge), intent.id),
+    mfa_code_encrypted: null,
+    mfa_expires_at: challenge.expiresAt,
+    updated_at: now,
+  });
+  await setRefreshStatus(trx, link.id, 'requires_mfa', now);
+  await publishEvent(trx, {
     orgId: link.org_id,
     mode: link.mode,
     type: 'refresh_intent.requires_mfa',
     linkId: link.id,
-    data: {
-      object: 'refresh_intent',
-      id: intent.id,
-      link_id: link.id,
-      status: 'requires_mfa',
-      requires_mfa: { widget_token: token, expires_at: toIso(challenge.expiresAt) },
-    },
+    data: refreshIntentRequiresMfa(
+      { id: intent.id, link_id: link.id },
+      { widgetToken: token, expiresAt: challenge.expiresAt },
+    ),
     now,
   });
-}
-
-interface AccountRow {
-  id: string;
-  bank_account_ref: string;
-  status: 'active' | 'removed';
-  name: string;
-  type: string;
-  currency: string;
-  last_4: string | null;
 }
 
 async function recordSuccess(
@@ -339,14 +329,16 @@ async function recordSuccess(
   if (!(await finishJob(trx, job, 'succeeded', now)))
     throw new LeaseLostError(`job ${job.id} lost its lease`);
   const owner = { orgId: link.org_id, mode: link.mode, linkId: link.id };
-  const existing: AccountRow[] = await trx('accounts').where({ link_id: link.id });
+  const existing = await accountsOfLink(trx, link.id);
   const byRef = new Map(existing.map((row) => [row.bank_account_ref, row]));
   const seen = new Set<string>();
   let newMovements = 0;
   let accountsUpdated = 0;
 
   for (const { account, movements, window } of fetched.accounts) {
-    let row = byRef.get(account.ref);
+    let row:
+      | Pick<AccountRow, 'id' | 'bank_account_ref' | 'status' | 'name' | 'type' | 'currency' | 'last_4'>
+      | undefined = byRef.get(account.ref);
     const balances = {
       name: account.name,
       last_4: account.last4,
@@ -359,7 +351,7 @@ async function recordSuccess(
     };
     if (!row) {
       const id = newId('acc');
-      await trx('accounts').insert({
+      await insertAccount(trx, {
         id,
         org_id: link.org_id,
         mode: link.mode,
@@ -381,48 +373,39 @@ async function recordSuccess(
         currency: account.currency,
         last_4: account.last4,
       };
-      await emitEvent(trx, {
+      await publishEvent(trx, {
         ...owner,
         type: 'account.created',
-        data: {
-          object: 'account',
-          id,
-          link_id: link.id,
-          name: account.name,
-          type: account.type,
-          currency: account.currency,
-          last_4: account.last4,
-        },
+        data: accountCreated({ ...row, link_id: link.id }),
         now,
       });
     } else {
-      await trx('accounts')
-        .where({ id: row.id })
-        .update({ ...balances, status: 'active', removed_from_link: false, removed_at: null });
+      await updateAccount(trx, row.id, {
+        ...balances,
+        status: 'active',
+        removed_from_link: false,
+        removed_at: null,
+      });
     }
     seen.add(row.id);
     if (window) newMovements += await writeMovements(trx, link, row.id, movements, window, now);
-    if (window && payload.refresh_type === 'backfill') {
-      const covered = await trx('accounts').where({ id: row.id }).first('backfill_covered_from');
-      await trx('accounts')
-        .where({ id: row.id })
-        .update({
-          backfill_covered_from: Math.min(covered?.backfill_covered_from ?? window.from, window.from),
-        });
-    }
+    if (window && payload.refresh_type === 'backfill') await extendBackfillCoverage(trx, row.id, window.from);
     accountsUpdated += 1;
   }
 
   // Accounts the bank did not list this time are removed; a sync that fetched nothing lists none.
   for (const row of fetched.session ? existing : []) {
     if (seen.has(row.id) || row.status === 'removed') continue;
-    await trx('accounts')
-      .where({ id: row.id })
-      .update({ status: 'removed', removed_from_link: true, removed_at: now, updated_at: now });
-    await emitEvent(trx, {
+    await updateAccount(trx, row.id, {
+      status: 'removed',
+      removed_from_link: true,
+      removed_at: now,
+      updated_at: now,
+    });
+    await publishEvent(trx, {
       ...owner,
       type: 'account.removed',
-      data: { object: 'account', id: row.id, link_id: link.id, status: 'removed', removed_at: toIso(now) },
+      data: accountRemoved({ id: row.id, link_id: link.id }, now),
       now,
     });
   }
@@ -446,67 +429,47 @@ async function recordSuccess(
       : {}),
     updated_at: now,
   };
-  await trx('links').where({ id: link.id }).update(changes);
-  await trx('bank_sync_outcomes').insert({
-    bank_id: link.bank_id,
-    mode: link.mode,
-    succeeded: true,
-    error_code: null,
-    created_at: now,
-  });
+  await updateLink(trx, link.id, changes);
+  await recordSyncOutcome(trx, { bankId: link.bank_id, mode: link.mode, errorCode: null, now });
 
   if (job.refresh_intent_id) {
-    await trx('refresh_intents')
-      .where({ id: job.refresh_intent_id })
-      .update({
-        ...MFA_CLEARED,
-        status: 'succeeded',
-        accounts_updated: accountsUpdated,
-        new_movements_count: newMovements,
-        completed_at: now,
-        updated_at: now,
-      });
-    await emitEvent(trx, {
+    await updateIntent(trx, job.refresh_intent_id, {
+      ...MFA_CLEARED,
+      status: 'succeeded',
+      accounts_updated: accountsUpdated,
+      new_movements_count: newMovements,
+      completed_at: now,
+      updated_at: now,
+    });
+    await publishEvent(trx, {
       ...owner,
       type: 'refresh_intent.succeeded',
-      data: {
-        object: 'refresh_intent',
+      data: refreshIntentSucceeded({
         id: job.refresh_intent_id,
         link_id: link.id,
-        status: 'succeeded',
-        completed_at: toIso(now),
-        summary: { accounts_updated: accountsUpdated, new_movements_count: newMovements },
-      },
+        completed_at: now,
+        accounts_updated: accountsUpdated,
+        new_movements_count: newMovements,
+      }),
       now,
     });
   }
-  await emitEvent(trx, {
+  await publishEvent(trx, {
     ...owner,
     type: 'link.refreshed',
-    data: {
-      object: 'link',
-      id: link.id,
-      status: 'active',
-      last_synced_at: toIso(now),
-      next_sync_at: toIso(changes.next_sync_at),
-      accounts_count: seen.size,
-      new_movements_count: newMovements,
-    },
+    // The accounts the bank listed this time (none when nothing was fetched), not the link's counter.
+    data: linkRefreshed(link, {
+      syncedAt: now,
+      nextSyncAt: changes.next_sync_at,
+      accountsCount: seen.size,
+      newMovements,
+    }),
     now,
   });
   return { newMovements, accounts: seen.size };
 }
 
-interface MovementRow extends StoredMovement {
-  synced_at: number;
-}
-
-/**
- * Reconciles one account and writes the plan. Every row written gets its own `synced_at`, strictly above
- * every earlier one of the account (one sync of a link runs at a time, so the account's rows are written
- * in order): a consumer that saves the largest `synced_at` it has read and asks for what came after never
- * misses or repeats a row, even when a page ends in the middle of a sync's rows.
- */
+/** Reconciles one account with what the bank sent, writes the plan and refreshes the account's counters. */
 async function writeMovements(
   trx: Knex,
   link: LinkRow,
@@ -515,72 +478,18 @@ async function writeMovements(
   window: DateWindow,
   now: number,
 ): Promise<number> {
-  const from = window.from - MATCH_SLACK_DAYS * DAY;
   const refs = movements.map((m) => m.ref).filter((ref): ref is string => ref !== null);
-  const storedRows: MovementRow[] = await trx('movements')
-    .where({ account_id: accountId })
-    .where((q) => {
-      q.where('posted_at', '>=', from).orWhere('pending', true);
-      if (refs.length > 0 && refs.length <= 500) q.orWhereIn('bank_ref', refs);
-    })
-    .select(
-      'id',
-      'bank_ref',
-      'fingerprint',
-      'amount',
-      'currency',
-      'description',
-      'type',
-      'reference_id',
-      'posted_at',
-      'transaction_date',
-      'pending',
-      'status',
-      'canonical_id',
-      'synced_at',
-    );
-  const stored = storedRows.map((row) => ({ ...row, pending: Boolean(row.pending) }));
+  const stored = await movementsToMatch(trx, accountId, window.from - MATCH_SLACK_DAYS * DAY, refs);
   const plan = reconcile(stored, movements, () => newId('mov'));
   if (plan.inserts.length === 0 && plan.updates.length === 0) return 0;
-
-  const [top] = await trx('movements').where({ account_id: accountId }).max({ latest: 'synced_at' });
-  let syncedAt = Math.max(now, Number(top?.latest ?? 0) + 1);
-  const next = () => syncedAt++;
-
-  const inserts = plan.inserts.map((m) => ({
-    ...m,
-    counterparty: m.counterparty ? JSON.stringify(m.counterparty) : null,
-    org_id: link.org_id,
-    mode: link.mode,
-    link_id: link.id,
-    account_id: accountId,
-    synced_at: next(),
-    created_at: now,
-  }));
-  for (let i = 0; i < inserts.length; i += 200) await trx('movements').insert(inserts.slice(i, i + 200));
-  for (const { id, changes } of plan.updates) {
-    const { counterparty, ...rest } = changes;
-    await trx('movements')
-      .where({ id })
-      .update({
-        ...rest,
-        ...(counterparty !== undefined
-          ? { counterparty: counterparty ? JSON.stringify(counterparty) : null }
-          : {}),
-        synced_at: next(),
-      });
-  }
-
-  const counts: { pending: boolean | number; n: number | string }[] = await trx('movements')
-    .where({ account_id: accountId, status: 'normal' })
-    .select('pending')
-    .count({ n: '*' })
-    .groupBy('pending');
-  const pendingCount = Number(counts.find((c) => Boolean(c.pending))?.n ?? 0);
-  const visibleCount = Number(counts.find((c) => !c.pending)?.n ?? 0);
-  await trx('accounts')
-    .where({ id: accountId })
-    .update({ visible_count: visibleCount, pending_count: pendingCount });
+  await applyPlan(
+    trx,
+    { org_id: link.org_id, mode: link.mode, link_id: link.id, account_id: accountId },
+    plan,
+    now,
+  );
+  const counts = await movementCounts(trx, accountId);
+  await updateAccount(trx, accountId, { visible_count: counts.visible, pending_count: counts.pending });
   return plan.newMovements;
 }
 
@@ -606,55 +515,37 @@ async function recordFailure(
     updated_at: now,
     ...(expires ? { status: 'expired' as const, expired_at: now } : {}),
   };
-  await trx('links').where({ id: link.id }).update(changes);
-  await trx('bank_sync_outcomes').insert({
-    bank_id: link.bank_id,
-    mode: link.mode,
-    succeeded: false,
-    error_code: error.code,
-    created_at: now,
-  });
+  await updateLink(trx, link.id, changes);
+  await recordSyncOutcome(trx, { bankId: link.bank_id, mode: link.mode, errorCode: error.code, now });
   const owner = { orgId: link.org_id, mode: link.mode, linkId: link.id };
   if (job.refresh_intent_id) {
-    const intent: IntentRow | undefined = await trx('refresh_intents')
-      .where({ id: job.refresh_intent_id })
-      .first();
+    const intent = await findIntent(trx, job.refresh_intent_id);
     if (intent) {
-      await trx('refresh_intents')
-        .where({ id: intent.id })
-        .update({
-          ...MFA_CLEARED,
-          status: 'failed',
-          error_code: error.code,
-          completed_at: now,
-          updated_at: now,
-        });
-      await emitEvent(trx, {
+      await updateIntent(trx, intent.id, {
+        ...MFA_CLEARED,
+        status: 'failed',
+        error_code: error.code,
+        completed_at: now,
+        updated_at: now,
+      });
+      await publishEvent(trx, {
         ...owner,
         type: 'refresh_intent.failed',
-        data: {
-          object: 'refresh_intent',
+        data: refreshIntentFailed({
           id: intent.id,
           link_id: link.id,
-          status: 'failed',
           error_code: error.code,
-          completed_at: toIso(now),
-        },
+          completed_at: now,
+        }),
         now,
       });
     }
   }
   if (expires) {
-    await emitEvent(trx, {
+    await publishEvent(trx, {
       ...owner,
       type: 'link.expired',
-      data: {
-        object: 'link',
-        id: link.id,
-        status: 'expired',
-        last_error_code: error.code,
-        expired_at: toIso(now),
-      },
+      data: linkExpired({ id: link.id, last_error_code: error.code, expired_at: now }),
       now,
     });
   }

@@ -1,24 +1,23 @@
 import { createHash } from 'node:crypto';
-import type { BankMovement, MovementType } from '../banks/connector.js';
+import type { BankMovement } from '../banks/connector.js';
+import type { MovementRow } from '../movements/store.js';
 
-export type MovementStatus = 'normal' | 'duplicated' | 'reversed';
-
-/** A stored movement, as far as matching needs it. */
-export interface StoredMovement {
-  id: string;
-  bank_ref: string | null;
-  fingerprint: string;
-  amount: number;
-  currency: string;
-  description: string;
-  type: MovementType;
-  reference_id: string | null;
-  posted_at: number;
-  transaction_date: string | null;
-  pending: boolean;
-  status: MovementStatus;
-  canonical_id: string | null;
-}
+/** A stored movement, as far as matching needs it (`pending` read as a boolean on either engine). */
+export type StoredMovement = Pick<
+  MovementRow,
+  | 'id'
+  | 'bank_ref'
+  | 'fingerprint'
+  | 'amount'
+  | 'currency'
+  | 'description'
+  | 'type'
+  | 'reference_id'
+  | 'posted_at'
+  | 'transaction_date'
+  | 'status'
+  | 'canonical_id'
+> & { pending: boolean };
 
 export type MovementFields = Omit<StoredMovement, 'id'> & { counterparty: BankMovement['counterparty'] };
 

@@ -6,7 +6,7 @@ import type { Principal } from '../auth/principal.js';
 import { findOwned } from '../auth/ownership.js';
 import { fetchPage, NEWEST_FIRST } from '../api/pagination.js';
 import { notifyOnCommit } from '../db/notify.js';
-import { DELIVERY_CHANNEL } from '../events/outbox.js';
+import { DELIVERY_CHANNEL } from './fan-out.js';
 
 export type DeliveryStatus = 'pending' | 'succeeded' | 'failed';
 export const DELIVERY_STATUSES: readonly DeliveryStatus[] = ['pending', 'succeeded', 'failed'];

@@ -10,7 +10,7 @@ import { DATABASE_RETRY_CAP_MS } from '../db/errors.js';
 import { boundList, boundRows, runNamed } from '../db/bound-rows.js';
 import type { Database } from '../db/database.js';
 import { watchCommits, type CommitWatcher } from '../db/notify.js';
-import { DELIVERY_CHANNEL } from '../events/outbox.js';
+import { DELIVERY_CHANNEL } from './fan-out.js';
 import type { Logger } from '../logging/logger.js';
 import type { SecretBox } from '../secrets/secret-box.js';
 import { holdDeliveriesUntil, type DeliveryRow } from './deliveries.js';

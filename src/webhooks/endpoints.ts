@@ -9,7 +9,7 @@ import { fetchPage, NEWEST_FIRST } from '../api/pagination.js';
 import type { Database } from '../db/database.js';
 import type { SecretBox } from '../secrets/secret-box.js';
 import { recordAudit } from '../audit/audit-log.js';
-import { EVENT_TYPES } from './event-types.js';
+import { EVENT_TYPES } from '../events/catalogue.js';
 import { checkWebhookUrl, mayReachPrivateAddresses, type AddressSettings } from './url-policy.js';
 import { endBackoff, holdEndpointDeliveries, resumeEndpointDeliveries } from './deliveries.js';
 

@@ -1,25 +1,18 @@
 import type { Knex } from 'knex';
-import { toIso } from '../clock/clock.js';
 import { errors } from '../errors/api-error.js';
 import { newId } from '../ids/ids.js';
 import type { Principal } from '../auth/principal.js';
 import { findOwned } from '../auth/ownership.js';
 import { generateIntentToken } from '../auth/tokens.js';
-import { emitEvent, type EventRecord } from '../events/outbox.js';
-import type { LinkRow } from '../links/links.js';
-import { EVENT_TYPES, type EventType } from './event-types.js';
+import { EVENT_TYPES, isEventType, type EventType } from '../events/catalogue.js';
+import * as payloads from '../events/payloads.js';
+import type { EventInput, EventRecord } from '../events/store.js';
+import { someAccountOfLink } from '../accounts/store.js';
+import type { LinkRow } from '../links/store.js';
+import { publishEvent } from './fan-out.js';
 
 /** How long the made-up MFA token of a fired `refresh_intent.requires_mfa` claims to live (the spec's 10 min). */
 const MFA_TOKEN_TTL_MS = 10 * 60_000;
-
-interface AccountRow {
-  id: string;
-  name: string;
-  type: string;
-  currency: string;
-  last_4: string | null;
-  status: string;
-}
 
 export interface FireInput {
   type: string;
@@ -47,117 +40,99 @@ export async function fireSandboxEvent(
   if (principal.mode !== 'test') {
     throw errors.wrongMode('Sandbox events fire in test mode only: use a test secret key (sk_test_…).');
   }
-  if (!(EVENT_TYPES as readonly string[]).includes(input.type)) {
+  if (!isEventType(input.type)) {
     throw errors.invalidParameter(
       'type',
       `Unknown event type '${input.type}'. Known types: ${EVENT_TYPES.join(', ')}.`,
     );
   }
-  const type = input.type as EventType;
   const link = await findOwned<LinkRow>(trx, 'links', input.link_id, principal, 'link');
-  const data = await sandboxData(trx, type, link, settings, now);
-  return emitEvent(trx, { orgId: link.org_id, mode: 'test', type, linkId: link.id, data, now });
+  const sample = {
+    link,
+    account: await someAccount(trx, link.id),
+    intentId: newId('ri'),
+    now,
+    syncIntervalMinutes: settings.syncIntervalMinutes,
+  };
+  return publishEvent(trx, sampleEvent(input.type, sample));
 }
 
-async function sandboxData(
-  trx: Knex,
-  type: EventType,
-  link: LinkRow,
-  settings: SandboxSettings,
-  now: number,
-): Promise<Record<string, unknown>> {
-  const at = toIso(now)!;
-  const intent = (status: string) => ({
-    object: 'refresh_intent',
-    id: newId('ri'),
-    link_id: link.id,
-    status,
-  });
+/** What a fired event is made of: the link as it is, one of its accounts, a made-up intent, the time. */
+export interface EventSample {
+  link: LinkRow;
+  account: { id: string; name: string; type: string; currency: string; last_4: string | null };
+  /** A new `ri_` id: no intent waits behind a fired intent event. */
+  intentId: string;
+  now: number;
+  syncIntervalMinutes: number;
+}
+
+/**
+ * A sample event of each type from sample rows, through the builder the real flow uses
+ * (src/events/payloads.ts), so only the values differ from a real event. The compiler requires a case for
+ * every catalogue type.
+ */
+export function sampleEvent(type: EventType, sample: EventSample): EventInput {
+  const { link, account, now } = sample;
+  const base = { orgId: link.org_id, mode: 'test' as const, linkId: link.id, now };
+  const intent = { id: sample.intentId, link_id: link.id };
   switch (type) {
     case 'link.created':
-      return {
-        object: 'link',
-        id: link.id,
-        bank_id: link.bank_id,
-        status: link.status,
-        holder_name: link.holder_name,
-        created_at: toIso(link.created_at),
+      return { ...base, type, data: payloads.linkCreated(link) };
+    case 'link.refreshed': {
+      const sync = {
+        syncedAt: now,
+        nextSyncAt: now + sample.syncIntervalMinutes * 60_000,
+        accountsCount: link.accounts_count,
+        newMovements: link.new_movements_count,
       };
-    case 'link.refreshed':
-      return {
-        object: 'link',
-        id: link.id,
-        status: 'active',
-        last_synced_at: at,
-        next_sync_at: toIso(now + settings.syncIntervalMinutes * 60_000),
-        accounts_count: link.accounts_count,
+      return { ...base, type, data: payloads.linkRefreshed(link, sync) };
+    }
+    case 'link.expired': {
+      const expired = { id: link.id, last_error_code: 'rejected_credentials', expired_at: now };
+      return { ...base, type, data: payloads.linkExpired(expired) };
+    }
+    case 'link.deleted':
+      return { ...base, type, data: payloads.linkDeleted(link, now) };
+    case 'account.created':
+      return { ...base, type, data: payloads.accountCreated({ ...account, link_id: link.id }) };
+    case 'account.removed':
+      return { ...base, type, data: payloads.accountRemoved({ id: account.id, link_id: link.id }, now) };
+    case 'refresh_intent.created':
+      return { ...base, type, data: payloads.refreshIntentCreated({ ...intent, refresh_type: 'only_last' }) };
+    case 'refresh_intent.requires_mfa': {
+      // The form of a real one; it opens nothing, since no intent waits behind it.
+      const mfa = { widgetToken: generateIntentToken(intent.id), expiresAt: now + MFA_TOKEN_TTL_MS };
+      return { ...base, type, data: payloads.refreshIntentRequiresMfa(intent, mfa) };
+    }
+    case 'refresh_intent.succeeded': {
+      const summary = {
+        accounts_updated: link.accounts_count,
         new_movements_count: link.new_movements_count,
       };
-    case 'link.expired':
-      return {
-        object: 'link',
-        id: link.id,
-        status: 'expired',
-        last_error_code: 'rejected_credentials',
-        expired_at: at,
-      };
-    case 'link.deleted':
-      return { object: 'link', id: link.id, deleted_at: at };
-    case 'account.created': {
-      const account = await someAccount(trx, link.id);
-      return {
-        object: 'account',
-        id: account.id,
-        link_id: link.id,
-        name: account.name,
-        type: account.type,
-        currency: account.currency,
-        last_4: account.last_4,
-      };
-    }
-    case 'account.removed': {
-      const account = await someAccount(trx, link.id);
-      return { object: 'account', id: account.id, link_id: link.id, status: 'removed', removed_at: at };
-    }
-    case 'refresh_intent.created':
-      return { ...intent('created'), refresh_type: 'only_last' };
-    case 'refresh_intent.requires_mfa': {
-      const base = intent('requires_mfa');
       return {
         ...base,
-        // The form of a real one; it opens nothing, since no intent waits behind it.
-        requires_mfa: {
-          widget_token: generateIntentToken(base.id),
-          expires_at: toIso(now + MFA_TOKEN_TTL_MS),
-        },
+        type,
+        data: payloads.refreshIntentSucceeded({ ...intent, completed_at: now, ...summary }),
       };
     }
-    case 'refresh_intent.succeeded':
-      return {
-        ...intent('succeeded'),
-        completed_at: at,
-        summary: { accounts_updated: link.accounts_count, new_movements_count: link.new_movements_count },
-      };
-    case 'refresh_intent.failed':
-      return { ...intent('failed'), error_code: 'bank_unavailable', completed_at: at };
+    case 'refresh_intent.failed': {
+      const failure = { error_code: 'bank_unavailable', completed_at: now };
+      return { ...base, type, data: payloads.refreshIntentFailed({ ...intent, ...failure }) };
+    }
   }
 }
 
 /** The link's first active account, else a made-up checking account of the shape the sandbox banks use. */
-async function someAccount(trx: Knex, linkId: string): Promise<AccountRow> {
-  const row: AccountRow | undefined = await trx('accounts')
-    .where({ link_id: linkId })
-    .orderByRaw("case when status = 'active' then 0 else 1 end")
-    .orderBy('created_at')
-    .first('id', 'name', 'type', 'currency', 'last_4', 'status');
+async function someAccount(trx: Knex, linkId: string) {
   return (
-    row ?? {
+    (await someAccountOfLink(trx, linkId)) ?? {
       id: newId('acc'),
       name: 'Cuenta Corriente',
-      type: 'checking',
+      type: 'checking' as const,
       currency: 'CLP',
       last_4: String(1000 + (Number.parseInt(linkId.slice(-4), 16) % 9000)),
-      status: 'active',
+      status: 'active' as const,
     }
   );
 }

@@ -14,9 +14,16 @@ import {
   openCredentials,
   validateLinkInput,
   type LinkPolicy,
-  type LinkRow,
 } from '../links/links.js';
-import type { IntentRow } from '../refresh/intents.js';
+import {
+  countLinksOfUser,
+  deleteLinkRow,
+  expireAgain,
+  findLink,
+  updateLink,
+  type LinkRow,
+} from '../links/store.js';
+import { findIntent, firstIntentOfLink, type IntentRow } from '../refresh/store.js';
 import { acceptMfaCode } from '../refresh/refresh.js';
 import { issueExchangeToken } from '../exchange/exchange.js';
 import { describeProblem, type Problem } from './problems.js';
@@ -128,10 +135,8 @@ export async function submitCredentials(
       await trx('organisations')
         .where({ id: session.org_id })
         .update({ name: trx.ref('name') });
-      const [count] = await trx('links')
-        .where({ org_id: session.org_id, mode: session.mode, external_user_id: token.external_user_id })
-        .count({ n: '*' });
-      if (Number((count as { n: number | string }).n) >= token.connection_limit)
+      const owner = { orgId: session.org_id, mode: session.mode, externalUserId: token.external_user_id };
+      if ((await countLinksOfUser(trx, owner)) >= token.connection_limit)
         throw refuse('connection_limit_reached', 409, { connectionLimit: token.connection_limit });
     }
     const link = await createLink(
@@ -148,9 +153,7 @@ export async function submitCredentials(
       now,
       { announce: false, interactive: true },
     );
-    const intent: Pick<IntentRow, 'id'> = await trx('refresh_intents')
-      .where({ link_id: link.id })
-      .first('id');
+    const intent = await firstIntentOfLink(trx, link.id);
     await trx('widget_sessions').where({ id: session.id }).update({
       bank_id: bankId,
       link_id: link.id,
@@ -162,9 +165,8 @@ export async function submitCredentials(
   }
 
   // reconnect
-  const link: LinkRow | undefined = await trx('links')
-    .where({ id: session.link_id, org_id: session.org_id, mode: session.mode })
-    .first();
+  const found = session.link_id === null ? undefined : await findLink(trx, session.link_id);
+  const link = found?.org_id === session.org_id && found.mode === session.mode ? found : undefined;
   if (!link) throw refuse('link_missing', 404);
   if (link.status !== 'expired') throw refuse('link_not_expired', 409);
   const sealed = validateLinkInput(
@@ -181,16 +183,14 @@ export async function submitCredentials(
       .update({ last_error_code: 'holder_mismatch', updated_at: now });
     return;
   }
-  await trx('links')
-    .where({ id: link.id })
-    .update({
-      credentials_encrypted: context.policy.secrets.seal(JSON.stringify(sealed), link.id),
-      status: 'active',
-      expired_at: null,
-      consecutive_failures: 0,
-      ...consent,
-      updated_at: now,
-    });
+  await updateLink(trx, link.id, {
+    credentials_encrypted: context.policy.secrets.seal(JSON.stringify(sealed), link.id),
+    status: 'active',
+    expired_at: null,
+    consecutive_failures: 0,
+    ...consent,
+    updated_at: now,
+  });
   let intentId: string;
   try {
     intentId = (await enqueueSync(trx, { link, refreshType: 'full', now, interactive: true })).id;
@@ -249,10 +249,7 @@ export async function sessionStatus(
       ? { state: 'failed', error: describeProblem(session.last_error_code, { bankName: bank }) }
       : { state: 'idle' };
   }
-  const intent: IntentRow | undefined = await db
-    .reader('refresh_intents')
-    .where({ id: session.refresh_intent_id })
-    .first();
+  const intent = await findIntent(db.reader, session.refresh_intent_id);
   if (!intent) return { state: 'failed', error: describeProblem('link_missing') };
   switch (intent.status) {
     case 'created':
@@ -264,7 +261,7 @@ export async function sessionStatus(
       if (intent.mfa_code_encrypted !== null) return { state: 'in_progress', step: 'verifying' };
       return { state: 'requires_mfa', expires_at: toIso(intent.mfa_expires_at) };
     case 'succeeded': {
-      const link: LinkRow | undefined = await db.reader('links').where({ id: intent.link_id }).first();
+      const link = await findLink(db.reader, intent.link_id);
       return {
         state: 'succeeded',
         holder_name: link?.holder_name ?? null,
@@ -298,15 +295,13 @@ async function settleFailure(
       });
     if (claimed !== 1) return;
     if (session.kind === 'connect') {
-      await trx('links').where({ id: intent.link_id, org_id: session.org_id }).delete();
+      await deleteLinkRow(trx, intent.link_id, session.org_id);
       return;
     }
     // A bank that was down says nothing about the new credentials: the link stays active with them and
     // the scheduler retries. Refused credentials (or a failed code) leave the link expired, as it was.
     if (code === 'bank_unavailable' || code === 'timeout') return;
-    await trx('links')
-      .where({ id: intent.link_id, status: 'active' })
-      .update({ status: 'expired', expired_at: session.previous_expired_at ?? now, updated_at: now });
+    await expireAgain(trx, intent.link_id, session.previous_expired_at ?? now, now);
   });
 }
 
@@ -318,9 +313,7 @@ export async function submitMfa(
   context: WidgetContext,
 ): Promise<void> {
   if (session.finished_at !== null) throw refuse('session_expired', 409);
-  const intent: IntentRow | undefined = session.refresh_intent_id
-    ? await trx('refresh_intents').where({ id: session.refresh_intent_id }).first()
-    : undefined;
+  const intent = session.refresh_intent_id ? await findIntent(trx, session.refresh_intent_id) : undefined;
   if (!intent || intent.status !== 'requires_mfa')
     throw errors.conflict('intent_not_waiting_for_mfa', 'Nothing is waiting for a verification code.');
   // An expired wait fails the intent inside acceptMfaCode; the next status poll reports it.
@@ -343,9 +336,7 @@ export async function finishSession(
   session: SessionRow,
   context: WidgetContext,
 ): Promise<FinishResult> {
-  const intent: IntentRow | undefined = session.refresh_intent_id
-    ? await trx('refresh_intents').where({ id: session.refresh_intent_id }).first()
-    : undefined;
+  const intent = session.refresh_intent_id ? await findIntent(trx, session.refresh_intent_id) : undefined;
   if (!intent || intent.status !== 'succeeded')
     throw errors.conflict('not_connected', 'The connection has not succeeded; there is nothing to finish.');
   const ended = await trx('widget_sessions')

@@ -10,7 +10,7 @@ import { INSTITUTIONS, findInstitution, offers, type Product } from '../banks/in
 import type { HolderType } from '../banks/connector.js';
 import { errors } from '../errors/api-error.js';
 import { formatRut } from '../rut/rut.js';
-import type { LinkRow } from '../links/links.js';
+import { countLinksOfUser, findLink } from '../links/store.js';
 import { linkPolicy } from '../links/routes.js';
 import { loadStaticAssets, resolveLogo, themeCss } from './assets.js';
 import {
@@ -223,18 +223,12 @@ export function widgetRouter(services: AppServices): Router {
       status: null,
     };
     if (session.kind === 'connect' && token?.connection_limit != null && token.external_user_id !== null) {
-      const [count] = await services.db
-        .reader('links')
-        .where({ org_id: session.org_id, mode: session.mode, external_user_id: token.external_user_id })
-        .count({ n: '*' });
-      if (Number((count as { n: number | string }).n) >= token.connection_limit)
+      const owner = { orgId: session.org_id, mode: session.mode, externalUserId: token.external_user_id };
+      if ((await countLinksOfUser(services.db.reader, owner)) >= token.connection_limit)
         base.error = describeProblem('connection_limit_reached', { connectionLimit: token.connection_limit });
     }
     if (session.kind !== 'connect' && session.link_id) {
-      const link: LinkRow | undefined = await services.db
-        .reader('links')
-        .where({ id: session.link_id })
-        .first();
+      const link = await findLink(services.db.reader, session.link_id);
       base.holder_type = link?.holder_type ?? null;
     }
     if (session.kind === 'mfa') base.status = await sessionStatus(services.db, session, { now });

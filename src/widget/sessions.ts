@@ -6,8 +6,8 @@ import { ApiError } from '../errors/api-error.js';
 import { INTENT_TOKEN, WIDGET_TOKEN } from '../auth/tokens.js';
 import { randomBase62 } from '../keys/key-format.js';
 import { sha256Hex } from '../secrets/secret-box.js';
-import type { LinkRow } from '../links/links.js';
-import type { IntentRow } from '../refresh/intents.js';
+import { findLink } from '../links/store.js';
+import { findIntentByMfaToken } from '../refresh/store.js';
 import type { WidgetTokenRow } from './widget-tokens.js';
 
 export type SessionKind = 'connect' | 'reconnect' | 'mfa';
@@ -87,7 +87,7 @@ export async function openSession(
         }
         let linkId: string | null = null;
         if (row.intent === 'reconnect') {
-          const link: LinkRow | undefined = await trx('links').where({ id: row.link_id }).first();
+          const link = row.link_id === null ? undefined : await findLink(trx, row.link_id);
           if (!link) return { ok: false, problem: 'link_missing' };
           if (link.status !== 'expired') return { ok: false, problem: 'link_not_expired' };
           linkId = link.id;
@@ -108,13 +108,11 @@ export async function openSession(
       if (INTENT_TOKEN.test(token)) {
         if (await trx('widget_sessions').where({ token_hash: tokenHash }).first('id'))
           return { ok: false, problem: 'token_consumed' };
-        const intent: IntentRow | undefined = await trx('refresh_intents')
-          .where({ mfa_token_hash: tokenHash })
-          .first();
+        const intent = await findIntentByMfaToken(trx, tokenHash);
         if (!intent || intent.status !== 'requires_mfa') return { ok: false, problem: 'token_invalid' };
         if (intent.mfa_expires_at === null || intent.mfa_expires_at <= input.now)
           return { ok: false, problem: 'token_expired' };
-        const link: LinkRow | undefined = await trx('links').where({ id: intent.link_id }).first();
+        const link = await findLink(trx, intent.link_id);
         if (!link) return { ok: false, problem: 'link_missing' };
         const session: SessionRow = {
           ...base,

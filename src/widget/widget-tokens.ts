@@ -7,7 +7,8 @@ import { generateWidgetToken } from '../auth/tokens.js';
 import { sha256Hex } from '../secrets/secret-box.js';
 import { findInstitution, offers, type Product } from '../banks/institutions.js';
 import { formatRut, normaliseRut } from '../rut/rut.js';
-import type { LinkPolicy, LinkRow } from '../links/links.js';
+import type { LinkPolicy } from '../links/links.js';
+import type { LinkRow } from '../links/store.js';
 
 export type WidgetIntent = 'connect' | 'reconnect';
 

@@ -8,7 +8,7 @@ import { BANK_IDS } from '../../src/banks/institutions.js';
 import { generateApiKey } from '../../src/keys/key-format.js';
 import { createApiKey, revokeApiKey } from '../../src/keys/keys.js';
 import { rutCheckDigit } from '../../src/rut/rut.js';
-import { EVENT_TYPES } from '../../src/webhooks/event-types.js';
+import { EVENT_TYPES } from '../../src/events/catalogue.js';
 import { contractViolation } from '../helpers/contract.js';
 import {
   engines,

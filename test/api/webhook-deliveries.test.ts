@@ -1,6 +1,6 @@
 import t from 'tap';
 import parseLinkHeader from 'parse-link-header';
-import { EVENT_TYPES } from '../../src/webhooks/event-types.js';
+import { EVENT_TYPES } from '../../src/events/catalogue.js';
 import { Dispatcher } from '../../src/webhooks/dispatcher.js';
 import {
   createTenant,

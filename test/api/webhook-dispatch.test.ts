@@ -1,7 +1,8 @@
 import t from 'tap';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Test } from 'tap';
-import { emitEvent } from '../../src/events/outbox.js';
+import { linkDeleted } from '../../src/events/payloads.js';
+import { publishEvent } from '../../src/webhooks/fan-out.js';
 import { defaultConfig } from '../../src/config/defaults.js';
 import { Dispatcher, type DispatcherServices } from '../../src/webhooks/dispatcher.js';
 import { createEndpoint, TEMPORARY_ENDPOINT_TTL_MS } from '../../src/webhooks/endpoints.js';
@@ -370,12 +371,12 @@ forEachEngine(t, async (t, engine) => {
         updated_at: liveApp.clock.now(),
       });
       const event = await liveApp.db.transaction((trx) =>
-        emitEvent(trx, {
+        publishEvent(trx, {
           orgId: owner.orgId,
           mode: 'live',
           type: 'link.deleted',
           linkId: null,
-          data: { object: 'link', id: 'link_0000000000000000', deleted_at: new Date().toISOString() },
+          data: linkDeleted({ id: 'link_0000000000000000' }, Date.now()),
           now: liveApp.clock.now(),
         }),
       );

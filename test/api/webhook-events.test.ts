@@ -1,5 +1,5 @@
 import t from 'tap';
-import { EVENT_TYPES } from '../../src/webhooks/event-types.js';
+import { EVENT_TYPES } from '../../src/events/catalogue.js';
 import { Dispatcher } from '../../src/webhooks/dispatcher.js';
 import {
   createTenant,

@@ -1,6 +1,7 @@
 import t from 'tap';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { emitEvent } from '../../src/events/outbox.js';
+import { linkRefreshed } from '../../src/events/payloads.js';
+import { publishEvent } from '../../src/webhooks/fan-out.js';
 import { Dispatcher } from '../../src/webhooks/dispatcher.js';
 import {
   HANG_GUARD_MS,
@@ -12,6 +13,12 @@ import {
 } from '../helpers/harness.js';
 import { ok, startReceiver, startTarpit } from '../helpers/receiver.js';
 import { runCli, runCliJson } from '../helpers/cli.js';
+
+/** A `link.refreshed` of a made-up link; `n` varies its body. */
+function sampleRefreshed(n: number, now: number) {
+  const sync = { syncedAt: now, nextSyncAt: now, accountsCount: n, newMovements: 0 };
+  return linkRefreshed({ id: 'link_0000000000000000' }, sync);
+}
 
 /**
  * The dispatcher's capacity is shared: one organisation whose endpoints take requests and never answer
@@ -33,12 +40,12 @@ async function emit(app: TestApp, orgId: string, count: number): Promise<string[
   const ids: string[] = [];
   await app.db.transaction(async (trx) => {
     for (let i = 0; i < count; i++) {
-      const event = await emitEvent(trx, {
+      const event = await publishEvent(trx, {
         orgId,
         mode: 'test',
         type: 'link.refreshed',
         linkId: null,
-        data: { object: 'link', id: 'link_0000000000000000', status: 'active', i },
+        data: sampleRefreshed(i, app.clock.now()),
         now: app.clock.now(),
       });
       ids.push(event.id);

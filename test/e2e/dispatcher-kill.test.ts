@@ -3,12 +3,19 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
 import { openDatabase } from '../../src/db/database.js';
-import { emitEvent } from '../../src/events/outbox.js';
+import { linkRefreshed } from '../../src/events/payloads.js';
+import { publishEvent } from '../../src/webhooks/fan-out.js';
 import type { SupervisorState } from '../../src/processes/supervisor.js';
 import { HANG_GUARD_MS, forEachEngine } from '../helpers/harness.js';
 import { installedHome, startServe, waitFor } from '../helpers/cli.js';
 import { independentlyVerified, startReceiver } from '../helpers/receiver.js';
 import { timeLimitForRounds, crashRounds } from '../helpers/crash.js';
+
+/** A `link.refreshed` of a made-up link; `n` varies its body. */
+function sampleRefreshed(n: number, now: number) {
+  const sync = { syncedAt: now, nextSyncAt: now, accountsCount: n, newMovements: 0 };
+  return linkRefreshed({ id: 'link_0000000000000000' }, sync);
+}
 
 /** 12 unless CRASH_ROUNDS says otherwise (the soak run sets about 100). */
 const KILLS = crashRounds(12);
@@ -70,12 +77,12 @@ forEachEngine(t, async (t, engine) => {
   const burst = async (count: number) => {
     await db.transaction(async (trx) => {
       for (let i = 0; i < count; i++) {
-        const event = await emitEvent(trx, {
+        const event = await publishEvent(trx, {
           orgId,
           mode: 'test',
           type: 'link.refreshed',
           linkId: null,
-          data: { object: 'link', id: 'link_0000000000000000', status: 'active', burst: emitted.length },
+          data: sampleRefreshed(emitted.length, Date.now()),
           now: Date.now(),
         });
         emitted.push(event.id);

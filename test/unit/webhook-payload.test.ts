@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import t from 'tap';
-import { presentEvent, type EventRow } from '../../src/events/outbox.js';
+import { presentEvent, type EventRow } from '../../src/events/store.js';
 import { SecretBox } from '../../src/secrets/secret-box.js';
 import { rememberingOpener, signingSecrets } from '../../src/webhooks/endpoints.js';
 import { eventBody } from '../../src/webhooks/payload.js';
@@ -12,7 +12,7 @@ function row(data: unknown): EventRow {
     mode: 'test',
     type: 'link.refreshed',
     link_id: null,
-    // As emitEvent stores it.
+    // As recordEvent stores it.
     data: JSON.stringify(data),
     created_at: Date.UTC(2026, 5, 15, 15, 0, 0, 123),
   };

@@ -1,0 +1,112 @@
+import type { Knex } from 'knex';
+import { toIso } from '../clock/clock.js';
+import { newId } from '../ids/ids.js';
+import type { Principal } from '../auth/principal.js';
+import { fetchPage, type Order } from '../api/pagination.js';
+import type { EventData, EventType } from './catalogue.js';
+
+export interface EventRecord {
+  object: 'event';
+  id: string;
+  type: string;
+  created_at: string;
+  mode: 'live' | 'test';
+  data: Record<string, unknown>;
+}
+
+// Microseconds of emission: the millisecond, then a counter, so the events of one transaction (which share
+// a millisecond) keep the order they were emitted in. Across processes, ties fall back to the id.
+let sequence = 0;
+function nextSeq(now: number): number {
+  sequence = (sequence + 1) % 1000;
+  return now * 1000 + sequence;
+}
+
+/** An event of one type with the `data` its builder (payloads.ts) made: a type and a data that disagree do not compile. */
+export type EventInput = {
+  [T in EventType]: {
+    orgId: string;
+    mode: 'live' | 'test';
+    type: T;
+    linkId: string | null;
+    data: EventData<T>;
+    now: number;
+  };
+}[EventType];
+
+/**
+ * Stores the event in the caller's transaction and returns it as the API presents it. Only the fan-out to
+ * webhook endpoints (src/webhooks/fan-out.ts) calls it, beside the delivery rows of the same transaction.
+ */
+export async function recordEvent(trx: Knex, input: EventInput): Promise<EventRecord> {
+  const id = newId('evt');
+  await trx('events').insert({
+    id,
+    org_id: input.orgId,
+    mode: input.mode,
+    type: input.type,
+    link_id: input.linkId,
+    data: JSON.stringify(input.data),
+    created_at: input.now,
+    seq: nextSeq(input.now),
+  });
+  return {
+    object: 'event',
+    id,
+    type: input.type,
+    created_at: toIso(input.now)!,
+    mode: input.mode,
+    data: input.data,
+  };
+}
+
+export interface EventRow {
+  id: string;
+  org_id: string;
+  mode: 'live' | 'test';
+  type: string;
+  link_id: string | null;
+  data: string;
+  created_at: number;
+}
+
+export interface EventFilter {
+  type?: string;
+  link_id?: string;
+  /** ISO 8601: only events created after it. */
+  created_after?: string;
+}
+
+/** The caller's events, newest first in emission order. */
+export async function listEvents(
+  db: Knex,
+  principal: Principal,
+  filter: EventFilter,
+  offset: number,
+  limit: number,
+) {
+  const scoped = () => {
+    const query = db<EventRow>('events').where({ org_id: principal.orgId, mode: principal.mode });
+    if (filter.type) query.where('type', filter.type);
+    if (filter.link_id) query.where('link_id', filter.link_id);
+    if (filter.created_after) query.where('created_at', '>', Date.parse(filter.created_after));
+    return query;
+  };
+  const order: Order = [
+    ['seq', 'desc'],
+    ['id', 'desc'],
+  ];
+  const { rows, total } = await fetchPage<EventRow>(scoped, order, offset, limit);
+  return { data: rows.map(presentEvent), total };
+}
+
+export function presentEvent(row: EventRow): EventRecord {
+  return {
+    object: 'event',
+    id: row.id,
+    type: row.type,
+    created_at: toIso(row.created_at)!,
+    mode: row.mode,
+    data: JSON.parse(row.data) as Record<string, unknown>,
+  };
+}

@@ -1,0 +1,151 @@
+import type { Knex } from 'knex';
+import type { HolderType } from '../banks/connector.js';
+
+/*
+ * The only code that writes `links`. Other capabilities change a link through these functions (the sync
+ * engine records a sync's outcome, jobs mark a link queued, the widget re-seals a reconnect), so what can
+ * happen to a link is listed here, and a new writer shows up in review (scripts/check-table-owners.js).
+ */
+
+export type LinkStatus = 'active' | 'expired';
+export type RefreshStatus = 'idle' | 'queued' | 'in_progress' | 'requires_mfa';
+
+export interface LinkRow {
+  id: string;
+  org_id: string;
+  mode: 'live' | 'test';
+  bank_id: string;
+  holder_type: HolderType;
+  holder_name: string | null;
+  status: LinkStatus;
+  paused: boolean | number;
+  paused_at: number | null;
+  external_user_id: string | null;
+  consent_version: string | null;
+  consent_text_hash: string | null;
+  credentials_encrypted: string;
+  refresh_status: RefreshStatus;
+  accounts_count: number;
+  new_movements_count: number;
+  consecutive_failures: number;
+  sync_attempts: number;
+  sync_successes: number;
+  last_error_code: string | null;
+  last_synced_at: number | null;
+  next_sync_at: number | null;
+  expired_at: number | null;
+  backfill_covered_from?: number | null;
+  created_at: number;
+  updated_at: number;
+}
+
+/** What may change on a link: everything but who owns it and when it was made. */
+export type LinkChanges = Partial<Omit<LinkRow, 'id' | 'org_id' | 'mode' | 'created_at'>>;
+
+export async function insertLink(trx: Knex, row: LinkRow): Promise<void> {
+  await trx('links').insert(row);
+}
+
+export async function findLink(db: Knex, id: string): Promise<LinkRow | undefined> {
+  return db<LinkRow>('links').where({ id }).first();
+}
+
+export async function updateLink(trx: Knex, id: string, changes: LinkChanges): Promise<void> {
+  await trx('links').where({ id }).update(changes);
+}
+
+export async function setRefreshStatus(
+  trx: Knex,
+  id: string,
+  status: RefreshStatus,
+  now: number,
+): Promise<void> {
+  await updateLink(trx, id, { refresh_status: status, updated_at: now });
+}
+
+export async function deleteLinkRow(trx: Knex, id: string, orgId?: string): Promise<void> {
+  await trx('links')
+    .where({ id, ...(orgId ? { org_id: orgId } : {}) })
+    .delete();
+}
+
+/**
+ * A reconnect that failed puts the link back to `expired`, unless something else (a later successful sync)
+ * already changed it: the condition is on the row, not on what the caller read.
+ */
+export async function expireAgain(trx: Knex, id: string, expiredAt: number, now: number): Promise<void> {
+  await trx('links')
+    .where({ id, status: 'active' })
+    .update({ status: 'expired', expired_at: expiredAt, updated_at: now });
+}
+
+/** How many links one customer user has in an organisation and mode (a widget's `connection_limit`). */
+export async function countLinksOfUser(
+  db: Knex,
+  owner: { orgId: string; mode: 'live' | 'test'; externalUserId: string },
+): Promise<number> {
+  const [count] = await db('links')
+    .where({ org_id: owner.orgId, mode: owner.mode, external_user_id: owner.externalUserId })
+    .count({ n: '*' });
+  return Number((count as { n: number | string }).n);
+}
+
+/**
+ * Links the scheduler should sync: active, not paused, due, and without a sync already queued, running or
+ * waiting (`activeStatuses`, the jobs' own list), in the order they fell due.
+ */
+export async function dueLinks(
+  trx: Knex,
+  now: number,
+  limit: number,
+  activeStatuses: readonly string[],
+): Promise<{ id: string; org_id: string }[]> {
+  return trx('links')
+    .where({ status: 'active', paused: false })
+    .where('next_sync_at', '<=', now)
+    .whereNotExists((q) =>
+      q
+        .select(trx.raw('1'))
+        .from('jobs')
+        .whereRaw('jobs.link_id = links.id')
+        .where('kind', 'sync')
+        .whereIn('status', activeStatuses),
+    )
+    .orderBy('next_sync_at')
+    .limit(limit)
+    .select('id', 'org_id');
+}
+
+/** The links a scheduler tick queued: marked `queued`, and their next sync one interval on. */
+export async function markScheduled(
+  trx: Knex,
+  ids: string[],
+  nextSyncAt: number,
+  now: number,
+): Promise<void> {
+  await trx('links')
+    .whereIn('id', ids)
+    .update({ next_sync_at: nextSyncAt, refresh_status: 'queued', updated_at: now });
+}
+
+export interface OperatorLinkFilter {
+  org?: string;
+  mode?: string;
+  status?: string;
+  bank?: string;
+  externalUser?: string;
+  paused?: boolean;
+  limit: number;
+}
+
+/** Links across organisations, newest first, for operators (`svc links list`). */
+export async function listAllLinks(db: Knex, filter: OperatorLinkFilter): Promise<LinkRow[]> {
+  const query = db<LinkRow>('links').orderBy('created_at', 'desc').orderBy('id', 'desc').limit(filter.limit);
+  if (filter.org) query.where('org_id', filter.org);
+  if (filter.mode) query.where('mode', filter.mode);
+  if (filter.status) query.where('status', filter.status);
+  if (filter.bank) query.where('bank_id', filter.bank);
+  if (filter.externalUser) query.where('external_user_id', filter.externalUser);
+  if (filter.paused !== undefined) query.where('paused', filter.paused);
+  return query;
+}

@@ -1,0 +1,93 @@
+import type { Knex } from 'knex';
+
+/*
+ * The only code that writes `refresh_intents`. The sync engine moves an intent through its states, the
+ * widget and the API hand it an MFA code, housekeeping fails forgotten MFA waits: all through here.
+ */
+
+export type RefreshType = 'only_last' | 'historical' | 'full' | 'backfill';
+export type IntentStatus = 'created' | 'in_progress' | 'requires_mfa' | 'succeeded' | 'failed';
+
+export interface IntentRow {
+  id: string;
+  org_id: string;
+  mode: 'live' | 'test';
+  link_id: string;
+  refresh_type: RefreshType;
+  status: IntentStatus;
+  error_code: string | null;
+  accounts_updated: number | null;
+  new_movements_count: number | null;
+  mfa_token_hash: string | null;
+  mfa_expires_at: number | null;
+  mfa_code_encrypted: string | null;
+  mfa_challenge_encrypted?: string | null;
+  mfa_token_encrypted?: string | null;
+  backfill_months: number | null;
+  force: boolean | number;
+  started_at: number | null;
+  completed_at: number | null;
+  created_at: number;
+  updated_at: number;
+}
+
+export type IntentChanges = Partial<Omit<IntentRow, 'id' | 'org_id' | 'mode' | 'link_id' | 'created_at'>>;
+
+/** Once a refresh ends, its MFA material is of no further use and is not kept. */
+export const MFA_CLEARED = {
+  mfa_challenge_encrypted: null,
+  mfa_code_encrypted: null,
+  mfa_token_hash: null,
+  mfa_token_encrypted: null,
+} as const satisfies IntentChanges;
+
+export async function insertIntent(trx: Knex, row: IntentRow): Promise<void> {
+  await trx('refresh_intents').insert(row);
+}
+
+export async function findIntent(db: Knex, id: string): Promise<IntentRow | undefined> {
+  return db<IntentRow>('refresh_intents').where({ id }).first();
+}
+
+/** The intent an `ri_…_sec_…` token opens the widget for (only its hash is stored). */
+export async function findIntentByMfaToken(db: Knex, tokenHash: string): Promise<IntentRow | undefined> {
+  return db<IntentRow>('refresh_intents').where({ mfa_token_hash: tokenHash }).first();
+}
+
+/** A link's first intent: for a link the widget has just created, the intent of its first sync. */
+export async function firstIntentOfLink(db: Knex, linkId: string): Promise<Pick<IntentRow, 'id'>> {
+  return db('refresh_intents').where({ link_id: linkId }).first('id');
+}
+
+/** When the link's last refresh of this type that did not fail was asked for (cooldowns count from it). */
+export async function lastRefreshAt(db: Knex, linkId: string, type: RefreshType): Promise<number | null> {
+  const last: Pick<IntentRow, 'created_at'> | undefined = await db('refresh_intents')
+    .where({ link_id: linkId, refresh_type: type })
+    .whereNot('status', 'failed')
+    .orderBy('created_at', 'desc')
+    .first('created_at');
+  return last ? last.created_at : null;
+}
+
+export async function updateIntent(trx: Knex, id: string, changes: IntentChanges): Promise<void> {
+  await trx('refresh_intents').where({ id }).update(changes);
+}
+
+/**
+ * Stores an MFA code if the intent still waits for one and has none yet; false when another code got there
+ * first. The condition is checked on the row, since the caller's read of the intent may be stale.
+ */
+export async function takeMfaCode(trx: Knex, id: string, sealedCode: string, now: number): Promise<boolean> {
+  const taken = await trx('refresh_intents')
+    .where({ id, status: 'requires_mfa', mfa_code_encrypted: null })
+    .update({ mfa_code_encrypted: sealedCode, updated_at: now });
+  return taken === 1;
+}
+
+/** Intents whose MFA wait passed `expires_at` unanswered, a batch at a time. */
+export async function expiredMfaWaits(trx: Knex, now: number, limit: number): Promise<IntentRow[]> {
+  return trx<IntentRow>('refresh_intents')
+    .where({ status: 'requires_mfa' })
+    .where('mfa_expires_at', '<', now)
+    .limit(limit);
+}

@@ -1,0 +1,55 @@
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import t, { type Test } from 'tap';
+
+const SCRIPT = fileURLToPath(new URL('../../../scripts/check-table-owners.js', import.meta.url));
+
+/** Runs the check on a tree of the given files (path → text) and returns its exit code and stderr. */
+function check(t: Test, files: Record<string, string>): { status: number | null; stderr: string } {
+  const root = mkdtempSync(join(tmpdir(), 'table-owners-'));
+  t.teardown(() => rmSync(root, { recursive: true, force: true }));
+  for (const [path, text] of Object.entries(files)) {
+    mkdirSync(dirname(join(root, path)), { recursive: true });
+    writeFileSync(join(root, path), text);
+  }
+  const run = spawnSync(process.execPath, [SCRIPT, root], { encoding: 'utf8' });
+  return { status: run.status, stderr: run.stderr };
+}
+
+t.test('writes by the owner, reads by anyone, and db/ helpers pass', async (t) => {
+  const { status, stderr } = check(t, {
+    'src/links/store.ts': "export const f = (trx) => trx('links').where({ id: 1 }).update({ a: 1 });\n",
+    'src/sync/engine.ts': [
+      "const link = await trx('links').where({ id }).first();",
+      "const rows = await Promise.all([db('accounts').select('id'), db('jobs').count()]);",
+      '// we never update links here: the store does',
+      "throw new Error('could not .update( links');",
+      "await trx('widget_sessions').whereNotIn('refresh_intent_id', trx('refresh_intents').select('id')).delete();",
+    ].join('\n'),
+    'src/db/claims.ts': "await db.raw('UPDATE jobs SET status = ?', ['running']);\n",
+  });
+  t.equal(status, 0, stderr);
+});
+
+t.test('a planted write outside the owner fails, naming file, line and owner', async (t) => {
+  const { status, stderr } = check(t, {
+    'src/sync/engine.ts': [
+      "const link = await trx('links').where({ id }).first();",
+      "await trx('links')",
+      '  .where({ id })',
+      "  .update({ status: 'expired' });",
+    ].join('\n'),
+    'commands/links/purge.ts': "await db.knex.raw('delete from movements where link_id = ?', [id]);\n",
+    'src/widget/flows.ts':
+      "await trx('jobs').insert(row);\nawait trx<Row>(\"accounts\").where({ id }).increment('n');\n",
+  });
+  t.equal(status, 1);
+  t.match(stderr, /src\/sync\/engine\.ts:2: writes links, which only src\/links\/ may write/);
+  t.match(stderr, /commands\/links\/purge\.ts:1: writes movements, which only src\/movements\//);
+  t.match(stderr, /src\/widget\/flows\.ts:1: writes jobs/);
+  t.match(stderr, /src\/widget\/flows\.ts:2: writes accounts/);
+  t.notMatch(stderr, /engine\.ts:1:/, 'the read on line 1 is not a write');
+});
