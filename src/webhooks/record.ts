@@ -36,8 +36,8 @@ export interface RecordContext {
 /**
  * Records a batch of finished attempts inside a cycle's transaction: their results on their delivery rows,
  * as the retry policy says (retry-policy.ts), where the lease is still ours; then, for the rows written,
- * their endpoints' health and the attempts' history. Three statements for the whole batch (queue.ts), plus one
- * per endpoint it backs off.
+ * their endpoints' health and the attempts' history. Three statements for the whole batch (queue.ts), plus
+ * two per endpoint it backs off.
  */
 export async function recordAttempts(
   trx: Knex,
