@@ -84,3 +84,84 @@ export function backoffUntil(
   if (delay === 0) return null;
   return Math.max(now + delay, current ?? 0);
 }
+
+/**
+ * What one dispatcher process knows of endpoints' health: unanswered attempts in a row, as the last claim
+ * read them plus its own attempts since (only endpoints with some); and the endpoints it has seen reach the
+ * back-off threshold, whose queued rows it gives back rather than starts. A claim of an endpoint's row says
+ * it is claimable again (claims skip backed-off endpoints). At most `bound` endpoints are remembered.
+ *
+ * So an endpoint whose latest attempt got no answer gets one attempt at a time, and after
+ * `backoffAfterUnanswered` such attempts in a row it is backed off: the cycle that records the last of them
+ * sets its `backoff_until` and moves its pending rows there, uncharged, so claims neither take nor walk them
+ * (record.ts); rows of it in hand go back. At the end one attempt tries it again: unanswered, the back-off
+ * doubles; answered with a 2xx, it is over and its rows flow at the full per-endpoint limit.
+ */
+export class KnownHealth {
+  private readonly unanswered = new Map<string, number>();
+  private readonly backedOff = new Set<string>();
+
+  constructor(
+    private readonly settings: Pick<
+      Config['dispatcher'],
+      'perEndpointConcurrency' | 'backoffAfterUnanswered'
+    >,
+    private readonly bound: number,
+  ) {}
+
+  /**
+   * Attempts one endpoint may have in flight: none while backed off, one while its latest attempt went
+   * unanswered (a receiver that stopped answering holds one slot, not four, until it answers or is backed
+   * off), otherwise `perEndpointConcurrency`.
+   */
+  limit(endpointId: string): number {
+    if (this.backedOff.has(endpointId)) return 0;
+    return this.unanswered.has(endpointId) ? 1 : this.settings.perEndpointConcurrency;
+  }
+
+  anyBackedOff(): boolean {
+    return this.backedOff.size > 0;
+  }
+
+  isBackedOff(endpointId: string): boolean {
+    return this.backedOff.has(endpointId);
+  }
+
+  /**
+   * The claim read each endpoint's health, and claims skip backed-off endpoints: this is newer than ours.
+   * (Entries of endpoints since deleted would stay: past the bound, knowledge starts again.)
+   */
+  claimed(rows: readonly { endpoint_id: string; endpoint_unanswered: number | null }[]): void {
+    if (this.unanswered.size + this.backedOff.size > this.bound) {
+      this.unanswered.clear();
+      this.backedOff.clear();
+    }
+    for (const row of rows) {
+      this.backedOff.delete(row.endpoint_id);
+      const unanswered = Number(row.endpoint_unanswered ?? 0);
+      if (unanswered > 0) this.unanswered.set(row.endpoint_id, unanswered);
+      else this.unanswered.delete(row.endpoint_id);
+    }
+  }
+
+  /**
+   * Our own attempts update what we know of their endpoint at once, before they are recorded: the next
+   * queued row of an endpoint that has just gone unanswered waits for the one in flight, and one that has
+   * reached the back-off threshold gets no more attempts from us (its queued rows go back at the next cycle).
+   */
+  attempted({ endpointId, ok, unanswered }: AttemptHealth): void {
+    if (ok) {
+      this.unanswered.delete(endpointId);
+      this.backedOff.delete(endpointId);
+    } else if (unanswered) {
+      const count = (this.unanswered.get(endpointId) ?? 0) + 1;
+      this.unanswered.set(endpointId, count);
+      if (count >= this.settings.backoffAfterUnanswered) this.backedOff.add(endpointId);
+    }
+  }
+
+  /** The record of a batch found the endpoint backed off (by us, or by another dispatcher). */
+  backOff(endpointId: string): void {
+    this.backedOff.add(endpointId);
+  }
+}

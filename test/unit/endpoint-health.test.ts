@@ -1,6 +1,11 @@
 import t from 'tap';
 import { defaultConfig } from '../../src/config/defaults.js';
-import { backoffDelayMs, backoffUntil, healthChanges } from '../../src/webhooks/endpoint-health.js';
+import {
+  backoffDelayMs,
+  backoffUntil,
+  healthChanges,
+  KnownHealth,
+} from '../../src/webhooks/endpoint-health.js';
 
 const SETTINGS = { backoffAfterUnanswered: 5, backoffInitialSeconds: 30, backoffMaxSeconds: 3600 };
 const NOW = Date.UTC(2026, 5, 15, 15, 0, 0);
@@ -62,3 +67,38 @@ t.test(
     t.same(healthChanges([]), []);
   },
 );
+
+t.test(
+  "a process's knowledge: one attempt at a time while unanswered, none once backed off, all on a 2xx",
+  async (t) => {
+    const known = new KnownHealth({ perEndpointConcurrency: 4, backoffAfterUnanswered: 3 }, 100);
+    t.equal(known.limit('we_a'), 4);
+    known.attempted({ endpointId: 'we_a', ok: false, unanswered: false });
+    t.equal(known.limit('we_a'), 4, 'an error answer changes nothing');
+    known.attempted({ endpointId: 'we_a', ok: false, unanswered: true });
+    t.equal(known.limit('we_a'), 1);
+    known.attempted({ endpointId: 'we_a', ok: false, unanswered: true });
+    known.attempted({ endpointId: 'we_a', ok: false, unanswered: true });
+    t.equal(known.limit('we_a'), 0, 'at the threshold');
+    t.ok(known.anyBackedOff() && known.isBackedOff('we_a'));
+    known.attempted({ endpointId: 'we_a', ok: true, unanswered: false });
+    t.equal(known.limit('we_a'), 4);
+    t.notOk(known.anyBackedOff());
+  },
+);
+
+t.test('a claim says what the database knows: its count, and that the endpoint is claimable', async (t) => {
+  const known = new KnownHealth({ perEndpointConcurrency: 4, backoffAfterUnanswered: 3 }, 2);
+  known.backOff('we_a');
+  known.claimed([
+    { endpoint_id: 'we_a', endpoint_unanswered: 3 },
+    { endpoint_id: 'we_b', endpoint_unanswered: 0 },
+  ]);
+  t.equal(known.limit('we_a'), 1, 'no longer backed off, still unanswered');
+  t.equal(known.limit('we_b'), 4);
+  known.claimed([{ endpoint_id: 'we_a', endpoint_unanswered: null }]);
+  t.equal(known.limit('we_a'), 4, 'a count of 0');
+  for (const id of ['we_c', 'we_d', 'we_e']) known.backOff(id);
+  known.claimed([]);
+  t.notOk(known.anyBackedOff(), 'past its bound it starts again');
+});

@@ -1,0 +1,192 @@
+import type { Knex } from 'knex';
+import type { Clock } from '../clock/clock.js';
+import type { Config } from '../config/defaults.js';
+import type { Engine } from '../db/database.js';
+import type { Logger } from '../logging/logger.js';
+import { backoffUntil, healthChanges } from './endpoint-health.js';
+import { backOffEndpoint, countUnanswered, insertAttempts, recordResults, type ClaimedRow } from './queue.js';
+import { afterAttempt, ownRetryDelayMs } from './retry-policy.js';
+import type { SendOutcome } from './sender.js';
+
+/** An attempt made, waiting for its result to be recorded. */
+export interface FinishedAttempt {
+  row: ClaimedRow;
+  /** The lease it was made under. */
+  token: string;
+  outcome: SendOutcome;
+  /** Made, and no HTTP answer came: counts towards the endpoint's back-off. */
+  unanswered: boolean;
+  startedAt: number;
+  finishedAt: number;
+  durationMs: number;
+}
+
+export interface RecordContext {
+  engine: Engine;
+  clock: Clock;
+  logger: Logger;
+  settings: Pick<
+    Config['dispatcher'],
+    'retryScheduleSeconds' | 'backoffAfterUnanswered' | 'backoffInitialSeconds' | 'backoffMaxSeconds'
+  >;
+  /** Told of each endpoint the batch leaves backed off. */
+  backedOff(endpointId: string): void;
+}
+
+/**
+ * Records a batch of finished attempts inside a cycle's transaction: their results on their delivery rows,
+ * as the retry policy says (retry-policy.ts), where the lease is still ours; then, for the rows written,
+ * their endpoints' health and the attempts' history. Three statements for the whole batch (queue.ts), plus
+ * two per endpoint it backs off.
+ */
+export async function recordAttempts(
+  trx: Knex,
+  batch: readonly FinishedAttempt[],
+  context: RecordContext,
+): Promise<void> {
+  const { engine, logger, settings } = context;
+  const updated = await recordResults(
+    trx,
+    engine,
+    batch.map(({ row, token, outcome, startedAt, finishedAt }) => ({
+      ...afterAttempt(row.attempts, outcome.ok, finishedAt, settings.retryScheduleSeconds),
+      id: row.id,
+      token,
+      lastAttemptAt: startedAt,
+      lastResponseStatus: outcome.statusCode,
+      lastError: outcome.error,
+      updatedAt: finishedAt,
+    })),
+  );
+  const kept = batch.filter(({ row }) => {
+    if (updated.has(row.id)) return true;
+    // Our lease lapsed (we were presumed dead) and another dispatcher owns the row now: its result counts.
+    logger.warn({ delivery: row.id }, 'lease lost before the attempt was recorded');
+    return false;
+  });
+  if (kept.length === 0) return;
+  await recordHealth(trx, kept, context);
+  await insertAttempts(
+    trx,
+    engine,
+    kept.map(({ row, outcome, startedAt, durationMs }) => ({
+      deliveryId: row.id,
+      number: row.attempts + 1,
+      startedAt,
+      durationMs,
+      statusCode: outcome.statusCode,
+      error: outcome.error,
+      responseExcerpt: outcome.excerpt,
+    })),
+  );
+}
+
+/**
+ * Counts the batch's unanswered attempts on their endpoints (one statement for all), and backs off those
+ * that reach the threshold (per endpoint: rarer).
+ *
+ * A success that arrives while another dispatcher's back-off of the same endpoint is running resets the
+ * count but leaves the rows that back-off moved at its end (at most `backoffMaxSeconds`): learning the old
+ * end would cost a read per cycle. A tenant's update or a redelivery pulls them back (`endBackoff`).
+ */
+async function recordHealth(
+  trx: Knex,
+  batch: readonly FinishedAttempt[],
+  context: RecordContext,
+): Promise<void> {
+  const changes = healthChanges(
+    batch.map(({ row, outcome, unanswered }) => ({
+      endpointId: row.endpoint_id,
+      ok: outcome.ok,
+      unanswered,
+    })),
+  );
+  if (changes.length === 0) return;
+  const counted = await countUnanswered(trx, context.engine, changes);
+  const added = new Map(changes.map((change) => [change.endpointId, change.added]));
+  const now = context.clock.now();
+  for (const row of counted) {
+    if ((added.get(row.id) ?? 0) === 0) continue;
+    const unanswered = Number(row.unanswered_attempts);
+    const current = row.backoff_until === null ? null : Number(row.backoff_until);
+    const until = backoffUntil(unanswered, current, now, context.settings);
+    if (until === null) continue;
+    context.backedOff(row.id);
+    if (until === current) continue;
+    await backOffEndpoint(trx, row.id, until, now);
+    context.logger.warn(
+      { endpoint: row.id, unanswered_attempts: unanswered, backoff_until: new Date(until).toISOString() },
+      'webhook endpoint backed off: its attempts go unanswered',
+    );
+  }
+}
+
+/** Results written per transaction at most: enough for a cycle at full speed. */
+const FLUSH_BATCH = 500;
+
+/** How long a finished attempt may wait for others to be recorded with it when no claim is due to carry it. */
+const FLUSH_WINDOW_MS = 10;
+
+/**
+ * Finished attempts waiting for a cycle to record them, and when it should. Results not carried by a claim
+ * are recorded together, at most FLUSH_WINDOW_MS late: fewer, larger transactions on a writer connection that
+ * the claims need too (on SQLite there is one per process). A crash loses at most the results of that
+ * window, whose attempts are then made again. `kick` starts a cycle.
+ */
+export class PendingResults {
+  private items: FinishedAttempt[] = [];
+  private timer: NodeJS.Timeout | null = null;
+  /** Cycles in a row that could not record their results. */
+  failures = 0;
+
+  constructor(
+    private readonly logger: Logger,
+    private readonly kick: () => void,
+  ) {}
+
+  get count(): number {
+    return this.items.length;
+  }
+
+  push(item: FinishedAttempt): void {
+    this.items.push(item);
+  }
+
+  /** The oldest, up to FLUSH_BATCH, for a cycle; `putBack` if it fails. */
+  take(): FinishedAttempt[] {
+    return this.items.splice(0, FLUSH_BATCH);
+  }
+
+  putBack(batch: readonly FinishedAttempt[]): void {
+    this.items.unshift(...batch);
+  }
+
+  /** All of them, given up (on shutdown): their leases lapse and whoever claims the rows makes them again. */
+  giveUp(): FinishedAttempt[] {
+    return this.items.splice(0);
+  }
+
+  /** A cycle soon: at once for a full batch, otherwise within the window. */
+  soon(): void {
+    if (this.items.length >= FLUSH_BATCH) this.kick();
+    else this.timer ??= setTimeout(this.kick, FLUSH_WINDOW_MS);
+  }
+
+  /** A cycle is starting (or the dispatcher stopping): no timer is needed. */
+  cancel(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+  }
+
+  /** Counts and logs a cycle that could not record them; returns how long to wait before trying again. */
+  failed(error: unknown): number {
+    const retryMs = ownRetryDelayMs((this.failures += 1), 100);
+    const results = this.items.length;
+    this.logger.error({ err: error, results, retry_ms: retryMs }, 'could not record webhook attempts');
+    return retryMs;
+  }
+
+  retryIn(ms: number): void {
+    this.timer ??= setTimeout(this.kick, ms);
+  }
+}
