@@ -21,10 +21,7 @@ export class DeliveryAttempts {
 
   constructor(
     private readonly services: { clock: Clock; secrets: SecretBox; config: Readonly<Config> },
-    /**
-     * The clock that stamps signatures. Receivers compare `t` with their own wall clock, so it stays the
-     * system clock even when the appliance's clock is moved; the attempt's times use the app clock.
-     */
+    /** Stamps signatures (`DispatcherOptions.wallClock`); the attempt's own times use the app clock. */
     private readonly wallClock: Clock,
   ) {
     const { config } = services;

@@ -192,9 +192,9 @@ export class Dispatcher {
   }
 
   /**
-   * Queues a cycle: one write transaction that records a batch of finished attempts and, with
-   * `claim`, claims as many due rows as there is room for, which it queues and starts; resolves to how many
-   * it queued. Cycles run one at a time, each on the state it finds when its turn comes.
+   * Queues a cycle: one write transaction that records a batch of finished attempts and, with `claim`,
+   * claims as many due rows as there is room for, which it queues and starts; resolves to how many it
+   * queued. Cycles run one at a time, each on the state it finds when its turn comes.
    */
   private cycle(claim: boolean): Promise<number> {
     this.waitingCycles += 1;
