@@ -3,6 +3,7 @@ import type { Clock } from '../clock/clock.js';
 import type { Config } from '../config/defaults.js';
 import type { Engine } from '../db/database.js';
 import type { Logger } from '../logging/logger.js';
+import { holdDeliveriesUntil } from './deliveries.js';
 import { backoffUntil, healthChanges } from './endpoint-health.js';
 import { backOffEndpoint, countUnanswered, insertAttempts, recordResults, type ClaimedRow } from './queue.js';
 import { afterAttempt, ownRetryDelayMs } from './retry-policy.js';
@@ -37,7 +38,7 @@ export interface RecordContext {
  * Records a batch of finished attempts inside a cycle's transaction: their results on their delivery rows,
  * as the retry policy says (retry-policy.ts), where the lease is still ours; then, for the rows written,
  * their endpoints' health and the attempts' history. Three statements for the whole batch (queue.ts), plus
- * two per endpoint it backs off.
+ * one or two per endpoint it backs off.
  */
 export async function recordAttempts(
   trx: Knex,
@@ -112,7 +113,13 @@ async function recordHealth(
     const until = backoffUntil(unanswered, current, now, context.settings);
     if (until === null) continue;
     context.backedOff(row.id);
-    if (until === current) continue;
+    if (until === current) {
+      // Backed off already, by an earlier cycle or another dispatcher: the rows this batch just recorded got
+      // their retry time, so they join the back-off's end as its other rows did (else a tenant's update,
+      // which pulls back only the rows at that end, would leave them waiting).
+      await holdDeliveriesUntil(trx, row.id, until, now);
+      continue;
+    }
     await backOffEndpoint(trx, row.id, until, now);
     context.logger.warn(
       { endpoint: row.id, unanswered_attempts: unanswered, backoff_until: new Date(until).toISOString() },
