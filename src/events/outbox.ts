@@ -5,7 +5,7 @@ import { notifyOnCommit } from '../db/notify.js';
 import type { EventType } from '../webhooks/event-types.js';
 import { subscribes } from '../webhooks/event-types.js';
 import type { Principal } from '../auth/principal.js';
-import { fetchPage, type Order } from '../api/pagination.js';
+import { fetchPage, type Order } from '../db/paging.js';
 
 /** The channel on which new deliveries are announced (see src/db/notify.ts). */
 export const DELIVERY_CHANNEL = 'svc_webhook_deliveries';

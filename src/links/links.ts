@@ -11,7 +11,7 @@ import { findInstitution, offers } from '../banks/institutions.js';
 import { enqueueSync } from '../jobs/jobs.js';
 import { normaliseRut } from './rut.js';
 import { firstSyncAt } from './schedule.js';
-import { fetchPage, NEWEST_FIRST } from '../api/pagination.js';
+import { fetchPage, NEWEST_FIRST } from '../db/paging.js';
 
 /** `last_error_code` of a link whose stored credentials no master key opens. */
 export const UNREADABLE_CREDENTIALS = 'credentials_unreadable';

@@ -4,6 +4,8 @@ import { errors } from '../errors/api-error.js';
 import type { Principal } from '../auth/principal.js';
 import { findOwned } from '../auth/ownership.js';
 import type { AccountRow } from '../accounts/accounts.js';
+import { countRows, fetchPageByDeferredJoin, type Order, type PageWindow } from '../db/paging.js';
+import type { MovementQuery } from './schemas.js';
 
 export interface MovementRow {
   id: string;
@@ -78,15 +80,7 @@ export function presentMovement(row: MovementRow) {
   };
 }
 
-export interface MovementQuery {
-  page: number;
-  per_page: number;
-  since?: string;
-  until?: string;
-  synced_since?: string;
-  confirmed_only?: boolean;
-  include_removals?: boolean;
-}
+export type { MovementQuery };
 
 const DAY = 86_400_000;
 const DATE_ONLY = /^\d{4}-\d{2}-\d{2}$/;
@@ -138,7 +132,13 @@ export function parseTime(param: string, value: string, upperBound = false): num
  * and joined back (a deferred join), so a deep page costs about what the first one does; the total comes
  * from the counters the sync engine keeps when no filter narrows the list.
  */
-export async function listMovements(db: Knex, principal: Principal, accountId: string, query: MovementQuery) {
+export async function listMovements(
+  db: Knex,
+  principal: Principal,
+  accountId: string,
+  query: MovementQuery,
+  window: PageWindow,
+) {
   const account = await findOwned<AccountRow>(db, 'accounts', accountId, principal, 'account');
   if (query.include_removals && query.synced_since === undefined) {
     throw errors.invalidParameter(
@@ -164,7 +164,7 @@ export async function listMovements(db: Knex, principal: Principal, accountId: s
     if (syncedSince !== undefined) q.where('synced_at', '>', syncedSince);
     return q;
   };
-  const order: [string, 'asc' | 'desc'][] =
+  const order: Order =
     syncedSince !== undefined
       ? [
           ['synced_at', 'asc'],
@@ -175,21 +175,20 @@ export async function listMovements(db: Knex, principal: Principal, accountId: s
           ['id', 'desc'],
         ];
 
-  const pageIds = filtered().select('id');
-  for (const [column, direction] of order) pageIds.orderBy(column, direction);
-  pageIds.limit(query.per_page).offset((query.page - 1) * query.per_page);
-  const rows = db('movements as m')
-    .join(pageIds.as('page'), 'm.id', 'page.id')
-    .select(PRESENTED_COLUMNS.map((column) => `m.${column}`));
-  for (const [column, direction] of order) rows.orderBy(`m.${column}`, direction);
+  const rows = fetchPageByDeferredJoin<MovementRow>(
+    db,
+    'movements',
+    filtered,
+    order,
+    PRESENTED_COLUMNS,
+    window,
+  );
 
   const unfiltered =
     since === undefined && until === undefined && syncedSince === undefined && !query.include_removals;
   const total = unfiltered
     ? Promise.resolve(account.visible_count + (confirmedOnly ? 0 : account.pending_count))
-    : filtered()
-        .count({ n: '*' })
-        .then(([row]) => Number((row as { n: number | string }).n));
-  const [data, count] = await Promise.all([rows as Promise<MovementRow[]>, total]);
+    : countRows(filtered());
+  const [data, count] = await Promise.all([rows, total]);
   return { data: data.map(presentMovement), total: count };
 }

@@ -1,7 +1,7 @@
 import { defineRoute, type JsonSchema } from '../api/route.js';
 import { BANK_IDS, PRODUCTS } from '../banks/institutions.js';
 import { linkPolicy } from '../links/routes.js';
-import { createWidgetToken, type WidgetTokenInput } from './widget-tokens.js';
+import { createWidgetToken } from './widget-tokens.js';
 
 const nullableString = { type: ['string', 'null'] };
 
@@ -53,7 +53,7 @@ export const widgetComponents: Record<string, JsonSchema> = {
 };
 
 export const widgetTokenRoutes = [
-  defineRoute<Record<string, never>, WidgetTokenInput>({
+  defineRoute({
     method: 'post',
     path: '/v1/widget_tokens',
     operationId: 'createWidgetToken',
