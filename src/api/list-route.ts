@@ -3,14 +3,10 @@ import type { PageWindow } from '../db/paging.js';
 import { pageQueryProperties, pageWindow, paginationHeaders, type PageQuery } from './pagination.js';
 import type { AnyRoute, JsonSchema, RouteDeclaration, RouteInput, Validated } from './route.js';
 
-/** The filters of a list, validated; `R` names those that must be given. */
+/** The filters of a list, as validated: each optional here; `ListQuery` marks the required ones. */
 type Filters<FS> = Validated<{ type: 'object'; additionalProperties: false; properties: FS }, never>;
 
-/**
- * A list's query: its filters and the spec's `page` and `per_page`. Required filters are applied after
- * `FromSchema` rather than by a `required` in the schema it reads: while the compiler is still inferring
- * `R`, a generic `required` sent `FromSchema` past its instantiation depth (TS2589).
- */
+/** A list's query: its filters, those named in `R` present, and the spec's `page` and `per_page`. */
 export type ListQuery<FS, R extends readonly string[]> = Omit<Filters<FS>, R[number]> &
   Required<Pick<Filters<FS>, R[number] & keyof Filters<FS>>> &
   PageQuery;
@@ -27,7 +23,11 @@ export interface ListDeclaration<FS, R extends readonly string[], PS> extends Om
   /** The 200 answer: what it holds, and the schema of one element. */
   description: string;
   items: JsonSchema;
-  /** One page of the list, and how many elements the query matches in all. */
+  /**
+   * One page of the list, and how many elements the query matches in all. `NoInfer`: the types of `list`'s
+   * input come from `filters`, `required` and `params`; letting the compiler infer them from this parameter
+   * as well made it instantiate `FromSchema` while still inferring and give up (TS2589, "excessively deep").
+   */
   list(
     input: RouteInput<NoInfer<ListQuery<FS, R>>, undefined, NoInfer<Validated<PS, Record<string, string>>>>,
     window: PageWindow,
