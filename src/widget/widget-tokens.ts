@@ -8,18 +8,11 @@ import { sha256Hex } from '../secrets/secret-box.js';
 import { findInstitution, offers, type Product } from '../banks/institutions.js';
 import { formatRut, normaliseRut } from '../links/rut.js';
 import type { LinkPolicy, LinkRow } from '../links/links.js';
+import type { WidgetTokenInput } from './schemas.js';
 
 export type WidgetIntent = 'connect' | 'reconnect';
 
-export interface WidgetTokenInput {
-  intent?: WidgetIntent;
-  product?: Product;
-  institution_id?: string;
-  username_prefill?: string;
-  external_user_id?: string;
-  link_id?: string;
-  connection_limit?: number;
-}
+export type { WidgetTokenInput };
 
 export interface WidgetTokenRow {
   id: string;
