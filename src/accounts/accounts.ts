@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import { toIso } from '../clock/clock.js';
 import type { Principal } from '../auth/principal.js';
 import { findOwned } from '../auth/ownership.js';
-import { fetchPage, type Order } from '../api/pagination.js';
+import { fetchPage, type Order } from '../db/paging.js';
 import type { AccountRow } from './store.js';
 
 export function presentAccount(row: AccountRow) {

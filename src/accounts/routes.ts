@@ -1,5 +1,5 @@
 import { defineRoute, type JsonSchema } from '../api/route.js';
-import { offsetOf, pageQueryProperties, paginationHeaders, type PageQuery } from '../api/pagination.js';
+import { defineListRoute } from '../api/list-route.js';
 import { getAccount, listAccounts } from './accounts.js';
 
 const ref = { $ref: '#/components/schemas/Account' };
@@ -48,46 +48,30 @@ export const accountComponents: Record<string, JsonSchema> = {
 };
 
 export const accountRoutes = [
-  defineRoute<PageQuery & { link_id: string; include_removed?: boolean }>({
-    method: 'get',
+  defineListRoute({
     path: '/v1/accounts',
     operationId: 'listAccounts',
     summary: "A link's accounts; removed ones only with include_removed=true",
     tag: 'accounts',
     auth: ['secret_key'],
-    query: {
-      type: 'object',
-      additionalProperties: false,
-      required: ['link_id'],
-      properties: {
-        ...pageQueryProperties,
-        link_id: { type: 'string', minLength: 1, pattern: '^link_[0-9a-f]{16}$' },
-        include_removed: { type: 'boolean', description: 'Also list accounts the bank no longer returns' },
-      },
+    required: ['link_id'],
+    filters: {
+      link_id: { type: 'string', minLength: 1, pattern: '^link_[0-9a-f]{16}$' },
+      include_removed: { type: 'boolean', description: 'Also list accounts the bank no longer returns' },
     },
-    responses: {
-      200: {
-        description: 'A page of accounts',
-        schema: { type: 'array', items: ref },
-        headers: ['pagination'],
-      },
-    },
-    async handler({ services, principal, query, ctx }) {
-      const { data, total } = await listAccounts(
+    description: 'A page of accounts',
+    items: ref,
+    list: ({ services, principal, query }, { offset, limit }) =>
+      listAccounts(
         services.db.reader,
         principal,
         query.link_id,
         query.include_removed === true,
-        offsetOf(query),
-        query.per_page,
-      );
-      return {
-        body: data,
-        headers: paginationHeaders(services.config.api.baseUrl, ctx.path, query, query, total),
-      };
-    },
+        offset,
+        limit,
+      ),
   }),
-  defineRoute<Record<string, never>, undefined, { accountId: string }>({
+  defineRoute({
     method: 'get',
     path: '/v1/accounts/{accountId}',
     operationId: 'getAccount',

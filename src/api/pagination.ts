@@ -1,6 +1,7 @@
-import type { Knex } from 'knex';
+import type { PageWindow } from '../db/paging.js';
 import type { JsonSchema } from './route.js';
 
+/** Paging as the wire says it; src/db/paging.ts runs the queries. */
 export interface PageQuery {
   page: number;
   per_page: number;
@@ -14,7 +15,7 @@ export interface PageQuery {
 export const MAX_PAGE = 1_000_000_000;
 
 /** `page` (at least 1, default 1) and `per_page` (1 to 300, default 30), as the spec fixes for every list. */
-export const pageQueryProperties: Record<string, JsonSchema> = {
+export const pageQueryProperties = {
   page: {
     type: 'integer',
     minimum: 1,
@@ -29,29 +30,11 @@ export const pageQueryProperties: Record<string, JsonSchema> = {
     default: 30,
     description: 'Results per page, 1 to 300',
   },
-};
+} as const satisfies Record<string, JsonSchema>;
 
-export type Order = [column: string, direction: 'asc' | 'desc'][];
-export const NEWEST_FIRST: Order = [
-  ['created_at', 'desc'],
-  ['id', 'desc'],
-];
-
-/** One page of a filtered query, in `order`, and the number of rows the filter matches. */
-export async function fetchPage<T>(
-  filtered: () => Knex.QueryBuilder,
-  order: Order,
-  offset: number,
-  limit: number,
-): Promise<{ rows: T[]; total: number }> {
-  const page = filtered();
-  for (const [column, direction] of order) page.orderBy(column, direction);
-  const [rows, [count]] = await Promise.all([page.offset(offset).limit(limit), filtered().count({ n: '*' })]);
-  return { rows: rows as T[], total: Number((count as { n: number | string }).n) };
-}
-
-export function offsetOf(query: PageQuery): number {
-  return (query.page - 1) * query.per_page;
+/** The rows a page asks for. */
+export function pageWindow(query: PageQuery): PageWindow {
+  return { offset: (query.page - 1) * query.per_page, limit: query.per_page };
 }
 
 /**

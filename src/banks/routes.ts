@@ -1,14 +1,7 @@
-import { defineRoute, type JsonSchema } from '../api/route.js';
-import { offsetOf, pageQueryProperties, paginationHeaders, type PageQuery } from '../api/pagination.js';
-import type { HolderType } from './connector.js';
+import { defineListRoute } from '../api/list-route.js';
+import type { JsonSchema } from '../api/route.js';
 import { bankHealth } from './health.js';
-import { INSTITUTIONS, PRODUCTS, offers, type Product } from './institutions.js';
-
-interface InstitutionQuery extends PageQuery {
-  product?: Product;
-  holder_type?: HolderType;
-  include_unavailable?: boolean;
-}
+import { INSTITUTIONS, PRODUCTS, offers } from './institutions.js';
 
 export const institutionComponents: Record<string, JsonSchema> = {
   Institution: {
@@ -53,31 +46,20 @@ export const institutionComponents: Record<string, JsonSchema> = {
 };
 
 export const institutionRoutes = [
-  defineRoute<InstitutionQuery>({
-    method: 'get',
+  defineListRoute({
     path: '/v1/institutions',
     operationId: 'listInstitutions',
     summary: 'The supported banks, their products and holder types, and their health',
     tag: 'institutions',
     auth: ['secret_key'],
-    query: {
-      type: 'object',
-      additionalProperties: false,
-      properties: {
-        ...pageQueryProperties,
-        product: { enum: PRODUCTS },
-        holder_type: { enum: ['individual', 'business'] },
-        include_unavailable: { type: 'boolean', description: 'Also list combinations not available yet' },
-      },
+    filters: {
+      product: { enum: PRODUCTS },
+      holder_type: { enum: ['individual', 'business'] },
+      include_unavailable: { type: 'boolean', description: 'Also list combinations not available yet' },
     },
-    responses: {
-      200: {
-        description: 'Institutions',
-        schema: { type: 'array', items: { $ref: '#/components/schemas/Institution' } },
-        headers: ['pagination'],
-      },
-    },
-    async handler({ services, principal, query, ctx, now }) {
+    description: 'Institutions',
+    items: { $ref: '#/components/schemas/Institution' },
+    async list({ services, principal, query, now }, { offset, limit }) {
       const health = await bankHealth(services.db.reader, principal.mode, now);
       const all = INSTITUTIONS.map((institution) => {
         const hasConnector = services.connectors(institution.id, principal.mode) !== null;
@@ -105,11 +87,7 @@ export const institutionRoutes = [
           mode: principal.mode,
         };
       }).filter((institution) => institution.availability.length > 0);
-      const page = all.slice(offsetOf(query), offsetOf(query) + query.per_page);
-      return {
-        body: page,
-        headers: paginationHeaders(services.config.api.baseUrl, ctx.path, query, query, all.length),
-      };
+      return { data: all.slice(offset, offset + limit), total: all.length };
     },
   }),
 ];

@@ -1,3 +1,5 @@
+import type { FromSchema } from 'json-schema-to-ts';
+
 const rateLimit = {
   type: 'object',
   additionalProperties: false,
@@ -7,7 +9,12 @@ const rateLimit = {
 
 const port = { type: 'integer', minimum: 0, maximum: 65535 } as const;
 
-/** JSON Schema of the configuration; a bad value stops the start with a message naming the key. */
+/**
+ * JSON Schema of the configuration; a bad value stops the start with a message naming the key. It is the
+ * settings' TypeScript type too (`Config`, below). It validates the merged settings (defaults, file,
+ * environment, flags), which always hold every key, so it names no `required` keys of its own: `Config`
+ * makes every key present instead.
+ */
 export const configSchema = {
   type: 'object',
   additionalProperties: false,
@@ -16,6 +23,7 @@ export const configSchema = {
     brand: { type: 'string', pattern: '^[a-z][a-z0-9]{1,15}$' },
     databaseUrl: { type: 'string', pattern: '^(sqlite:|postgres://|postgresql://)' },
     masterKeyFile: { type: 'string', minLength: 1 },
+    /** Base64 of 32 bytes; when set (SVC_MASTER_KEY) it replaces the key file. Never printed. */
     masterKey: { type: 'string' },
     clockOffsetMs: { type: 'integer' },
     api: {
@@ -26,11 +34,14 @@ export const configSchema = {
         port,
         baseUrl: { type: 'string', pattern: '^(https?://[^\\s]+[^/])?$' },
         bodyLimitBytes: { type: 'integer', minimum: 1024 },
+        /** Whole request, body included; an unfinished one is answered 408 and its socket closed. */
         requestTimeoutMs: { type: 'integer', minimum: 1000 },
+        /** Request line and headers; a client trickling them (slow loris) is cut off after this. */
         headersTimeoutMs: { type: 'integer', minimum: 1000 },
       },
     },
     metrics: { type: 'object', additionalProperties: false, properties: { host: { type: 'string' }, port } },
+    /** `file` empty: JSON lines on stdout (journald under systemd); otherwise appended to that file. */
     log: {
       type: 'object',
       additionalProperties: false,
@@ -42,7 +53,11 @@ export const configSchema = {
     auth: {
       type: 'object',
       additionalProperties: false,
-      properties: { cacheSeconds: { type: 'number', minimum: 0, maximum: 5 }, refusedRequests: rateLimit },
+      properties: {
+        cacheSeconds: { type: 'number', minimum: 0, maximum: 5 },
+        /** Requests refused for their credential (401, 403), per client address or credential (refusals.ts). */
+        refusedRequests: rateLimit,
+      },
     },
     rateLimits: {
       type: 'object',
@@ -78,11 +93,13 @@ export const configSchema = {
         cron: { type: 'string', minLength: 1 },
         syncIntervalMinutes: { type: 'number', exclusiveMinimum: 0 },
         concurrency: { type: 'integer', minimum: 1 },
+        /** Workers of one process working for one bank at once: a bank that hangs holds no more (worker-pool.ts). */
         perBankConcurrency: { type: 'integer', minimum: 1 },
         leaseSeconds: { type: 'integer', minimum: 1 },
         pollIntervalMs: { type: 'integer', minimum: 10 },
       },
     },
+    /** On-demand refreshes: cooldowns per link and type, independent of the rate limits. */
     refresh: {
       type: 'object',
       additionalProperties: false,
@@ -100,23 +117,38 @@ export const configSchema = {
       type: 'object',
       additionalProperties: false,
       properties: {
+        /** How often an idle dispatcher looks for due deliveries when nothing woke it earlier. */
         pollIntervalMs: { type: 'integer', minimum: 10 },
+        /** Attempts in flight at once in one dispatcher process. */
         concurrency: { type: 'integer', minimum: 1, maximum: 1024 },
+        /** Attempts in flight to any one endpoint, so a slow receiver holds at most this many slots. */
         perEndpointConcurrency: { type: 'integer', minimum: 1, maximum: 1024 },
+        /**
+         * Attempts in flight for any one organisation (all its endpoints, both modes), so that one tenant's
+         * slow or dead receivers hold at most this share of `concurrency` and every other tenant keeps flowing.
+         */
         perOrganisationConcurrency: { type: 'integer', minimum: 1, maximum: 1024 },
+        /** Attempts in a row without an HTTP answer (timeouts, refused connections) that back an endpoint off. */
         backoffAfterUnanswered: { type: 'integer', minimum: 1, maximum: 1000 },
+        /** The first back-off; each further unanswered attempt doubles it, up to `backoffMaxSeconds`. */
         backoffInitialSeconds: { type: 'number', minimum: 0.1, maximum: 86_400 },
         backoffMaxSeconds: { type: 'number', minimum: 0.1, maximum: 604_800 },
         leaseSeconds: { type: 'integer', minimum: 1 },
-        // The first delay must be 0 (checked in load-config: JSON Schema has no strict way to say it).
+        /**
+         * Delay before each attempt, in seconds; its length is the number of attempts. The first must be 0
+         * (checked in load-config: JSON Schema has no strict way to say it).
+         */
         retryScheduleSeconds: {
           type: 'array',
           minItems: 1,
           maxItems: 50,
           items: { type: 'number', minimum: 0, maximum: 2_592_000 },
         },
+        /** Deadline of one attempt: connect, headers and the part of the body that is read. */
         attemptTimeoutMs: { type: 'integer', minimum: 100, maximum: 300_000 },
+        /** How much of a response is read and kept with the attempt. */
         responseBytesKept: { type: 'integer', minimum: 0, maximum: 65_536 },
+        /** Wake on another process's commit (Postgres LISTEN/NOTIFY, SQLite WAL file watch), not only on the poll. */
         wakeOnCommit: { type: 'boolean' },
       },
     },
@@ -124,27 +156,39 @@ export const configSchema = {
       type: 'object',
       additionalProperties: false,
       properties: {
+        /** Endpoints of both modes may reach private, loopback and link-local addresses (docs/security.md). */
         allowPrivateAddresses: { type: 'boolean' },
+        /** Test-mode endpoints may: a development box whose receivers run beside it. */
         allowPrivateAddressesInTestMode: { type: 'boolean' },
         secretRollGraceSeconds: { type: 'integer', minimum: 0, maximum: 604_800 },
       },
     },
+    /** The hosted widget (docs/widget.md): the operator's branding and the lifetimes of its tokens. */
     widget: {
       type: 'object',
       additionalProperties: false,
       properties: {
+        /** Shown in the widget's header and page title. */
         name: { type: 'string', minLength: 1, maxLength: 60 },
+        /** `#rrggbb`: buttons, focus rings and the spinner. */
         primaryColour: { type: 'string', pattern: '^#[0-9a-fA-F]{6}$' },
-        // An http(s) or data:image URL, or a file name under the data directory (no `..`).
+        /**
+         * Empty (the name's initial), an `https://` or `data:image/…` URL, or a file in the data directory
+         * (no `..`).
+         */
         logoUrl: {
           type: 'string',
           maxLength: 100_000,
           pattern:
             '^($|https?://\\S+$|data:image/[a-z+.-]+;base64,[A-Za-z0-9+/=]+$|(?!/)(?!.*\\.\\.)[\\w./-]+\\.(png|jpe?g|gif|svg|webp)$)',
         },
+        /** Lifetime of a `wt_…` widget token (the spec: 10 minutes). */
         tokenTtlMinutes: { type: 'number', exclusiveMinimum: 0, maximum: 1440 },
+        /** Lifetime of an `et_…` exchange token (the spec: 5 minutes). */
         exchangeTtlMinutes: { type: 'number', exclusiveMinimum: 0, maximum: 1440 },
+        /** Lifetime of the session a widget gets when it opens; its JSON API refuses it afterwards. */
         sessionTtlMinutes: { type: 'number', exclusiveMinimum: 0, maximum: 1440 },
+        /** Origins allowed to open the widget (e.g. `https://app.example.com`); empty: any origin. */
         allowedOrigins: {
           type: 'array',
           items: { type: 'string', pattern: '^https?://[^/\\s]+$' },
@@ -155,6 +199,7 @@ export const configSchema = {
       type: 'object',
       additionalProperties: false,
       properties: {
+        /** Live-mode connectors by bank code; a bank without one is unavailable in live mode. */
         connectors: {
           type: 'object',
           propertyNames: {
@@ -177,7 +222,9 @@ export const configSchema = {
             additionalProperties: false,
             required: ['url', 'secret'],
             properties: {
+              /** Base URL of a gateway that speaks the HTTP connector protocol (docs/connector-protocol.md). */
               url: { type: 'string', pattern: '^https?://' },
+              /** Shared secret that signs every request to the gateway. */
               secret: { type: 'string', minLength: 16 },
               timeoutMs: { type: 'integer', minimum: 100, default: 15000 },
             },
@@ -187,3 +234,16 @@ export const configSchema = {
     },
   },
 } as const;
+
+/** Every key present, at every depth: what the merged settings always are. */
+type Complete<T> = T extends readonly unknown[]
+  ? T
+  : T extends object
+    ? { -readonly [K in keyof T]-?: Complete<T[K]> }
+    : T;
+
+/** The settings, validated and complete (defaults.ts fills every key; the schema checks each value). */
+export type Config = Complete<FromSchema<typeof configSchema>>;
+export type RateLimit = Config['auth']['refusedRequests'];
+export type WidgetConfig = Config['widget'];
+export type BankConnectorConfig = Config['banks']['connectors'][string];

@@ -1,5 +1,5 @@
 import { defineRoute, type JsonSchema } from '../api/route.js';
-import { offsetOf, pageQueryProperties, paginationHeaders, type PageQuery } from '../api/pagination.js';
+import { defineListRoute } from '../api/list-route.js';
 import { findOwned } from '../auth/ownership.js';
 import { EVENT_TYPES } from './catalogue.js';
 import { listEvents, presentEvent, type EventRow } from './store.js';
@@ -21,56 +21,28 @@ export const eventComponents: Record<string, JsonSchema> = {
   },
 };
 
-interface EventQuery extends PageQuery {
-  type?: string;
-  link_id?: string;
-  created_after?: string;
-}
-
 export const eventRoutes = [
-  defineRoute<EventQuery>({
-    method: 'get',
+  defineListRoute({
     path: '/v1/events',
     operationId: 'listEvents',
     summary: 'Events, newest first, so a receiver can recover what it missed',
     tag: 'events',
     auth: ['secret_key'],
-    query: {
-      type: 'object',
-      additionalProperties: false,
-      properties: {
-        ...pageQueryProperties,
-        type: { enum: EVENT_TYPES },
-        link_id: { type: 'string', pattern: '^link_[0-9a-f]{16}$' },
-        created_after: {
-          type: 'string',
-          format: 'date-time',
-          description: 'Only events created after this time',
-        },
+    filters: {
+      type: { enum: EVENT_TYPES },
+      link_id: { type: 'string', pattern: '^link_[0-9a-f]{16}$' },
+      created_after: {
+        type: 'string',
+        format: 'date-time',
+        description: 'Only events created after this time',
       },
     },
-    responses: {
-      200: {
-        description: 'A page of events',
-        schema: { type: 'array', items: ref },
-        headers: ['pagination'],
-      },
-    },
-    async handler({ services, principal, query, ctx }) {
-      const { data, total } = await listEvents(
-        services.db.reader,
-        principal,
-        query,
-        offsetOf(query),
-        query.per_page,
-      );
-      return {
-        body: data,
-        headers: paginationHeaders(services.config.api.baseUrl, ctx.path, query, query, total),
-      };
-    },
+    description: 'A page of events',
+    items: ref,
+    list: ({ services, principal, query }, { offset, limit }) =>
+      listEvents(services.db.reader, principal, query, offset, limit),
   }),
-  defineRoute<Record<string, never>, undefined, { eventId: string }>({
+  defineRoute({
     method: 'get',
     path: '/v1/events/{eventId}',
     operationId: 'getEvent',

@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import { toIso } from '../clock/clock.js';
 import { newId } from '../ids/ids.js';
 import type { Principal } from '../auth/principal.js';
-import { fetchPage, type Order } from '../api/pagination.js';
+import { fetchPage, type Order } from '../db/paging.js';
 import type { EventData, EventType } from './catalogue.js';
 
 export interface EventRecord {

@@ -2,7 +2,7 @@ import { defineRoute } from '../api/route.js';
 import { redeemExchangeToken } from './exchange.js';
 
 export const exchangeRoutes = [
-  defineRoute<Record<string, never>, undefined, { tokenId: string }>({
+  defineRoute({
     method: 'post',
     path: '/v1/exchange_tokens/{tokenId}',
     operationId: 'exchangeToken',

@@ -1,3 +1,4 @@
+import type { FromSchema } from 'json-schema-to-ts';
 import type { Knex } from 'knex';
 import { defineRoute, type JsonSchema } from '../api/route.js';
 import type { Principal } from '../auth/principal.js';
@@ -9,10 +10,27 @@ import { INCOME_THRESHOLDS, incomeSnapshot, incomeWindow, type IncomeMovement } 
 
 const DAY_MS = 86_400_000;
 
-export interface IncomeQuery {
-  months: number;
-  currency: string;
-}
+const incomeQuery = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    months: {
+      type: 'integer',
+      minimum: 1,
+      maximum: 24,
+      default: 6,
+      description: 'Complete calendar months before the current one',
+    },
+    currency: {
+      type: 'string',
+      pattern: '^[A-Z]{3}$',
+      default: 'CLP',
+      description: 'ISO 4217 code, upper case; only movements in it count',
+    },
+  },
+} as const;
+
+export type IncomeQuery = FromSchema<typeof incomeQuery>;
 
 interface StoredRow {
   id: string;
@@ -213,7 +231,7 @@ export const incomeComponents: Record<string, JsonSchema> = {
 };
 
 export const incomeRoutes = [
-  defineRoute<IncomeQuery, undefined, { linkId: string }>({
+  defineRoute({
     method: 'get',
     path: '/v1/links/{linkId}/income',
     operationId: 'getIncomeSnapshot',
@@ -225,25 +243,7 @@ export const incomeRoutes = [
       required: ['linkId'],
       properties: { linkId: { type: 'string', pattern: '^link_[0-9a-f]{16}$' } },
     },
-    query: {
-      type: 'object',
-      additionalProperties: false,
-      properties: {
-        months: {
-          type: 'integer',
-          minimum: 1,
-          maximum: 24,
-          default: 6,
-          description: 'Complete calendar months before the current one',
-        },
-        currency: {
-          type: 'string',
-          pattern: '^[A-Z]{3}$',
-          default: 'CLP',
-          description: 'ISO 4217 code, upper case; only movements in it count',
-        },
-      },
-    },
+    query: incomeQuery,
     responses: {
       200: { description: 'The income snapshot', schema: { $ref: '#/components/schemas/IncomeSnapshot' } },
     },

@@ -12,7 +12,7 @@ import { findInstitution, offers } from '../banks/institutions.js';
 import { enqueueSync } from '../jobs/jobs.js';
 import { normaliseRut } from '../rut/rut.js';
 import { firstSyncAt } from './schedule.js';
-import { fetchPage, NEWEST_FIRST } from '../api/pagination.js';
+import { fetchPage, NEWEST_FIRST } from '../db/paging.js';
 import {
   deleteLinkRow,
   insertLink,

@@ -1,5 +1,5 @@
 import { defineRoute, type JsonSchema } from '../api/route.js';
-import { offsetOf, pageQueryProperties, paginationHeaders, type PageQuery } from '../api/pagination.js';
+import { defineListRoute } from '../api/list-route.js';
 import type { AppServices } from '../api/services.js';
 import { BANK_IDS } from '../banks/institutions.js';
 import { requestBackfill } from './backfill.js';
@@ -10,17 +10,15 @@ import {
   listLinks,
   pauseLink,
   resumeLink,
-  type CreateLinkInput,
   type LinkPolicy,
 } from './links.js';
-import type { LinkStatus } from './store.js';
 
 const ref = { $ref: '#/components/schemas/Link' };
 const linkParams = {
   type: 'object',
   required: ['linkId'],
   properties: { linkId: { type: 'string', pattern: '^link_[0-9a-f]{16}$' } },
-};
+} as const;
 const nullableTime = { type: ['string', 'null'], format: 'date-time' };
 
 export function linkPolicy(services: AppServices): LinkPolicy {
@@ -82,7 +80,7 @@ export const linkComponents: Record<string, JsonSchema> = {
 };
 
 export const linkRoutes = [
-  defineRoute<Record<string, never>, { months: number; force?: boolean }, { linkId: string }>({
+  defineRoute({
     method: 'post',
     path: '/v1/links/{linkId}/backfill',
     operationId: 'backfillLink',
@@ -128,7 +126,7 @@ export const linkRoutes = [
       };
     },
   }),
-  defineRoute<Record<string, never>, CreateLinkInput>({
+  defineRoute({
     method: 'post',
     path: '/v1/links',
     operationId: 'createLink',
@@ -170,40 +168,22 @@ export const linkRoutes = [
       };
     },
   }),
-  defineRoute<PageQuery & { status?: LinkStatus; external_user_id?: string }>({
-    method: 'get',
+  defineListRoute({
     path: '/v1/links',
     operationId: 'listLinks',
     summary: 'List links, newest first',
     tag: 'links',
     auth: ['secret_key'],
-    query: {
-      type: 'object',
-      additionalProperties: false,
-      properties: {
-        ...pageQueryProperties,
-        status: { enum: ['active', 'expired'] },
-        external_user_id: { type: 'string', minLength: 1, maxLength: 255 },
-      },
+    filters: {
+      status: { enum: ['active', 'expired'] },
+      external_user_id: { type: 'string', minLength: 1, maxLength: 255 },
     },
-    responses: {
-      200: { description: 'A page of links', schema: { type: 'array', items: ref }, headers: ['pagination'] },
-    },
-    async handler({ services, principal, query, ctx }) {
-      const { data, total } = await listLinks(
-        services.db.reader,
-        principal,
-        query,
-        offsetOf(query),
-        query.per_page,
-      );
-      return {
-        body: data,
-        headers: paginationHeaders(services.config.api.baseUrl, ctx.path, query, query, total),
-      };
-    },
+    description: 'A page of links',
+    items: ref,
+    list: ({ services, principal, query }, { offset, limit }) =>
+      listLinks(services.db.reader, principal, query, offset, limit),
   }),
-  defineRoute<Record<string, never>, undefined, { linkId: string }>({
+  defineRoute({
     method: 'get',
     path: '/v1/links/{linkId}',
     operationId: 'getLink',
@@ -216,7 +196,7 @@ export const linkRoutes = [
       return { body: await getLink(services.db.reader, principal, params.linkId) };
     },
   }),
-  defineRoute<Record<string, never>, undefined, { linkId: string }>({
+  defineRoute({
     method: 'delete',
     path: '/v1/links/{linkId}',
     operationId: 'deleteLink',
@@ -229,7 +209,7 @@ export const linkRoutes = [
       return { body: await services.db.transaction((trx) => deleteLink(trx, principal, params.linkId, now)) };
     },
   }),
-  defineRoute<Record<string, never>, undefined, { linkId: string }>({
+  defineRoute({
     method: 'post',
     path: '/v1/links/{linkId}/pause',
     operationId: 'pauseLink',
@@ -242,7 +222,7 @@ export const linkRoutes = [
       return { body: await services.db.transaction((trx) => pauseLink(trx, principal, params.linkId, now)) };
     },
   }),
-  defineRoute<Record<string, never>, undefined, { linkId: string }>({
+  defineRoute({
     method: 'post',
     path: '/v1/links/{linkId}/resume',
     operationId: 'resumeLink',

@@ -5,6 +5,8 @@ import type { Principal } from '../auth/principal.js';
 import { findOwned } from '../auth/ownership.js';
 import type { AccountRow } from '../accounts/store.js';
 import type { MovementRow } from './store.js';
+import { countRows, fetchPageByDeferredJoin, type Order, type PageWindow } from '../db/paging.js';
+import type { MovementQuery } from './schemas.js';
 
 /** The columns `presentMovement` reads: turning unused columns into JS values is most of a page's cost. */
 const PRESENTED_COLUMNS = [
@@ -64,15 +66,7 @@ export function presentMovement(row: PresentedMovementRow) {
   };
 }
 
-export interface MovementQuery {
-  page: number;
-  per_page: number;
-  since?: string;
-  until?: string;
-  synced_since?: string;
-  confirmed_only?: boolean;
-  include_removals?: boolean;
-}
+export type { MovementQuery };
 
 const DAY = 86_400_000;
 const DATE_ONLY = /^\d{4}-\d{2}-\d{2}$/;
@@ -124,7 +118,13 @@ export function parseTime(param: string, value: string, upperBound = false): num
  * and joined back (a deferred join), so a deep page costs about what the first one does; the total comes
  * from the counters the sync engine keeps when no filter narrows the list.
  */
-export async function listMovements(db: Knex, principal: Principal, accountId: string, query: MovementQuery) {
+export async function listMovements(
+  db: Knex,
+  principal: Principal,
+  accountId: string,
+  query: MovementQuery,
+  window: PageWindow,
+) {
   const account = await findOwned<AccountRow>(db, 'accounts', accountId, principal, 'account');
   if (query.include_removals && query.synced_since === undefined) {
     throw errors.invalidParameter(
@@ -150,7 +150,7 @@ export async function listMovements(db: Knex, principal: Principal, accountId: s
     if (syncedSince !== undefined) q.where('synced_at', '>', syncedSince);
     return q;
   };
-  const order: [string, 'asc' | 'desc'][] =
+  const order: Order =
     syncedSince !== undefined
       ? [
           ['synced_at', 'asc'],
@@ -161,21 +161,20 @@ export async function listMovements(db: Knex, principal: Principal, accountId: s
           ['id', 'desc'],
         ];
 
-  const pageIds = filtered().select('id');
-  for (const [column, direction] of order) pageIds.orderBy(column, direction);
-  pageIds.limit(query.per_page).offset((query.page - 1) * query.per_page);
-  const rows = db('movements as m')
-    .join(pageIds.as('page'), 'm.id', 'page.id')
-    .select(PRESENTED_COLUMNS.map((column) => `m.${column}`));
-  for (const [column, direction] of order) rows.orderBy(`m.${column}`, direction);
+  const rows = fetchPageByDeferredJoin<PresentedMovementRow>(
+    db,
+    'movements',
+    filtered,
+    order,
+    PRESENTED_COLUMNS,
+    window,
+  );
 
   const unfiltered =
     since === undefined && until === undefined && syncedSince === undefined && !query.include_removals;
   const total = unfiltered
     ? Promise.resolve(account.visible_count + (confirmedOnly ? 0 : account.pending_count))
-    : filtered()
-        .count({ n: '*' })
-        .then(([row]) => Number((row as { n: number | string }).n));
-  const [data, count] = await Promise.all([rows as Promise<PresentedMovementRow[]>, total]);
+    : countRows(filtered());
+  const [data, count] = await Promise.all([rows, total]);
   return { data: data.map(presentMovement), total: count };
 }

@@ -1,11 +1,7 @@
-import { defineRoute, type JsonSchema } from '../api/route.js';
-import { pageQueryProperties, paginationHeaders } from '../api/pagination.js';
-import { listMovements, type MovementQuery } from './movements.js';
-
-const time = {
-  type: 'string',
-  pattern: '^\\d{4}-\\d{2}-\\d{2}(T\\d{2}:\\d{2}(:\\d{2}(\\.\\d{1,6})?)?(Z|[+-]\\d{2}:\\d{2}))?$',
-};
+import { defineListRoute } from '../api/list-route.js';
+import type { JsonSchema } from '../api/route.js';
+import { listMovements } from './movements.js';
+import { movementFilters } from './schemas.js';
 
 export const movementComponents: Record<string, JsonSchema> = {
   Movement: {
@@ -63,8 +59,7 @@ export const movementComponents: Record<string, JsonSchema> = {
 };
 
 export const movementRoutes = [
-  defineRoute<MovementQuery, undefined, { accountId: string }>({
-    method: 'get',
+  defineListRoute({
     path: '/v1/accounts/{accountId}/movements',
     operationId: 'listMovements',
     summary: "An account's movements: a plain array, paginated in the headers",
@@ -75,46 +70,10 @@ export const movementRoutes = [
       required: ['accountId'],
       properties: { accountId: { type: 'string', pattern: '^acc_[0-9a-f]{16}$' } },
     },
-    query: {
-      type: 'object',
-      additionalProperties: false,
-      properties: {
-        ...pageQueryProperties,
-        since: { ...time, description: 'posted_at at or after this date or time (it may be retroactive)' },
-        until: {
-          ...time,
-          description: 'posted_at at or before this date or time (a date covers its whole day)',
-        },
-        synced_since: {
-          ...time,
-          description:
-            'Forward cursor: rows stored after this time, oldest first. Save the largest synced_at you read as the next cursor',
-        },
-        confirmed_only: {
-          type: 'boolean',
-          default: true,
-          description: 'false also lists pending rows (pending=true)',
-        },
-        include_removals: {
-          type: 'boolean',
-          description:
-            'With synced_since: also rows removed by deduplication or reversal, with their status and canonical_id',
-        },
-      },
-    },
-    responses: {
-      200: {
-        description: 'A page of movements',
-        schema: { type: 'array', items: { $ref: '#/components/schemas/Movement' } },
-        headers: ['pagination'],
-      },
-    },
-    async handler({ services, principal, params, query, ctx }) {
-      const { data, total } = await listMovements(services.db.reader, principal, params.accountId, query);
-      return {
-        body: data,
-        headers: paginationHeaders(services.config.api.baseUrl, ctx.path, ctx.query, query, total),
-      };
-    },
+    filters: movementFilters,
+    description: 'A page of movements',
+    items: { $ref: '#/components/schemas/Movement' },
+    list: ({ services, principal, params, query }, window) =>
+      listMovements(services.db.reader, principal, params.accountId, query, window),
   }),
 ];

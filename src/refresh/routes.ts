@@ -1,12 +1,12 @@
 import { defineRoute, type JsonSchema } from '../api/route.js';
-import { getIntent, mfaExpiredError, requestRefresh, submitMfaCode, type OnDemandType } from './refresh.js';
+import { getIntent, mfaExpiredError, requestRefresh, submitMfaCode } from './refresh.js';
 
 const ref = { $ref: '#/components/schemas/RefreshIntent' };
 const intentParams = {
   type: 'object',
   required: ['intentId'],
   properties: { intentId: { type: 'string', pattern: '^ri_[0-9a-f]{16}$' } },
-};
+} as const;
 
 export const refreshComponents: Record<string, JsonSchema> = {
   RefreshIntent: {
@@ -39,7 +39,7 @@ export const refreshComponents: Record<string, JsonSchema> = {
 };
 
 export const refreshRoutes = [
-  defineRoute<Record<string, never>, { link_id: string; refresh_type?: OnDemandType }>({
+  defineRoute({
     method: 'post',
     path: '/v1/refresh_intents',
     operationId: 'createRefreshIntent',
@@ -72,7 +72,7 @@ export const refreshRoutes = [
       };
     },
   }),
-  defineRoute<Record<string, never>, undefined, { intentId: string }>({
+  defineRoute({
     method: 'get',
     path: '/v1/refresh_intents/{intentId}',
     operationId: 'getRefreshIntent',
@@ -85,7 +85,7 @@ export const refreshRoutes = [
       return { body: await getIntent(services.db.reader, principal, params.intentId, services.secrets) };
     },
   }),
-  defineRoute<Record<string, never>, { code: string }, { intentId: string }>({
+  defineRoute({
     method: 'post',
     path: '/v1/refresh_intents/{intentId}/mfa',
     operationId: 'submitRefreshIntentMfa',

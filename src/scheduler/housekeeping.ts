@@ -1,16 +1,24 @@
-import type { AppServices } from '../api/services.js';
+import type { Clock } from '../clock/clock.js';
+import type { Config } from '../config/defaults.js';
+import type { Database } from '../db/database.js';
+import type { Logger } from '../logging/logger.js';
 import { expireMfaWaits } from '../refresh/refresh.js';
 import { removeExpiredEndpoints } from '../webhooks/endpoints.js';
 import { removeEndedSessions } from '../widget/sessions.js';
+
+/** What housekeeping uses of a process's services (the API's AppServices, the scheduler's). */
+export interface HousekeepingServices {
+  db: Database;
+  clock: Clock;
+  config: Readonly<Config>;
+  logger: Logger;
+}
 
 /**
  * Periodic clean-up that any scheduler may run: whichever wins the tick (a conditional update of its
  * `cron_ticks` row) does the work, so several schedulers never repeat it.
  */
-export async function runHousekeeping(
-  services: Pick<AppServices, 'db' | 'clock' | 'config' | 'logger'>,
-  tickPeriodMs = 60_000,
-): Promise<void> {
+export async function runHousekeeping(services: HousekeepingServices, tickPeriodMs = 60_000): Promise<void> {
   const now = services.clock.now();
   const won = await winTick(services, 'housekeeping', now, tickPeriodMs / 2);
   if (!won) return;
@@ -34,7 +42,7 @@ export async function runHousekeeping(
 
 /** True for exactly one caller per `minIntervalMs`, across processes. */
 export async function winTick(
-  services: Pick<AppServices, 'db'>,
+  services: Pick<HousekeepingServices, 'db'>,
   name: string,
   now: number,
   minIntervalMs: number,

@@ -4,7 +4,7 @@ import { errors } from '../errors/api-error.js';
 import { newId } from '../ids/ids.js';
 import type { Principal } from '../auth/principal.js';
 import { findOwned } from '../auth/ownership.js';
-import { fetchPage, NEWEST_FIRST } from '../api/pagination.js';
+import { fetchPage, NEWEST_FIRST } from '../db/paging.js';
 import { notifyOnCommit } from '../db/notify.js';
 import { DELIVERY_CHANNEL } from './fan-out.js';
 

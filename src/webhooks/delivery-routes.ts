@@ -1,13 +1,6 @@
 import { defineRoute, type JsonSchema } from '../api/route.js';
-import { offsetOf, pageQueryProperties, paginationHeaders, type PageQuery } from '../api/pagination.js';
-import {
-  DELIVERY_STATUSES,
-  getDelivery,
-  listDeliveries,
-  presentDelivery,
-  redeliver,
-  type DeliveryStatus,
-} from './deliveries.js';
+import { defineListRoute } from '../api/list-route.js';
+import { DELIVERY_STATUSES, getDelivery, listDeliveries, presentDelivery, redeliver } from './deliveries.js';
 
 const ref = { $ref: '#/components/schemas/WebhookDelivery' };
 const nullableTime = { type: ['string', 'null'], format: 'date-time' };
@@ -15,7 +8,7 @@ const deliveryParams = {
   type: 'object',
   required: ['deliveryId'],
   properties: { deliveryId: { type: 'string', pattern: '^wd_[0-9a-f]{16}$' } },
-};
+} as const;
 
 export const deliveryComponents: Record<string, JsonSchema> = {
   WebhookDelivery: {
@@ -86,38 +79,21 @@ export const deliveryComponents: Record<string, JsonSchema> = {
   },
 };
 
-interface DeliveryQuery extends PageQuery {
-  event_id?: string;
-  endpoint_id?: string;
-  status?: DeliveryStatus;
-}
-
 export const deliveryRoutes = [
-  defineRoute<DeliveryQuery>({
-    method: 'get',
+  defineListRoute({
     path: '/v1/webhook_deliveries',
     operationId: 'listWebhookDeliveries',
     summary: 'Delivery history, newest first: one row per attempt series of an event to an endpoint',
     tag: 'webhooks',
     auth: ['secret_key'],
-    query: {
-      type: 'object',
-      additionalProperties: false,
-      properties: {
-        ...pageQueryProperties,
-        event_id: { type: 'string', pattern: '^evt_[0-9a-f]{16}$' },
-        endpoint_id: { type: 'string', pattern: '^we_[0-9a-f]{16}$' },
-        status: { enum: DELIVERY_STATUSES },
-      },
+    filters: {
+      event_id: { type: 'string', pattern: '^evt_[0-9a-f]{16}$' },
+      endpoint_id: { type: 'string', pattern: '^we_[0-9a-f]{16}$' },
+      status: { enum: DELIVERY_STATUSES },
     },
-    responses: {
-      200: {
-        description: 'A page of deliveries',
-        schema: { type: 'array', items: ref },
-        headers: ['pagination'],
-      },
-    },
-    async handler({ services, principal, query, ctx }) {
+    description: 'A page of deliveries',
+    items: ref,
+    async list({ services, principal, query }, { offset, limit }) {
       const { rows, total } = await listDeliveries(
         services.db.reader,
         {
@@ -127,16 +103,13 @@ export const deliveryRoutes = [
           endpointId: query.endpoint_id,
           status: query.status,
         },
-        offsetOf(query),
-        query.per_page,
+        offset,
+        limit,
       );
-      return {
-        body: rows.map(presentDelivery),
-        headers: paginationHeaders(services.config.api.baseUrl, ctx.path, query, query, total),
-      };
+      return { data: rows.map(presentDelivery), total };
     },
   }),
-  defineRoute<Record<string, never>, undefined, { deliveryId: string }>({
+  defineRoute({
     method: 'get',
     path: '/v1/webhook_deliveries/{deliveryId}',
     operationId: 'getWebhookDelivery',
@@ -154,7 +127,7 @@ export const deliveryRoutes = [
       return { body: await getDelivery(services.db.reader, principal, params.deliveryId) };
     },
   }),
-  defineRoute<Record<string, never>, undefined, { deliveryId: string }>({
+  defineRoute({
     method: 'post',
     path: '/v1/webhook_deliveries/{deliveryId}/redeliver',
     operationId: 'redeliverWebhookDelivery',

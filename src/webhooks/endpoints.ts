@@ -5,7 +5,7 @@ import { newId } from '../ids/ids.js';
 import { randomBase62 } from '../keys/key-format.js';
 import type { Principal } from '../auth/principal.js';
 import { findOwned } from '../auth/ownership.js';
-import { fetchPage, NEWEST_FIRST } from '../api/pagination.js';
+import { fetchPage, NEWEST_FIRST } from '../db/paging.js';
 import type { Database } from '../db/database.js';
 import type { SecretBox } from '../secrets/secret-box.js';
 import { recordAudit } from '../audit/audit-log.js';
@@ -117,7 +117,7 @@ async function validateUrl(
 export async function createEndpoint(
   trx: Knex,
   principal: Principal,
-  input: { url: string; enabled_events: string[]; description?: string },
+  input: { url: string; enabled_events: string[]; description?: string | null },
   policy: EndpointPolicy,
   now: number,
   expiresAt: number | null = null,

@@ -1,5 +1,5 @@
 import { defineRoute, type JsonSchema } from '../api/route.js';
-import { offsetOf, pageQueryProperties, paginationHeaders, type PageQuery } from '../api/pagination.js';
+import { defineListRoute } from '../api/list-route.js';
 import type { AppServices } from '../api/services.js';
 import {
   createEndpoint,
@@ -16,16 +16,16 @@ const endpointParams = {
   type: 'object',
   required: ['endpointId'],
   properties: { endpointId: { type: 'string', pattern: '^we_[0-9a-f]{16}$' } },
-};
+} as const;
 const eventsList = {
   type: 'array',
   minItems: 1,
   maxItems: 50,
   items: { type: 'string', minLength: 1, maxLength: 64 },
   description: 'Event types to receive; ["*"] for every type, including ones added later',
-};
-const url = { type: 'string', minLength: 1, maxLength: 2048 };
-const description = { type: ['string', 'null'], maxLength: 500 };
+} as const;
+const url = { type: 'string', minLength: 1, maxLength: 2048 } as const;
+const description = { type: ['string', 'null'], maxLength: 500 } as const;
 
 function policy(services: AppServices): EndpointPolicy {
   return { secrets: services.secrets, addresses: services.config.webhooks };
@@ -74,7 +74,7 @@ export const webhookComponents: Record<string, JsonSchema> = {
 };
 
 export const webhookEndpointRoutes = [
-  defineRoute<Record<string, never>, { url: string; enabled_events: string[]; description?: string }>({
+  defineRoute({
     method: 'post',
     path: '/v1/webhook_endpoints',
     operationId: 'createWebhookEndpoint',
@@ -95,35 +95,18 @@ export const webhookEndpointRoutes = [
       return { body: endpoint };
     },
   }),
-  defineRoute<PageQuery>({
-    method: 'get',
+  defineListRoute({
     path: '/v1/webhook_endpoints',
     operationId: 'listWebhookEndpoints',
     summary: 'List webhook endpoints, newest first',
     tag: 'webhooks',
     auth: ['secret_key'],
-    query: { type: 'object', additionalProperties: false, properties: pageQueryProperties },
-    responses: {
-      200: {
-        description: 'A page of endpoints',
-        schema: { type: 'array', items: ref },
-        headers: ['pagination'],
-      },
-    },
-    async handler({ services, principal, query, ctx }) {
-      const { data, total } = await listEndpoints(
-        services.db.reader,
-        principal,
-        offsetOf(query),
-        query.per_page,
-      );
-      return {
-        body: data,
-        headers: paginationHeaders(services.config.api.baseUrl, ctx.path, query, query, total),
-      };
-    },
+    description: 'A page of endpoints',
+    items: ref,
+    list: ({ services, principal }, { offset, limit }) =>
+      listEndpoints(services.db.reader, principal, offset, limit),
   }),
-  defineRoute<Record<string, never>, undefined, { endpointId: string }>({
+  defineRoute({
     method: 'get',
     path: '/v1/webhook_endpoints/{endpointId}',
     operationId: 'getWebhookEndpoint',
@@ -136,11 +119,7 @@ export const webhookEndpointRoutes = [
       return { body: await getEndpoint(services.db.reader, principal, params.endpointId) };
     },
   }),
-  defineRoute<
-    Record<string, never>,
-    { url?: string; enabled_events?: string[]; disabled?: boolean; description?: string | null },
-    { endpointId: string }
-  >({
+  defineRoute({
     method: 'patch',
     path: '/v1/webhook_endpoints/{endpointId}',
     operationId: 'updateWebhookEndpoint',
@@ -162,7 +141,7 @@ export const webhookEndpointRoutes = [
       return { body: endpoint };
     },
   }),
-  defineRoute<Record<string, never>, undefined, { endpointId: string }>({
+  defineRoute({
     method: 'delete',
     path: '/v1/webhook_endpoints/{endpointId}',
     operationId: 'deleteWebhookEndpoint',
@@ -190,7 +169,7 @@ export const webhookEndpointRoutes = [
       };
     },
   }),
-  defineRoute<Record<string, never>, { grace_seconds?: number }, { endpointId: string }>({
+  defineRoute({
     method: 'post',
     path: '/v1/webhook_endpoints/{endpointId}/roll_secret',
     operationId: 'rollWebhookEndpointSecret',

@@ -1,8 +1,8 @@
 import { defineRoute } from '../api/route.js';
-import { fireSandboxEvent, type FireInput } from './sandbox-events.js';
+import { fireSandboxEvent } from './sandbox-events.js';
 
 export const sandboxEventRoutes = [
-  defineRoute<Record<string, never>, FireInput>({
+  defineRoute({
     method: 'post',
     path: '/v1/sandbox/events/fire',
     operationId: 'fireSandboxEvent',

@@ -1,7 +1,8 @@
 import { defineRoute, type JsonSchema } from '../api/route.js';
 import { BANK_IDS, PRODUCTS } from '../banks/institutions.js';
 import { linkPolicy } from '../links/routes.js';
-import { createWidgetToken, type WidgetTokenInput } from './widget-tokens.js';
+import { widgetTokenBody } from './schemas.js';
+import { createWidgetToken } from './widget-tokens.js';
 
 const nullableString = { type: ['string', 'null'] };
 
@@ -53,7 +54,7 @@ export const widgetComponents: Record<string, JsonSchema> = {
 };
 
 export const widgetTokenRoutes = [
-  defineRoute<Record<string, never>, WidgetTokenInput>({
+  defineRoute({
     method: 'post',
     path: '/v1/widget_tokens',
     operationId: 'createWidgetToken',
@@ -62,42 +63,7 @@ export const widgetTokenRoutes = [
     tag: 'widget',
     auth: ['secret_key', 'publishable_key'],
     browser: true,
-    body: {
-      type: 'object',
-      additionalProperties: false,
-      properties: {
-        intent: {
-          enum: ['connect', 'reconnect'],
-          default: 'connect',
-          description: '`reconnect` needs `link_id` of an expired link',
-        },
-        product: { enum: PRODUCTS, default: 'movements', description: 'Banks offering it are listed' },
-        institution_id: {
-          type: 'string',
-          minLength: 1,
-          maxLength: 24,
-          description: `Preselect a bank: one of ${BANK_IDS.join(', ')}`,
-        },
-        username_prefill: {
-          type: 'string',
-          minLength: 1,
-          maxLength: 20,
-          description: "The user's RUT, shown in the form (with or without dots)",
-        },
-        external_user_id: { type: 'string', minLength: 1, maxLength: 255 },
-        link_id: {
-          type: 'string',
-          pattern: '^link_[0-9a-f]{16}$',
-          description: 'The expired link to reconnect',
-        },
-        connection_limit: {
-          type: 'integer',
-          minimum: 1,
-          maximum: 1000,
-          description: 'At most this many links for external_user_id; the widget refuses another',
-        },
-      },
-    },
+    body: widgetTokenBody,
     responses: {
       200: { description: 'The token (shown once)', schema: { $ref: '#/components/schemas/WidgetToken' } },
       409: {

@@ -9,18 +9,11 @@ import { findInstitution, offers, type Product } from '../banks/institutions.js'
 import { formatRut, normaliseRut } from '../rut/rut.js';
 import type { LinkPolicy } from '../links/links.js';
 import type { LinkRow } from '../links/store.js';
+import type { WidgetTokenInput } from './schemas.js';
 
 export type WidgetIntent = 'connect' | 'reconnect';
 
-export interface WidgetTokenInput {
-  intent?: WidgetIntent;
-  product?: Product;
-  institution_id?: string;
-  username_prefill?: string;
-  external_user_id?: string;
-  link_id?: string;
-  connection_limit?: number;
-}
+export type { WidgetTokenInput };
 
 export interface WidgetTokenRow {
   id: string;
