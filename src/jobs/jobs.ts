@@ -89,6 +89,11 @@ export async function insertJobs(trx: Knex, rows: JobRow[]): Promise<void> {
   await trx('jobs').insert(rows);
 }
 
+/** A link's latest jobs, newest first. */
+export async function recentJobsOfLink(db: Knex, linkId: string, limit: number): Promise<JobRow[]> {
+  return db<JobRow>('jobs').where({ link_id: linkId }).orderBy('created_at', 'desc').limit(limit);
+}
+
 /** The link's sync that is queued, running or waiting for MFA, if any. */
 export async function activeSyncJobOf(trx: Knex, linkId: string): Promise<{ id: string } | undefined> {
   return trx('jobs')

@@ -69,6 +69,14 @@ export async function lastRefreshAt(db: Knex, linkId: string, type: RefreshType)
   return last ? last.created_at : null;
 }
 
+/** A link's latest intents, newest first. */
+export async function recentIntentsOfLink(db: Knex, linkId: string, limit: number): Promise<IntentRow[]> {
+  return db<IntentRow>('refresh_intents')
+    .where({ link_id: linkId })
+    .orderBy('created_at', 'desc')
+    .limit(limit);
+}
+
 export async function updateIntent(trx: Knex, id: string, changes: IntentChanges): Promise<void> {
   await trx('refresh_intents').where({ id }).update(changes);
 }
