@@ -92,6 +92,11 @@ export async function takeMfaCode(trx: Knex, id: string, sealedCode: string, now
   return taken === 1;
 }
 
+/** The ids of intents still waiting for an MFA code, as a subquery for the caller's statement. */
+export function waitingForMfaIds(db: Knex, now: number): Knex.QueryBuilder {
+  return db('refresh_intents').select('id').where('status', 'requires_mfa').where('mfa_expires_at', '>', now);
+}
+
 /** Intents whose MFA wait passed `expires_at` unanswered, a batch at a time. */
 export async function expiredMfaWaits(trx: Knex, now: number, limit: number): Promise<IntentRow[]> {
   return trx<IntentRow>('refresh_intents')
