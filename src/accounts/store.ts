@@ -38,6 +38,11 @@ export async function accountsOfLink(db: Knex, linkId: string): Promise<AccountR
   return db<AccountRow>('accounts').where({ link_id: linkId });
 }
 
+/** A link's accounts, oldest first, as an operator reads them (`svc links inspect`). */
+export async function accountsOfLinkByAge(db: Knex, linkId: string): Promise<AccountRow[]> {
+  return db<AccountRow>('accounts').where({ link_id: linkId }).orderBy('created_at');
+}
+
 /** The oldest posted_at statements have covered, by the bank's account ref (null: never backfilled). */
 export async function backfillCoverage(db: Knex, linkId: string): Promise<Map<string, number | null>> {
   const rows: Pick<AccountRow, 'bank_account_ref' | 'backfill_covered_from'>[] = await db('accounts')

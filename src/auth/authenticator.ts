@@ -5,6 +5,7 @@ import { errors } from '../errors/api-error.js';
 import { parseApiKey } from '../keys/key-format.js';
 import { keyStatus, type ApiKeyRow } from '../keys/keys.js';
 import { effectiveLimits, type RateLimitOverrides } from '../ratelimit/overrides.js';
+import { findIntentByMfaToken } from '../refresh/store.js';
 import { sameDigest, sha256Hex } from '../secrets/secret-box.js';
 import type { Principal } from './principal.js';
 import { EXCHANGE_TOKEN, INTENT_TOKEN, WIDGET_TOKEN } from './tokens.js';
@@ -136,10 +137,7 @@ export class Authenticator {
   }
 
   private async intentToken(token: string): Promise<Principal> {
-    const row = await this.options
-      .db('refresh_intents')
-      .where({ mfa_token_hash: sha256Hex(token) })
-      .first();
+    const row = await findIntentByMfaToken(this.options.db, sha256Hex(token));
     if (!row || row.mfa_expires_at === null || row.mfa_expires_at <= this.options.clock.now()) {
       throw errors.invalidCredential(UNKNOWN);
     }

@@ -70,6 +70,15 @@ export interface EventRow {
   created_at: number;
 }
 
+/** A link's latest events, newest first in emission order. */
+export async function recentEventsOfLink(db: Knex, linkId: string, limit: number): Promise<EventRow[]> {
+  return db<EventRow>('events')
+    .where({ link_id: linkId })
+    .orderBy('seq', 'desc')
+    .orderBy('id', 'desc')
+    .limit(limit);
+}
+
 export interface EventFilter {
   type?: string;
   link_id?: string;

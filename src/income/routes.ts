@@ -5,7 +5,9 @@ import type { Principal } from '../auth/principal.js';
 import { findOwned } from '../auth/ownership.js';
 import { findInstitution, offers } from '../banks/institutions.js';
 import { errors } from '../errors/api-error.js';
+import { accountsOfLink } from '../accounts/store.js';
 import type { LinkRow } from '../links/store.js';
+import { firstPostedAt, movementsForIncome } from '../movements/store.js';
 import { INCOME_THRESHOLDS, incomeSnapshot, incomeWindow, type IncomeMovement } from './income.js';
 
 const DAY_MS = 86_400_000;
@@ -32,20 +34,6 @@ const incomeQuery = {
 
 export type IncomeQuery = FromSchema<typeof incomeQuery>;
 
-interface StoredRow {
-  id: string;
-  account_id: string;
-  amount: number;
-  currency: string;
-  description: string;
-  type: string;
-  reference_id: string | null;
-  counterparty: string | null;
-  posted_at: number;
-  pending: boolean | number;
-  status: string;
-}
-
 /**
  * The income snapshot of a link: reads the link's stored movements (three reads, no write, no sync) and
  * hands them to the pure algorithm in income.ts.
@@ -68,29 +56,10 @@ export async function getIncomeSnapshot(
   const window = incomeWindow(now, query.months);
   // Outflows up to `internalTransferDays` around the period still pair with an inflow inside it.
   const slack = INCOME_THRESHOLDS.internalTransferDays * DAY_MS;
-  const [accounts, rows, first] = await Promise.all([
-    db('accounts').where({ link_id: link.id }).select('id', 'type', 'holder_name') as Promise<
-      { id: string; type: string; holder_name: string | null }[]
-    >,
-    db('movements')
-      .where({ link_id: link.id, currency: query.currency, status: 'normal', pending: false })
-      .whereBetween('posted_at', [window.detectionFrom - slack, window.to + slack])
-      .select(
-        'id',
-        'account_id',
-        'amount',
-        'currency',
-        'description',
-        'type',
-        'reference_id',
-        'counterparty',
-        'posted_at',
-        'pending',
-        'status',
-      ) as Promise<StoredRow[]>,
-    db('movements').where({ link_id: link.id }).min({ first: 'posted_at' }).first() as Promise<
-      { first: number | string | null } | undefined
-    >,
+  const [accounts, rows, historyStart] = await Promise.all([
+    accountsOfLink(db, link.id),
+    movementsForIncome(db, link.id, query.currency, window.detectionFrom - slack, window.to + slack),
+    firstPostedAt(db, link.id),
   ]);
   const accountType = new Map(accounts.map((account) => [account.id, account.type]));
   const movements: IncomeMovement[] = rows.map((row) => {
@@ -115,7 +84,6 @@ export async function getIncomeSnapshot(
   const ownNames = [link.holder_name, ...accounts.map((account) => account.holder_name)].filter(
     (name): name is string => Boolean(name),
   );
-  const historyStart = first?.first === null || first?.first === undefined ? null : Number(first.first);
   const snapshot = incomeSnapshot({
     movements,
     currency: query.currency,

@@ -89,6 +89,22 @@ export async function insertJobs(trx: Knex, rows: JobRow[]): Promise<void> {
   await trx('jobs').insert(rows);
 }
 
+/** How many sync jobs wait in the queue and how many run, for metrics and `svc status`. */
+export async function syncJobCounts(db: Knex): Promise<{ queued: number; running: number }> {
+  const rows: { status: string; n: number | string }[] = await db('jobs')
+    .select('status')
+    .count({ n: '*' })
+    .whereIn('status', ['queued', 'running'])
+    .groupBy('status');
+  const byStatus = new Map(rows.map((row) => [row.status, Number(row.n)]));
+  return { queued: byStatus.get('queued') ?? 0, running: byStatus.get('running') ?? 0 };
+}
+
+/** A link's latest jobs, newest first. */
+export async function recentJobsOfLink(db: Knex, linkId: string, limit: number): Promise<JobRow[]> {
+  return db<JobRow>('jobs').where({ link_id: linkId }).orderBy('created_at', 'desc').limit(limit);
+}
+
 /** The link's sync that is queued, running or waiting for MFA, if any. */
 export async function activeSyncJobOf(trx: Knex, linkId: string): Promise<{ id: string } | undefined> {
   return trx('jobs')

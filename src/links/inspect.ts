@@ -3,6 +3,11 @@ import { toIso } from '../clock/clock.js';
 import { errors } from '../errors/api-error.js';
 import type { Principal } from '../auth/principal.js';
 import { presentLink, UNREADABLE_CREDENTIALS, type Link } from './links.js';
+import { accountsOfLinkByAge } from '../accounts/store.js';
+import { recentEventsOfLink } from '../events/store.js';
+import { recentJobsOfLink } from '../jobs/jobs.js';
+import { recentIntentsOfLink } from '../refresh/store.js';
+import { recentDeliveriesOfLink } from '../webhooks/deliveries.js';
 import { findLink, listAllLinks, type LinkRow, type OperatorLinkFilter } from './store.js';
 
 export interface LinkInspection {
@@ -65,16 +70,11 @@ export async function inspectLink(db: Knex, linkId: string, now: number): Promis
       'link',
     );
   const [accounts, jobs, intents, events, deliveries] = await Promise.all([
-    db('accounts').where({ link_id: linkId }).orderBy('created_at'),
-    db('jobs').where({ link_id: linkId }).orderBy('created_at', 'desc').limit(5),
-    db('refresh_intents').where({ link_id: linkId }).orderBy('created_at', 'desc').limit(10),
-    db('events').where({ link_id: linkId }).orderBy('seq', 'desc').orderBy('id', 'desc').limit(15),
-    db('webhook_deliveries')
-      .join('events', 'events.id', 'webhook_deliveries.event_id')
-      .where('events.link_id', linkId)
-      .orderBy('webhook_deliveries.created_at', 'desc')
-      .limit(10)
-      .select('webhook_deliveries.*'),
+    accountsOfLinkByAge(db, linkId),
+    recentJobsOfLink(db, linkId, 5),
+    recentIntentsOfLink(db, linkId, 10),
+    recentEventsOfLink(db, linkId, 15),
+    recentDeliveriesOfLink(db, linkId, 10),
   ]);
   return {
     link: {

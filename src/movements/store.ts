@@ -39,6 +39,23 @@ export interface MovementOwner {
   account_id: string;
 }
 
+/** The columns matching reads of a stored movement (src/sync/reconcile.ts); the sync also reads `synced_at`. */
+export const MATCH_COLUMNS = [
+  'id',
+  'bank_ref',
+  'fingerprint',
+  'amount',
+  'currency',
+  'description',
+  'type',
+  'reference_id',
+  'posted_at',
+  'transaction_date',
+  'pending',
+  'status',
+  'canonical_id',
+] as const satisfies readonly (keyof MovementRow)[];
+
 const INSERT_BATCH = 200;
 /** Longer ref lists are not looked up, so the statement's bindings stay bounded; the window still applies. */
 const MAX_REFS_LOOKED_UP = 500;
@@ -60,22 +77,7 @@ export async function movementsToMatch(
         q.where('posted_at', '>=', from).orWhere('pending', true);
         if (refs.length > 0 && refs.length <= MAX_REFS_LOOKED_UP) q.orWhereIn('bank_ref', refs);
       })
-      .select(
-        'id',
-        'bank_ref',
-        'fingerprint',
-        'amount',
-        'currency',
-        'description',
-        'type',
-        'reference_id',
-        'posted_at',
-        'transaction_date',
-        'pending',
-        'status',
-        'canonical_id',
-        'synced_at',
-      );
+      .select([...MATCH_COLUMNS, 'synced_at']);
   return rows.map((row) => ({ ...row, pending: Boolean(row.pending) }));
 }
 
@@ -116,6 +118,44 @@ export async function applyPlan(
         synced_at: next(),
       });
   }
+}
+
+/** The columns the income snapshot reads of a movement. */
+const INCOME_COLUMNS = [
+  'id',
+  'account_id',
+  'amount',
+  'currency',
+  'description',
+  'type',
+  'reference_id',
+  'counterparty',
+  'posted_at',
+  'pending',
+  'status',
+] as const satisfies readonly (keyof MovementRow)[];
+
+export type IncomeMovementRow = Pick<MovementRow, (typeof INCOME_COLUMNS)[number]>;
+
+/** A link's posted, visible movements in one currency booked between `from` and `to`, for the income snapshot. */
+export async function movementsForIncome(
+  db: Knex,
+  linkId: string,
+  currency: string,
+  from: number,
+  to: number,
+): Promise<IncomeMovementRow[]> {
+  return db('movements')
+    .where({ link_id: linkId, currency, status: 'normal', pending: false })
+    .whereBetween('posted_at', [from, to])
+    .select(INCOME_COLUMNS);
+}
+
+/** When the link's oldest stored movement was booked (null: none), so the snapshot knows how far it sees. */
+export async function firstPostedAt(db: Knex, linkId: string): Promise<number | null> {
+  const first = (await db('movements').where({ link_id: linkId }).min({ first: 'posted_at' }).first()) as
+    { first: number | string | null } | undefined;
+  return first?.first === null || first?.first === undefined ? null : Number(first.first);
 }
 
 /** The account's visible (`normal`) rows, posted and pending: the counters the movement list's total uses. */

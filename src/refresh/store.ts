@@ -69,6 +69,14 @@ export async function lastRefreshAt(db: Knex, linkId: string, type: RefreshType)
   return last ? last.created_at : null;
 }
 
+/** A link's latest intents, newest first. */
+export async function recentIntentsOfLink(db: Knex, linkId: string, limit: number): Promise<IntentRow[]> {
+  return db<IntentRow>('refresh_intents')
+    .where({ link_id: linkId })
+    .orderBy('created_at', 'desc')
+    .limit(limit);
+}
+
 export async function updateIntent(trx: Knex, id: string, changes: IntentChanges): Promise<void> {
   await trx('refresh_intents').where({ id }).update(changes);
 }
@@ -82,6 +90,11 @@ export async function takeMfaCode(trx: Knex, id: string, sealedCode: string, now
     .where({ id, status: 'requires_mfa', mfa_code_encrypted: null })
     .update({ mfa_code_encrypted: sealedCode, updated_at: now });
   return taken === 1;
+}
+
+/** The ids of intents still waiting for an MFA code, as a subquery for the caller's statement. */
+export function waitingForMfaIds(db: Knex, now: number): Knex.QueryBuilder {
+  return db('refresh_intents').select('id').where('status', 'requires_mfa').where('mfa_expires_at', '>', now);
 }
 
 /** Intents whose MFA wait passed `expires_at` unanswered, a batch at a time. */

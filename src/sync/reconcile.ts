@@ -1,23 +1,11 @@
 import { createHash } from 'node:crypto';
 import type { BankMovement } from '../banks/connector.js';
-import type { MovementRow } from '../movements/store.js';
+import type { MATCH_COLUMNS, MovementRow } from '../movements/store.js';
 
 /** A stored movement, as far as matching needs it (`pending` read as a boolean on either engine). */
-export type StoredMovement = Pick<
-  MovementRow,
-  | 'id'
-  | 'bank_ref'
-  | 'fingerprint'
-  | 'amount'
-  | 'currency'
-  | 'description'
-  | 'type'
-  | 'reference_id'
-  | 'posted_at'
-  | 'transaction_date'
-  | 'status'
-  | 'canonical_id'
-> & { pending: boolean };
+export type StoredMovement = Omit<Pick<MovementRow, (typeof MATCH_COLUMNS)[number]>, 'pending'> & {
+  pending: boolean;
+};
 
 export type MovementFields = Omit<StoredMovement, 'id'> & { counterparty: BankMovement['counterparty'] };
 

@@ -30,6 +30,26 @@ export interface DeliveryRow {
   updated_at: number;
 }
 
+/** How many deliveries wait to be sent (due or backing off), for metrics and `svc status`. */
+export async function pendingDeliveryCount(db: Knex): Promise<number> {
+  const [row] = await db('webhook_deliveries').count({ n: '*' }).where('status', 'pending');
+  return Number((row as { n: number | string } | undefined)?.n ?? 0);
+}
+
+/** The latest deliveries of a link's events, newest first. */
+export async function recentDeliveriesOfLink(
+  db: Knex,
+  linkId: string,
+  limit: number,
+): Promise<DeliveryRow[]> {
+  return db('webhook_deliveries')
+    .join('events', 'events.id', 'webhook_deliveries.event_id')
+    .where('events.link_id', linkId)
+    .orderBy('webhook_deliveries.created_at', 'desc')
+    .limit(limit)
+    .select('webhook_deliveries.*');
+}
+
 export interface AttemptRow {
   id: string;
   delivery_id: string;

@@ -7,7 +7,7 @@ import { INTENT_TOKEN, WIDGET_TOKEN } from '../auth/tokens.js';
 import { randomBase62 } from '../keys/key-format.js';
 import { sha256Hex } from '../secrets/secret-box.js';
 import { findLink } from '../links/store.js';
-import { findIntentByMfaToken } from '../refresh/store.js';
+import { findIntentByMfaToken, waitingForMfaIds } from '../refresh/store.js';
 import type { WidgetTokenRow } from './widget-tokens.js';
 
 export type SessionKind = 'connect' | 'reconnect' | 'mfa';
@@ -148,15 +148,7 @@ export async function removeEndedSessions(db: Database, now: number): Promise<nu
     trx('widget_sessions')
       .where('expires_at', '<', now - ENDED_SESSIONS_KEPT_MS)
       .where((sessions) =>
-        sessions
-          .whereNull('refresh_intent_id')
-          .orWhereNotIn(
-            'refresh_intent_id',
-            trx('refresh_intents')
-              .select('id')
-              .where('status', 'requires_mfa')
-              .where('mfa_expires_at', '>', now),
-          ),
+        sessions.whereNull('refresh_intent_id').orWhereNotIn('refresh_intent_id', waitingForMfaIds(trx, now)),
       )
       .delete(),
   );
