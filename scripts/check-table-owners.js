@@ -19,6 +19,18 @@ export const OWNERS = {
   refresh_intents: 'src/refresh/',
   jobs: 'src/jobs/',
   webhook_deliveries: 'src/webhooks/',
+  webhook_endpoints: 'src/webhooks/',
+  webhook_attempts: 'src/webhooks/',
+  events: 'src/events/',
+  widget_sessions: 'src/widget/',
+  widget_tokens: 'src/widget/',
+  exchange_tokens: 'src/exchange/',
+  api_keys: 'src/keys/',
+  organisations: 'src/orgs/',
+  bank_sync_outcomes: 'src/banks/',
+  idempotency_keys: 'src/api/',
+  audit_log: 'src/audit/',
+  cron_ticks: 'src/scheduler/',
 };
 const ALLOWED = ['src/db/', 'migrations/'];
 const SCANNED = ['src', 'commands'];

@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import type { Database } from '../db/database.js';
 import { toIso } from '../clock/clock.js';
 import { errors } from '../errors/api-error.js';
 import { newId } from '../ids/ids.js';
@@ -267,4 +268,16 @@ export async function setKeyRateLimits(
     input.now,
   );
   return presentKey({ ...row, rate_limits: rateLimits }, input.now);
+}
+
+/**
+ * Notes when a key was last used. The authenticator calls it off the request's path, at most once per key
+ * per cache period, so a busy key costs one write a minute rather than one a request.
+ */
+export async function recordKeyUse(
+  db: Pick<Database, 'transaction'>,
+  keyId: string,
+  at: number,
+): Promise<void> {
+  await db.transaction((trx) => trx('api_keys').where({ id: keyId }).update({ last_used_at: at }));
 }

@@ -54,3 +54,14 @@ export async function getOrganisation(db: Knex, id: string): Promise<Organisatio
   if (!row) throw errors.notFound(`No organisation ${id}.`, 'org');
   return present(row);
 }
+
+/**
+ * Holds the organisation's row until the transaction ends, so that count-then-insert checks across its rows
+ * are taken one at a time: on Postgres a second transaction waits here for the first to commit (SQLite's
+ * writers take turns already). A no-op update, as SQLite has no `FOR UPDATE`.
+ */
+export async function lockOrganisation(trx: Knex, orgId: string): Promise<void> {
+  await trx('organisations')
+    .where({ id: orgId })
+    .update({ name: trx.ref('name') });
+}

@@ -1,4 +1,5 @@
 import { Authenticator } from '../auth/authenticator.js';
+import { recordKeyUse } from '../keys/keys.js';
 import { offsetClock, type Clock } from '../clock/clock.js';
 import type { Config } from '../config/defaults.js';
 import { openDatabase, type Database } from '../db/database.js';
@@ -38,8 +39,8 @@ export function buildServices(
     defaultLimits: config.rateLimits,
     cacheSeconds: config.auth.cacheSeconds,
     onKeyUsed: (keyId, at) => {
-      db.transaction((trx) => trx('api_keys').where({ id: keyId }).update({ last_used_at: at })).catch(
-        (error: Error) => logger.warn({ err: error.message, key: keyId }, 'could not record key use'),
+      recordKeyUse(db, keyId, at).catch((error: Error) =>
+        logger.warn({ err: error.message, key: keyId }, 'could not record key use'),
       );
     },
   });

@@ -2,6 +2,7 @@ import type { Clock } from '../clock/clock.js';
 import type { Config } from '../config/defaults.js';
 import type { Database } from '../db/database.js';
 import type { Logger } from '../logging/logger.js';
+import { pruneIdempotencyKeys } from '../api/middleware/idempotency.js';
 import { expireMfaWaits } from '../refresh/refresh.js';
 import { removeExpiredEndpoints } from '../webhooks/endpoints.js';
 import { removeEndedSessions } from '../widget/sessions.js';
@@ -24,9 +25,7 @@ export async function runHousekeeping(services: HousekeepingServices, tickPeriod
   if (!won) return;
   const mfaExpired = await expireMfaWaits(services.db, now);
   const cutoff = now - services.config.idempotency.ttlHours * 3_600_000;
-  const removed = await services.db.transaction((trx) =>
-    trx('idempotency_keys').where('created_at', '<', cutoff).delete(),
-  );
+  const removed = await pruneIdempotencyKeys(services.db, cutoff);
   const sessionsRemoved = await removeEndedSessions(services.db, now);
   const endpointsRemoved = await removeExpiredEndpoints(services.db, now);
   services.logger.info(

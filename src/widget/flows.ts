@@ -26,6 +26,7 @@ import {
 import { findIntent, firstIntentOfLink, type IntentRow } from '../refresh/store.js';
 import { acceptMfaCode } from '../refresh/refresh.js';
 import { issueExchangeToken } from '../exchange/exchange.js';
+import { lockOrganisation } from '../orgs/orgs.js';
 import { describeProblem, type Problem } from './problems.js';
 import type { SessionRow } from './sessions.js';
 import type { WidgetTokenRow } from './widget-tokens.js';
@@ -132,9 +133,7 @@ export async function submitCredentials(
       // Serialise the count-then-insert of one organisation's widgets: on Postgres this row lock makes a
       // second widget wait for the first to commit (SQLite writers are serialised already), so two widgets
       // racing for the last slot cannot both create a link.
-      await trx('organisations')
-        .where({ id: session.org_id })
-        .update({ name: trx.ref('name') });
+      await lockOrganisation(trx, session.org_id);
       const owner = { orgId: session.org_id, mode: session.mode, externalUserId: token.external_user_id };
       if ((await countLinksOfUser(trx, owner)) >= token.connection_limit)
         throw refuse('connection_limit_reached', 409, { connectionLimit: token.connection_limit });

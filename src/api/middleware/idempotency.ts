@@ -147,3 +147,8 @@ function isApiResource(value: unknown): boolean {
     typeof value === 'object' && value !== null && typeof (value as { object?: unknown }).object === 'string'
   );
 }
+
+/** Removes the keys recorded before `cutoff` (housekeeping, after `idempotency.ttlHours`); returns how many. */
+export async function pruneIdempotencyKeys(db: Database, cutoff: number): Promise<number> {
+  return db.transaction((trx) => trx('idempotency_keys').where('created_at', '<', cutoff).delete());
+}
