@@ -1,6 +1,5 @@
 import type { Knex } from 'knex';
-import type { MovementType } from '../banks/connector.js';
-import type { ReconcilePlan, StoredMovement } from '../sync/reconcile.js';
+import type { BankMovement, MovementType } from '../banks/connector.js';
 
 /*
  * The only code that writes `movements`: the sync engine reconciles what the bank sent with what is stored
@@ -55,6 +54,21 @@ export const MATCH_COLUMNS = [
   'status',
   'canonical_id',
 ] as const satisfies readonly (keyof MovementRow)[];
+
+/** A stored movement as matching (src/sync/reconcile.ts) reads it: `pending` a boolean on either engine. */
+export type StoredMovement = Omit<Pick<MovementRow, (typeof MATCH_COLUMNS)[number]>, 'pending'> & {
+  pending: boolean;
+};
+
+export type MovementFields = Omit<StoredMovement, 'id'> & { counterparty: BankMovement['counterparty'] };
+
+/** What reconciling a sync's movements decided: the rows to insert and the changes to stored ones. */
+export interface ReconcilePlan {
+  inserts: (MovementFields & { id: string })[];
+  updates: { id: string; changes: Partial<MovementFields> }[];
+  /** Inserted rows that a consumer sees as new (status `normal`). */
+  newMovements: number;
+}
 
 const INSERT_BATCH = 200;
 /** Longer ref lists are not looked up, so the statement's bindings stay bounded; the window still applies. */

@@ -1,20 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { BankMovement } from '../banks/connector.js';
-import type { MATCH_COLUMNS, MovementRow } from '../movements/store.js';
-
-/** A stored movement, as far as matching needs it (`pending` read as a boolean on either engine). */
-export type StoredMovement = Omit<Pick<MovementRow, (typeof MATCH_COLUMNS)[number]>, 'pending'> & {
-  pending: boolean;
-};
-
-export type MovementFields = Omit<StoredMovement, 'id'> & { counterparty: BankMovement['counterparty'] };
-
-export interface ReconcilePlan {
-  inserts: (MovementFields & { id: string })[];
-  updates: { id: string; changes: Partial<MovementFields> }[];
-  /** Inserted rows that a consumer sees as new (status `normal`). */
-  newMovements: number;
-}
+import type { MovementFields, ReconcilePlan, StoredMovement } from '../movements/store.js';
 
 const DAY = 86_400_000;
 /** How far apart a pending row and its posted row may be booked for the fuzzy pass to pair them. */

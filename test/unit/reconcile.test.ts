@@ -1,6 +1,7 @@
 import t from 'tap';
 import type { BankMovement } from '../../src/banks/connector.js';
-import { reconcile, type StoredMovement, type ReconcilePlan } from '../../src/sync/reconcile.js';
+import type { ReconcilePlan, StoredMovement } from '../../src/movements/store.js';
+import { reconcile } from '../../src/sync/reconcile.js';
 
 const DAY = 86_400_000;
 const T0 = Date.UTC(2026, 5, 1, 12);
