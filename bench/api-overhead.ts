@@ -99,7 +99,8 @@ async function main(): Promise<void> {
     const created = await fetch(`${base}/v1/webhook_endpoints`, {
       method: 'POST',
       headers: { ...auth, 'content-type': 'application/json' },
-      body: JSON.stringify({ url: 'http://127.0.0.1:9/hook', enabled_events: ['*'] }),
+      // Never delivered to (no event is emitted); a public name, as test mode refuses internal addresses.
+      body: JSON.stringify({ url: 'https://receiver.example/hook', enabled_events: ['*'] }),
     });
     const { id } = (await created.json()) as { id: string };
     const resource = `${base}/v1/webhook_endpoints/${id}`;
