@@ -1,15 +1,8 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import t from 'tap';
 import { Dispatcher } from '../../src/webhooks/dispatcher.js';
-import {
-  createTenant,
-  forEachEngine,
-  linkBody,
-  runSyncs,
-  schedulerTick,
-  startTestApp,
-  RAISED_LIMITS,
-} from '../helpers/harness.js';
+import { createTenant, forEachEngine, startTestApp, RAISED_LIMITS } from '../helpers/harness.js';
+import { causeEveryEventType } from '../helpers/every-event.js';
 import { startReceiver } from '../helpers/receiver.js';
 
 /**
@@ -19,7 +12,6 @@ import { startReceiver } from '../helpers/receiver.js';
  * here. A change made on purpose rewrites the fixture with `UPDATE_CONTRACT=1` and shows in its diff.
  */
 const FIXTURE = new URL('../../../test/fixtures/contract.json', import.meta.url);
-const HOUR = 3_600_000;
 
 type Shape = string | Shape[] | { [key: string]: Shape };
 
@@ -64,29 +56,8 @@ forEachEngine(t, async (t, engine) => {
   });
   const dispatcher = new Dispatcher(app.services);
   t.teardown(() => dispatcher.close());
-  const create = async (rut: string, password: string) =>
-    (await app.request('POST', '/v1/links', { key: sk, body: linkBody({ credentials: { rut, password } }) }))
-      .body.id as string;
-  const tick = async () => {
-    app.clock.advance(4 * HOUR + 60_000);
-    await schedulerTick(app);
-  };
-
-  // Each type from the flow that causes it (as in webhook-events.test.ts).
-  const healthy = await create('11.111.111-1', 'sandbox');
-  await runSyncs(app);
-  await tick();
-  await tick();
-  await create('44.444.444-4', 'sandbox-expiring');
-  await runSyncs(app);
-  for (let i = 0; i < 3; i++) await tick();
-  await create('55.555.555-5', 'sandbox-rejected');
-  await runSyncs(app);
-  const mfa = await create('22.222.222-2', 'sandbox-mfa');
-  await runSyncs(app);
-  await app.request('POST', '/v1/refresh_intents', { key: sk, body: { link_id: mfa } });
-  await runSyncs(app);
-  t.equal((await app.request('DELETE', `/v1/links/${healthy}`, { key: sk })).status, 200, 'link.deleted');
+  // Each type from the flow that causes it; the mfa link stays, for the sandbox to fire about.
+  const { mfa } = await causeEveryEventType(t, app, sk);
   await dispatcher.dispatchDue();
   const real = receiver.received.map((received) => received.event as { type: string });
 

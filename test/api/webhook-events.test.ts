@@ -1,18 +1,10 @@
 import t from 'tap';
 import { EVENT_TYPES } from '../../src/events/catalogue.js';
 import { Dispatcher } from '../../src/webhooks/dispatcher.js';
-import {
-  createTenant,
-  forEachEngine,
-  linkBody,
-  runSyncs,
-  schedulerTick,
-  startTestApp,
-  RAISED_LIMITS,
-} from '../helpers/harness.js';
+import { createTenant, forEachEngine, startTestApp, RAISED_LIMITS } from '../helpers/harness.js';
+import { causeEveryEventType } from '../helpers/every-event.js';
 import { independentlyVerified, startReceiver, type Received } from '../helpers/receiver.js';
 
-const HOUR = 3_600_000;
 /**
  * Each type of the catalogue, caused by the flow that causes it, reaches a real HTTP receiver that checks
  * the signature with its own HMAC code.
@@ -30,38 +22,7 @@ forEachEngine(t, async (t, engine) => {
   ).body;
   const dispatcher = new Dispatcher(app.services);
   t.teardown(() => dispatcher.close());
-  const create = async (rut: string, password: string) => {
-    const response = await app.request('POST', '/v1/links', {
-      key: sk,
-      body: linkBody({ credentials: { rut, password } }),
-    });
-    t.equal(response.status, 200);
-    return response.body.id as string;
-  };
-  const tick = async () => {
-    app.clock.advance(4 * HOUR + 60_000);
-    await schedulerTick(app);
-  };
-
-  // A healthy link: created, synced three times (its Cuenta Vista disappears on the third), deleted.
-  const healthy = await create('11.111.111-1', 'sandbox');
-  await runSyncs(app);
-  await tick();
-  await tick();
-  // A link whose bank accepts the first sync only: rejected three times, it expires.
-  const expiring = await create('44.444.444-4', 'sandbox-expiring');
-  await runSyncs(app);
-  for (let i = 0; i < 3; i++) await tick();
-  // Rejected credentials: the first sync's intent fails.
-  const rejected = await create('55.555.555-5', 'sandbox-rejected');
-  await runSyncs(app);
-  t.equal((await app.request('DELETE', `/v1/links/${healthy}`, { key: sk })).status, 200);
-  // The bank asks for a code during an on-demand refresh.
-  const mfa = await create('22.222.222-2', 'sandbox-mfa');
-  await runSyncs(app);
-  const intent = await app.request('POST', '/v1/refresh_intents', { key: sk, body: { link_id: mfa } });
-  t.equal(intent.status, 200);
-  await runSyncs(app);
+  const { healthy, expiring, rejected, mfa, mfaIntent } = await causeEveryEventType(t, app, sk);
 
   await dispatcher.dispatchDue();
   const emitted: { id: string; type: string; link_id: string }[] = await app.db
@@ -156,10 +117,10 @@ forEachEngine(t, async (t, engine) => {
     });
     t.match(of('refresh_intent.requires_mfa', mfa)[0]?.event.data, {
       object: 'refresh_intent',
-      id: intent.body.id,
+      id: mfaIntent,
       link_id: mfa,
       status: 'requires_mfa',
-      requires_mfa: { widget_token: new RegExp(`^${intent.body.id}_sec_`), expires_at: String },
+      requires_mfa: { widget_token: new RegExp(`^${mfaIntent}_sec_`), expires_at: String },
     });
   });
 
