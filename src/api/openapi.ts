@@ -152,6 +152,21 @@ const rateHeaders = headerRefs('X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-
 const retryAfterHeader = headerRefs('Retry-After');
 const pageHeaders = headerRefs('X-Total-Count', 'Link');
 
+/** Each operation's tag, described once: the groups a reader of the document sees. */
+const TAGS: Record<string, string> = {
+  health: 'Liveness of the API and its database',
+  institutions: 'The banks, their products and health',
+  links: "An end user's connection to one bank: create, read, pause, resume, delete, backfill",
+  accounts: "A link's accounts and balances",
+  movements: "An account's movements",
+  income: 'The income snapshot of a link',
+  refresh_intents: 'On-demand syncs, and the MFA step some banks ask for',
+  widget: 'Widget tokens for the hosted widget, and exchange tokens for the links it makes',
+  events: 'Everything that happened, as webhooks deliver it',
+  webhooks: 'Webhook endpoints, deliveries, redelivery and test events',
+  meta: 'This document',
+};
+
 /**
  * The router reads a missing body as `{}`, so a body whose fields are all optional may be left out (a widget
  * token with every default); the document says so rather than demanding one.
@@ -236,6 +251,10 @@ export function buildOpenApi(
     },
     servers: [{ url: baseUrl }],
     security: [{ bearer: [] }],
+    tags: [...new Set(routes.map((route) => route.tag))].map((name) => ({
+      name,
+      ...(TAGS[name] ? { description: TAGS[name] } : {}),
+    })),
     paths,
     components: {
       securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } },
