@@ -43,6 +43,14 @@ const DATABASE_COMMANDS: string[][] = [
   ['master-key', 'retire'],
 ];
 
+/** A reader, a writer, the one that keeps a connection open and the supervisor's status. */
+const JSON_SAMPLE: string[][] = [
+  ['status'],
+  ['keys', 'create', '--mode', 'test', '--type', 'secret'],
+  ['links', 'list'],
+  ['webhooks', 'listen', '--forward-to', 'http://127.0.0.1:9/hook'],
+];
+
 /** What a person reads on a failure: one line on stderr, no stack, no driver noise. */
 function assertOneLine(t: Test, stderr: string, label: string): void {
   const lines = stderr.trim().split('\n');
@@ -120,8 +128,11 @@ t.test('a home without an installation: one line, non-zero, nothing created', as
       `${label} says to install`,
     );
     assertOneLine(t, result.stderr, label);
+  }
+  // --json goes through the same catch for every command: a few of them show it.
+  for (const args of JSON_SAMPLE) {
     const json = await runCli([...args, '--json'], { home, timeoutMs: 30_000 });
-    t.equal(json.code, 78, `${label} --json exits 78`);
+    t.equal(json.code, 78, `svc ${args.join(' ')} --json exits 78`);
     t.match(JSON.parse(json.stdout), { error: { code: 'not_installed', message: /svc install/ } });
   }
   for (const args of DATABASE_COMMANDS.slice(0, 3)) {
@@ -156,10 +167,15 @@ t.test('an unreachable database: one line with engine, host and cause; no passwo
     );
     assertOneLine(t, result.stderr, label);
     t.notOk((result.stdout + result.stderr).includes(password), `${label} prints no password`);
+  }
+  for (const args of JSON_SAMPLE) {
+    const label = `svc ${args.join(' ')} --json`;
     const json = await runCli([...args, '--json'], { home, timeoutMs: 30_000 });
-    t.equal(json.code, 69);
-    t.match(JSON.parse(json.stdout), { error: { code: 'database_unavailable' } });
-    t.notOk((json.stdout + json.stderr).includes(password), `${label} --json prints no password`);
+    t.equal(json.code, 69, `${label} exits 69`);
+    t.match(JSON.parse(json.stdout), {
+      error: { code: 'database_unavailable', message: /postgres 127\.0\.0\.1:1\/test/ },
+    });
+    t.notOk((json.stdout + json.stderr).includes(password), `${label} prints no password`);
   }
   t.same(readdirSync(home), ['config.json'], 'nothing was created in the home');
 
