@@ -28,7 +28,8 @@ export default class Backup extends BaseCommand {
     const clock = this.clock(config);
     const now = () => new Date(clock.now());
     const out = flags.out ?? defaultArchiveName(now());
-    this.logToStderr(BACKUP_WARNING);
+    // Straight to stderr: oclif mutes logToStderr under --json, and this warning must never be muted.
+    process.stderr.write(`${BACKUP_WARNING}\n`);
     const result = await createBackup({
       config,
       out,
@@ -49,8 +50,8 @@ export default class Backup extends BaseCommand {
         `  ${member.name.padEnd(14)}${formatBytes(member.size).padStart(11)}  sha256 ${member.sha256}`,
       );
     if (manifest.master_key.source === 'environment')
-      this.logToStderr(
-        'The master key comes from SVC_MASTER_KEY and is NOT in this archive: without it the restored secrets cannot be read. Keep it with the archive, apart.',
+      process.stderr.write(
+        'The master key comes from SVC_MASTER_KEY and is NOT in this archive: without it the restored secrets cannot be read. Keep it apart from the archive, as safely.\n',
       );
     this.logToStderr(`Restore with: svc restore ${result.file} --home NEW_HOME (docs/backup.md)`);
     return result;
