@@ -359,3 +359,45 @@ forEachEngine(t, async (t, engine) => {
     t.same(status.pending, []);
   });
 });
+
+if (process.env.SVC_TEST_DATABASE_URL) {
+  t.test(
+    'postgres: the password reaches pg_dump in PGPASSWORD only, and a missing pg_dump is named',
+    async (t) => {
+      const { home, database } = await installedHome(t, 'postgres');
+      // The test server trusts local connections, so any password connects: a canary stands in for one.
+      const password = `cnry${randomBytes(8).toString('hex')}`;
+      const withPassword = new URL(database.url);
+      withPassword.password = password;
+      const tools = mkdtempSync(join(tmpdir(), 'svc-pgtools-'));
+      t.teardown(() => rmSync(tools, { recursive: true, force: true }));
+      const realPgDump = spawnSync('sh', ['-c', 'command -v pg_dump'], { encoding: 'utf8' }).stdout.trim();
+      writeFileSync(
+        join(tools, 'pg_dump'),
+        `#!/bin/sh\nprintf '%s\\n' "$*" > "${tools}/args"\nprintf '%s' "$PGPASSWORD" > "${tools}/pgpassword"\nexec ${realPgDump} "$@"\n`,
+        { mode: 0o700 },
+      );
+      const archive = join(tools, 'backup.tar.gz');
+      const backup = await runCli(['backup', '--out', archive], {
+        home,
+        env: { SVC_DATABASE_URL: withPassword.toString(), PATH: `${tools}:${process.env.PATH}` },
+      });
+      t.equal(backup.code, 0, backup.message.slice(0, 300));
+      t.equal(
+        readFileSync(join(tools, 'pgpassword'), 'utf8'),
+        password,
+        'pg_dump gets the password in PGPASSWORD',
+      );
+      t.notMatch(readFileSync(join(tools, 'args'), 'utf8'), password, 'and not on its command line');
+      t.notMatch(backup.stdout + backup.stderr, password, 'svc backup prints no password');
+
+      const missing = await runCli(['backup', '--out', join(tools, 'other.tar.gz')], {
+        home,
+        env: { PATH: tools.replace(/$/, '-empty') },
+      });
+      t.not(missing.code, 0);
+      t.match(missing.message, /pg_dump is not installed.*apt-get install postgresql-client/);
+      t.notOk(existsSync(join(tools, 'other.tar.gz')), 'no archive is written');
+    },
+  );
+}
