@@ -67,13 +67,15 @@ async function write(out: Writable, chunk: Buffer): Promise<void> {
 }
 
 export class TarWriter {
+  /** `paxAbove`: sizes above it get a pax record (tests lower it to exercise that path). */
   constructor(
     private readonly out: Writable,
     private readonly mtime = Math.floor(Date.now() / 1000),
+    private readonly paxAbove = USTAR_MAX_SIZE,
   ) {}
 
   private async header(name: string, size: number): Promise<void> {
-    if (size > USTAR_MAX_SIZE) {
+    if (size > this.paxAbove) {
       const pax = paxRecord('size', String(size));
       await write(this.out, headerBlock(`PaxHeaders/${name}`, pax.length, 0o600, this.mtime, 'x'));
       await write(this.out, Buffer.concat([pax, padding(pax.length)]));
