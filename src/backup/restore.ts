@@ -125,8 +125,9 @@ export async function restoreBackup(options: RestoreOptions): Promise<RestoreRes
         `${target.location} already holds data; restore into an empty database, or pass --force to replace it.`,
       );
 
-    touched = true;
     options.onProgress?.({ phase: 'restoring the database' });
+    // On failure this leaves the target as it was (pg_restore runs in one transaction; the SQLite file is
+    // renamed into place whole).
     await restoreDatabase(databaseUrl, join(staging, manifest.database.member), {
       format: manifest.database.format,
       schema: manifest.database.schema,
@@ -134,6 +135,7 @@ export async function restoreBackup(options: RestoreOptions): Promise<RestoreRes
       env: options.env,
       onProgress: options.onProgress,
     });
+    touched = true;
     const db = openDatabase({ url: databaseUrl });
     let migrationsApplied: string[] = [];
     try {

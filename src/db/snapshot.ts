@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import {
   accessSync,
+  chmodSync,
   constants,
   copyFileSync,
   existsSync,
@@ -332,6 +333,7 @@ export async function restoreDatabase(url: string, file: string, options: Restor
       copyFileSync(file, `${path}.restoring`);
       renameSync(`${path}.restoring`, path);
     }
+    chmodSync(path, 0o600);
     const db = openDatabase({ url, readPoolSize: 1 });
     try {
       await checkSqlite(db, path);
