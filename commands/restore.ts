@@ -46,6 +46,12 @@ export default class Restore extends BaseCommand {
     this.log(
       `  migrations      ${result.migrationsApplied.length ? `applied ${result.migrationsApplied.join(', ')}` : `up to date (${manifest.database.schema_version ?? 'empty'})`}`,
     );
+    if (result.secrets)
+      this.log(`  secrets         ${result.secrets.readable} stored secret(s) open with the restored key`);
+    if (result.secrets && result.secrets.unreadable.length > 0)
+      process.stderr.write(
+        `WARNING: ${result.secrets.unreadable.length} stored secret(s) do not open with the archived master key (${result.secrets.unreadable.slice(0, 5).join(', ')}): those links must reconnect and those endpoints roll their secret.\n`,
+      );
     this.log('\nNext: svc serve');
     return result;
   }

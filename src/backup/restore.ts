@@ -22,7 +22,8 @@ import {
 } from '../db/snapshot.js';
 import { makePrivate } from '../install/install.js';
 import { runningSupervisors } from '../processes/status.js';
-import { readKeyFile } from '../secrets/master-key-file.js';
+import { loadSecretBox, readKeyFile } from '../secrets/master-key-file.js';
+import { keyUsage } from '../secrets/rotate.js';
 import {
   ARCHIVE_FORMAT,
   ARCHIVE_FORMAT_VERSION,
@@ -54,6 +55,8 @@ export interface RestoreResult {
   database: string;
   manifest: BackupManifest;
   migrationsApplied: string[];
+  /** Stored secrets the restored key opens, and those it does not; null without a key file. */
+  secrets: { readable: number; unreadable: string[] } | null;
 }
 
 /** What a home holds once svc has installed into it. */
@@ -163,9 +166,27 @@ export async function restoreBackup(options: RestoreOptions): Promise<RestoreRes
         options.onProgress?.({ phase: 'applying migrations' });
         migrationsApplied = await migrateUp(db);
       }
+      // The archived key must open what the archived database sealed (a backup taken across a key rotation
+      // keeps every key it may need; this says so if one is missing all the same).
+      let secrets: RestoreResult['secrets'] = null;
+      if (masterKeyFile) {
+        const usage = await keyUsage(db, loadSecretBox({ masterKeyFile, masterKey: '' }));
+        secrets = {
+          readable: Object.values(usage.byKey).reduce((sum, n) => sum + n, 0),
+          unreadable: usage.unreadable.map((value) => `${value.table}.${value.column} of ${value.id}`),
+        };
+      }
       rmSync(staging, { recursive: true, force: true });
       makePrivate(home);
-      return { home, configFile, masterKeyFile, database: db.describe(), manifest, migrationsApplied };
+      return {
+        home,
+        configFile,
+        masterKeyFile,
+        database: db.describe(),
+        manifest,
+        migrationsApplied,
+        secrets,
+      };
     } finally {
       await db.close();
     }

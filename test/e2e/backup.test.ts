@@ -275,6 +275,8 @@ forEachEngine(t, async (t, engine) => {
     });
     t.equal(restored.home, restoredHome);
     t.same(restored.migrationsApplied, [], 'the archive is at this code schema version');
+    t.same(restored.secrets?.unreadable, [], 'the restored key opens every stored secret');
+    t.ok(restored.secrets!.readable >= linksAtBackup + 1, 'every link credential and the endpoint secret');
     t.equal(statSync(restoredHome).mode & 0o777, 0o700, 'the home is 0700');
     for (const name of readdirSync(restoredHome)) {
       t.equal(statSync(join(restoredHome, name)).mode & 0o777, 0o600, `${name} is 0600`);
