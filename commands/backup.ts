@@ -1,3 +1,4 @@
+import { rmSync } from 'node:fs';
 import { Flags } from '@oclif/core';
 import { BaseCommand } from '../src/cli/base-command.js';
 import type { BackupProgress, BackupResult } from '../src/backup/backup.js';
@@ -30,6 +31,16 @@ export default class Backup extends BaseCommand {
     const out = flags.out ?? defaultArchiveName(now());
     // Straight to stderr: oclif mutes logToStderr under --json, and this warning must never be muted.
     process.stderr.write(`${BACKUP_WARNING}\n`);
+    // Ctrl-C or a SIGTERM: the working directory holds a copy of the database and a partial archive with the
+    // master key; remove it rather than leave it behind.
+    let staging: string | null = null;
+    const interrupted = (signal: NodeJS.Signals) => {
+      if (staging) rmSync(staging, { recursive: true, force: true });
+      process.stderr.write(`\nInterrupted (${signal}): no archive was written.\n`);
+      process.exit(signal === 'SIGINT' ? 130 : 143);
+    };
+    process.once('SIGINT', interrupted);
+    process.once('SIGTERM', interrupted);
     const result = await createBackup({
       config,
       out,
@@ -37,7 +48,10 @@ export default class Backup extends BaseCommand {
       env: process.env,
       now,
       onProgress: (progress) => this.showProgress(progress),
+      onStaging: (directory) => (staging = directory),
     });
+    process.off('SIGINT', interrupted);
+    process.off('SIGTERM', interrupted);
     if (process.stderr.isTTY) process.stderr.write('\n');
     const { formatBytes } = await import('../src/cli/views/format.js');
     const { manifest } = result;

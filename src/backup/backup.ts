@@ -72,6 +72,8 @@ export interface BackupOptions {
   env: Record<string, string | undefined>;
   now: () => Date;
   onProgress?: (progress: BackupProgress) => void;
+  /** Told the private working directory (the database copy, the archive being written), to remove it if interrupted. */
+  onStaging?: (directory: string) => void;
 }
 
 export interface BackupResult {
@@ -103,6 +105,7 @@ export async function createBackup(options: BackupOptions): Promise<BackupResult
 
   // Beside the archive, not in /tmp: the copy is as large as the database, and /tmp is often a small tmpfs.
   const staging = mkdtempSync(join(dirname(out), `.${basename(out)}.`));
+  options.onStaging?.(staging);
   const partial = join(staging, 'archive.tar.gz');
   try {
     const dump = await dumpDatabase(config.databaseUrl, staging, {
