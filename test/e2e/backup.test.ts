@@ -19,7 +19,7 @@ import {
   withDatabase,
   type ServeProcess,
 } from '../helpers/cli.js';
-import { HANG_GUARD_MS, forEachEngine, linkBody, type EngineName } from '../helpers/harness.js';
+import { HANG_GUARD_MS, engines, forEachEngine, linkBody, type EngineName } from '../helpers/harness.js';
 import { independentlyVerified, startReceiver } from '../helpers/receiver.js';
 
 /*
@@ -27,6 +27,9 @@ import { independentlyVerified, startReceiver } from '../helpers/receiver.js';
  * PostgreSQL, a fresh database on the same server, as a new VM would have), and a second `svc serve` on the
  * restored home that answers the same keys, links and movements and signs webhooks with the same secret.
  */
+
+// About 50 s per engine on an idle machine (some twenty CLI runs and two serves each): room for a loaded one.
+t.setTimeout(engines().length * 240_000);
 
 const FAST = {
   SVC_SCHEDULER_CRON: '* * * * * *',
@@ -281,6 +284,16 @@ forEachEngine(t, async (t, engine) => {
     for (const name of readdirSync(restoredHome)) {
       t.equal(statSync(join(restoredHome, name)).mode & 0o777, 0o600, `${name} is 0600`);
     }
+    // A copy of one instant: every link synced in it has the accounts that sync wrote in the same transaction.
+    const restoredUrl = engine === 'sqlite' ? `sqlite://${join(restoredHome, 'svc.db')}` : target[1]!;
+    const orphans = await withDatabase(restoredUrl, (db) =>
+      db
+        .knex('links')
+        .where('sync_successes', '>=', 1)
+        .whereNotExists((q) => q.select('id').from('accounts').whereRaw('accounts.link_id = links.id'))
+        .pluck('id'),
+    );
+    t.same(orphans, [], 'no synced link is without its accounts');
     t.same(
       readFileSync(join(restoredHome, 'master.key'), 'utf8'),
       readFileSync(join(home, 'master.key'), 'utf8'),
