@@ -6,6 +6,9 @@ import type { BackupProgress, BackupResult } from '../src/backup/backup.js';
 export const BACKUP_WARNING =
   'WARNING: this archive holds the master key. Anyone who has it can read every stored bank credential and webhook signing secret: store it like the key itself (encrypted, offline, few readers). It is created with mode 0600.';
 
+export const ENVIRONMENT_KEY_NOTE =
+  'The master key comes from SVC_MASTER_KEY and is NOT in this archive: without it the restored secrets cannot be read, so keep it apart, as safely. The archive is created with mode 0600: it holds the sealed secrets and config.json.';
+
 export default class Backup extends BaseCommand {
   static override summary =
     'Write one archive with a consistent copy of the database, config.json and the master key, while svc serve runs';
@@ -30,7 +33,7 @@ export default class Backup extends BaseCommand {
     const now = () => new Date(clock.now());
     const out = flags.out ?? defaultArchiveName(now());
     // Straight to stderr: oclif mutes logToStderr under --json, and this warning must never be muted.
-    process.stderr.write(`${BACKUP_WARNING}\n`);
+    process.stderr.write(`${config.masterKey === '' ? BACKUP_WARNING : ENVIRONMENT_KEY_NOTE}\n`);
     // Ctrl-C or a SIGTERM: the working directory holds a copy of the database and a partial archive with the
     // master key; remove it rather than leave it behind.
     let staging: string | null = null;
@@ -62,10 +65,6 @@ export default class Backup extends BaseCommand {
     for (const member of manifest.members)
       this.log(
         `  ${member.name.padEnd(14)}${formatBytes(member.size).padStart(11)}  sha256 ${member.sha256}`,
-      );
-    if (manifest.master_key.source === 'environment')
-      process.stderr.write(
-        'The master key comes from SVC_MASTER_KEY and is NOT in this archive: without it the restored secrets cannot be read. Keep it apart from the archive, as safely.\n',
       );
     this.logToStderr(`Restore with: svc restore ${result.file} --home NEW_HOME (docs/backup.md)`);
     return result;
