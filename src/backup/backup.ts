@@ -30,7 +30,7 @@ export const DATABASE_MEMBERS: Record<DumpFormat, string> = {
   pg_dump_custom: 'postgres.dump',
 };
 
-/** What an archive holds, written as its last member (`tar -xzf FILE manifest.json` shows it alone). */
+/** What an archive holds, written as its last member (`tar -xzOf FILE manifest.json` prints it alone). */
 export interface BackupManifest {
   format: typeof ARCHIVE_FORMAT;
   format_version: typeof ARCHIVE_FORMAT_VERSION;
