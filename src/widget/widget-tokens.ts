@@ -226,7 +226,12 @@ export function redirectUriProblem(
       continue;
     }
     if (url.href === base.href) return null;
-    if (base.pathname.endsWith('/') && !base.search && url.origin === base.origin && url.pathname.startsWith(base.pathname))
+    if (
+      base.pathname.endsWith('/') &&
+      !base.search &&
+      url.origin === base.origin &&
+      url.pathname.startsWith(base.pathname)
+    )
       return null;
   }
   return allowed.length === 0
