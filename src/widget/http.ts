@@ -95,7 +95,13 @@ export function widgetRouter(services: AppServices): Router {
     logo.kind === 'url' ? logo.src : logo.kind === 'file' ? `/widget/assets/logo?v=${theme.version}` : null;
   const imgSources = ["'self'", 'data:', ...(logo.kind === 'url' && logo.origin ? [logo.origin] : [])];
   const apiOrigin = new URL(config.api.baseUrl).origin;
-  const embedJs = assets.get('embed.js')!.body.replace("'__SVC_API_ORIGIN__'", JSON.stringify(apiOrigin));
+  const embedJs = assets
+    .get('embed.js')!
+    .body.replace("'__SVC_API_ORIGIN__'", JSON.stringify(apiOrigin))
+    .replace(
+      "'__SVC_FRAME_TITLES__'",
+      JSON.stringify({ es: CATALOGUES.es['page.title'], en: CATALOGUES.en['page.title'] }),
+    );
   const validateCredentials = credentialsValidator({});
   const validateCode = compileValidator(
     {

@@ -79,6 +79,7 @@ export function renderPage(bootstrap: Bootstrap, assets: PageAssets): string {
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="referrer" content="no-referrer">
+<link rel="icon" href="data:,">
 <title>${title} · ${name}</title>
 <link rel="stylesheet" href="/widget/assets/widget.css?v=${assets.widgetCss}">
 <link rel="stylesheet" href="/widget/assets/theme.css?v=${assets.themeCss}">

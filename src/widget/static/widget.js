@@ -217,10 +217,21 @@
     return word[0].toUpperCase() + word.slice(1, 2).toLowerCase();
   }
 
-  function badgeColour(id) {
-    let hash = 5381;
-    for (let i = 0; i < id.length; i++) hash = (hash * 33 + id.charCodeAt(i)) >>> 0;
-    return BADGE_COLOURS[hash % BADGE_COLOURS.length];
+  /** FNV-1a of the id picks a colour; a colour already taken in the list passes to the next free one. */
+  function badgeColours(banks) {
+    const taken = new Map();
+    const used = new Set();
+    for (const bank of banks) {
+      let hash = 0x811c9dc5;
+      for (let i = 0; i < bank.id.length; i++)
+        hash = Math.imul(hash ^ bank.id.charCodeAt(i), 0x01000193) >>> 0;
+      let index = hash % BADGE_COLOURS.length;
+      for (let tries = 0; used.has(index) && tries < BADGE_COLOURS.length; tries++)
+        index = (index + 1) % BADGE_COLOURS.length;
+      used.add(index);
+      taken.set(bank.id, BADGE_COLOURS[index]);
+    }
+    return taken;
   }
 
   function normalise(text) {
@@ -342,6 +353,7 @@
       empty.hidden = shown > 0;
       count.textContent = shown === 1 ? t('picker.countOne') : t('picker.countMany', { count: shown });
     });
+    const colours = badgeColours(boot.banks);
     for (const bank of boot.banks) {
       const note =
         bank.status === 'down' ? t('picker.down') : bank.status === 'degraded' ? t('picker.degraded') : null;
@@ -366,7 +378,7 @@
               {
                 className: 'bank-badge',
                 'aria-hidden': 'true',
-                'data-colour': badgeColour(bank.id),
+                'data-colour': colours.get(bank.id),
               },
               monogram(bank.name),
             ),
@@ -506,7 +518,11 @@
 
     const alert = h('p', { className: 'form-alert', role: 'alert', hidden: !alertText }, alertText || '');
     const submitText = reconnect ? t('credentials.reconnect') : t('credentials.connect');
-    const submit = h('button', { type: 'submit', className: 'button' }, submitText);
+    const submit = h(
+      'button',
+      { type: 'submit', className: 'button', 'aria-describedby': 'consent' },
+      submitText,
+    );
     const actions = h('div', { className: 'actions' }, submit);
     if (boot.kind === 'connect' && !boot.bank_id)
       actions.append(button(t('credentials.otherBank'), () => picker(), true));
@@ -525,8 +541,9 @@
         passwordMessage,
       ),
       alert,
-      h('p', { id: 'consent', className: 'consent' }, boot.consent),
       actions,
+      // Under the button, which it describes (aria-describedby): the button stays above the fold at 1280x800.
+      h('p', { id: 'consent', className: 'consent' }, boot.consent),
     );
     form.addEventListener('submit', async (event) => {
       event.preventDefault();
