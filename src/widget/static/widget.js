@@ -810,6 +810,9 @@
 
   // ---- start ----
 
+  // A top-level page (the hosted flow, or a link opened by hand) is drawn as a card on a wide screen.
+  if (window.parent === window) document.documentElement.classList.add('top-level');
+
   if (embedded) {
     closeButton.hidden = false;
     closeButton.addEventListener('click', close);
