@@ -1,4 +1,4 @@
-/* global window, document, fetch, clearTimeout, Node */
+/* global window, document, fetch, clearTimeout, Node, URL */
 /*
  * The hosted widget's page script: plain JavaScript, no framework, no CDN. It starts from the JSON the
  * server put in #widget-bootstrap, talks to /widget/api/* with its session in the X-Widget-Session header,
