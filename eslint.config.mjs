@@ -20,6 +20,8 @@ export default tseslint.config(
   {
     // Scripts for customers to run with Node 20+, which has these as globals.
     files: ['docs/**/*.mjs'],
-    languageOptions: { globals: { fetch: 'readonly', URL: 'readonly', URLSearchParams: 'readonly' } },
+    languageOptions: {
+      globals: { fetch: 'readonly', URL: 'readonly', URLSearchParams: 'readonly', Buffer: 'readonly' },
+    },
   },
 );

@@ -1,5 +1,6 @@
 import { Flags } from '@oclif/core';
 import { BaseCommand } from '../src/cli/base-command.js';
+import { formatTable } from '../src/cli/views/table.js';
 
 export default class Migrate extends BaseCommand {
   static override summary =
@@ -26,9 +27,13 @@ export default class Migrate extends BaseCommand {
         const status = await migrationStatus(db);
         this.log(`Database  ${db.describe()}`);
         this.log(`Version   ${status.version ?? '(empty)'}`);
-        for (const name of status.applied) this.log(`  applied  ${name}`);
-        for (const name of status.pending) this.log(`  pending  ${name}`);
-        for (const name of status.unknown) this.log(`  unknown  ${name} (newer than this svc)`);
+        if (this.jsonEnabled()) return status;
+        const rows = [
+          ...status.applied.map((name) => ['applied', name]),
+          ...status.pending.map((name) => ['pending', name]),
+          ...status.unknown.map((name) => ['unknown', `${name} (newer than this svc)`]),
+        ];
+        if (rows.length > 0) for (const line of formatTable(['STATE', 'MIGRATION'], rows)) this.log(line);
         return status;
       }
       if (flags.rollback) {

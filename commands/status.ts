@@ -4,6 +4,8 @@ import type { ApplianceStatus } from '../src/processes/status.js';
 
 export default class Status extends BaseCommand {
   static override summary = 'Show the supervised processes, the database and the queues';
+  static override description =
+    'Exits non-zero with one line when there is no installation or the database does not answer; `svc doctor` then says what to fix.';
   static override examples = [
     '<%= config.bin %> status',
     '<%= config.bin %> status --json',
@@ -17,10 +19,16 @@ export default class Status extends BaseCommand {
     const { flags } = await this.parse(Status);
     const config = this.appConfig(flags.home);
     const { collectStatus } = await import('../src/processes/status.js');
-    const status = await collectStatus(config);
-    if (this.jsonEnabled()) return status;
-    const { renderStatus } = await import('../src/cli/views/status-view.js');
-    await renderStatus(status, flags.watch ? () => collectStatus(config) : null);
-    return status;
+    const { notInstalled } = await import('../src/cli/errors.js');
+    const { emptyDatabaseProblem } = await import('../src/install/installation.js');
+    return this.withDatabase(config, async (db) => {
+      const status = await collectStatus(config, db);
+      if (status.database.reachable && status.database.schema_version === null)
+        throw notInstalled(emptyDatabaseProblem(db.describe()));
+      if (this.jsonEnabled()) return status;
+      const { renderStatus } = await import('../src/cli/views/status-view.js');
+      await renderStatus(status, flags.watch ? () => collectStatus(config, db) : null);
+      return status;
+    });
   }
 }

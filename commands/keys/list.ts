@@ -1,5 +1,6 @@
 import { Flags } from '@oclif/core';
 import { BaseCommand } from '../../src/cli/base-command.js';
+import { formatTable } from '../../src/cli/views/table.js';
 
 export default class KeysList extends BaseCommand {
   static override summary = 'List API keys by prefix and last four characters, with use and expiry';
@@ -19,19 +20,28 @@ export default class KeysList extends BaseCommand {
     const keys = await this.withDatabase(config, (db) =>
       listApiKeys(db.reader, { orgId: flags.org, includeRevoked: flags.all }, this.clock(config).now()),
     );
-    if (keys.length === 0) this.log('No keys.');
-    for (const key of keys) {
-      const limits = key.rate_limits
-        ? ` limits ${Object.entries(key.rate_limits)
-            .map(([g, l]) => `${g}=${l.perMinute}:${l.burst}`)
-            .join(',')}`
-        : '';
-      const expiry = key.expires_at ? ` expires ${key.expires_at}` : '';
-      const revoked = key.revoked_at ? ` revoked ${key.revoked_at}` : '';
-      this.log(
-        `${key.id}  ${key.redacted.padEnd(22)} ${key.status.padEnd(9)} ${key.org_id}  created ${key.created_at}  last used ${key.last_used_at ?? 'never'}${expiry}${revoked}${limits}`,
-      );
+    if (this.jsonEnabled()) return keys;
+    if (keys.length === 0) {
+      this.log('No keys.');
+      return keys;
     }
+    const rows = keys.map((key) => [
+      key.id,
+      key.redacted,
+      key.status,
+      key.org_id,
+      key.created_at,
+      key.last_used_at ?? 'never',
+      key.expires_at ?? '-',
+      key.revoked_at ?? '-',
+      key.rate_limits
+        ? Object.entries(key.rate_limits)
+            .map(([g, l]) => `${g}=${l.perMinute}:${l.burst}`)
+            .join(',')
+        : 'default',
+    ]);
+    const headers = ['ID', 'KEY', 'STATUS', 'ORG', 'CREATED', 'LAST USED', 'EXPIRES', 'REVOKED', 'LIMITS'];
+    for (const line of formatTable(headers, rows)) this.log(line);
     return keys;
   }
 }

@@ -1,5 +1,6 @@
 import { Flags } from '@oclif/core';
 import { BaseCommand } from '../../src/cli/base-command.js';
+import { formatTable } from '../../src/cli/views/table.js';
 
 export default class LinksList extends BaseCommand {
   static override summary = 'List links across organisations, newest first';
@@ -32,13 +33,22 @@ export default class LinksList extends BaseCommand {
         limit: flags.limit,
       }),
     );
-    if (links.length === 0) this.log('No links match.');
-    for (const link of links) {
-      const state = `${link.status}${link.paused ? ',paused' : ''}`;
-      this.log(
-        `${link.id}  ${link.mode}  ${link.bank_id.padEnd(11)} ${state.padEnd(14)} last sync ${link.last_synced_at ?? 'never'}  next ${link.next_sync_at ?? '-'}  ${link.last_error_code ?? ''}`,
-      );
+    if (this.jsonEnabled()) return links;
+    if (links.length === 0) {
+      this.log('No links match.');
+      return links;
     }
+    const rows = links.map((link) => [
+      link.id,
+      link.mode,
+      link.bank_id,
+      `${link.status}${link.paused ? ',paused' : ''}`,
+      link.last_synced_at ?? 'never',
+      link.next_sync_at ?? '-',
+      link.last_error_code ?? '-',
+    ]);
+    const headers = ['ID', 'MODE', 'BANK', 'STATUS', 'LAST SYNC', 'NEXT SYNC', 'LAST ERROR'];
+    for (const line of formatTable(headers, rows)) this.log(line);
     return links;
   }
 }

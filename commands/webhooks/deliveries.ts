@@ -1,6 +1,6 @@
 import { Flags } from '@oclif/core';
 import { BaseCommand } from '../../src/cli/base-command.js';
-import { printable } from '../../src/cli/views/format.js';
+import { formatTable } from '../../src/cli/views/table.js';
 import type { WebhookDelivery } from '../../src/webhooks/deliveries.js';
 
 export default class WebhooksDeliveries extends BaseCommand {
@@ -38,14 +38,23 @@ export default class WebhooksDeliveries extends BaseCommand {
       ),
     );
     const deliveries = rows.map((row) => ({ ...presentDelivery(row), org_id: row.org_id }));
-    if (deliveries.length === 0) this.log('No deliveries match.');
-    for (const d of deliveries) {
-      const http = d.last_response_status !== null ? ` HTTP ${d.last_response_status}` : '';
-      const error = d.status !== 'succeeded' && d.last_error ? `  ${printable(d.last_error)}` : '';
-      this.log(
-        `${d.id}  ${d.mode}  ${d.event_type.padEnd(28)} ${d.event_id}  ${d.endpoint_id}  ${d.status.padEnd(9)} ${d.attempts} attempt(s)${http}${error}`,
-      );
+    if (this.jsonEnabled()) return deliveries;
+    if (deliveries.length === 0) {
+      this.log('No deliveries match.');
+      return deliveries;
     }
+    const table = deliveries.map((d) => [
+      d.id,
+      d.mode,
+      d.event_type,
+      d.event_id,
+      d.endpoint_id,
+      d.status,
+      `${d.attempts} attempt(s)${d.last_response_status !== null ? ` HTTP ${d.last_response_status}` : ''}`,
+      d.status !== 'succeeded' && d.last_error ? d.last_error : '',
+    ]);
+    const headers = ['ID', 'MODE', 'EVENT TYPE', 'EVENT', 'ENDPOINT', 'STATUS', 'ATTEMPTS', 'LAST ERROR'];
+    for (const line of formatTable(headers, table)) this.log(line);
     return deliveries;
   }
 }

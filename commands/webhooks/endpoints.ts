@@ -1,5 +1,6 @@
 import { Flags } from '@oclif/core';
 import { BaseCommand } from '../../src/cli/base-command.js';
+import { formatTable } from '../../src/cli/views/table.js';
 import type { OperatorEndpoint } from '../../src/webhooks/operator.js';
 
 export default class WebhooksEndpoints extends BaseCommand {
@@ -23,13 +24,21 @@ export default class WebhooksEndpoints extends BaseCommand {
     const endpoints = await this.withDatabase(config, (db) =>
       listAllEndpoints(db.reader, { orgId: flags.org, mode: flags.mode as 'test' | 'live' | undefined }),
     );
-    if (endpoints.length === 0) this.log('No webhook endpoints.');
-    const now = this.clock(config).now();
-    for (const endpoint of endpoints) {
-      this.log(
-        `${endpoint.id}  ${endpoint.org_id}  ${endpoint.mode}  ${endpointState(endpoint, now).padEnd(8)}  ${endpoint.url}  ${endpoint.enabled_events.join(',')}`,
-      );
+    if (this.jsonEnabled()) return endpoints;
+    if (endpoints.length === 0) {
+      this.log('No webhook endpoints.');
+      return endpoints;
     }
+    const now = this.clock(config).now();
+    const rows = endpoints.map((endpoint) => [
+      endpoint.id,
+      endpoint.org_id,
+      endpoint.mode,
+      endpointState(endpoint, now),
+      endpoint.url,
+      endpoint.enabled_events.join(','),
+    ]);
+    for (const line of formatTable(['ID', 'ORG', 'MODE', 'STATE', 'URL', 'EVENTS'], rows)) this.log(line);
     return endpoints;
   }
 }

@@ -30,7 +30,6 @@ With --json, one JSON object per line: {"type":"ready",…} with the endpoint an
     const { headerNames } = await import('../../src/webhooks/signature.js');
     const { resolveOrg } = await import('../../src/cli/key-flags.js');
     const { recordAudit } = await import('../../src/audit/audit-log.js');
-    const { openDatabase } = await import('../../src/db/database.js');
 
     const json = this.jsonEnabled();
     const line = (value: Record<string, unknown>) => process.stdout.write(`${JSON.stringify(value)}\n`);
@@ -51,7 +50,10 @@ With --json, one JSON object per line: {"type":"ready",…} with the endpoint an
       },
     });
 
-    const db = openDatabase({ url: config.databaseUrl });
+    const db = await this.openDatabase(config).catch(async (error: unknown) => {
+      await forwarder.close();
+      throw error;
+    });
     let endpointId: string | null = null;
     let orgId: string | null = null;
     const cleanUp = async () => {
@@ -126,7 +128,7 @@ With --json, one JSON object per line: {"type":"ready",…} with the endpoint an
       }
     } catch (error) {
       await cleanUp();
-      throw error;
+      throw this.explained(db, error);
     }
 
     // Renewed while we run, so that a listener killed without a chance to clean up (SIGKILL, a crash, a

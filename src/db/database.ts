@@ -41,7 +41,14 @@ export interface OpenOptions {
   /** Postgres pool size. */
   poolSize?: number;
   busyTimeoutMs?: number;
+  /**
+   * Keep knex's own warnings ("Acquire connection error" with a stack) off the terminal: a CLI command
+   * reports a connection failure itself, in one line (cli/base-command.ts).
+   */
+  quiet?: boolean;
 }
+
+const SILENT_LOG = { warn() {}, error() {}, debug() {}, deprecate() {} };
 
 export function engineOf(url: string): Engine {
   if (url.startsWith('sqlite:')) return 'sqlite';
@@ -73,6 +80,7 @@ function openSqlite(options: OpenOptions): Database {
       client: ImmediateSqliteClient as unknown as typeof Knex.Client,
       connection: { filename: file },
       useNullAsDefault: true,
+      ...(options.quiet ? { log: SILENT_LOG } : {}),
       pool: {
         min: 1,
         max,
@@ -124,6 +132,7 @@ function openPostgres(options: OpenOptions): Database {
       client: 'pg',
       connection: { connectionString: url.toString(), connectionTimeoutMillis: 5000 },
       searchPath: schema ? [schema] : undefined,
+      ...(options.quiet ? { log: SILENT_LOG } : {}),
       pool: { min: 0, max, acquireTimeoutMillis: 10_000, ...(afterCreate ? { afterCreate } : {}) },
       acquireConnectionTimeout: 10_000,
     });

@@ -41,6 +41,12 @@ export function isUnavailableError(error: unknown): boolean {
   );
 }
 
+/** A statement named a table that does not exist: the schema was never created (`svc install`). */
+export function isMissingTableError(error: unknown): boolean {
+  const { code, message } = (error as DriverError) ?? {};
+  return code === '42P01' || (code === 'SQLITE_ERROR' && /no such table/.test(message ?? ''));
+}
+
 /**
  * The longest a worker waits between tries while the database is away: backing off spares a database that
  * is struggling, and the cap bounds how long after its return the work resumes (test/e2e/db-outage.test.ts

@@ -1,7 +1,7 @@
 import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Config } from '../config/defaults.js';
-import { openDatabase } from '../db/database.js';
+import type { Database } from '../db/database.js';
 import { migrationStatus } from '../db/migrations.js';
 import { queueDepths, type QueueDepths } from './queue-depths.js';
 import type { SupervisorState } from './supervisor.js';
@@ -60,7 +60,16 @@ export function runningSupervisors(home: string): SupervisorState[] {
   return states;
 }
 
-export async function collectStatus(config: Readonly<Config>, now = Date.now()): Promise<ApplianceStatus> {
+/**
+ * The processes, the database and the queues. The caller opens the database (and has checked that it
+ * answers: `svc status` stops with one line when it does not); a later refresh of `--watch` during an
+ * outage shows it as unreachable instead.
+ */
+export async function collectStatus(
+  config: Readonly<Config>,
+  db: Database,
+  now = Date.now(),
+): Promise<ApplianceStatus> {
   const processes = runningSupervisors(config.home).flatMap((state) =>
     state.children.map((child) => ({
       supervisor_pid: state.pid,
@@ -77,7 +86,6 @@ export async function collectStatus(config: Readonly<Config>, now = Date.now()):
       started_at: child.started_at,
     })),
   );
-  const db = openDatabase({ url: config.databaseUrl });
   try {
     const migrations = await migrationStatus(db);
     return {
@@ -108,7 +116,5 @@ export async function collectStatus(config: Readonly<Config>, now = Date.now()):
       },
       queues: null,
     };
-  } finally {
-    await db.close();
   }
 }

@@ -80,6 +80,10 @@ export const widgetTokenRoutes = [
     body: widgetTokenBody,
     responses: {
       200: { description: 'The token (shown once)', schema: { $ref: '#/components/schemas/WidgetToken' } },
+      404: {
+        description: '`resource_missing`: a reconnect names a link that is not yours, or none',
+        schema: { $ref: '#/components/schemas/Error' },
+      },
       409: {
         description: '`link_not_expired`: a reconnect names a link that is active',
         schema: { $ref: '#/components/schemas/Error' },

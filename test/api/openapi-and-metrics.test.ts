@@ -1,8 +1,17 @@
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { allRoutes } from '../../src/api/catalogue.js';
+import { contractViolation } from '../helpers/contract.js';
 import { createHttpMetrics, startMetricsServer } from '../../src/metrics/metrics.js';
 import { queueDepths } from '../../src/processes/queue-depths.js';
 import { createTenant, forEachEngine, startTestApp } from '../helpers/harness.js';
+
+const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
+const REDOCLY = join(REPO_ROOT, 'node_modules', '@redocly', 'cli', 'bin', 'cli.js');
 
 forEachEngine(t, async (t, engine) => {
   const app = await startTestApp(t, engine);
@@ -19,10 +28,14 @@ forEachEngine(t, async (t, engine) => {
       const operation = doc.paths[route.path]?.[route.method];
       t.ok(operation, `${route.method.toUpperCase()} ${route.path} is documented`);
       t.equal(operation?.operationId, route.operationId);
-      if (route.auth !== 'none') {
-        for (const status of ['401', '403', '429'])
-          t.ok(operation?.responses[status], `${route.operationId} documents ${status}`);
-      }
+      // Every status the server can answer, as its declaration implies.
+      const implied = ['400', '408', '431', '500', '503'];
+      if (route.auth !== 'none') implied.push('401', '403', '429');
+      if (route.params) implied.push('404');
+      if (route.method === 'post' || route.method === 'patch') implied.push('413', '415');
+      if (route.method === 'post' && route.auth !== 'none') implied.push('409');
+      for (const status of implied)
+        t.ok(operation?.responses[status], `${route.operationId} documents ${status}`);
     }
     const operationIds = allRoutes.map((route) => route.operationId);
     t.equal(new Set(operationIds).size, operationIds.length, 'operation ids are unique');
@@ -34,6 +47,50 @@ forEachEngine(t, async (t, engine) => {
       allRoutes.map((r) => `${r.method} ${r.path}`).sort(),
       'nothing documented that is not mounted',
     );
+  });
+
+  t.test('the contract check fails on a status the document does not declare', async (t) => {
+    const refusal = { error: { type: 'invalid_request_error', code: 'x', message: 'x' } };
+    t.equal(
+      contractViolation('GET', '/v1/links/link_0123456789abcdef', 404, refusal),
+      null,
+      'a declared 404',
+    );
+    t.equal(contractViolation('POST', '/v1/links', 413, refusal), null, 'a declared 413');
+    t.equal(contractViolation('POST', '/v1/links', 409, refusal), null, 'an idempotency 409');
+    t.match(
+      contractViolation('GET', '/v1/links', 404, refusal),
+      /GET \/v1\/links answered 404, which the document does not declare/,
+      'a list takes no id: 404 is not among its answers',
+    );
+    t.match(contractViolation('GET', '/v1/links', 402, refusal), /does not declare/);
+    t.match(contractViolation('GET', '/v1/links', 413, refusal), /does not declare/, 'a GET reads no body');
+    t.match(contractViolation('GET', '/health', 401, refusal), /does not declare/, '/health takes no key');
+    t.match(contractViolation('GET', '/v1/links/link_0123456789abcdef', 404, {}), /breaks its schema/);
+  });
+
+  t.test("the served document lints clean with Redocly's recommended rules", async (t) => {
+    const response = await app.request('GET', '/v1/openapi.json', { key: tenant.keys.sk_test.secret });
+    const dir = mkdtempSync(join(tmpdir(), 'svc-openapi-'));
+    t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+    const file = join(dir, 'openapi.json');
+    writeFileSync(file, response.text);
+    const lint = spawnSync(
+      process.execPath,
+      [REDOCLY, 'lint', file, '--config', join(REPO_ROOT, 'redocly.yaml'), '--format', 'json'],
+      {
+        encoding: 'utf8',
+        cwd: dir,
+        env: { ...process.env, REDOCLY_TELEMETRY: 'off', REDOCLY_SUPPRESS_UPDATE_NOTICE: 'true' },
+      },
+    );
+    t.equal(lint.status, 0, `redocly lint exits 0\n${lint.stderr}`);
+    const report = JSON.parse(lint.stdout) as {
+      totals: { errors: number; warnings: number };
+      problems: unknown[];
+    };
+    t.same(report.problems, [], 'no problem, warnings included');
+    t.same(report.totals, { ...report.totals, errors: 0, warnings: 0 });
   });
 
   t.test('/metrics counts requests by route template and status', async (t) => {

@@ -8,6 +8,7 @@ import { signatureHeader } from '../../src/webhooks/signature.js';
 
 /** The verification code docs/webhooks.md gives receivers, run as a receiver would run it. */
 const DOC = readFileSync(new URL('../../../docs/webhooks.md', import.meta.url), 'utf8');
+const EXAMPLES = new URL('../../../docs/examples/', import.meta.url);
 
 function block(language: string, marker: string): string {
   const blocks = [...DOC.matchAll(new RegExp('```' + language + '\\n([\\s\\S]*?)```', 'g'))].map(
@@ -33,11 +34,35 @@ const cases: [string, string, string, number, boolean][] = [
   ['no header', body, '', now, false],
 ];
 
-t.test('the Node example without the package', async (t) => {
+t.test('the Node verifier: the page shows docs/examples/verify-signature.mjs as it is', async (t) => {
+  for (const file of ['verify-signature.mjs', 'webhook-receiver.mjs']) {
+    const example = readFileSync(new URL(file, EXAMPLES), 'utf8');
+    t.equal(block('js', `// ${file}:`), example, `docs/webhooks.md shows ${file} whole`);
+  }
+  t.notMatch(DOC, /from 'svc-appliance'/, 'no import of a package a reader cannot install');
+});
+
+t.test('the Node verifier, imported from docs/examples as a receiver would', async (t) => {
+  const { verifySignature } = (await import(new URL('verify-signature.mjs', EXAMPLES).href)) as {
+    verifySignature: (
+      raw: Buffer | string,
+      header: string,
+      secret: string,
+      tolerance?: number,
+      nowMs?: number,
+    ) => boolean;
+  };
+  for (const [name, raw, header, at, expected] of cases) {
+    t.equal(verifySignature(Buffer.from(raw), header, secret, 300, at * 1000), expected, name);
+    t.equal(verifySignature(raw, header, secret, 300, at * 1000), expected, `${name} (a string)`);
+  }
+});
+
+t.test('the Node example as a pasted block still runs on its own', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'svc-docs-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const file = join(dir, 'verify.mjs');
-  writeFileSync(file, block('js', 'verifySignature without the package'));
+  writeFileSync(file, block('js', '// verify-signature.mjs:'));
   const { verifySignature } = (await import(pathToFileURL(file).href)) as {
     verifySignature: (
       raw: Buffer,

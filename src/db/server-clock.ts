@@ -1,0 +1,16 @@
+import type { Database } from './database.js';
+
+/**
+ * The database server's clock minus this machine's, in milliseconds (positive: this machine is behind),
+ * measured against the middle of the round trip; null on SQLite, whose clock is this machine's. Leases,
+ * key expiry and rate-limit windows are compared across processes and the database, so `svc doctor` looks.
+ */
+export async function serverClockSkewMs(db: Database): Promise<number | null> {
+  if (db.engine !== 'postgres') return null;
+  const before = Date.now();
+  const result = (await db.knex.raw('select extract(epoch from clock_timestamp()) * 1000 as now')) as {
+    rows: { now: string | number }[];
+  };
+  const after = Date.now();
+  return Number(result.rows[0]!.now) - (before + after) / 2;
+}

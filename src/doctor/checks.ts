@@ -1,0 +1,357 @@
+/**
+ * `svc doctor`'s checks, each a pure function from what was observed (probes.ts gathers it) to a verdict
+ * and, for a problem, the fix an operator can run. Kept pure so that every verdict and every fix is tested
+ * without breaking a machine (test/unit/doctor-checks.test.ts); the e2e test breaks real installations.
+ */
+
+export type CheckStatus = 'ok' | 'warn' | 'fail';
+
+export interface CheckResult {
+  check: string;
+  status: CheckStatus;
+  detail: string;
+  /** What to run or change; null when there is nothing to do. */
+  fix: string | null;
+}
+
+const ok = (check: string, detail: string): CheckResult => ({ check, status: 'ok', detail, fix: null });
+const warn = (check: string, detail: string, fix: string): CheckResult => ({
+  check,
+  status: 'warn',
+  detail,
+  fix,
+});
+const fail = (check: string, detail: string, fix: string): CheckResult => ({
+  check,
+  status: 'fail',
+  detail,
+  fix,
+});
+
+/** package.json's engines: what the code is tested on and uses (fs.statfs, Array.prototype.toSorted...). */
+export const REQUIRED_NODE = '20.17.0';
+
+export function checkNode(version: string, required = REQUIRED_NODE): CheckResult {
+  const parse = (v: string) => v.replace(/^v/, '').split('.').map(Number);
+  const [have, want] = [parse(version), parse(required)];
+  for (let i = 0; i < 3; i++) {
+    if ((have[i] ?? 0) > (want[i] ?? 0)) break;
+    if ((have[i] ?? 0) < (want[i] ?? 0))
+      return fail(
+        'node',
+        `Node.js ${version}; svc needs ${required} or later`,
+        `Install Node.js 20.17 or later (20, 22 or 24 LTS) and run ./install.sh again.`,
+      );
+  }
+  return ok('node', `Node.js ${version}`);
+}
+
+export interface ConfigFacts {
+  file: string;
+  exists: boolean;
+  /** Why the settings could not be loaded (a bad value names its key), if they could not. */
+  error: string | null;
+}
+
+export function checkConfig(facts: ConfigFacts): CheckResult {
+  if (facts.error)
+    return fail('config', facts.error, `Correct the setting in ${facts.file} or the environment.`);
+  if (!facts.exists)
+    return warn(
+      'config',
+      `no ${facts.file}: defaults and SVC_* variables only`,
+      'Run `svc install` to create it (or check --home / SVC_HOME).',
+    );
+  return ok('config', facts.file);
+}
+
+export interface DataDirFacts {
+  home: string;
+  exists: boolean;
+  isDirectory: boolean;
+  /** Directories and files that group or others may use (they should be 0700 and 0600), with their modes. */
+  loose: { path: string; mode: number }[];
+  /** An entry that could not be examined (another owner, a vanished file), with the reason. */
+  error: string | null;
+}
+
+const octal = (mode: number) => `0${(mode & 0o777).toString(8)}`;
+
+export function checkDataDir(facts: DataDirFacts): CheckResult {
+  if (!facts.exists)
+    return fail(
+      'data-dir',
+      `${facts.home} does not exist`,
+      'Run `svc install` (or check --home / SVC_HOME).',
+    );
+  if (!facts.isDirectory)
+    return fail(
+      'data-dir',
+      `${facts.home} is not a directory`,
+      'Point --home or SVC_HOME at the data directory.',
+    );
+  if (facts.error)
+    return fail('data-dir', facts.error, `Give ${facts.home} to the user that runs svc (chown -R).`);
+  if (facts.loose.length > 0) {
+    const shown = facts.loose
+      .slice(0, 3)
+      .map((entry) => `${entry.path} ${octal(entry.mode)}`)
+      .join(', ');
+    const more = facts.loose.length > 3 ? ` and ${facts.loose.length - 3} more` : '';
+    return fail(
+      'data-dir',
+      `open to other users: ${shown}${more} (want 0700 directories, 0600 files)`,
+      `Run \`svc install\` (it tightens them) or \`chmod -R go-rwx ${facts.home}\`.`,
+    );
+  }
+  return ok('data-dir', `${facts.home}: directories 0700, files 0600`);
+}
+
+export interface MasterKeyFacts {
+  source: 'environment' | 'file';
+  file: string;
+  exists: boolean;
+  mode: number | null;
+  /** Why the key could not be read or is malformed (the reader's own message), if so. */
+  error: string | null;
+  /** The outcome of opening one stored secret with it, when the database could be read. */
+  trial:
+    | { kind: 'opened'; where: string }
+    | { kind: 'failed'; where: string; reason: string }
+    | { kind: 'nothing-stored' }
+    | { kind: 'not-tried'; reason: string };
+}
+
+export function checkMasterKey(facts: MasterKeyFacts): CheckResult {
+  const name = facts.source === 'environment' ? 'SVC_MASTER_KEY' : facts.file;
+  if (facts.source === 'file') {
+    if (!facts.exists)
+      return fail(
+        'master-key',
+        `${facts.file} is missing: stored bank logins and webhook secrets cannot be read`,
+        `Restore ${facts.file} from your backup (mode 0600). On a new installation with no data, \`svc install\` creates one.`,
+      );
+    if (facts.mode !== null && (facts.mode & 0o077) !== 0)
+      return fail(
+        'master-key',
+        `${facts.file} is ${octal(facts.mode)}: other users may read it, and svc refuses it`,
+        `chmod 600 ${facts.file}`,
+      );
+  }
+  if (facts.error) return fail('master-key', facts.error, `Restore ${name} from your backup.`);
+  switch (facts.trial.kind) {
+    case 'opened':
+      return ok('master-key', `${name}: present, private, opens a stored secret (${facts.trial.where})`);
+    case 'failed':
+      return fail(
+        'master-key',
+        `${name} does not open a stored secret (${facts.trial.where}: ${facts.trial.reason})`,
+        `Restore the master key file that sealed this database's secrets from your backup.`,
+      );
+    case 'nothing-stored':
+      return ok('master-key', `${name}: present and private; no stored secret yet to try it on`);
+    case 'not-tried':
+      return warn(
+        'master-key',
+        `${name}: present and private; not tried on a stored secret (${facts.trial.reason})`,
+        'Fix the database first, then run svc doctor again.',
+      );
+  }
+}
+
+export interface DatabaseFacts {
+  where: string;
+  engine: 'sqlite' | 'postgres';
+  /** The SQLite file is missing: nothing was opened (doctor creates nothing). */
+  missing: boolean;
+  error: string | null;
+}
+
+export function checkDatabase(facts: DatabaseFacts): CheckResult {
+  if (facts.missing) return fail('database', `${facts.where} does not exist`, 'Run `svc install`.');
+  if (facts.error)
+    return fail(
+      'database',
+      `${facts.where}: ${facts.error}`,
+      facts.engine === 'sqlite'
+        ? 'Check that the file is an svc database that this user can read and write; restore it from a backup if not.'
+        : 'Start the database server, or correct databaseUrl (config.json or SVC_DATABASE_URL).',
+    );
+  return ok('database', `${facts.where} answers`);
+}
+
+export interface SchemaFacts {
+  applied: string[];
+  pending: string[];
+  unknown: string[];
+}
+
+export function checkSchema(facts: SchemaFacts | null, why = 'the database does not answer'): CheckResult {
+  if (!facts) return warn('schema', `not checked: ${why}`, 'Fix the database first.');
+  if (facts.applied.length === 0)
+    return fail('schema', 'the database has no svc tables', 'Run `svc install`.');
+  if (facts.unknown.length > 0)
+    return fail(
+      'schema',
+      `newer than this svc (it has ${facts.unknown.join(', ')})`,
+      'Upgrade svc to the version that migrated it.',
+    );
+  if (facts.pending.length > 0)
+    return fail(
+      'schema',
+      `${facts.pending.length} pending migration(s): ${facts.pending.join(', ')}; svc serve refuses to start`,
+      'Run `svc migrate`.',
+    );
+  return ok('schema', `all ${facts.applied.length} migrations applied (${facts.applied.at(-1)})`);
+}
+
+export interface PortFacts {
+  name: 'api-port' | 'metrics-port';
+  setting: string;
+  host: string;
+  port: number;
+  /** free: nothing listens; ours: `svc serve` from this home holds it; taken: something else does. */
+  state: 'off' | 'free' | 'ours' | 'taken' | 'error';
+  /** The supervisor that holds it, or the bind error. */
+  detail: string | null;
+}
+
+export function checkPort(facts: PortFacts): CheckResult {
+  const address = `${facts.host}:${facts.port}`;
+  const variable = facts.setting === 'api.port' ? 'SVC_API_PORT' : 'SVC_METRICS_PORT';
+  switch (facts.state) {
+    case 'off':
+      return ok(facts.name, `${facts.setting} is 0: off`);
+    case 'free':
+      return ok(facts.name, `${address} is free`);
+    case 'ours':
+      return ok(
+        facts.name,
+        `${address} is held by svc serve from this home${facts.detail ? ` (${facts.detail})` : ''}`,
+      );
+    case 'taken':
+      return fail(
+        facts.name,
+        `${address} is held by another program${facts.detail ? ` (${facts.detail})` : ''}: svc serve cannot listen`,
+        `Stop what listens on ${address} (\`ss -ltnp 'sport = :${facts.port}'\` names it), or set ${facts.setting} (${variable}) to a free port.`,
+      );
+    case 'error':
+      return fail(
+        facts.name,
+        `cannot listen on ${address}: ${facts.detail}`,
+        `Set ${facts.setting} (${variable}) or the host to an address of this machine that this user may bind.`,
+      );
+  }
+}
+
+export interface ClockFacts {
+  engine: 'sqlite' | 'postgres';
+  offsetMs: number;
+  /** Database server time minus this machine's, when it could be read (Postgres). */
+  skewMs: number | null;
+}
+
+/** Leases, key expiry and rate-limit windows compare times from every process and the database. */
+export const CLOCK_WARN_MS = 2_000;
+export const CLOCK_FAIL_MS = 30_000;
+
+export function checkClock(facts: ClockFacts): CheckResult {
+  const offset =
+    facts.offsetMs !== 0 ? `clockOffsetMs is ${facts.offsetMs} (every svc process runs shifted)` : null;
+  if (facts.skewMs !== null && Math.abs(facts.skewMs) >= CLOCK_WARN_MS) {
+    const detail = `this machine is ${Math.abs(Math.round(facts.skewMs / 1000))} s ${
+      facts.skewMs > 0 ? 'behind' : 'ahead of'
+    } the database server`;
+    const fix =
+      'Synchronise both clocks (systemd-timesyncd or chrony: `timedatectl set-ntp true`); leases and key expiry compare them.';
+    return Math.abs(facts.skewMs) >= CLOCK_FAIL_MS ? fail('clock', detail, fix) : warn('clock', detail, fix);
+  }
+  if (offset)
+    return warn(
+      'clock',
+      offset,
+      'Remove clockOffsetMs (SVC_CLOCK_OFFSET_MS) unless this is a drill: it is for tests.',
+    );
+  return ok(
+    'clock',
+    facts.skewMs === null
+      ? 'no database server clock to compare (SQLite)'
+      : `within ${Math.round(Math.abs(facts.skewMs))} ms of the database server`,
+  );
+}
+
+export interface DiskFacts {
+  path: string;
+  freeBytes: number | null;
+  totalBytes: number | null;
+  error: string | null;
+}
+
+export const DISK_WARN_BYTES = 1024 ** 3;
+export const DISK_WARN_SHARE = 0.05;
+
+export function formatGiB(bytes: number): string {
+  return `${(bytes / 1024 ** 3).toFixed(1)} GiB`;
+}
+
+export function checkDisk(facts: DiskFacts): CheckResult {
+  if (facts.error || facts.freeBytes === null || facts.totalBytes === null)
+    return warn(
+      'disk',
+      `cannot read free space of ${facts.path}: ${facts.error}`,
+      'Check the data directory.',
+    );
+  const share = facts.totalBytes > 0 ? facts.freeBytes / facts.totalBytes : 1;
+  const detail = `${formatGiB(facts.freeBytes)} free of ${formatGiB(facts.totalBytes)} (${Math.round(share * 100)}%) at ${facts.path}`;
+  if (facts.freeBytes < DISK_WARN_BYTES || share < DISK_WARN_SHARE)
+    return warn(
+      'disk',
+      detail,
+      'Free space on that file system (old logs, backups) or move the data directory: SQLite and its WAL stop writing when it is full.',
+    );
+  return ok('disk', detail);
+}
+
+export interface ConnectorFacts {
+  bank: string;
+  url: string;
+  /** A known bank code (banks/institutions.ts). */
+  knownBank: boolean;
+  secretLength: number;
+  /** The outcome of opening a TCP connection to the URL's host and port (no request is sent). */
+  reach: { kind: 'open' } | { kind: 'refused'; reason: string } | { kind: 'bad-url'; reason: string };
+}
+
+export function checkConnectors(connectors: ConnectorFacts[]): CheckResult[] {
+  if (connectors.length === 0)
+    return [ok('connectors', 'none configured: live mode has no bank (test mode uses the sandbox)')];
+  return connectors.map((c) => {
+    const name = `connector ${c.bank}`;
+    if (!c.knownBank)
+      return fail(name, `${c.bank} is not a bank svc knows`, 'Use a bank code from GET /v1/institutions.');
+    if (c.reach.kind === 'bad-url')
+      return fail(
+        name,
+        `${c.url}: ${c.reach.reason}`,
+        `Set banks.connectors.${c.bank}.url to http(s)://host:port of its gateway.`,
+      );
+    if (c.secretLength < 16)
+      return fail(
+        name,
+        'its secret is shorter than 16 characters',
+        `Set banks.connectors.${c.bank}.secret to the gateway's secret.`,
+      );
+    if (c.reach.kind === 'refused')
+      return fail(
+        name,
+        `${c.url} does not accept connections (${c.reach.reason}): live syncs of ${c.bank} fail`,
+        `Start the gateway at ${c.url}, or correct banks.connectors.${c.bank}.url.`,
+      );
+    return ok(name, `${c.url} accepts connections`);
+  });
+}
+
+/** Whether the report has a failure: `svc doctor` then exits 1. */
+export function hasFailure(checks: readonly CheckResult[]): boolean {
+  return checks.some((check) => check.status === 'fail');
+}

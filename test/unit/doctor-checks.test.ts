@@ -1,0 +1,114 @@
+import t from 'tap';
+import {
+  checkClock,
+  checkConnectors,
+  checkDataDir,
+  checkDisk,
+  checkMasterKey,
+  checkNode,
+  checkPort,
+  checkSchema,
+  hasFailure,
+  type MasterKeyFacts,
+} from '../../src/doctor/checks.js';
+import { closestCommand } from '../../src/cli/suggest.js';
+import { formatTable } from '../../src/cli/views/table.js';
+
+t.test('node: 20.17 and later pass', async (t) => {
+  t.equal(checkNode('v20.17.0').status, 'ok');
+  t.equal(checkNode('v22.1.0').status, 'ok');
+  t.equal(checkNode('v24.0.0').status, 'ok');
+  t.match(checkNode('v20.16.9'), { status: 'fail', fix: /Node\.js 20\.17 or later/ });
+  t.equal(checkNode('v18.20.0').status, 'fail');
+});
+
+t.test('data directory: loose modes fail with the command that tightens them', async (t) => {
+  const base = { home: '/h', exists: true, isDirectory: true, loose: [], error: null };
+  t.equal(checkDataDir(base).status, 'ok');
+  const loose = checkDataDir({ ...base, loose: [{ path: '/h/master.key', mode: 0o644 }] });
+  t.match(loose, { status: 'fail', detail: /\/h\/master\.key 0644/, fix: /chmod -R go-rwx \/h/ });
+  t.match(checkDataDir({ ...base, exists: false }), { status: 'fail', fix: /svc install/ });
+});
+
+t.test('master key: missing, loose, wrong key, right key', async (t) => {
+  const base: MasterKeyFacts = {
+    source: 'file',
+    file: '/h/master.key',
+    exists: true,
+    mode: 0o600,
+    error: null,
+    trial: { kind: 'opened', where: 'links.credentials_encrypted' },
+  };
+  t.equal(checkMasterKey(base).status, 'ok');
+  t.match(checkMasterKey({ ...base, exists: false }), { status: 'fail', fix: /Restore \/h\/master\.key/ });
+  t.match(checkMasterKey({ ...base, mode: 0o644 }), { status: 'fail', fix: 'chmod 600 /h/master.key' });
+  t.match(
+    checkMasterKey({ ...base, trial: { kind: 'failed', where: 'links.credentials_encrypted', reason: 'x' } }),
+    { status: 'fail', fix: /backup/ },
+  );
+  t.equal(checkMasterKey({ ...base, trial: { kind: 'nothing-stored' } }).status, 'ok');
+  t.equal(checkMasterKey({ ...base, trial: { kind: 'not-tried', reason: 'db' } }).status, 'warn');
+});
+
+t.test('schema, ports, clock, disk, connectors', async (t) => {
+  t.match(checkSchema({ applied: ['a'], pending: ['b'], unknown: [] }), {
+    status: 'fail',
+    fix: /svc migrate/,
+  });
+  t.match(checkSchema({ applied: [], pending: ['a'], unknown: [] }), { status: 'fail', fix: /svc install/ });
+  t.equal(checkSchema({ applied: ['a'], pending: [], unknown: [] }).status, 'ok');
+  t.equal(checkSchema(null).status, 'warn');
+
+  const port = {
+    name: 'api-port',
+    setting: 'api.port',
+    host: '127.0.0.1',
+    port: 8080,
+    detail: null,
+  } as const;
+  t.equal(checkPort({ ...port, state: 'free' }).status, 'ok');
+  t.equal(checkPort({ ...port, state: 'ours' }).status, 'ok');
+  t.match(checkPort({ ...port, state: 'taken' }), { status: 'fail', fix: /SVC_API_PORT/ });
+
+  t.equal(checkClock({ engine: 'postgres', offsetMs: 0, skewMs: 150 }).status, 'ok');
+  t.equal(checkClock({ engine: 'postgres', offsetMs: 0, skewMs: -5_000 }).status, 'warn');
+  t.match(checkClock({ engine: 'postgres', offsetMs: 0, skewMs: 90_000 }), {
+    status: 'fail',
+    detail: /behind/,
+  });
+  t.equal(checkClock({ engine: 'sqlite', offsetMs: 60_000, skewMs: null }).status, 'warn');
+
+  const GiB = 1024 ** 3;
+  t.equal(checkDisk({ path: '/', freeBytes: 50 * GiB, totalBytes: 100 * GiB, error: null }).status, 'ok');
+  t.equal(checkDisk({ path: '/', freeBytes: 0.5 * GiB, totalBytes: 2 * GiB, error: null }).status, 'warn');
+  t.equal(checkDisk({ path: '/', freeBytes: 40 * GiB, totalBytes: 1000 * GiB, error: null }).status, 'warn');
+
+  t.match(checkConnectors([]), [{ status: 'ok' }]);
+  const entry = { bank: 'bancochile', url: 'http://g:8090', knownBank: true, secretLength: 32 };
+  t.match(checkConnectors([{ ...entry, reach: { kind: 'open' } }]), [{ status: 'ok' }]);
+  t.match(checkConnectors([{ ...entry, reach: { kind: 'refused', reason: 'ECONNREFUSED' } }]), [
+    { status: 'fail', fix: /Start the gateway/ },
+  ]);
+  t.match(checkConnectors([{ ...entry, reach: { kind: 'bad-url', reason: 'Invalid URL' } }]), [
+    { status: 'fail' },
+  ]);
+  t.ok(hasFailure(checkConnectors([{ ...entry, knownBank: false, reach: { kind: 'open' } }])));
+});
+
+t.test('suggestions and tables', async (t) => {
+  const ids = ['keys:list', 'keys:create', 'links:list', 'status', 'webhooks:endpoints'];
+  t.equal(closestCommand('keys:lisst', ids), 'keys:list');
+  t.equal(closestCommand('key:list', ids), 'keys:list');
+  t.equal(closestCommand('stauts', ids), 'status');
+  t.equal(closestCommand('frobnicate', ids), null);
+  t.same(
+    formatTable(
+      ['ID', 'NAME'],
+      [
+        ['org_1', 'Acme'],
+        ['org_22', 'B\u001b[2J'],
+      ],
+    ),
+    ['ID      NAME', 'org_1   Acme', 'org_22  B\\u001b[2J'],
+  );
+});
