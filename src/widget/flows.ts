@@ -254,8 +254,15 @@ export async function sessionStatus(
   session: SessionRow,
   context: Pick<WidgetContext, 'now'> & { mfaAttempts: number },
 ): Promise<WidgetStatus> {
-  if (session.finished_at !== null) return { state: 'finished' };
   const bank = bankName(session.bank_id);
+  if (session.finished_at !== null)
+    // A session ended by its last MFA try keeps saying why; one ended by success is simply finished.
+    return session.last_error_code && session.refresh_intent_id === null
+      ? {
+          state: 'failed',
+          error: describeProblem(session.last_error_code, { bankName: bank }, session.locale),
+        }
+      : { state: 'finished' };
   if (session.refresh_intent_id === null) {
     return session.last_error_code
       ? {
@@ -296,6 +303,9 @@ export async function sessionStatus(
   return { state: 'failed', error: describeProblem(code, { bankName: bank }, session.locale) };
 }
 
+/** Failures after which the widget only offers Close: the session ends with them. */
+const SESSION_ENDING = new Set(['mfa_invalid', 'mfa_expired']);
+
 async function settleFailure(
   db: { transaction<T>(work: (trx: Knex.Transaction) => Promise<T>): Promise<T> },
   session: SessionRow,
@@ -311,6 +321,8 @@ async function settleFailure(
         refresh_intent_id: null,
         last_error_code: code,
         ...(session.kind === 'connect' ? { link_id: null } : {}),
+        // The MFA tries are spent (or the wait ran out): this window's work is over, as the page says.
+        ...(SESSION_ENDING.has(code) ? { finished_at: now } : {}),
         updated_at: now,
       });
     if (claimed !== 1) return;

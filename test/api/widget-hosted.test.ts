@@ -197,6 +197,43 @@ forEachEngine(t, async (t, engine) => {
     t.equal(embeddedFinish.body.redirect_url, undefined, 'the opener gets the token by postMessage');
   });
 
+  t.test('a connect whose bank asks for a code: wrong codes, then the session ends', async (t) => {
+    const session = (await openWidget(app, await widgetToken(app, sk, { locale: 'es' }))).bootstrap
+      .session as string;
+    await widgetApi(app, session, 'POST', 'credentials', {
+      bank_id: 'itau',
+      rut: '66.666.666-6',
+      password: 'sandbox-mfa',
+    });
+    await runSyncs(app);
+    for (let wrong = 1; wrong <= 3; wrong++) {
+      t.match((await widgetApi(app, session, 'GET', 'status')).body, {
+        state: 'requires_mfa',
+        wrong_codes: wrong - 1,
+        attempts_left: 4 - wrong,
+      });
+      t.equal((await widgetApi(app, session, 'POST', 'mfa', { code: '111111' })).status, 200);
+      await runSyncs(app);
+    }
+    const failed = {
+      state: 'failed',
+      error: { code: 'mfa_invalid', title: 'El código no es correcto', retry: false },
+    };
+    t.match(
+      (await widgetApi(app, session, 'GET', 'status')).body,
+      failed,
+      'after the third, a clear message',
+    );
+    const again = await widgetApi(app, session, 'POST', 'credentials', {
+      bank_id: 'itau',
+      rut: '66.666.666-6',
+      password: 'sandbox',
+    });
+    t.equal(again.status, 409, 'the session has ended');
+    t.equal(again.body.error.code, 'session_expired');
+    t.match((await widgetApi(app, session, 'GET', 'status')).body, failed, 'and keeps saying why');
+  });
+
   t.test('an MFA token opened as a plain page explains, and stays unspent', async (t) => {
     const created = await app.request('POST', '/v1/links', {
       key: sk,
