@@ -55,7 +55,7 @@ export function defaultConfig(home: string): Config {
       pollIntervalMs: 1000,
     },
     sync: { failuresToExpire: 3 },
-    refresh: { onlyLastCooldownMinutes: 5, historicalCooldownMinutes: 60 },
+    refresh: { onlyLastCooldownMinutes: 5, historicalCooldownMinutes: 60, mfaAttempts: 3 },
     dispatcher: {
       pollIntervalMs: 500,
       concurrency: 32,
@@ -84,6 +84,8 @@ export function defaultConfig(home: string): Config {
       exchangeTtlMinutes: 5,
       sessionTtlMinutes: 30,
       allowedOrigins: [],
+      locale: 'es',
+      allowedRedirectUris: [],
     },
   };
 }

@@ -106,6 +106,8 @@ export const configSchema = {
       properties: {
         onlyLastCooldownMinutes: { type: 'number', minimum: 0 },
         historicalCooldownMinutes: { type: 'number', minimum: 0 },
+        /** Codes one MFA wait accepts: a wrong one below this leaves the intent waiting for another. */
+        mfaAttempts: { type: 'integer', minimum: 1, maximum: 10 },
       },
     },
     sync: {
@@ -192,6 +194,16 @@ export const configSchema = {
         allowedOrigins: {
           type: 'array',
           items: { type: 'string', pattern: '^https?://[^/\\s]+$' },
+        },
+        /** The widget's language when neither the token nor the browser names `es` or `en`. */
+        locale: { enum: ['es', 'en'] },
+        /**
+         * Where a widget token's `redirect_uri` may point (the hosted flow, docs/widget.md): an entry matches
+         * a redirect_uri exactly, or, when it ends in `/`, as an origin-and-path prefix. Empty: none.
+         */
+        allowedRedirectUris: {
+          type: 'array',
+          items: { type: 'string', pattern: '^https?://[^/\\s]+(/\\S*)?$', maxLength: 2048 },
         },
       },
     },

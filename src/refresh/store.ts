@@ -23,6 +23,8 @@ export interface IntentRow {
   mfa_code_encrypted: string | null;
   mfa_challenge_encrypted?: string | null;
   mfa_token_encrypted?: string | null;
+  /** Wrong codes given in the current MFA wait (the wait ends with `mfa_invalid` at the limit). */
+  mfa_attempts?: number;
   backfill_months: number | null;
   force: boolean | number;
   started_at: number | null;

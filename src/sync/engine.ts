@@ -78,6 +78,16 @@ interface Fetched {
   accounts: { account: BankAccount; movements: BankMovement[]; window: DateWindow | null }[];
 }
 
+/**
+ * The bank refused the code but its challenge still holds and the person has tries left
+ * (`refresh.mfaAttempts`): the intent waits for another code, with the same token and `expires_at`.
+ */
+class MfaRetry extends Error {
+  constructor() {
+    super('the bank refused the MFA code; another may be tried');
+  }
+}
+
 /** The bank waits for an MFA code: the intent waits too, and the sync resumes when the code arrives. */
 class MfaWait extends Error {
   constructor(readonly challenge: MfaChallenge) {
@@ -142,6 +152,14 @@ export async function runSyncJob(services: SyncServices, job: JobRow): Promise<S
         recordMfaWait(trx, services, job, link, intent, error.challenge, now),
       );
       services.logger.info({ link: link.id, job: job.id, intent: intent.id }, 'sync waits for MFA');
+      return { status: 'waiting_mfa' };
+    }
+    if (error instanceof MfaRetry && intent) {
+      await services.db.transaction((trx) => recordMfaRetry(trx, job, link, intent, now));
+      services.logger.info(
+        { link: link.id, job: job.id, intent: intent.id },
+        'sync waits for another MFA code',
+      );
       return { status: 'waiting_mfa' };
     }
     if (error instanceof SecretError) {
@@ -226,11 +244,23 @@ async function fetchFromBank(
     const challenge = JSON.parse(
       services.secrets.open(intent.mfa_challenge_encrypted, intent.id),
     ) as MfaChallenge;
-    session = await connector.submitMfa(
-      request,
-      challenge,
-      services.secrets.open(intent.mfa_code_encrypted, intent.id),
-    );
+    try {
+      session = await connector.submitMfa(
+        request,
+        challenge,
+        services.secrets.open(intent.mfa_code_encrypted, intent.id),
+      );
+    } catch (error) {
+      const wrong = (intent.mfa_attempts ?? 0) + 1;
+      if (
+        error instanceof ConnectorError &&
+        error.code === 'mfa_invalid' &&
+        wrong < services.config.refresh.mfaAttempts &&
+        challenge.expiresAt >= now
+      )
+        throw new MfaRetry();
+      throw error;
+    }
   } else {
     const login = await connector.login(request);
     if (login.kind === 'mfa') {
@@ -300,6 +330,7 @@ async function recordMfaWait(
     mfa_challenge_encrypted: services.secrets.seal(JSON.stringify(challenge), intent.id),
     mfa_code_encrypted: null,
     mfa_expires_at: challenge.expiresAt,
+    mfa_attempts: 0,
     updated_at: now,
   });
   await setRefreshStatus(trx, link.id, 'requires_mfa', now);
@@ -314,6 +345,25 @@ async function recordMfaWait(
     ),
     now,
   });
+}
+
+/** A wrong code with tries left: the job parks again and the intent waits for the next code. */
+async function recordMfaRetry(
+  trx: Knex,
+  job: JobRow,
+  link: LinkRow,
+  intent: IntentRow,
+  now: number,
+): Promise<void> {
+  if (!(await finishJob(trx, job, 'waiting_mfa', now)))
+    throw new LeaseLostError(`job ${job.id} lost its lease`);
+  await updateIntent(trx, intent.id, {
+    status: 'requires_mfa',
+    mfa_code_encrypted: null,
+    mfa_attempts: (intent.mfa_attempts ?? 0) + 1,
+    updated_at: now,
+  });
+  await setRefreshStatus(trx, link.id, 'requires_mfa', now);
 }
 
 async function recordSuccess(

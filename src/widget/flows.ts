@@ -28,6 +28,7 @@ import { acceptMfaCode } from '../refresh/refresh.js';
 import { issueExchangeToken } from '../exchange/exchange.js';
 import { lockOrganisation } from '../orgs/orgs.js';
 import { describeProblem, type Problem } from './problems.js';
+import { message, type Locale } from './messages.js';
 import type { SessionRow } from './sessions.js';
 import type { WidgetTokenRow } from './widget-tokens.js';
 
@@ -36,8 +37,8 @@ export const MAX_ATTEMPTS = 5;
 
 /** The consent the widget shows above its Connect button; its SHA-256 is recorded on the link. */
 export const CONSENT_VERSION = 'widget-1';
-export function consentText(operatorName: string): string {
-  return `By connecting, you allow ${operatorName} to read the accounts, balances and movements of this bank login on behalf of the app that opened this window, until the connection is removed. Your password is encrypted and never shared with that app.`;
+export function consentText(operatorName: string, locale: Locale): string {
+  return message(locale, 'consent', { operator: operatorName });
 }
 
 export interface WidgetContext {
@@ -50,7 +51,13 @@ export interface WidgetContext {
 export type WidgetStatus =
   | { state: 'idle' }
   | { state: 'in_progress'; step: 'queued' | 'syncing' | 'verifying' }
-  | { state: 'requires_mfa'; expires_at: string | null }
+  | {
+      state: 'requires_mfa';
+      expires_at: string | null;
+      /** Wrong codes already given in this wait, and how many more the bank's wait accepts. */
+      wrong_codes: number;
+      attempts_left: number;
+    }
   | { state: 'succeeded'; holder_name: string | null; accounts_count: number }
   | { state: 'failed'; error: Problem }
   | { state: 'finished' };
@@ -63,8 +70,13 @@ export interface CredentialsInput {
   rut_empresa?: string;
 }
 
-function refuse(code: string, status = 409, context: Parameters<typeof describeProblem>[1] = {}): ApiError {
-  return new ApiError(status, 'invalid_request_error', code, describeProblem(code, context).message);
+function refuse(
+  code: string,
+  status = 409,
+  context: Parameters<typeof describeProblem>[1] = {},
+  locale: Locale = 'en',
+): ApiError {
+  return new ApiError(status, 'invalid_request_error', code, describeProblem(code, context, locale).message);
 }
 
 /**
@@ -111,7 +123,8 @@ export async function submitCredentials(
   await claimAttempt(trx, session, now);
   const consent = {
     consent_version: CONSENT_VERSION,
-    consent_text_hash: sha256Hex(consentText(context.config.widget.name)),
+    // The text the person read, in their language: its hash is what the link records.
+    consent_text_hash: sha256Hex(consentText(context.config.widget.name, session.locale)),
   };
   const credentials = { rut: input.rut, password: input.password, rut_empresa: input.rut_empresa };
 
@@ -239,17 +252,27 @@ async function claimAttempt(trx: Knex, session: SessionRow, now: number): Promis
 export async function sessionStatus(
   db: { reader: Knex; transaction<T>(work: (trx: Knex.Transaction) => Promise<T>): Promise<T> },
   session: SessionRow,
-  context: Pick<WidgetContext, 'now'>,
+  context: Pick<WidgetContext, 'now'> & { mfaAttempts: number },
 ): Promise<WidgetStatus> {
-  if (session.finished_at !== null) return { state: 'finished' };
   const bank = bankName(session.bank_id);
+  if (session.finished_at !== null)
+    // A session ended by its last MFA try keeps saying why; one ended by success is simply finished.
+    return session.last_error_code && session.refresh_intent_id === null
+      ? {
+          state: 'failed',
+          error: describeProblem(session.last_error_code, { bankName: bank }, session.locale),
+        }
+      : { state: 'finished' };
   if (session.refresh_intent_id === null) {
     return session.last_error_code
-      ? { state: 'failed', error: describeProblem(session.last_error_code, { bankName: bank }) }
+      ? {
+          state: 'failed',
+          error: describeProblem(session.last_error_code, { bankName: bank }, session.locale),
+        }
       : { state: 'idle' };
   }
   const intent = await findIntent(db.reader, session.refresh_intent_id);
-  if (!intent) return { state: 'failed', error: describeProblem('link_missing') };
+  if (!intent) return { state: 'failed', error: describeProblem('link_missing', {}, session.locale) };
   switch (intent.status) {
     case 'created':
       return { state: 'in_progress', step: 'queued' };
@@ -258,7 +281,12 @@ export async function sessionStatus(
     case 'requires_mfa':
       // A code was given: the intent keeps waiting until a worker resumes the login with it.
       if (intent.mfa_code_encrypted !== null) return { state: 'in_progress', step: 'verifying' };
-      return { state: 'requires_mfa', expires_at: toIso(intent.mfa_expires_at) };
+      return {
+        state: 'requires_mfa',
+        expires_at: toIso(intent.mfa_expires_at),
+        wrong_codes: intent.mfa_attempts ?? 0,
+        attempts_left: Math.max(0, context.mfaAttempts - (intent.mfa_attempts ?? 0)),
+      };
     case 'succeeded': {
       const link = await findLink(db.reader, intent.link_id);
       return {
@@ -272,8 +300,11 @@ export async function sessionStatus(
   }
   const code = intent.error_code ?? 'bank_unavailable';
   if (session.kind !== 'mfa') await settleFailure(db, session, intent, code, context.now);
-  return { state: 'failed', error: describeProblem(code, { bankName: bank }) };
+  return { state: 'failed', error: describeProblem(code, { bankName: bank }, session.locale) };
 }
+
+/** Failures after which the widget only offers Close: the session ends with them. */
+const SESSION_ENDING = new Set(['mfa_invalid', 'mfa_expired']);
 
 async function settleFailure(
   db: { transaction<T>(work: (trx: Knex.Transaction) => Promise<T>): Promise<T> },
@@ -290,6 +321,8 @@ async function settleFailure(
         refresh_intent_id: null,
         last_error_code: code,
         ...(session.kind === 'connect' ? { link_id: null } : {}),
+        // The MFA tries are spent (or the wait ran out): this window's work is over, as the page says.
+        ...(SESSION_ENDING.has(code) ? { finished_at: now } : {}),
         updated_at: now,
       });
     if (claimed !== 1) return;
@@ -324,6 +357,18 @@ export interface FinishResult {
   intent: 'connect' | 'reconnect' | 'mfa';
   exchange_token?: string;
   refresh_intent_id?: string;
+  /**
+   * The hosted flow (a token with a `redirect_uri`, opened as a plain page): where the page sends the person
+   * next, carrying the exchange token and the token's `state`.
+   */
+  redirect_url?: string;
+}
+
+/** `redirect_uri` with the widget's answer added to its query (what it had is kept). */
+export function redirectUrl(redirectUri: string, params: Record<string, string | null>): string {
+  const url = new URL(redirectUri);
+  for (const [name, value] of Object.entries(params)) if (value !== null) url.searchParams.set(name, value);
+  return url.href;
 }
 
 /**
@@ -353,5 +398,14 @@ export async function finishSession(
     ttlMs: context.config.widget.exchangeTtlMinutes * 60_000,
     now: context.now,
   });
-  return { type: 'success', intent: session.kind, exchange_token: token };
+  const result: FinishResult = { type: 'success', intent: session.kind, exchange_token: token };
+  if (session.opener_origin === '') {
+    const widgetToken = await widgetTokenOf(trx, session);
+    if (widgetToken.redirect_uri)
+      result.redirect_url = redirectUrl(widgetToken.redirect_uri, {
+        exchange_token: token,
+        state: widgetToken.state,
+      });
+  }
+  return result;
 }

@@ -23,6 +23,8 @@ import {
   type WidgetContext,
 } from './flows.js';
 import { renderPage, type Bootstrap } from './page.js';
+import { CATALOGUES, chooseLocale, type Locale } from './messages.js';
+import { redirectUrl } from './flows.js';
 import { describeProblem } from './problems.js';
 import { isAllowedOrigin } from '../api/cors.js';
 import {
@@ -39,6 +41,9 @@ const POLL_INTERVAL_MS = 1000;
 
 const OPEN_FAILURE_STATUS: Record<OpenFailure | 'origin_invalid', number> = {
   origin_invalid: 400,
+  // A page, not an error of the request: widget_url opened as a plain link by a person, whose app meant to
+  // embed it. The page says what to do; the token is not spent.
+  opener_missing: 200,
   token_invalid: 404,
   token_consumed: 410,
   token_expired: 410,
@@ -90,7 +95,13 @@ export function widgetRouter(services: AppServices): Router {
     logo.kind === 'url' ? logo.src : logo.kind === 'file' ? `/widget/assets/logo?v=${theme.version}` : null;
   const imgSources = ["'self'", 'data:', ...(logo.kind === 'url' && logo.origin ? [logo.origin] : [])];
   const apiOrigin = new URL(config.api.baseUrl).origin;
-  const embedJs = assets.get('embed.js')!.body.replace("'__SVC_API_ORIGIN__'", JSON.stringify(apiOrigin));
+  const embedJs = assets
+    .get('embed.js')!
+    .body.replace("'__SVC_API_ORIGIN__'", JSON.stringify(apiOrigin))
+    .replace(
+      "'__SVC_FRAME_TITLES__'",
+      JSON.stringify({ es: CATALOGUES.es['page.title'], en: CATALOGUES.en['page.title'] }),
+    );
   const validateCredentials = credentialsValidator({});
   const validateCode = compileValidator(
     {
@@ -119,6 +130,8 @@ export function widgetRouter(services: AppServices): Router {
 
   const sendPage = (ctx: Context, status: number, bootstrap: Bootstrap) => {
     const frameAncestors = bootstrap.opener_origin ?? "'none'";
+    ctx.set('Content-Language', bootstrap.locale);
+    ctx.set('Vary', 'Accept-Language');
     ctx.status = status;
     ctx.type = 'text/html; charset=utf-8';
     ctx.set('Cache-Control', 'no-store');
@@ -145,10 +158,22 @@ export function widgetRouter(services: AppServices): Router {
     });
   };
 
-  const errorBootstrap = (code: string, origin: string | null, bankId: string | null = null): Bootstrap => ({
+  const localeOf = (ctx: Context, tokenLocale: Locale | null = null): Locale =>
+    chooseLocale(tokenLocale, ctx.get('Accept-Language') || undefined, config.widget.locale);
+
+  const errorBootstrap = (
+    code: string,
+    origin: string | null,
+    locale: Locale,
+    bankId: string | null = null,
+  ): Bootstrap => ({
     session: null,
     kind: null,
     opener_origin: origin,
+    hosted: false,
+    exit_url: null,
+    locale,
+    messages: CATALOGUES[locale],
     operator: config.widget.name,
     consent: '',
     poll_interval_ms: POLL_INTERVAL_MS,
@@ -156,10 +181,14 @@ export function widgetRouter(services: AppServices): Router {
     bank_id: bankId,
     holder_type: null,
     username_prefill: null,
-    error: describeProblem(code, {
-      tokenTtlMinutes: config.widget.tokenTtlMinutes,
-      bankName: bankId ? findInstitution(bankId)?.name : undefined,
-    }),
+    error: describeProblem(
+      code,
+      {
+        tokenTtlMinutes: config.widget.tokenTtlMinutes,
+        bankName: bankId ? findInstitution(bankId)?.name : undefined,
+      },
+      locale,
+    ),
     status: null,
   });
 
@@ -174,19 +203,28 @@ export function widgetRouter(services: AppServices): Router {
     }
     const now = services.clock.now();
     const token = typeof ctx.query.token === 'string' ? ctx.query.token : '';
-    const origin = parseOrigin(ctx.query.origin);
-    const allowed = origin !== null && isAllowedOrigin(origin, config.widget.allowedOrigins);
+    const browserLocale = localeOf(ctx);
+    // No `origin`: widget_url opened as it was returned, as a top-level page or in a mobile web view. That
+    // is the hosted flow when the token has a redirect_uri; otherwise the page explains (openSession).
+    const hosted = ctx.query.origin === undefined;
+    const origin = hosted ? null : parseOrigin(ctx.query.origin);
+    const allowed = hosted || (origin !== null && isAllowedOrigin(origin, config.widget.allowedOrigins));
     // Checked before the token is consumed: a page that may not open the widget does not burn its token.
-    if (!allowed) return sendPage(ctx, 400, errorBootstrap('origin_invalid', origin));
+    if (!allowed) return sendPage(ctx, 400, errorBootstrap('origin_invalid', origin, browserLocale));
     if (!WIDGET_TOKEN.test(token) && !INTENT_TOKEN.test(token))
-      return sendPage(ctx, 400, errorBootstrap('token_invalid', origin));
+      return sendPage(ctx, 400, errorBootstrap('token_invalid', origin, browserLocale));
     const opened = await openSession(services.db, token, {
       origin,
+      locale: (tokenLocale) => localeOf(ctx, tokenLocale),
       sessionTtlMs: config.widget.sessionTtlMinutes * 60_000,
       now,
     });
     if (!opened.ok)
-      return sendPage(ctx, OPEN_FAILURE_STATUS[opened.problem], errorBootstrap(opened.problem, origin));
+      return sendPage(
+        ctx,
+        OPEN_FAILURE_STATUS[opened.problem],
+        errorBootstrap(opened.problem, origin, browserLocale),
+      );
     sendPage(ctx, 200, await bootstrapFor(opened.session, opened.secret, opened.widgetToken, now));
   });
 
@@ -208,12 +246,20 @@ export function widgetRouter(services: AppServices): Router {
         ),
       }))
       .filter((bank) => bank.holder_types.length > 0);
+    const hosted = session.opener_origin === '';
     const base: Bootstrap = {
       session: secret,
       kind: session.kind,
-      opener_origin: session.opener_origin,
+      opener_origin: hosted ? null : session.opener_origin,
+      hosted,
+      exit_url:
+        hosted && token?.redirect_uri
+          ? redirectUrl(token.redirect_uri, { error: 'exited', state: token.state })
+          : null,
+      locale: session.locale,
+      messages: CATALOGUES[session.locale],
       operator: config.widget.name,
-      consent: consentText(config.widget.name),
+      consent: consentText(config.widget.name, session.locale),
       poll_interval_ms: POLL_INTERVAL_MS,
       banks,
       bank_id: session.bank_id,
@@ -225,15 +271,21 @@ export function widgetRouter(services: AppServices): Router {
     if (session.kind === 'connect' && token?.connection_limit != null && token.external_user_id !== null) {
       const owner = { orgId: session.org_id, mode: session.mode, externalUserId: token.external_user_id };
       if ((await countLinksOfUser(services.db.reader, owner)) >= token.connection_limit)
-        base.error = describeProblem('connection_limit_reached', { connectionLimit: token.connection_limit });
+        base.error = describeProblem(
+          'connection_limit_reached',
+          { connectionLimit: token.connection_limit },
+          session.locale,
+        );
     }
     if (session.kind !== 'connect' && session.link_id) {
       const link = await findLink(services.db.reader, session.link_id);
       base.holder_type = link?.holder_type ?? null;
     }
-    if (session.kind === 'mfa') base.status = await sessionStatus(services.db, session, { now });
+    if (session.kind === 'mfa') base.status = await sessionStatus(services.db, session, statusContext(now));
     return base;
   };
+
+  const statusContext = (now: number) => ({ now, mfaAttempts: config.refresh.mfaAttempts });
 
   const withSession = async (ctx: Context): Promise<SessionRow> => {
     ctx.set('Cache-Control', 'no-store');
@@ -251,7 +303,7 @@ export function widgetRouter(services: AppServices): Router {
 
   router.get('/widget/api/status', route('/widget/api/status'), async (ctx) => {
     const session = await withSession(ctx);
-    ctx.body = await sessionStatus(services.db, session, { now: services.clock.now() });
+    ctx.body = await sessionStatus(services.db, session, statusContext(services.clock.now()));
   });
 
   router.post('/widget/api/credentials', route('/widget/api/credentials'), async (ctx) => {
@@ -259,14 +311,14 @@ export function widgetRouter(services: AppServices): Router {
     const body = validateCredentials(await readJson(ctx)) as CredentialsInput;
     await services.db.transaction((trx) => submitCredentials(trx, session, body, context()));
     const fresh = await authenticateSession(services.db.knex, ctx.get(SESSION_HEADER), services.clock.now());
-    ctx.body = await sessionStatus(services.db, fresh, { now: services.clock.now() });
+    ctx.body = await sessionStatus(services.db, fresh, statusContext(services.clock.now()));
   });
 
   router.post('/widget/api/mfa', route('/widget/api/mfa'), async (ctx) => {
     const session = await withSession(ctx);
     const body = validateCode(await readJson(ctx)) as { code: string };
     await services.db.transaction((trx) => submitMfa(trx, session, body.code, context()));
-    ctx.body = await sessionStatus(services.db, session, { now: services.clock.now() });
+    ctx.body = await sessionStatus(services.db, session, statusContext(services.clock.now()));
   });
 
   router.post('/widget/api/finish', route('/widget/api/finish'), async (ctx) => {

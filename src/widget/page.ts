@@ -3,6 +3,7 @@ import type { BankHealth } from '../banks/health.js';
 import type { Problem } from './problems.js';
 import type { SessionKind } from './sessions.js';
 import type { WidgetStatus } from './flows.js';
+import { message, type Catalogue, type Locale } from './messages.js';
 
 /** What the page's script starts from; it is JSON in a non-executable script element. */
 export interface Bootstrap {
@@ -11,6 +12,13 @@ export interface Bootstrap {
   kind: SessionKind | null;
   /** Where `postMessage` may deliver (the opener's origin, validated); null when it was not usable. */
   opener_origin: string | null;
+  /** Opened as a plain page with a token that has a redirect_uri: the widget returns there at the end. */
+  hosted: boolean;
+  /** The hosted flow's way back without success (`redirect_uri?error=exited&state=…`). */
+  exit_url: string | null;
+  locale: Locale;
+  /** Every word of the page, in its language (messages.ts). */
+  messages: Catalogue;
   operator: string;
   consent: string;
   poll_interval_ms: number;
@@ -59,14 +67,20 @@ export function renderPage(bootstrap: Bootstrap, assets: PageAssets): string {
   const logo = assets.logoSrc
     ? `<img class="brand-logo" src="${escapeHtml(assets.logoSrc)}" alt="" width="28" height="28">`
     : `<span class="brand-logo brand-initial" aria-hidden="true">${escapeHtml(bootstrap.operator.slice(0, 1).toUpperCase())}</span>`;
-  const title = bootstrap.error ? bootstrap.error.title : 'Connect your bank';
+  const t = (key: Parameters<typeof message>[1]) => escapeHtml(message(bootstrap.locale, key));
+  const title = bootstrap.error ? escapeHtml(bootstrap.error.title) : t('page.title');
+  const developerNote =
+    bootstrap.error?.code === 'opener_missing'
+      ? `<p class="hint">${t('problem.opener_missing.developer')}</p>`
+      : '';
   return `<!doctype html>
-<html lang="en">
+<html lang="${bootstrap.locale === 'es' ? 'es-CL' : 'en'}">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="referrer" content="no-referrer">
-<title>${escapeHtml(title)} · ${name}</title>
+<link rel="icon" href="data:,">
+<title>${title} · ${name}</title>
 <link rel="stylesheet" href="/widget/assets/widget.css?v=${assets.widgetCss}">
 <link rel="stylesheet" href="/widget/assets/theme.css?v=${assets.themeCss}">
 <script type="application/json" id="widget-bootstrap">${scriptJson(bootstrap)}</script>
@@ -76,18 +90,18 @@ export function renderPage(bootstrap: Bootstrap, assets: PageAssets): string {
 <div class="widget">
   <header class="widget-header">
     <span class="brand">${logo}<span class="brand-name">${name}</span></span>
-    <button type="button" class="icon-button" id="widget-close" aria-label="Close this window" hidden>
+    <button type="button" class="icon-button" id="widget-close" aria-label="${t('page.close')}" title="${t('page.close')}" hidden>
       <svg aria-hidden="true" focusable="false" width="20" height="20" viewBox="0 0 20 20"><path d="M5 5l10 10M15 5L5 15" stroke="currentColor" stroke-width="2" stroke-linecap="round"/></svg>
     </button>
   </header>
   <main id="widget-main" class="widget-main">
-    <h1 tabindex="-1">${escapeHtml(title)}</h1>
-    ${bootstrap.error ? `<p>${escapeHtml(bootstrap.error.message)}</p>` : ''}
-    <noscript><p>This window needs JavaScript to connect your bank.</p></noscript>
+    <h1 tabindex="-1">${title}</h1>
+    ${bootstrap.error ? `<p>${escapeHtml(bootstrap.error.message)}</p>${developerNote}` : ''}
+    <noscript><p>${t('page.noscript')}</p></noscript>
   </main>
   <footer class="widget-footer">
     <svg aria-hidden="true" focusable="false" width="14" height="14" viewBox="0 0 16 16"><path d="M4 7V5a4 4 0 118 0v2h1v8H3V7h1zm2 0h4V5a2 2 0 10-4 0v2z" fill="currentColor"/></svg>
-    <span>Encrypted. The app never sees your password.</span>
+    <span>${t('page.footer')}</span>
   </footer>
 </div>
 </body>

@@ -36,6 +36,24 @@ export const widgetTokenBody = {
       maximum: 1000,
       description: 'At most this many links for external_user_id; the widget refuses another',
     },
+    locale: {
+      enum: ['es', 'en'],
+      description:
+        "The widget's language: `es` (Spanish, Chile) or `en`. Without it, the browser's language, else the operator's `widget.locale`",
+    },
+    redirect_uri: {
+      type: 'string',
+      minLength: 1,
+      maxLength: 2048,
+      description:
+        "The hosted flow: widget_url works as a plain link, and the widget returns here with `exchange_token` (and `state`) in the query. Must match the operator's `widget.allowedRedirectUris`; https only (http to a loopback host in test mode)",
+    },
+    state: {
+      type: 'string',
+      minLength: 1,
+      maxLength: 500,
+      description: 'Returned unchanged to redirect_uri (with it only), for your CSRF check',
+    },
   },
 } as const;
 

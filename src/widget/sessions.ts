@@ -9,6 +9,7 @@ import { sha256Hex } from '../secrets/secret-box.js';
 import { findLink } from '../links/store.js';
 import { findIntentByMfaToken, waitingForMfaIds } from '../refresh/store.js';
 import type { WidgetTokenRow } from './widget-tokens.js';
+import type { Locale } from './messages.js';
 
 export type SessionKind = 'connect' | 'reconnect' | 'mfa';
 
@@ -20,7 +21,10 @@ export interface SessionRow {
   session_hash: string;
   token_hash: string;
   widget_token_id: string | null;
+  /** The page `postMessage` answers to; '' for the hosted flow (opened as a plain page, see redirect_uri). */
   opener_origin: string;
+  /** The language the widget was opened in. */
+  locale: Locale;
   bank_id: string | null;
   link_id: string | null;
   refresh_intent_id: string | null;
@@ -38,7 +42,15 @@ export const SESSION_HEADER = 'X-Widget-Session';
 const SESSION_SECRET = /^wss_[0-9A-Za-z]{40}$/;
 
 export type OpenFailure =
-  'token_invalid' | 'token_consumed' | 'token_expired' | 'link_missing' | 'link_not_expired';
+  | 'token_invalid'
+  | 'token_consumed'
+  | 'token_expired'
+  | 'link_missing'
+  | 'link_not_expired'
+  | 'opener_missing';
+
+/** Rolls the open back: the token stays unspent (see `openSession`). */
+class OpenerMissing extends Error {}
 
 export type OpenResult =
   | { ok: true; session: SessionRow; secret: string; widgetToken: WidgetTokenRow | null }
@@ -53,7 +65,14 @@ export type OpenResult =
 export async function openSession(
   db: Database,
   token: string,
-  input: { origin: string; sessionTtlMs: number; now: number },
+  input: {
+    /** null: the hosted flow, allowed only for a widget token with a redirect_uri. */
+    origin: string | null;
+    /** The session's language, from the token's `locale` once it is read. */
+    locale: (tokenLocale: Locale | null) => Locale;
+    sessionTtlMs: number;
+    now: number;
+  },
 ): Promise<OpenResult> {
   const tokenHash = sha256Hex(token);
   const secret = `wss_${randomBase62(40)}`;
@@ -61,7 +80,7 @@ export async function openSession(
     id: `ws_${randomBytes(8).toString('hex')}`,
     session_hash: sha256Hex(secret),
     token_hash: tokenHash,
-    opener_origin: input.origin,
+    opener_origin: input.origin ?? '',
     attempts: 0,
     last_error_code: null,
     previous_expired_at: null,
@@ -85,6 +104,10 @@ export async function openSession(
           if (!row) return { ok: false, problem: 'token_invalid' };
           return { ok: false, problem: row.consumed_at !== null ? 'token_consumed' : 'token_expired' };
         }
+        if (input.origin === null && row.redirect_uri === null) {
+          // Nothing could receive the exchange token: the token stays unspent for the app to open properly.
+          throw new OpenerMissing();
+        }
         let linkId: string | null = null;
         if (row.intent === 'reconnect') {
           const link = row.link_id === null ? undefined : await findLink(trx, row.link_id);
@@ -97,6 +120,7 @@ export async function openSession(
           org_id: row.org_id,
           mode: row.mode,
           kind: row.intent,
+          locale: input.locale(row.locale),
           widget_token_id: row.id,
           bank_id: row.institution_id,
           link_id: linkId,
@@ -106,6 +130,7 @@ export async function openSession(
         return { ok: true, session, secret, widgetToken: row };
       }
       if (INTENT_TOKEN.test(token)) {
+        if (input.origin === null) throw new OpenerMissing();
         if (await trx('widget_sessions').where({ token_hash: tokenHash }).first('id'))
           return { ok: false, problem: 'token_consumed' };
         const intent = await findIntentByMfaToken(trx, tokenHash);
@@ -119,6 +144,7 @@ export async function openSession(
           org_id: intent.org_id,
           mode: intent.mode,
           kind: 'mfa',
+          locale: input.locale(null),
           widget_token_id: null,
           bank_id: link.bank_id,
           link_id: link.id,
@@ -130,6 +156,7 @@ export async function openSession(
       return { ok: false, problem: 'token_invalid' };
     });
   } catch (error) {
+    if (error instanceof OpenerMissing) return { ok: false, problem: 'opener_missing' };
     if (isUniqueViolation(error)) return { ok: false, problem: 'token_consumed' };
     throw error;
   }

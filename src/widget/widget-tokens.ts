@@ -10,6 +10,7 @@ import { formatRut, normaliseRut } from '../rut/rut.js';
 import type { LinkPolicy } from '../links/links.js';
 import type { LinkRow } from '../links/store.js';
 import type { WidgetTokenInput } from './schemas.js';
+import type { Locale } from './messages.js';
 
 export type WidgetIntent = 'connect' | 'reconnect';
 
@@ -27,6 +28,9 @@ export interface WidgetTokenRow {
   external_user_id: string | null;
   link_id: string | null;
   connection_limit: number | null;
+  locale: Locale | null;
+  redirect_uri: string | null;
+  state: string | null;
   expires_at: number;
   consumed_at: number | null;
   created_at: number;
@@ -45,6 +49,9 @@ export interface WidgetToken {
   external_user_id: string | null;
   link_id: string | null;
   connection_limit: number | null;
+  locale: Locale | null;
+  redirect_uri: string | null;
+  state: string | null;
   /** The hosted widget for this token; `embed.js` adds the opener's origin when it opens it. */
   widget_url: string;
   created_at: string;
@@ -60,7 +67,13 @@ export async function createWidgetToken(
   trx: Knex,
   principal: Principal,
   input: WidgetTokenInput,
-  options: { policy: LinkPolicy; ttlMs: number; baseUrl: string; now: number },
+  options: {
+    policy: LinkPolicy;
+    ttlMs: number;
+    baseUrl: string;
+    now: number;
+    allowedRedirectUris: readonly string[];
+  },
 ): Promise<WidgetToken> {
   const intent = input.intent ?? 'connect';
   const product = input.product ?? 'movements';
@@ -124,6 +137,18 @@ export async function createWidgetToken(
       'connection_limit counts the links of one external_user_id; send it too.',
     );
 
+  let redirectUri: string | null = null;
+  if (input.redirect_uri !== undefined) {
+    const problem = redirectUriProblem(input.redirect_uri, options.allowedRedirectUris, principal.mode);
+    if (problem) throw errors.invalidParameter('redirect_uri', problem);
+    redirectUri = input.redirect_uri;
+  }
+  if (input.state !== undefined && redirectUri === null)
+    throw errors.invalidParameter(
+      'state',
+      'state is returned to redirect_uri; send a redirect_uri too (the embedded flow keeps its own state).',
+    );
+
   const { id, token } = generateWidgetToken();
   const row: WidgetTokenRow = {
     id,
@@ -137,6 +162,9 @@ export async function createWidgetToken(
     external_user_id: input.external_user_id ?? link?.external_user_id ?? null,
     link_id: link?.id ?? null,
     connection_limit: input.connection_limit ?? null,
+    locale: input.locale ?? null,
+    redirect_uri: redirectUri,
+    state: input.state ?? null,
     expires_at: options.now + options.ttlMs,
     consumed_at: null,
     created_at: options.now,
@@ -154,8 +182,59 @@ export async function createWidgetToken(
     external_user_id: row.external_user_id,
     link_id: row.link_id,
     connection_limit: row.connection_limit,
+    locale: row.locale,
+    redirect_uri: row.redirect_uri,
+    state: row.state,
     widget_url: `${options.baseUrl}/widget?token=${encodeURIComponent(token)}`,
     created_at: toIso(row.created_at)!,
     mode: row.mode,
   };
+}
+
+const LOOPBACK_HOSTS = new Set(['127.0.0.1', 'localhost', '[::1]']);
+
+/**
+ * Why `redirect_uri` may not receive exchange tokens, or null when it may. It must be an absolute URL
+ * without credentials or fragment, `https` (plain `http` only to a loopback host, and only in test mode), and
+ * match an entry of `widget.allowedRedirectUris`: exactly, or, for an entry ending in `/`, by having the
+ * entry's origin and its path as a prefix of its own (the query is free). Paths are compared after URL
+ * parsing, so `/cb/../admin` is `/admin` and cannot slip under `/cb/`.
+ */
+export function redirectUriProblem(
+  value: string,
+  allowed: readonly string[],
+  mode: 'live' | 'test',
+): string | null {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return 'redirect_uri must be an absolute URL, e.g. https://app.example.com/bank/callback.';
+  }
+  if (url.username || url.password || url.hash || value.includes('#'))
+    return 'redirect_uri may not carry credentials or a #fragment.';
+  const loopback = LOOPBACK_HOSTS.has(url.hostname);
+  if (url.protocol !== 'https:' && !(url.protocol === 'http:' && loopback && mode === 'test'))
+    return mode === 'test'
+      ? 'redirect_uri must use https (http only to 127.0.0.1, localhost or [::1] in test mode).'
+      : 'redirect_uri must use https in live mode.';
+  for (const entry of allowed) {
+    let base: URL;
+    try {
+      base = new URL(entry);
+    } catch {
+      continue;
+    }
+    if (url.href === base.href) return null;
+    if (
+      base.pathname.endsWith('/') &&
+      !base.search &&
+      url.origin === base.origin &&
+      url.pathname.startsWith(base.pathname)
+    )
+      return null;
+  }
+  return allowed.length === 0
+    ? 'This appliance accepts no redirect_uri: the operator has not set widget.allowedRedirectUris.'
+    : `redirect_uri ${url.origin}${url.pathname} is not in the operator's widget.allowedRedirectUris.`;
 }

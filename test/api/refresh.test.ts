@@ -209,10 +209,24 @@ forEachEngine(t, async (t, engine) => {
     );
   });
 
-  t.test('MFA: a wrong code fails the intent with mfa_invalid', async (t) => {
+  t.test('MFA: a wrong code asks again; the third fails the intent with mfa_invalid', async (t) => {
     const link = await newLink('sandbox-mfa');
     const intent = (await refresh(link)).body;
     await runSyncs(app);
+    const waiting = (await app.request('GET', `/v1/refresh_intents/${intent.id}`, { key: sk })).body;
+    for (let wrong = 1; wrong < 3; wrong++) {
+      const sent = await app.request('POST', `/v1/refresh_intents/${intent.id}/mfa`, {
+        key: sk,
+        body: { code: '000000' },
+      });
+      t.equal(sent.status, 200);
+      await runSyncs(app);
+      t.match(
+        (await app.request('GET', `/v1/refresh_intents/${intent.id}`, { key: sk })).body,
+        { status: 'requires_mfa', requires_mfa: waiting.requires_mfa },
+        `wrong code ${wrong}: the same wait (token and expires_at) takes another code`,
+      );
+    }
     await app.request('POST', `/v1/refresh_intents/${intent.id}/mfa`, { key: sk, body: { code: '000000' } });
     await runSyncs(app);
     t.match((await app.request('GET', `/v1/refresh_intents/${intent.id}`, { key: sk })).body, {

@@ -208,6 +208,8 @@ forEachEngine(t, async (t, engine) => {
       SVC_SCHEDULER_POLL_INTERVAL_MS: '100',
       SVC_DISPATCHER_POLL_INTERVAL_MS: '100',
       SVC_REFRESH_ONLY_LAST_COOLDOWN_MINUTES: '0',
+      // One code per MFA wait, so a wrong code ends the refresh at once (the default allows 3).
+      SVC_REFRESH_MFA_ATTEMPTS: '1',
     },
   });
   const receiver = await startReceiver(t);

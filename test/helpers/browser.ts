@@ -25,12 +25,15 @@ export function requireChromium(t: Test): boolean {
 export async function launchChromium(
   t: Test,
   viewport = { width: 1280, height: 800 },
+  /** The browser's language (navigator.language and Accept-Language); English unless a test says. */
+  locale = 'en-US',
 ): Promise<BrowserContext> {
   const profile = mkdtempSync(join(tmpdir(), 'svc-chromium-'));
   const context = await chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM,
     headless: true,
     viewport,
+    locale,
     args: [
       '--headless',
       '--no-sandbox',

@@ -11,14 +11,21 @@ export interface OpenedWidget {
   bootstrap: any;
 }
 
-/** `GET /widget?token=…&origin=…` as a browser would: an HTML page, with the JSON its script starts from. */
+/**
+ * `GET /widget?token=…&origin=…` as a browser would: an HTML page, with the JSON its script starts from. The
+ * browser's language is English unless `language` says otherwise (null: no Accept-Language at all), so the
+ * tests can read the page's words.
+ */
 export async function openWidget(
   app: Pick<TestApp, 'url'>,
   token: string,
   origin = OPENER,
+  language: string | null = 'en',
 ): Promise<OpenedWidget> {
   const query = new URLSearchParams({ token, ...(origin ? { origin } : {}) });
-  const response = await fetch(`${app.url}/widget?${query}`);
+  const response = await fetch(`${app.url}/widget?${query}`, {
+    headers: language === null ? {} : { 'Accept-Language': language },
+  });
   const html = await response.text();
   const match = /<script type="application\/json" id="widget-bootstrap">(.*?)<\/script>/s.exec(html);
   return {
@@ -51,6 +58,9 @@ export interface WidgetTokenBody {
   external_user_id?: string;
   link_id?: string;
   connection_limit?: number;
+  locale?: string;
+  redirect_uri?: string;
+  state?: string;
 }
 
 export async function widgetToken(app: TestApp, key: string, body: WidgetTokenBody = {}): Promise<string> {

@@ -22,6 +22,8 @@ t.test('the widget settings default to the spec and read SVC_WIDGET_* variables'
     exchangeTtlMinutes: 5,
     sessionTtlMinutes: 30,
     allowedOrigins: [],
+    locale: 'es',
+    allowedRedirectUris: [],
   });
   const config = loadConfig({
     home: dir,
@@ -33,6 +35,8 @@ t.test('the widget settings default to the spec and read SVC_WIDGET_* variables'
       SVC_WIDGET_EXCHANGE_TTL_MINUTES: '2',
       SVC_WIDGET_SESSION_TTL_MINUTES: '20',
       SVC_WIDGET_ALLOWED_ORIGINS: '["https://app.example.com", "http://127.0.0.1:3000"]',
+      SVC_WIDGET_LOCALE: 'en',
+      SVC_WIDGET_ALLOWED_REDIRECT_URIS: '["https://app.example.com/bank/", "http://127.0.0.1:3000/cb"]',
     },
   });
   t.same(config.widget, {
@@ -43,6 +47,8 @@ t.test('the widget settings default to the spec and read SVC_WIDGET_* variables'
     exchangeTtlMinutes: 2,
     sessionTtlMinutes: 20,
     allowedOrigins: ['https://app.example.com', 'http://127.0.0.1:3000'],
+    locale: 'en',
+    allowedRedirectUris: ['https://app.example.com/bank/', 'http://127.0.0.1:3000/cb'],
   });
 });
 
@@ -55,6 +61,9 @@ t.test('a bad widget setting names itself and its variable', async (t) => {
     ['SVC_WIDGET_LOGO_URL', 'javascript:alert(1)', 'widget.logoUrl'],
     ['SVC_WIDGET_TOKEN_TTL_MINUTES', '0', 'widget.tokenTtlMinutes'],
     ['SVC_WIDGET_ALLOWED_ORIGINS', '["https://app.example.com/path"]', 'widget.allowedOrigins'],
+    ['SVC_WIDGET_LOCALE', 'fr', 'widget.locale'],
+    ['SVC_WIDGET_ALLOWED_REDIRECT_URIS', '["app.example.com/cb"]', 'widget.allowedRedirectUris'],
+    ['SVC_WIDGET_ALLOWED_REDIRECT_URIS', '["javascript:alert(1)"]', 'widget.allowedRedirectUris'],
   ] as const) {
     t.throws(
       () => loadConfig({ home: dir, env: { [name]: value } }),

@@ -1,4 +1,4 @@
-/* global window, document, URL */
+/* global window, document, navigator, URL */
 /*
  * The hosted widget's loader: <script src="https://API/widget/embed.js"></script>, then
  * SvcWidget.open({ token, onSuccess, onExit }). It opens the widget in an iframe overlay on this page and
@@ -12,6 +12,8 @@
   var script = document.currentScript;
   var defaultOrigin = script && script.src ? new URL(script.src).origin : '__SVC_API_ORIGIN__';
   var current = null;
+  // The frame's accessible name in each language (page.title of src/widget/messages.ts, filled in by the API).
+  var titles = '__SVC_FRAME_TITLES__';
 
   function style(element, properties) {
     for (var name in properties) element.style.setProperty(name, properties[name]);
@@ -39,7 +41,9 @@
       background: 'rgba(15, 23, 42, 0.6)',
     });
     var frame = document.createElement('iframe');
-    frame.title = options.title || 'Connect your bank';
+    // The widget's own language comes from its token or the browser; the frame's name follows the browser.
+    var language = String(options.locale || navigator.language || 'es').toLowerCase();
+    frame.title = options.title || (language.indexOf('en') === 0 ? titles.en : titles.es);
     frame.src =
       apiOrigin +
       '/widget?token=' +

@@ -1,4 +1,4 @@
-/* global window, document, fetch, clearTimeout, Node */
+/* global window, document, fetch, clearTimeout, Node, URL */
 /*
  * The hosted widget's page script: plain JavaScript, no framework, no CDN. It starts from the JSON the
  * server put in #widget-bootstrap, talks to /widget/api/* with its session in the X-Widget-Session header,
@@ -12,6 +12,9 @@
   const closeButton = document.getElementById('widget-close');
   const opener = window.parent !== window ? window.parent : window.opener;
   const embedded = Boolean(opener && boot.opener_origin);
+  // The hosted flow: opened as a plain page with a token that has a redirect_uri; the end is a navigation.
+  const hosted = Boolean(boot.hosted);
+  const messages = boot.messages;
   const banksById = new Map(boot.banks.map((bank) => [bank.id, bank]));
 
   const state = {
@@ -27,6 +30,40 @@
     finishing: false,
     lastError: null,
   };
+
+  // ---- words: the catalogue of the page's language (src/widget/messages.ts) ----
+
+  /** The message `key` with `{name}` replaced; a missing key shows as itself rather than as nothing. */
+  function t(key, params) {
+    const template = Object.prototype.hasOwnProperty.call(messages, key) ? messages[key] : key;
+    return template.replace(/\{(\w+)\}/g, (whole, name) =>
+      params && Object.prototype.hasOwnProperty.call(params, name) ? String(params[name]) : whole,
+    );
+  }
+
+  /** A failure the page learned from the API, worded from the catalogue by its code, never in English. */
+  function problemFor(code) {
+    const params = {
+      bank: state.bank ? state.bank.name : t('bank.defaultTitle'),
+      bankLower: state.bank ? state.bank.name : t('bank.default'),
+      code: code || 'error',
+    };
+    const worded = code === 'widget_session_invalid' ? 'session_expired' : code;
+    const title = 'problem.' + worded + '.title';
+    if (!Object.prototype.hasOwnProperty.call(messages, title))
+      return {
+        code,
+        title: t('problem.default.title'),
+        message: t('problem.default.message', params),
+        retry: false,
+      };
+    return {
+      code,
+      title: t(title, params),
+      message: t('problem.' + worded + '.message', params),
+      retry: false,
+    };
+  }
 
   // ---- RUT: 12.345.678-5, modulo-11 check digit ----
 
@@ -146,7 +183,55 @@
   }
 
   function bankName() {
-    return state.bank ? state.bank.name : 'your bank';
+    return state.bank ? state.bank.name : t('bank.default');
+  }
+
+  /**
+   * A bank's mark: two letters of its distinctive word on a colour of its own, derived from its id (no
+   * third-party logo). `Banco de Chile` is Ch, `BancoEstado` BE, `Banco BICE` BI.
+   */
+  const BADGE_COLOURS = [
+    '#1d4ed8',
+    '#b91c1c',
+    '#047857',
+    '#7c3aed',
+    '#c2410c',
+    '#0e7490',
+    '#be185d',
+    '#4d7c0f',
+    '#a16207',
+    '#4338ca',
+    '#334155',
+    '#9d174d',
+  ];
+
+  function monogram(name) {
+    const word =
+      name
+        .replace(/^Banco (de )?/, '')
+        .replace(/ Chile$/, '')
+        .split(/\s+/)[0] || name;
+    const camel = /^([A-Z])[a-z]+([A-Z])/.exec(word);
+    if (camel) return camel[1] + camel[2];
+    if (word === word.toUpperCase()) return word.slice(0, 2);
+    return word[0].toUpperCase() + word.slice(1, 2).toLowerCase();
+  }
+
+  /** FNV-1a of the id picks a colour; a colour already taken in the list passes to the next free one. */
+  function badgeColours(banks) {
+    const taken = new Map();
+    const used = new Set();
+    for (const bank of banks) {
+      let hash = 0x811c9dc5;
+      for (let i = 0; i < bank.id.length; i++)
+        hash = Math.imul(hash ^ bank.id.charCodeAt(i), 0x01000193) >>> 0;
+      let index = hash % BADGE_COLOURS.length;
+      for (let tries = 0; used.has(index) && tries < BADGE_COLOURS.length; tries++)
+        index = (index + 1) % BADGE_COLOURS.length;
+      used.add(index);
+      taken.set(bank.id, BADGE_COLOURS[index]);
+    }
+    return taken;
   }
 
   function normalise(text) {
@@ -172,17 +257,13 @@
         cache: 'no-store',
       });
     } catch {
-      throw Object.assign(
-        new Error('The connection to the server was lost. Check your internet and try again.'),
-        {
-          code: 'network_error',
-        },
-      );
+      throw Object.assign(new Error(t('error.network')), { code: 'network_error' });
     }
     const data = await response.json().catch(() => null);
     if (!response.ok) {
       const error = (data && data.error) || {};
-      throw Object.assign(new Error(error.message || 'The request failed.'), {
+      // The API's own words are for developers; the person reads the catalogue's (problemFor).
+      throw Object.assign(new Error(problemFor(error.code || 'server_error').message), {
         code: error.code || 'server_error',
         param: error.param,
         status: response.status,
@@ -229,7 +310,7 @@
         else progress(status.step);
         return startPolling();
       case 'requires_mfa':
-        return mfa();
+        return mfa(status);
       case 'succeeded':
         return success(status);
       case 'failed':
@@ -241,24 +322,20 @@
     }
   }
 
-  function sessionProblem(error) {
-    return {
-      code: 'session_expired',
-      title: 'This window has timed out',
-      message: error.message,
-      retry: false,
-    };
+  function sessionProblem() {
+    return problemFor('session_expired');
   }
 
   // ---- screens ----
 
   function picker() {
-    const list = h('ul', { className: 'bank-list', id: 'bank-list', 'aria-label': 'Banks' });
-    const empty = h('p', { className: 'empty', hidden: true }, 'No bank matches your search.');
+    const list = h('ul', { className: 'bank-list', id: 'bank-list', 'aria-label': t('picker.listLabel') });
+    const empty = h('p', { className: 'empty', hidden: true }, t('picker.empty'));
     const search = h('input', {
       className: 'search',
       id: 'bank-search',
       type: 'search',
+      placeholder: t('picker.searchPlaceholder'),
       autocomplete: 'off',
       spellcheck: 'false',
       'aria-controls': 'bank-list',
@@ -274,11 +351,12 @@
         if (match) shown++;
       }
       empty.hidden = shown > 0;
-      count.textContent = shown === 1 ? '1 bank' : shown + ' banks';
+      count.textContent = shown === 1 ? t('picker.countOne') : t('picker.countMany', { count: shown });
     });
+    const colours = badgeColours(boot.banks);
     for (const bank of boot.banks) {
       const note =
-        bank.status === 'down' ? 'Having problems' : bank.status === 'degraded' ? 'May be slow' : null;
+        bank.status === 'down' ? t('picker.down') : bank.status === 'degraded' ? t('picker.degraded') : null;
       list.append(
         h(
           'li',
@@ -297,8 +375,12 @@
             },
             h(
               'span',
-              { className: 'bank-badge', 'aria-hidden': 'true' },
-              bank.name.replace(/^Banco (de )?/, '')[0],
+              {
+                className: 'bank-badge',
+                'aria-hidden': 'true',
+                'data-colour': colours.get(bank.id),
+              },
+              monogram(bank.name),
             ),
             h('span', { className: 'bank-name' }, bank.name),
             note ? h('span', { className: 'bank-note' }, note) : null,
@@ -306,10 +388,13 @@
         ),
       );
     }
+    // The colour is set from script: the page's CSP allows no inline style attribute.
+    for (const badge of list.querySelectorAll('.bank-badge'))
+      badge.style.backgroundColor = badge.dataset.colour;
     show('picker', [
-      heading('Select your bank'),
-      h('p', { className: 'lead' }, 'Choose the bank where you have your accounts.'),
-      h('div', { className: 'field' }, h('label', { for: 'bank-search' }, 'Search banks'), search),
+      heading(t('picker.title')),
+      h('p', { className: 'lead' }, t('picker.lead')),
+      h('div', { className: 'field' }, h('label', { for: 'bank-search' }, t('picker.searchLabel')), search),
       count,
       list,
       empty,
@@ -341,10 +426,9 @@
     function check(final) {
       const status = rutStatus(input.value);
       const complete = cleanRut(input.value).length >= 9;
-      if (status === 'valid') say('Valid RUT', 'ok');
-      else if (status === 'invalid' && (complete || touched || final))
-        say('The check digit does not match. Check the RUT.', 'error');
-      else if (final) say('Enter the RUT, for example 12.345.678-5.', 'error');
+      if (status === 'valid') say(t('rut.valid'), 'ok');
+      else if (status === 'invalid' && (complete || touched || final)) say(t('rut.checkDigit'), 'error');
+      else if (final) say(t('rut.missing'), 'error');
       else say('', null);
       return status === 'valid';
     }
@@ -362,7 +446,7 @@
       { className: 'field' },
       h('label', { for: id }, labelText),
       input,
-      h('p', { id: id + '-hint', className: 'hint' }, 'For example 12.345.678-5'),
+      h('p', { id: id + '-hint', className: 'hint' }, t('rut.hint')),
       message,
     );
     return { element, input, check };
@@ -372,8 +456,8 @@
     const bank = state.bank;
     const reconnect = boot.kind === 'reconnect';
     const canChooseHolder = !reconnect && bank.holder_types.length > 1;
-    const rut = rutField('rut', 'RUT', state.rut, 'username');
-    const company = rutField('rut-empresa', 'Company RUT', state.rutEmpresa, 'off');
+    const rut = rutField('rut', t('rut.label'), state.rut, 'username');
+    const company = rutField('rut-empresa', t('rut.companyLabel'), state.rutEmpresa, 'off');
     company.element.hidden = state.holderType !== 'business';
     rut.input.addEventListener('input', () => (state.rut = rut.input.value));
     company.input.addEventListener('input', () => (state.rutEmpresa = company.input.value));
@@ -393,13 +477,13 @@
       className: 'button button-secondary',
       'aria-controls': 'password',
       'aria-pressed': 'false',
-      'aria-label': 'Show password',
+      'aria-label': t('credentials.showLabel'),
     });
-    toggle.textContent = 'Show';
+    toggle.textContent = t('credentials.show');
     toggle.addEventListener('click', () => {
       const showing = password.type === 'text';
       password.type = showing ? 'password' : 'text';
-      toggle.textContent = showing ? 'Show' : 'Hide';
+      toggle.textContent = showing ? t('credentials.show') : t('credentials.hide');
       toggle.setAttribute('aria-pressed', showing ? 'false' : 'true');
     });
 
@@ -407,7 +491,7 @@
       ? h(
           'fieldset',
           {},
-          h('legend', {}, 'Account type'),
+          h('legend', {}, t('credentials.holderLegend')),
           h(
             'div',
             { className: 'choices' },
@@ -425,7 +509,7 @@
                     company.element.hidden = value !== 'business';
                   },
                 }),
-                value === 'individual' ? 'Personal' : 'Business',
+                value === 'individual' ? t('credentials.individual') : t('credentials.business'),
               ),
             ),
           ),
@@ -433,10 +517,15 @@
       : null;
 
     const alert = h('p', { className: 'form-alert', role: 'alert', hidden: !alertText }, alertText || '');
-    const submit = h('button', { type: 'submit', className: 'button' }, reconnect ? 'Reconnect' : 'Connect');
+    const submitText = reconnect ? t('credentials.reconnect') : t('credentials.connect');
+    const submit = h(
+      'button',
+      { type: 'submit', className: 'button', 'aria-describedby': 'consent' },
+      submitText,
+    );
     const actions = h('div', { className: 'actions' }, submit);
     if (boot.kind === 'connect' && !boot.bank_id)
-      actions.append(button('Choose another bank', () => picker(), true));
+      actions.append(button(t('credentials.otherBank'), () => picker(), true));
 
     const form = h(
       'form',
@@ -447,13 +536,14 @@
       h(
         'div',
         { className: 'field' },
-        h('label', { for: 'password' }, 'Password'),
+        h('label', { for: 'password' }, t('credentials.password')),
         h('div', { className: 'password-row' }, password, toggle),
         passwordMessage,
       ),
       alert,
-      h('p', { id: 'consent', className: 'consent' }, boot.consent),
       actions,
+      // Under the button, which it describes (aria-describedby): the button stays above the fold at 1280x800.
+      h('p', { id: 'consent', className: 'consent' }, boot.consent),
     );
     form.addEventListener('submit', async (event) => {
       event.preventDefault();
@@ -462,7 +552,7 @@
       const rutOk = rut.check(true);
       const companyOk = !business || company.check(true);
       const passwordOk = password.value.length > 0;
-      passwordMessage.textContent = passwordOk ? '' : 'Enter your password.';
+      passwordMessage.textContent = passwordOk ? '' : t('credentials.passwordMissing');
       passwordMessage.className = passwordOk ? 'message' : 'message message-error';
       password.setAttribute('aria-invalid', passwordOk ? 'false' : 'true');
       if (!rutOk) return rut.input.focus();
@@ -470,7 +560,7 @@
       if (!passwordOk) return password.focus();
       state.busy = true;
       submit.setAttribute('aria-disabled', 'true');
-      submit.textContent = reconnect ? 'Reconnecting…' : 'Connecting…';
+      submit.textContent = reconnect ? t('credentials.reconnecting') : t('credentials.connecting');
       try {
         const status = await api('POST', 'credentials', {
           ...(boot.kind === 'connect' ? { bank_id: bank.id, holder_type: state.holderType } : {}),
@@ -482,28 +572,28 @@
       } catch (error) {
         state.busy = false;
         submit.removeAttribute('aria-disabled');
-        submit.textContent = reconnect ? 'Reconnect' : 'Connect';
+        submit.textContent = submitText;
         if (error.status === 400 || error.code === 'network_error') {
           alert.textContent = error.message;
           alert.hidden = false;
           return;
         }
-        failure({
-          code: error.code,
-          title: 'The connection could not start',
-          message: error.message,
-          retry: false,
-        });
+        const known = problemFor(error.code);
+        failure(
+          known.title === t('problem.default.title')
+            ? { ...known, title: t('credentials.startFailed') }
+            : known,
+        );
       }
     });
 
-    const intro = reconnect
-      ? 'Your connection to ' + bank.name + ' stopped working. Log in again to reconnect it.'
-      : 'Log in with the RUT and password you use for ' + bank.name + ' online banking.';
+    const intro = t(reconnect ? 'credentials.leadReconnect' : 'credentials.leadConnect', { bank: bank.name });
     show(
       'credentials',
       [
-        heading((reconnect ? 'Reconnect ' : 'Log in to ') + bank.name),
+        heading(
+          t(reconnect ? 'credentials.titleReconnect' : 'credentials.titleConnect', { bank: bank.name }),
+        ),
         h('p', { className: 'lead' }, intro),
         form,
       ],
@@ -512,9 +602,9 @@
   }
 
   const STEP_TEXT = {
-    queued: () => 'Contacting ' + bankName() + '…',
-    syncing: () => 'Logging in to ' + bankName() + ' and reading your accounts…',
-    verifying: () => 'Checking the verification code…',
+    queued: () => t('progress.queued', { bank: bankName() }),
+    syncing: () => t('progress.syncing', { bank: bankName() }),
+    verifying: () => t('progress.verifying'),
   };
 
   function setProgress(step) {
@@ -526,8 +616,10 @@
   function progress(step) {
     const title =
       boot.kind === 'mfa'
-        ? 'Updating your accounts'
-        : (boot.kind === 'reconnect' ? 'Reconnecting to ' : 'Connecting to ') + bankName();
+        ? t('progress.titleMfa')
+        : t(boot.kind === 'reconnect' ? 'progress.titleReconnect' : 'progress.titleConnect', {
+            bank: bankName(),
+          });
     show('progress', [
       heading(title),
       h('div', { className: 'status-art', 'aria-hidden': 'true' }, h('div', { className: 'spinner' })),
@@ -536,11 +628,13 @@
         { id: 'progress-status', className: 'lead centered', role: 'status', 'aria-live': 'polite' },
         (STEP_TEXT[step] || STEP_TEXT.queued)(),
       ),
-      h('p', { className: 'hint centered' }, 'This can take up to a minute. Keep this window open.'),
+      h('p', { className: 'hint centered' }, t('progress.hint')),
     ]);
   }
 
-  function mfa() {
+  function mfa(status) {
+    const wrong = status && status.wrong_codes > 0;
+    const left = status ? status.attempts_left : 0;
     const input = h('input', {
       id: 'mfa-code',
       name: 'code',
@@ -552,21 +646,22 @@
       required: true,
       'aria-describedby': 'mfa-hint mfa-message',
     });
-    const message = h('p', { id: 'mfa-message', className: 'message', 'aria-live': 'polite' });
-    const submit = h('button', { type: 'submit', className: 'button' }, 'Verify');
+    const message = h(
+      'p',
+      { id: 'mfa-message', className: wrong ? 'message message-error' : 'message', 'aria-live': 'polite' },
+      wrong ? (left === 1 ? t('mfa.wrongOne') : t('mfa.wrongMany', { count: left })) : '',
+    );
+    if (wrong) input.setAttribute('aria-invalid', 'true');
+    const submit = h('button', { type: 'submit', className: 'button' }, t('mfa.verify'));
     const form = h(
       'form',
       { novalidate: true },
       h(
         'div',
         { className: 'field' },
-        h('label', { for: 'mfa-code' }, 'Verification code'),
+        h('label', { for: 'mfa-code' }, t('mfa.label')),
         input,
-        h(
-          'p',
-          { id: 'mfa-hint', className: 'hint' },
-          'The code your bank sent by text message or shows in its app.',
-        ),
+        h('p', { id: 'mfa-hint', className: 'hint' }, t('mfa.hint')),
         message,
       ),
       h('div', { className: 'actions' }, submit),
@@ -576,57 +671,59 @@
       if (state.busy) return;
       const code = input.value.trim();
       if (!/^[0-9A-Za-z]{4,12}$/.test(code)) {
-        message.textContent = 'Enter the code your bank sent you.';
+        message.textContent = t('mfa.missing');
         message.className = 'message message-error';
         input.setAttribute('aria-invalid', 'true');
         return input.focus();
       }
       state.busy = true;
       submit.setAttribute('aria-disabled', 'true');
-      submit.textContent = 'Verifying…';
+      submit.textContent = t('mfa.verifying');
       try {
         handleStatus(await api('POST', 'mfa', { code }));
       } catch (error) {
         state.busy = false;
         submit.removeAttribute('aria-disabled');
-        submit.textContent = 'Verify';
+        submit.textContent = t('mfa.verify');
         if (error.status === 400 || error.code === 'network_error') {
           message.textContent = error.message;
           message.className = 'message message-error';
           return;
         }
-        failure({
-          code: error.code,
-          title: 'The code could not be sent',
-          message: error.message,
-          retry: false,
-        });
+        const known = problemFor(error.code);
+        failure(
+          known.title === t('problem.default.title') ? { ...known, title: t('mfa.sendFailed') } : known,
+        );
       }
     });
     show(
       'mfa',
-      [
-        heading('Enter your verification code'),
-        h('p', { className: 'lead' }, bankName() + ' asked for a second step to confirm it is you.'),
-        form,
-      ],
+      [heading(t('mfa.title')), h('p', { className: 'lead' }, t('mfa.lead', { bank: bankName() })), form],
       input,
     );
   }
 
   function success(status) {
-    const title = boot.kind === 'mfa' ? 'Verified' : boot.kind === 'reconnect' ? 'Reconnected' : 'Connected';
-    const accounts = status.accounts_count === 1 ? '1 account' : status.accounts_count + ' accounts';
+    const title = t(
+      boot.kind === 'mfa'
+        ? 'success.titleMfa'
+        : boot.kind === 'reconnect'
+          ? 'success.titleReconnect'
+          : 'success.titleConnect',
+    );
+    const accounts =
+      status.accounts_count === 1
+        ? t('success.accountsOne')
+        : t('success.accountsMany', { count: status.accounts_count });
     const text =
       boot.kind === 'mfa'
-        ? 'Your accounts at ' + bankName() + ' are up to date.'
-        : 'We found ' +
-          accounts +
-          ' at ' +
-          bankName() +
-          (status.holder_name ? ' for ' + status.holder_name : '') +
-          '.';
-    const next = button(embedded ? 'Continue' : 'Finish', finish);
+        ? t('success.textMfa', { bank: bankName() })
+        : t(status.holder_name ? 'success.textHolder' : 'success.text', {
+            accounts,
+            bank: bankName(),
+            holder: status.holder_name || '',
+          });
+    const next = button(embedded || hosted ? t('success.continue') : t('success.finish'), finish);
     show('success', [
       art('ok'),
       h('div', { className: 'centered' }, heading(title), h('p', { className: 'lead' }, text)),
@@ -640,11 +737,12 @@
     try {
       const result = await api('POST', 'finish');
       post(result);
+      if (hosted && result.redirect_url) return leave(result.redirect_url);
       done();
     } catch (error) {
       state.finishing = false;
       if (error.code === 'already_finished') return done();
-      failure({ code: error.code, title: 'Something went wrong', message: error.message, retry: false });
+      failure(problemFor(error.code));
     }
   }
 
@@ -654,18 +752,41 @@
       h(
         'div',
         { className: 'centered' },
-        heading('All done'),
-        h('p', { className: 'lead' }, 'You can close this window and go back to the app.'),
+        heading(t('done.title')),
+        h('p', { className: 'lead' }, t('done.text')),
       ),
     ]);
+  }
+
+  /** The hosted flow's end: back to the app's redirect_uri, this window's only way to hand over. */
+  function leave(url) {
+    stopPolling();
+    show('redirecting', [
+      h('div', { className: 'status-art', 'aria-hidden': 'true' }, h('div', { className: 'spinner' })),
+      h(
+        'div',
+        { className: 'centered' },
+        heading(t('done.title')),
+        h('p', { className: 'lead', role: 'status' }, t('done.redirecting')),
+      ),
+    ]);
+    window.location.assign(url);
+  }
+
+  function exitUrl(code) {
+    const url = new URL(boot.exit_url);
+    if (code) url.searchParams.set('error_code', code);
+    return url.href;
   }
 
   function failure(problem) {
     state.lastError = problem;
     const canRetry = problem.retry && boot.session && (boot.kind === 'connect' || boot.kind === 'reconnect');
     const actions = h('div', { className: 'actions' });
-    if (canRetry) actions.append(button('Try again', () => credentials()));
-    if (embedded) actions.append(button('Close', () => exit('error', problem.code), canRetry));
+    if (canRetry) actions.append(button(t('error.tryAgain'), () => credentials()));
+    if (embedded) actions.append(button(t('error.close'), () => exit('error', problem.code), canRetry));
+    else if (hosted && boot.exit_url)
+      actions.append(button(t('error.backToApp'), () => leave(exitUrl(problem.code)), canRetry));
     show('error', [
       art('error'),
       h(
@@ -673,6 +794,9 @@
         { className: 'centered' },
         heading(problem.title),
         h('p', { className: 'lead' }, problem.message),
+        problem.code === 'opener_missing'
+          ? h('p', { className: 'hint' }, t('problem.opener_missing.developer'))
+          : null,
       ),
       actions,
     ]);
@@ -685,6 +809,9 @@
   }
 
   // ---- start ----
+
+  // A top-level page (the hosted flow, or a link opened by hand) is drawn as a card on a wide screen.
+  if (window.parent === window) document.documentElement.classList.add('top-level');
 
   if (embedded) {
     closeButton.hidden = false;
