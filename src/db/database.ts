@@ -162,6 +162,33 @@ function openPostgres(options: OpenOptions): Database {
   };
 }
 
+/**
+ * Connects once to a Postgres URL as `openDatabase` would (its `schema` parameter becomes the search
+ * path) and returns the schema that tables would go to, or null when that schema does not exist. Throws
+ * the driver's error when the server cannot be reached or refuses the login. One plain client rather than
+ * a knex pool: the pool logs every failed attempt with its stack, which `svc install` reports in a line.
+ */
+export async function probePostgres(url: string, timeoutMs = 10_000): Promise<string | null> {
+  const parsed = new URL(url);
+  const schema = parsed.searchParams.get('schema');
+  parsed.searchParams.delete('schema');
+  const client = new pg.Client({
+    connectionString: parsed.toString(),
+    connectionTimeoutMillis: timeoutMs,
+    query_timeout: timeoutMs,
+  });
+  // An error after connecting (the server going away) must not be an uncaught 'error' event.
+  client.on('error', () => undefined);
+  try {
+    await client.connect();
+    if (schema) await client.query(`set search_path to ${client.escapeIdentifier(schema)}`);
+    const result = await client.query<{ schema: string | null }>('select current_schema() as schema');
+    return result.rows[0]?.schema ?? null;
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
 interface SqliteConnection {
   run(sql: string, callback: (err: Error | null) => void): void;
 }

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import type { Clock } from '../clock/clock.js';
 import { CONFIG_FILE, loadConfig, maskUrl } from '../config/load-config.js';
 import { openDatabase } from '../db/database.js';
+import { checkDatabaseUrl } from './check-database-url.js';
 import { migrateUp } from '../db/migrations.js';
 import { createApiKey } from '../keys/keys.js';
 import { createOrganisation, type Organisation } from '../orgs/orgs.js';
@@ -42,9 +43,20 @@ export interface InstallResult {
  * master key or a database, and prints keys only on the run that created them.
  */
 export async function install(options: InstallOptions): Promise<InstallResult> {
+  const configFile = join(options.home, CONFIG_FILE);
+  // Everything that can refuse the flags does so before the first write, so that a corrected re-run is
+  // a first install again: a contradiction of the saved settings, a value the schema refuses, a database
+  // that does not answer.
+  refuseContradictions(configFile, options);
+  if (options.databaseUrl !== undefined) await checkDatabaseUrl(options.databaseUrl);
+  loadConfig({
+    home: options.home,
+    env: options.env,
+    overrides: { brand: options.brand, databaseUrl: options.databaseUrl },
+  });
+
   mkdirSync(options.home, { recursive: true, mode: 0o700 });
   makePrivate(options.home);
-  const configFile = join(options.home, CONFIG_FILE);
   writeConfigFile(configFile, options);
 
   const config = loadConfig({ home: options.home, env: options.env });
@@ -121,15 +133,18 @@ function keepOwnerOnly(path: string): void {
   }
 }
 
-/** Writes the settings chosen at install; on a later run, refuses flags that contradict the file. */
+/** Writes the settings chosen at install, unless a config file is there already. */
 function writeConfigFile(path: string, options: InstallOptions): void {
-  if (!existsSync(path)) {
-    const contents: Record<string, string> = {};
-    if (options.brand) contents.brand = options.brand;
-    if (options.databaseUrl) contents.databaseUrl = options.databaseUrl;
-    writeFileSync(path, JSON.stringify(contents, null, 2) + '\n', { mode: 0o600 });
-    return;
-  }
+  if (existsSync(path)) return;
+  const contents: Record<string, string> = {};
+  if (options.brand) contents.brand = options.brand;
+  if (options.databaseUrl) contents.databaseUrl = options.databaseUrl;
+  writeFileSync(path, JSON.stringify(contents, null, 2) + '\n', { mode: 0o600 });
+}
+
+/** On a later run, refuses flags that contradict the saved settings. */
+function refuseContradictions(path: string, options: InstallOptions): void {
+  if (!existsSync(path)) return;
   const existing = JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>;
   for (const [key, wanted] of [
     ['brand', options.brand],

@@ -1,13 +1,16 @@
-import { chmodSync, existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { chmodSync, existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
+import { maskUrl } from '../../src/config/load-config.js';
 import { migrationNames } from '../../src/db/migrations.js';
 import { parseApiKey } from '../../src/keys/key-format.js';
-import { installArgs, runCli, runCliJson, startServe, withDatabase } from '../helpers/cli.js';
+import { freePort, installArgs, runCli, runCliJson, startServe, withDatabase } from '../helpers/cli.js';
 import { forEachEngine, freshDatabase } from '../helpers/harness.js';
 
 const keyPattern = (brand: string, type: 'sk' | 'pk') =>
   new RegExp(`\\b${brand}_${type}_test_[0-9A-Za-z]{38}\\b`, 'g');
+
+const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 async function organisationCount(url: string): Promise<number> {
   return withDatabase(url, async (db) => {
@@ -130,6 +133,66 @@ forEachEngine(t, async (t, engine) => {
     const keys = await runCliJson<{ redacted: string }[]>(t, ['keys', 'list'], { home });
     t.same(keys.map((key) => key.redacted.slice(0, 12)).sort(), ['acme_pk_test', 'acme_sk_test']);
   });
+
+  await t.test(
+    'a bad --database-url is refused before anything is written; the corrected one installs',
+    async (t) => {
+      const database = await freshDatabase(t, engine);
+      const home = join(database.home, 'home');
+      const bad: { url: string; reason: RegExp }[] = [
+        {
+          url: 'mysql://svc:canary-password@db.internal/svc',
+          reason: /it must start with postgres:\/\/, postgresql:\/\/ or sqlite:\/\//,
+        },
+      ];
+      if (engine === 'sqlite') {
+        const file = join(database.home, 'a-file');
+        writeFileSync(file, '');
+        bad.push({ url: `sqlite://${file}/svc.db`, reason: new RegExp(`${file}/svc\\.db: ENOTDIR`) });
+      } else {
+        const refused = new URL(database.url);
+        refused.password = 'canary-password';
+        refused.port = String(await freePort());
+        bad.push({ url: refused.toString(), reason: /ECONNREFUSED/ });
+        const noSchema = new URL(database.url);
+        noSchema.password = 'canary-password';
+        noSchema.searchParams.set('schema', 'no_such_schema');
+        bad.push({ url: noSchema.toString(), reason: /schema "no_such_schema" does not exist/ });
+      }
+      for (const { url, reason } of bad) {
+        const result = await runCli(['install', '--database-url', url], { home });
+        t.not(result.code, 0, `${maskUrl(url)} is refused`);
+        t.match(
+          result.message,
+          new RegExp(`Error: --database-url ${escape(maskUrl(url))} cannot be used: `),
+          'the message names the URL, masked',
+        );
+        t.match(result.message, reason, 'and why');
+        t.match(
+          result.message,
+          /Nothing was written; run svc install again with a working URL\.$/,
+          'and what to do',
+        );
+        t.notMatch(result.stdout + result.stderr, /canary-password/, 'the password is not printed');
+        t.equal(result.stdout, '', 'nothing else is printed');
+        t.notOk(existsSync(home), 'the home is not created, so there is no config.json');
+      }
+      const good = engine === 'sqlite' ? `sqlite://${home}/svc.db` : database.url;
+      const corrected = await runCli(['install', '--database-url', good], { home });
+      t.equal(corrected.code, 0, 'the corrected run succeeds');
+      t.equal(
+        (corrected.stdout.match(keyPattern('svc', 'sk')) ?? []).length,
+        1,
+        'and prints the test secret key',
+      );
+      t.equal(
+        JSON.parse(readFileSync(join(home, 'config.json'), 'utf8')).databaseUrl,
+        good,
+        'config.json holds the URL that works',
+      );
+      t.equal(await organisationCount(good), 1, 'the database holds the default organisation');
+    },
+  );
 
   await t.test('a second --brand on a default install is refused too', async (t) => {
     const { url, home } = await freshDatabase(t, engine);
