@@ -1,5 +1,8 @@
 import { Flags } from '@oclif/core';
 import { BaseCommand } from '../src/cli/base-command.js';
+import type { Config } from '../src/config/defaults.js';
+import { maskUrl } from '../src/config/load-config.js';
+import type { RoleName } from '../src/processes/roles.js';
 
 export default class Serve extends BaseCommand {
   static override summary = 'Run the API, scheduler and webhook dispatcher under one supervisor';
@@ -29,6 +32,12 @@ export default class Serve extends BaseCommand {
     const { parseRoles } = await import('../src/processes/roles.js');
     const roles = parseRoles(flags.roles);
     const config = this.appConfig(flags.home, { api: { host: flags.host, port: flags.port } });
+    if (roles.includes('api') && config.api.port !== 0) {
+      const { apiPortProblem } = await import('../src/api/port-check.js');
+      const { runningSupervisors } = await import('../src/processes/status.js');
+      const taken = await apiPortProblem(config.api.host, config.api.port, runningSupervisors(config.home));
+      if (taken) this.error(taken, { exit: 1 });
+    }
     const { migrationStatus, schemaMismatch } = await import('../src/db/migrations.js');
     const problem = await this.withDatabase(config, async (db) => schemaMismatch(await migrationStatus(db)));
     if (problem) this.error(problem, { exit: 78 });
@@ -47,9 +56,24 @@ export default class Serve extends BaseCommand {
       },
       'starting',
     );
-    const supervisor = new Supervisor(config, roles, env, logger);
+    // A person at a terminal gets one line saying what runs where; journald and log files keep the JSON.
+    const announce = process.stdout.isTTY ? () => this.log(runningLine(config, roles)) : () => undefined;
+    const supervisor = new Supervisor(config, roles, env, logger, announce);
     const code = await supervisor.run();
     await flushLogger(logger);
     if (code !== 0) this.error(supervisor.failureReason ?? 'a child process failed', { exit: code });
   }
+}
+
+/**
+ * What `svc serve` runs, for the person at the terminal, with the database password masked:
+ * `svc serve: API on http://127.0.0.1:8080; roles api, scheduler, dispatcher; data /root/.svc; database sqlite /root/.svc/svc.db. Ctrl-C stops it.`
+ */
+function runningLine(config: Readonly<Config>, roles: readonly RoleName[]): string {
+  const database = config.databaseUrl.startsWith('sqlite')
+    ? `sqlite ${config.databaseUrl.replace(/^sqlite:(\/\/)?/, '')}`
+    : maskUrl(config.databaseUrl);
+  const host = config.api.host.includes(':') ? `[${config.api.host}]` : config.api.host;
+  const what = roles.includes('api') ? `API on http://${host}:${config.api.port}` : 'no API in this process';
+  return `svc serve: ${what}; roles ${roles.join(', ')}; data ${config.home}; database ${database}. Ctrl-C stops it.`;
 }

@@ -48,12 +48,15 @@ export class Supervisor {
   private failure: string | null = null;
   private finished!: (code: number) => void;
   private readonly stateFile: string;
+  private announced = false;
 
+  /** `onRunning` is called once, the first time every child has said it is ready. */
   constructor(
     private readonly config: Readonly<Config>,
     private readonly roles: RoleName[],
     private readonly env: Record<string, string | undefined>,
     private readonly logger: Logger,
+    private readonly onRunning: () => void = () => undefined,
   ) {
     this.children = roles.map((role) => ({
       role,
@@ -119,6 +122,10 @@ export class Supervisor {
       if (message?.type === 'ready' && child.process === proc) {
         child.status = 'running';
         this.writeState();
+        if (!this.announced && !this.stopping && this.children.every((c) => c.status === 'running')) {
+          this.announced = true;
+          this.onRunning();
+        }
       }
     });
     proc.on('exit', (code, signal) => this.onExit(child, proc, code, signal));
