@@ -102,7 +102,8 @@ fi
 
 if $need_build; then
   step "Building"
-  npm run --silent build
+  # oclif would look for a newer version of itself in the registry (a network call and a warning).
+  OCLIF_SKIP_NEW_VERSION_CHECK=true npm run --silent build
   echo "$source_hash" > dist/.install-source-hash
   step_done
 else
