@@ -31,6 +31,15 @@ import { killGroup, spawnOwned } from '../helpers/processes.js';
 const NODE_DIR = dirname(process.execPath);
 const BASE_PATH = [NODE_DIR, '/usr/local/bin', '/usr/bin', '/bin'].join(':');
 const isRoot = process.getuid?.() === 0;
+/** Where Node was installed with its headers (NodeSource's and Debian's packages put them there). */
+const NODE_PREFIX = dirname(NODE_DIR);
+const hasToolchain = ['python3', 'make', 'g++'].every(
+  (tool) => spawnSync('sh', ['-c', `command -v ${tool}`]).status === 0,
+);
+const canMakeUser =
+  isRoot &&
+  spawnSync('sh', ['-c', 'command -v useradd && command -v userdel && command -v runuser']).status === 0;
+const hasNodeHeaders = existsSync(join(NODE_PREFIX, 'include', 'node', 'node_api.h'));
 
 interface Sandbox {
   root: string;
@@ -45,8 +54,11 @@ function npmCalls(sandbox: Sandbox): string[] {
   return existsSync(sandbox.npmLog) ? readFileSync(sandbox.npmLog, 'utf8').split('\n').filter(Boolean) : [];
 }
 
-/** A scratch checkout, a fake npm, and a user with an empty home, removed when `t` ends. */
-function sandbox(t: Test): Sandbox {
+/**
+ * A scratch checkout, a fake npm and an empty home, removed when `t` ends. With `normalUser`, when the test
+ * runs as root, a user is made for it (useradd -m), whose home that is and who runs the scripts.
+ */
+function sandbox(t: Test, options: { normalUser?: boolean } = {}): Sandbox {
   const root = mkdtempSync(join(tmpdir(), 'svc-install-sh-'));
   chmodSync(root, 0o755);
   const checkout = join(root, 'checkout');
@@ -79,14 +91,13 @@ function sandbox(t: Test): Sandbox {
   chmodSync(npmLog, 0o666);
 
   let user: string | null = null;
-  let home = join(root, 'home');
-  if (isRoot) {
+  const home = join(root, 'home');
+  if (isRoot && options.normalUser) {
     user = `svcit${randomBytes(4).toString('hex')}`;
     const made = spawnSync('useradd', ['-m', '-d', home, '-s', '/bin/bash', user], { encoding: 'utf8' });
     if (made.status !== 0) throw new Error(`useradd failed: ${made.stderr}`);
     spawnSync('chown', ['-R', `${user}:`, checkout]);
   } else {
-    home = join(root, 'home');
     mkdirSync(home);
   }
   t.teardown(() => {
@@ -183,8 +194,14 @@ t.test(
 
 t.test(
   `as a user who is not root${isRoot ? ' (made for the test)' : ' (this one, with a home of its own)'}, "./install.sh && bin/svc serve" works in a fresh shell, and svc is on the PATH of the next`,
+  {
+    skip:
+      isRoot && !canMakeUser
+        ? 'as root, needs useradd, userdel and runuser to make a user who is not root'
+        : false,
+  },
   async (t) => {
-    const box = sandbox(t);
+    const box = sandbox(t, { normalUser: true });
     const host = await prebuiltHost(t, true);
     const env = { npm_config_sqlite3_binary_host: host };
     const port = await freePort();
@@ -268,5 +285,40 @@ t.test(
       ['npm ci --no-audit --no-fund'],
       'and reinstalls the whole tree, for npm test',
     );
+  },
+);
+
+t.test(
+  'when sqlite3 must be compiled and nodejs.org is out of reach, the headers installed with Node are used',
+  {
+    skip:
+      hasToolchain && hasNodeHeaders
+        ? false
+        : `needs python3, make, g++ and ${NODE_PREFIX}/include/node (apt-get install -y python3 make g++)`,
+  },
+  async (t) => {
+    const box = sandbox(t);
+    // This npm says where node-gyp would take Node's headers from.
+    writeFileSync(
+      join(box.fakeBin, 'npm'),
+      `#!/bin/sh\ncase "$1" in config) exit 0 ;; esac\necho "npm $* (nodedir=$npm_config_nodedir)" >> ${box.npmLog}\n`,
+      { mode: 0o755 },
+    );
+    const closed = `http://127.0.0.1:${await freePort()}`;
+    const result = await run(box, './install.sh', {
+      env: {
+        npm_config_sqlite3_binary_host: closed,
+        NODEJS_ORG_MIRROR: closed,
+        XDG_CACHE_HOME: join(box.home, 'empty-cache'),
+        SVC_BIN_DIR: join(box.home, 'bin'),
+      },
+    });
+    t.equal(result.code, 0, 'install.sh succeeds');
+    t.match(
+      result.stdout,
+      `==> Compiling sqlite3 with the Node.js headers in ${NODE_PREFIX}/include/node\n==> Installing dependencies`,
+      'it says which headers, before npm ci',
+    );
+    t.equal(npmCalls(box)[0], `npm ci --no-audit --no-fund (nodedir=${NODE_PREFIX})`, 'and npm ci gets them');
   },
 );
