@@ -1,5 +1,6 @@
 import { Flags } from '@oclif/core';
 import { BaseCommand } from '../src/cli/base-command.js';
+import { CliError } from '../src/cli/errors.js';
 import type { Config } from '../src/config/defaults.js';
 import { maskUrl } from '../src/config/load-config.js';
 import type { RoleName } from '../src/processes/roles.js';
@@ -36,7 +37,8 @@ export default class Serve extends BaseCommand {
       const { apiPortProblem } = await import('../src/api/port-check.js');
       const { runningSupervisors } = await import('../src/processes/status.js');
       const taken = await apiPortProblem(config.api.host, config.api.port, runningSupervisors(config.home));
-      if (taken) this.error(taken, { exit: 1 });
+      // 69 (EX_UNAVAILABLE), as for a database that does not answer: what serve needs is taken.
+      if (taken) throw new CliError('port_unavailable', taken, 69);
     }
     const { migrationStatus, schemaMismatch } = await import('../src/db/migrations.js');
     const problem = await this.withDatabase(config, async (db) => schemaMismatch(await migrationStatus(db)));

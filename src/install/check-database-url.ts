@@ -1,20 +1,21 @@
 import { accessSync, constants, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import { ConfigError, maskUrl } from '../config/load-config.js';
+import { CliError, databaseUnavailable } from '../cli/errors.js';
+import { maskUrl } from '../config/load-config.js';
 import { engineOf, probePostgres, sqlitePath } from '../db/database.js';
 
 /**
  * Checks a `--database-url` before `svc install` writes anything: it parses, and the database answers (a
  * Postgres server that accepts the login and has the schema; a SQLite file that can be created where it
  * points). A URL saved unchecked into config.json used to make every later run fail, and the corrected
- * re-run was refused as a change of database. Throws a ConfigError of one line, with the password masked.
+ * re-run was refused as a change of database. Throws one line with the password masked: exit 78 for a URL
+ * that cannot work, 69 for a database that does not answer.
  */
 export async function checkDatabaseUrl(url: string): Promise<void> {
   const shown = maskUrl(url);
-  const refuse = (reason: string) =>
-    new ConfigError(
-      `--database-url ${shown} cannot be used: ${reason}. Nothing was written; run svc install again with a working URL.`,
-    );
+  const sentence = (reason: string) =>
+    `--database-url ${shown} cannot be used: ${reason}. Nothing was written; run svc install again with a working URL.`;
+  const refuse = (reason: string) => new CliError('invalid_configuration', sentence(reason), 78);
   let engine: ReturnType<typeof engineOf>;
   try {
     engine = engineOf(url);
@@ -30,7 +31,7 @@ export async function checkDatabaseUrl(url: string): Promise<void> {
   try {
     schema = await probePostgres(url);
   } catch (error) {
-    throw refuse(describeError(error));
+    throw databaseUnavailable(sentence(describeError(error)));
   }
   // Postgres has no current schema when none on the search path exists: the migrations would fail after
   // config.json was written.
@@ -41,7 +42,7 @@ export async function checkDatabaseUrl(url: string): Promise<void> {
 }
 
 /** Without creating anything: the file, or the nearest directory that exists on its way, is writable. */
-function checkSqliteFile(file: string, refuse: (reason: string) => ConfigError): void {
+function checkSqliteFile(file: string, refuse: (reason: string) => CliError): void {
   if (file === '') throw refuse('it names no file (sqlite:///absolute/path.db)');
   let path = resolve(file);
   for (;;) {

@@ -139,29 +139,35 @@ forEachEngine(t, async (t, engine) => {
     async (t) => {
       const database = await freshDatabase(t, engine);
       const home = join(database.home, 'home');
-      const bad: { url: string; reason: RegExp }[] = [
+      const bad: { url: string; reason: RegExp; exit: number }[] = [
         {
           url: 'mysql://svc:canary-password@db.internal/svc',
           reason: /it must start with postgres:\/\/, postgresql:\/\/ or sqlite:\/\//,
+          exit: 78,
         },
       ];
       if (engine === 'sqlite') {
         const file = join(database.home, 'a-file');
         writeFileSync(file, '');
-        bad.push({ url: `sqlite://${file}/svc.db`, reason: new RegExp(`${file}/svc\\.db: ENOTDIR`) });
+        bad.push({
+          url: `sqlite://${file}/svc.db`,
+          reason: new RegExp(`${file}/svc\\.db: ENOTDIR`),
+          exit: 78,
+        });
       } else {
         const refused = new URL(database.url);
         refused.password = 'canary-password';
         refused.port = String(await freePort());
-        bad.push({ url: refused.toString(), reason: /ECONNREFUSED/ });
+        bad.push({ url: refused.toString(), reason: /ECONNREFUSED/, exit: 69 });
         const noSchema = new URL(database.url);
         noSchema.password = 'canary-password';
         noSchema.searchParams.set('schema', 'no_such_schema');
-        bad.push({ url: noSchema.toString(), reason: /schema "no_such_schema" does not exist/ });
+        bad.push({ url: noSchema.toString(), reason: /schema "no_such_schema" does not exist/, exit: 78 });
       }
-      for (const { url, reason } of bad) {
+      for (const { url, reason, exit } of bad) {
         const result = await runCli(['install', '--database-url', url], { home });
-        t.not(result.code, 0, `${maskUrl(url)} is refused`);
+        t.equal(result.code, exit, `${maskUrl(url)} is refused (exit ${exit})`);
+        t.equal(result.stderr.trimEnd().split('\n').length, 1, 'in one line');
         t.match(
           result.message,
           new RegExp(`Error: --database-url ${escape(maskUrl(url))} cannot be used: `),

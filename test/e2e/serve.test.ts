@@ -268,7 +268,8 @@ forEachEngine(t, async (t, engine) => {
       timeoutMs: HANG_GUARD_MS,
     });
     t.notOk(refused.timedOut, 'serve does not hang');
-    t.equal(refused.code, 1, 'serve exits 1');
+    t.equal(refused.code, 69, 'serve exits 69 (EX_UNAVAILABLE)');
+    t.equal(refused.stderr.trimEnd().split('\n').length, 1, 'in one line');
     t.match(
       refused.message,
       new RegExp(`Error: Port ${port} is already in use on 127\\.0\\.0\\.1 \\(EADDRINUSE\\)`),
@@ -288,7 +289,7 @@ forEachEngine(t, async (t, engine) => {
       env: { SVC_METRICS_PORT: '0' },
       timeoutMs: HANG_GUARD_MS,
     });
-    t.equal(second.code, 1, 'the second serve exits 1');
+    t.equal(second.code, 69, 'the second serve exits 69');
     t.match(second.message, new RegExp(`Port ${first.port} is already in use`), 'naming the port');
     t.match(
       second.message,
