@@ -4,8 +4,8 @@
 #
 #   ./install.sh               install for this user (data in $SVC_HOME or ~/.svc); keeps the build
 #                              tools, so `npm test` still works in this checkout
-#   ./install.sh --production  the same, then removes the build tools (devDependencies): 353 packages
-#                              stay of 989. Run `npm ci` before `npm test` in this checkout afterwards.
+#   ./install.sh --production  the same, then removes the build tools (devDependencies): ~420 packages
+#                              stay of ~990. Run `npm ci` before `npm test` in this checkout afterwards.
 #   ./install.sh --systemd     as root, --production and also run `svc serve` as a systemd service
 #                              (data in /var/lib/svc)
 #
@@ -51,7 +51,7 @@ if $systemd && [ "$(id -u)" -ne 0 ]; then fail "--systemd must run as root."; fi
 cd "$here"
 # The build is cached by a hash of what it is made from, the dependencies by the lockfile's hash and
 # whether the build tools (devDependencies) are kept: `--production` and `--systemd` remove them after the
-# build, which leaves 353 packages (101 MB) instead of 989 (407 MB).
+# build, which leaves ~420 packages (~110 MB) instead of ~990 (~410 MB).
 if $production; then mode=production; else mode=development; fi
 lock_hash="$(sha256sum package-lock.json | cut -d' ' -f1)"
 source_hash="$(find bin commands migrations src package.json package-lock.json tsconfig.json -type f -print0 |
