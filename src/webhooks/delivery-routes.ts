@@ -136,7 +136,13 @@ export const deliveryRoutes = [
     tag: 'webhooks',
     auth: ['secret_key'],
     params: deliveryParams,
-    responses: { 200: { description: 'The new delivery, due now', schema: ref } },
+    responses: {
+      200: { description: 'The new delivery, due now', schema: ref },
+      409: {
+        description: '`endpoint_disabled`: the endpoint is disabled, so nothing would be sent',
+        schema: { $ref: '#/components/schemas/Error' },
+      },
+    },
     async handler({ services, principal, params, now }) {
       const delivery = await services.db.transaction((trx) =>
         redeliver(trx, principal, params.deliveryId, now),

@@ -133,7 +133,13 @@ export const webhookEndpointRoutes = [
       minProperties: 1,
       properties: { url, enabled_events: eventsList, disabled: { type: 'boolean' }, description },
     },
-    responses: { 200: { description: 'The updated endpoint', schema: ref } },
+    responses: {
+      200: { description: 'The updated endpoint', schema: ref },
+      409: {
+        description: "`endpoint_temporary`: a new `url` for `svc webhooks listen`'s temporary endpoint",
+        schema: { $ref: '#/components/schemas/Error' },
+      },
+    },
     async handler({ services, principal, params, body, now }) {
       const endpoint = await services.db.transaction((trx) =>
         updateEndpoint(trx, principal, params.endpointId, body, policy(services), now),
