@@ -30,7 +30,9 @@ done
 
 started=$SECONDS
 step_started=$SECONDS
-say() { printf '\033[1m==>\033[0m %s\n' "$*"; }
+# Bold arrows on a terminal; plain text into a log or a pipe.
+if [ -t 1 ]; then arrow=$'\033[1m==>\033[0m'; else arrow='==>'; fi
+say() { printf '%s %s\n' "$arrow" "$*"; }
 fail() { printf 'install.sh: %s\n' "$*" >&2; exit 1; }
 took() { local s=$1; if [ "$s" -lt 60 ]; then echo "$s s"; else echo "$((s / 60)) min $((s % 60)) s"; fi; }
 # A step prints its name when it starts and how long it took when it ends.

@@ -221,16 +221,16 @@ t.test(
     killGroup(quickStart.pid!, 'SIGTERM');
 
     const bin = join(box.home, '.local', 'bin');
-    // eslint-disable-next-line no-control-regex -- the bold `==>` of install.sh
-    const printed = stdout.replace(/\x1b\[[0-9;]*m/g, '');
-    t.match(printed, /==> Installing dependencies from package-lock\.json \(npm ci\)\n {4}took \d+ s\n/);
-    t.match(printed, /==> Building\n {4}took \d+ s\n/, 'each step says how long it took');
-    t.match(printed, new RegExp(`==> Linked ${bin}/svc\n`), 'svc is linked into ~/.local/bin');
-    t.match(printed, new RegExp(`==> Added ${bin} to PATH in ${box.home}/\\.profile\n`));
-    t.match(printed, /Test secret key {7}svc_sk_test_/, 'svc install printed the test key');
-    t.match(printed, /==> Done in \d+ s\.\n/);
+    // eslint-disable-next-line no-control-regex -- a terminal's escape sequences
+    t.notMatch(stdout, /\x1b\[/, 'output into a pipe or a log carries no terminal escapes');
+    t.match(stdout, /==> Installing dependencies from package-lock\.json \(npm ci\)\n {4}took \d+ s\n/);
+    t.match(stdout, /==> Building\n {4}took \d+ s\n/, 'each step says how long it took');
+    t.match(stdout, new RegExp(`==> Linked ${bin}/svc\n`), 'svc is linked into ~/.local/bin');
+    t.match(stdout, new RegExp(`==> Added ${bin} to PATH in ${box.home}/\\.profile\n`));
+    t.match(stdout, /Test secret key {7}svc_sk_test_/, 'svc install printed the test key');
+    t.match(stdout, /==> Done in \d+ s\.\n/);
     t.match(
-      printed,
+      stdout,
       new RegExp(
         `==> ${bin} is not on this shell's PATH: open a new shell, or run: export PATH="${bin}:\\$PATH"\n`,
       ),
