@@ -197,8 +197,19 @@ export async function updateEndpoint(
 
 export async function deleteEndpoint(trx: Knex, principal: Principal, id: string) {
   const row = await loadEndpoint(trx, principal, id);
-  await trx('webhook_endpoints').where({ id: row.id }).delete();
+  await deleteEndpointRows(trx, [row.id]);
   return { object: 'webhook_endpoint' as const, id: row.id, deleted: true };
+}
+
+/**
+ * Deletes endpoints with their deliveries, the deliveries first: the dispatcher records a result on a
+ * delivery and then on its endpoint in one transaction, so deleting the endpoint first (and its deliveries
+ * by the cascade) took the two locks in the other order. On PostgreSQL that was a deadlock, which aborted
+ * the housekeeping pass or the tenant's DELETE (seen in CI).
+ */
+async function deleteEndpointRows(trx: Knex, ids: string[]): Promise<void> {
+  await trx('webhook_deliveries').whereIn('endpoint_id', ids).delete();
+  await trx('webhook_endpoints').whereIn('id', ids).delete();
 }
 
 /** How long a temporary endpoint lives without a renewal from its listener. */
@@ -226,12 +237,10 @@ async function removeExpired(trx: Knex, now: number): Promise<number> {
     .where('expires_at', '<', now)
     .select('id', 'org_id');
   if (expired.length === 0) return 0;
-  await trx('webhook_endpoints')
-    .whereIn(
-      'id',
-      expired.map((endpoint) => endpoint.id),
-    )
-    .delete();
+  await deleteEndpointRows(
+    trx,
+    expired.map((endpoint) => endpoint.id),
+  );
   for (const endpoint of expired) {
     await recordAudit(
       trx,
