@@ -268,3 +268,30 @@ export async function endBackoff(trx: Knex, endpointId: string, now: number): Pr
     .update({ next_attempt_at: now, updated_at: now });
   if (resumed > 0) await notifyOnCommit(trx, DELIVERY_CHANNEL);
 }
+
+/**
+ * The events that still have a delivery to make (pending: scheduled, due or in flight), as a subquery:
+ * retention keeps them whatever their age. Reads `deliveries_due_idx`, whose `pending` part is the queue.
+ */
+export function eventsWithPendingDeliveries(db: Knex): Knex.QueryBuilder {
+  return db('webhook_deliveries').select('event_id').where('status', 'pending');
+}
+
+/**
+ * Retention: removes the finished deliveries of these events and their attempts (the event goes next, in
+ * the same transaction). A pending delivery is never removed.
+ */
+export async function deleteDeliveriesOfEvents(
+  trx: Knex,
+  eventIds: string[],
+): Promise<{ deliveries: number; attempts: number }> {
+  if (eventIds.length === 0) return { deliveries: 0, attempts: 0 };
+  const finished = () =>
+    trx('webhook_deliveries').select('id').whereIn('event_id', eventIds).whereNot('status', 'pending');
+  const attempts = await trx('webhook_attempts').whereIn('delivery_id', finished()).delete();
+  const deliveries = await trx('webhook_deliveries')
+    .whereIn('event_id', eventIds)
+    .whereNot('status', 'pending')
+    .delete();
+  return { deliveries, attempts };
+}
