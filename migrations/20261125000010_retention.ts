@@ -33,6 +33,9 @@ export async function up(knex: Knex): Promise<void> {
   await knex.schema.alterTable('widget_tokens', (t) => {
     t.index(['expires_at', 'id'], 'widget_tokens_expires_at_idx');
   });
+  await knex.schema.alterTable('exchange_tokens', (t) => {
+    t.index(['expires_at', 'id'], 'exchange_tokens_expires_at_idx');
+  });
   await knex.schema.alterTable('audit_log', (t) => {
     t.index(['created_at', 'id'], 'audit_log_created_at_idx');
   });
@@ -47,6 +50,7 @@ export async function down(knex: Knex): Promise<void> {
   await knex.schema.dropTableIfExists('retention_totals');
   for (const [table, name] of [
     ['audit_log', 'audit_log_created_at_idx'],
+    ['exchange_tokens', 'exchange_tokens_expires_at_idx'],
     ['widget_tokens', 'widget_tokens_expires_at_idx'],
     ['refresh_intents', 'refresh_intents_created_at_idx'],
     ['bank_sync_outcomes', 'bank_sync_outcomes_created_at_idx'],

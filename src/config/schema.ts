@@ -127,7 +127,7 @@ export const configSchema = {
         bankOutcomesDays: { type: 'integer', minimum: 0, maximum: 36_500 },
         /** Succeeded and failed refresh intents; waiting and running ones stay. */
         refreshIntentsDays: { type: 'integer', minimum: 0, maximum: 36_500 },
-        /** Widget tokens, counted from their expiry; a token a kept session points at stays. */
+        /** Widget and exchange tokens, counted from their expiry; a widget token a kept session points at stays. */
         widgetTokensDays: { type: 'integer', minimum: 0, maximum: 36_500 },
         /** The audit log; 0 (the default) keeps it forever. */
         auditLogDays: { type: 'integer', minimum: 0, maximum: 36_500 },

@@ -5,6 +5,7 @@ import type { Database } from '../db/database.js';
 import { pruneAuditLog } from '../audit/audit-log.js';
 import { pruneSyncOutcomes } from '../banks/health.js';
 import { deleteEvents, prunableEventIds } from '../events/store.js';
+import { pruneExpiredExchangeTokens } from '../exchange/exchange.js';
 import { jobsOfIntent, pruneFinishedJobs } from '../jobs/jobs.js';
 import { pruneFinishedIntents } from '../refresh/store.js';
 import { deleteDeliveriesOfEvents, eventsWithPendingDeliveries } from '../webhooks/deliveries.js';
@@ -33,6 +34,7 @@ export const RETENTION_KINDS = [
   'refresh_intents',
   'widget_sessions',
   'widget_tokens',
+  'exchange_tokens',
   'audit_log',
 ] as const;
 export type RetentionKind = (typeof RETENTION_KINDS)[number];
@@ -117,6 +119,14 @@ function pruners(settings: Readonly<RetentionConfig>, now: number): Pruner[] {
         counted(
           'widget_tokens',
           await pruneExpiredWidgetTokens(trx, cutoff(settings.widgetTokensDays), limit),
+        ),
+    });
+    list.push({
+      kind: 'exchange_tokens',
+      batch: async (trx, limit) =>
+        counted(
+          'exchange_tokens',
+          await pruneExpiredExchangeTokens(trx, cutoff(settings.widgetTokensDays), limit),
         ),
     });
   }

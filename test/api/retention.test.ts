@@ -1,5 +1,6 @@
 import t from 'tap';
 import { pino } from 'pino';
+import { issueExchangeToken } from '../../src/exchange/exchange.js';
 import { runHousekeeping } from '../../src/scheduler/housekeeping.js';
 import type { RetentionCounts } from '../../src/scheduler/retention.js';
 import { Dispatcher } from '../../src/webhooks/dispatcher.js';
@@ -100,6 +101,19 @@ forEachEngine(t, async (t, engine) => {
   await runSyncs(app);
   await new Dispatcher(app.services).dispatchDue();
   const oldWidgetToken = (await app.request('POST', '/v1/widget_tokens', { key: sk, body: {} })).body.id;
+  const exchangeToken = () =>
+    app.db.transaction((trx) =>
+      issueExchangeToken(trx, {
+        orgId: tenant.orgId,
+        mode: 'test',
+        linkId: busy,
+        widgetTokenId: null,
+        intent: 'connect',
+        ttlMs: 5 * MINUTE,
+        now: app.clock.now(),
+      }),
+    );
+  await exchangeToken();
   const pendingEvents: string[] = (
     await app.db.knex('webhook_deliveries').where({ status: 'pending' }).distinct('event_id')
   ).map((row: { event_id: string }) => row.event_id);
@@ -114,6 +128,7 @@ forEachEngine(t, async (t, engine) => {
   const newIntent = await refresh(busy);
   await runSyncs(app);
   const newWidgetToken = (await app.request('POST', '/v1/widget_tokens', { key: sk, body: {} })).body.id;
+  await exchangeToken();
   const mfaLink = await newLink('sandbox-mfa');
   await runSyncs(app);
   const waiting = await refresh(mfaLink);
@@ -144,6 +159,7 @@ forEachEngine(t, async (t, engine) => {
     outcomes: await count(app, 'bank_sync_outcomes'),
     intents: await count(app, 'refresh_intents'),
     tokens: await count(app, 'widget_tokens'),
+    exchangeTokens: await count(app, 'exchange_tokens'),
   };
 
   t.test('a kind set to 0 is kept forever', async (t) => {
@@ -163,6 +179,7 @@ forEachEngine(t, async (t, engine) => {
       bank_sync_outcomes: 0,
       refresh_intents: 0,
       widget_tokens: 0,
+      exchange_tokens: 0,
       audit_log: 0,
     });
     t.same(
@@ -174,6 +191,7 @@ forEachEngine(t, async (t, engine) => {
         outcomes: await count(app, 'bank_sync_outcomes'),
         intents: await count(app, 'refresh_intents'),
         tokens: await count(app, 'widget_tokens'),
+        exchangeTokens: await count(app, 'exchange_tokens'),
       },
       before,
     );
@@ -254,6 +272,8 @@ forEachEngine(t, async (t, engine) => {
     t.notOk(await app.db.knex('widget_tokens').where({ id: oldWidgetToken }).first());
     t.ok(await app.db.knex('widget_tokens').where({ id: newWidgetToken }).first());
     t.equal(pruned.widget_tokens, 1);
+    t.equal(pruned.exchange_tokens, 1, 'and the old exchange token');
+    t.equal(await count(app, 'exchange_tokens'), before.exchangeTokens - 1);
 
     // Never by age: movements; the audit log by default.
     t.equal(await count(app, 'movements'), movements, 'every movement stays');
@@ -271,6 +291,7 @@ forEachEngine(t, async (t, engine) => {
     t.equal(metric('bank_sync_outcomes'), pruned.bank_sync_outcomes);
     t.equal(metric('refresh_intents'), pruned.refresh_intents);
     t.equal(metric('widget_tokens'), 1);
+    t.equal(metric('exchange_tokens'), 1);
     t.match(text, /# TYPE svc_retention_pruned_rows_total counter/);
 
     // A second pass finds nothing more.
