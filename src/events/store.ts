@@ -121,27 +121,30 @@ export function presentEvent(row: EventRow): EventRecord {
 }
 
 /**
- * Retention: the ids of up to `limit` events created before `cutoff`, oldest first, leaving out the ids
- * `kept` selects (housekeeping passes the events that still have a delivery to make). Walks
- * `events_created_at_idx`.
+ * Retention: the ids of up to `limit` events created before `cutoff`, oldest first, leaving out those
+ * `kept` finds rows for (housekeeping passes the event's pending deliveries). Walks `events_created_at_idx`.
  */
 export async function prunableEventIds(
   trx: Knex,
   cutoff: number,
   limit: number,
-  kept: Knex.QueryBuilder,
+  kept: (eventIdColumn: string) => Knex.QueryBuilder,
 ): Promise<string[]> {
   const rows: { id: string }[] = await trx('events')
     .select('id')
     .where('created_at', '<', cutoff)
-    .whereNotIn('id', kept)
+    .whereNotExists(kept('events.id'))
     .orderBy([{ column: 'created_at' }, { column: 'id' }])
     .limit(limit);
   return rows.map((row) => row.id);
 }
 
-/** Retention: removes these events, unless `kept` selects one (a delivery appeared since they were chosen). */
-export async function deleteEvents(trx: Knex, ids: string[], kept: Knex.QueryBuilder): Promise<number> {
+/** Retention: removes these events, unless `kept` finds rows for one (a delivery appeared since). */
+export async function deleteEvents(
+  trx: Knex,
+  ids: string[],
+  kept: (eventIdColumn: string) => Knex.QueryBuilder,
+): Promise<number> {
   if (ids.length === 0) return 0;
-  return trx('events').whereIn('id', ids).whereNotIn('id', kept).delete();
+  return trx('events').whereIn('id', ids).whereNotExists(kept('events.id')).delete();
 }

@@ -224,23 +224,23 @@ export function jobsOfIntent(db: Knex, intentIdColumn: string): Knex.QueryBuilde
 }
 
 /**
- * Retention: removes up to `limit` succeeded or failed jobs created before `cutoff`, oldest first. Never an
- * active job, and never a link's latest job (`svc links inspect` shows a link's latest jobs): only a job
- * that a newer job of its link follows goes. Walks
- * `jobs_created_at_idx`; a sync runs for minutes, so its creation stands for its end.
+ * Retention: removes up to `limit` succeeded or failed jobs that ran before `cutoff`. Never an active job,
+ * and never a link's latest job (`svc links inspect` shows a link's latest jobs): only a job that a newer
+ * job of its link follows goes. A finished job's `run_at` is when it last started, within minutes of its
+ * end, and `jobs_due_idx (status, run_at)` already serves `status IN (...) AND run_at < ?`: no index of its
+ * own, and no ORDER BY, which across two statuses would sort every old job before the LIMIT.
  */
 export async function pruneFinishedJobs(trx: Knex, cutoff: number, limit: number): Promise<number> {
   const ids = trx('jobs as j')
     .select('j.id')
     .whereIn('j.status', ['succeeded', 'failed'])
-    .where('j.created_at', '<', cutoff)
+    .where('j.run_at', '<', cutoff)
     .whereExists(
       trx('jobs as newer')
         .select(trx.raw('1'))
         .whereRaw('newer.link_id = j.link_id')
         .whereRaw('newer.created_at > j.created_at'),
     )
-    .orderBy([{ column: 'j.created_at' }, { column: 'j.id' }])
     .limit(limit);
   return trx('jobs').whereIn('id', ids).delete();
 }

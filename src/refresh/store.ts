@@ -108,10 +108,11 @@ export async function expiredMfaWaits(trx: Knex, now: number, limit: number): Pr
 }
 
 /**
- * Retention: removes up to `limit` succeeded or failed intents created before `cutoff`, oldest first. An
+ * Retention: removes up to `limit` succeeded or failed intents created before `cutoff`. An
  * intent that waits (created, in progress, requires MFA) stays, as does one that `jobsOf` finds jobs for
  * (housekeeping passes the intent's jobs: its foreign key would take them along, active or not, so an
- * intent goes only once jobs retention has removed them). Walks `refresh_intents_created_at_idx`.
+ * intent goes only once jobs retention has removed them). Walks `refresh_intents_finished_idx (status,
+ * created_at)`, with no ORDER BY: across two statuses it would sort every old intent before the LIMIT.
  */
 export async function pruneFinishedIntents(
   trx: Knex,
@@ -124,7 +125,6 @@ export async function pruneFinishedIntents(
     .whereIn('ri.status', ['succeeded', 'failed'])
     .where('ri.created_at', '<', cutoff)
     .whereNotExists(jobsOf('ri.id'))
-    .orderBy([{ column: 'ri.created_at' }, { column: 'ri.id' }])
     .limit(limit);
   return trx('refresh_intents').whereIn('id', ids).delete();
 }

@@ -8,7 +8,7 @@ import { deleteEvents, prunableEventIds } from '../events/store.js';
 import { pruneExpiredExchangeTokens } from '../exchange/exchange.js';
 import { jobsOfIntent, pruneFinishedJobs } from '../jobs/jobs.js';
 import { pruneFinishedIntents } from '../refresh/store.js';
-import { deleteDeliveriesOfEvents, eventsWithPendingDeliveries } from '../webhooks/deliveries.js';
+import { deleteDeliveriesOfEvents, pendingDeliveriesOf } from '../webhooks/deliveries.js';
 import { pruneEndedSessions, pruneExpiredWidgetTokens } from '../widget/sessions.js';
 
 /**
@@ -63,14 +63,11 @@ function pruners(settings: Readonly<RetentionConfig>, now: number): Pruner[] {
     list.push({
       kind: 'events',
       async batch(trx, limit) {
-        const ids = await prunableEventIds(
-          trx,
-          cutoff(settings.eventsDays),
-          limit,
-          eventsWithPendingDeliveries(trx),
+        const ids = await prunableEventIds(trx, cutoff(settings.eventsDays), limit, (column) =>
+          pendingDeliveriesOf(trx, column),
         );
         const { deliveries, attempts } = await deleteDeliveriesOfEvents(trx, ids);
-        const events = await deleteEvents(trx, ids, eventsWithPendingDeliveries(trx));
+        const events = await deleteEvents(trx, ids, (column) => pendingDeliveriesOf(trx, column));
         return {
           removed: { events, webhook_deliveries: deliveries, webhook_attempts: attempts },
           seen: ids.length,

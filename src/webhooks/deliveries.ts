@@ -270,11 +270,16 @@ export async function endBackoff(trx: Knex, endpointId: string, now: number): Pr
 }
 
 /**
- * The events that still have a delivery to make (pending: scheduled, due or in flight), as a subquery:
- * retention keeps them whatever their age. Reads `deliveries_due_idx`, whose `pending` part is the queue.
+ * The pending deliveries (scheduled, due or in flight) of the event in `eventIdColumn` (a column of the
+ * caller's query), as a correlated subquery: retention keeps an event with one whatever its age. A
+ * correlated NOT EXISTS reads `webhook_deliveries(event_id)` once per candidate event; a NOT IN over every
+ * pending delivery would build a set as large as the queue, which a long receiver outage makes huge.
  */
-export function eventsWithPendingDeliveries(db: Knex): Knex.QueryBuilder {
-  return db('webhook_deliveries').select('event_id').where('status', 'pending');
+export function pendingDeliveriesOf(db: Knex, eventIdColumn: string): Knex.QueryBuilder {
+  return db('webhook_deliveries')
+    .select(db.raw('1'))
+    .whereRaw('webhook_deliveries.event_id = ??', [eventIdColumn])
+    .where('webhook_deliveries.status', 'pending');
 }
 
 /**

@@ -186,13 +186,17 @@ export async function pruneEndedSessions(trx: Knex, now: number, limit: number):
 /**
  * Retention: removes up to `limit` widget tokens that expired before `cutoff`, oldest first. A token a
  * session still points at stays until that session goes (its foreign key would take the session with it).
- * Walks `widget_tokens_expires_at_idx`.
+ * Walks `widget_tokens_expires_at_idx`; the session check reads `widget_sessions_token_idx`.
  */
 export async function pruneExpiredWidgetTokens(trx: Knex, cutoff: number, limit: number): Promise<number> {
   const ids = trx('widget_tokens')
     .select('id')
     .where('expires_at', '<', cutoff)
-    .whereNotIn('id', trx('widget_sessions').select('widget_token_id').whereNotNull('widget_token_id'))
+    .whereNotExists(
+      trx('widget_sessions')
+        .select(trx.raw('1'))
+        .whereRaw('widget_sessions.widget_token_id = widget_tokens.id'),
+    )
     .orderBy([{ column: 'expires_at' }, { column: 'id' }])
     .limit(limit);
   return trx('widget_tokens').whereIn('id', ids).delete();

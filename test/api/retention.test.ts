@@ -24,12 +24,27 @@ import { startReceiver } from '../helpers/receiver.js';
  */
 
 const MINUTE = 60_000;
+const PRUNED_TABLES = [
+  'events',
+  'webhook_deliveries',
+  'webhook_attempts',
+  'jobs',
+  'bank_sync_outcomes',
+  'refresh_intents',
+  'widget_sessions',
+  'widget_tokens',
+  'exchange_tokens',
+  'audit_log',
+];
 const DAY = 24 * 60 * MINUTE;
 
 async function count(app: TestApp, table: string, where: Record<string, unknown> = {}): Promise<number> {
   const [row] = await app.db.knex(table).where(where).count({ n: '*' });
   return Number((row as { n: number | string }).n);
 }
+
+/** While housekeeping runs: the statements the plans' check reads are its own. */
+let housekeeping = false;
 
 /** Housekeeping with other retention settings and a logger whose lines the test reads. */
 async function housekeep(
@@ -39,11 +54,16 @@ async function housekeep(
   const lines: Record<string, unknown>[] = [];
   const logger = pino({ level: 'info' }, { write: (line: string) => lines.push(JSON.parse(line)) });
   app.clock.advance(MINUTE); // a new housekeeping tick
-  await runHousekeeping({
-    ...app.services,
-    logger,
-    config: { ...app.config, retention: { ...app.config.retention, ...retention } },
-  });
+  housekeeping = true;
+  try {
+    await runHousekeeping({
+      ...app.services,
+      logger,
+      config: { ...app.config, retention: { ...app.config.retention, ...retention } },
+    });
+  } finally {
+    housekeeping = false;
+  }
   return lines.filter((line) => line.msg === 'housekeeping done');
 }
 
@@ -161,6 +181,15 @@ forEachEngine(t, async (t, engine) => {
     tokens: await count(app, 'widget_tokens'),
     exchangeTokens: await count(app, 'exchange_tokens'),
   };
+
+  // Every statement of the passes below that reads or deletes a pruned table, for the plans' check at the end.
+  const statements: { sql: string; bindings: unknown[] }[] = [];
+  const pruneStatement = new RegExp(`^(delete from|select .*? from) \`(${PRUNED_TABLES.join('|')})\``);
+  const listener = (query: { sql: string; bindings?: unknown[] }) => {
+    if (housekeeping && pruneStatement.test(query.sql))
+      statements.push({ sql: query.sql, bindings: query.bindings ?? [] });
+  };
+  app.db.knex.on('query', listener);
 
   t.test('a kind set to 0 is kept forever', async (t) => {
     const [line] = await housekeep(app, {
@@ -307,4 +336,22 @@ forEachEngine(t, async (t, engine) => {
     t.equal(await count(app, 'audit_log'), 0);
     t.equal(await count(app, 'movements'), movements, 'movements still all there');
   });
+
+  t.test(
+    'each prune statement walks an index, not the table (SQLite plans)',
+    { skip: engine !== 'sqlite' },
+    async (t) => {
+      app.db.knex.off('query', listener);
+      const seen = new Set(statements.map((s) => pruneStatement.exec(s.sql)?.[2]));
+      for (const table of PRUNED_TABLES) t.ok(seen.has(table), `a statement prunes ${table}`);
+      for (const { sql, bindings } of statements) {
+        const plan: { detail: string }[] = await app.db.knex.raw(
+          `explain query plan ${sql}`,
+          bindings as never,
+        );
+        const scans = plan.map((row) => row.detail).filter((detail) => /^SCAN \w+$/.test(detail));
+        t.same(scans, [], `${sql}\n${plan.map((row) => row.detail).join('; ')}`);
+      }
+    },
+  );
 });
