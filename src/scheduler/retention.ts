@@ -1,5 +1,4 @@
 import type { Knex } from 'knex';
-import type { Clock } from '../clock/clock.js';
 import type { RetentionConfig } from '../config/defaults.js';
 import type { Database } from '../db/database.js';
 import { pruneAuditLog } from '../audit/audit-log.js';
@@ -150,12 +149,13 @@ export function zeroCounts(): RetentionCounts {
  * `maxRowsPerPass`, or the pass's time budget is spent. Returns the rows removed per kind.
  */
 export async function pruneByAge(
-  services: { db: Database; clock: Clock; config: { retention: Readonly<RetentionConfig> } },
+  services: { db: Database; config: { retention: Readonly<RetentionConfig> } },
   now: number,
   options: { pauseMs?: number; budgetMs?: number } = {},
 ): Promise<RetentionCounts> {
   const settings = services.config.retention;
   const pauseMs = options.pauseMs ?? BATCH_PAUSE_MS;
+  // Wall time, not the service clock: the budget is about how long this process holds the writer.
   const deadline = Date.now() + (options.budgetMs ?? PASS_BUDGET_MS);
   const counts = zeroCounts();
   for (const pruner of pruners(settings, now)) {
