@@ -1,6 +1,7 @@
 import t from 'tap';
 import { pino } from 'pino';
 import { issueExchangeToken } from '../../src/exchange/exchange.js';
+import { startMetricsServer } from '../../src/metrics/metrics.js';
 import { runHousekeeping } from '../../src/scheduler/housekeeping.js';
 import type { RetentionCounts } from '../../src/scheduler/retention.js';
 import { Dispatcher } from '../../src/webhooks/dispatcher.js';
@@ -310,7 +311,11 @@ forEachEngine(t, async (t, engine) => {
     t.equal(pruned.audit_log, 0);
 
     // /metrics: the totals since install, from every pass.
-    const text = await app.services.metrics.registry.metrics();
+    // Served by the API process's metrics server (here the test app's), read from what housekeeping stored.
+    const server = await startMetricsServer(app.services.metrics, '127.0.0.1', 0);
+    t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
+    const { port } = server.address() as { port: number };
+    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
     const metric = (kind: string) =>
       Number(new RegExp(`svc_retention_pruned_rows_total\\{kind="${kind}"\\} (\\d+)`).exec(text)?.[1]);
     t.equal(metric('events'), pruned.events + 3, 'the counter adds the passes');
