@@ -31,6 +31,7 @@ export const OWNERS = {
   idempotency_keys: 'src/api/',
   audit_log: 'src/audit/',
   cron_ticks: 'src/scheduler/',
+  retention_totals: 'src/scheduler/',
 };
 const ALLOWED = ['src/db/', 'migrations/'];
 const SCANNED = ['src', 'commands'];

@@ -24,3 +24,16 @@ export async function recordAudit(trx: Knex, entry: AuditEntry, now: number): Pr
     created_at: now,
   });
 }
+
+/**
+ * Retention (off by default: `retention.auditLogDays` 0): removes up to `limit` entries written before
+ * `cutoff`, oldest first. Walks `audit_log_created_at_idx`.
+ */
+export async function pruneAuditLog(trx: Knex, cutoff: number, limit: number): Promise<number> {
+  const ids = trx('audit_log')
+    .select('id')
+    .where('created_at', '<', cutoff)
+    .orderBy([{ column: 'created_at' }, { column: 'id' }])
+    .limit(limit);
+  return trx('audit_log').whereIn('id', ids).delete();
+}

@@ -2,7 +2,8 @@ import type { Knex } from 'knex';
 
 export type BankHealth = 'up' | 'degraded' | 'down';
 
-const WINDOW_MS = 60 * 60_000;
+/** Institution health counts the outcomes of this window; retention keeps at least this much. */
+export const HEALTH_WINDOW_MS = 60 * 60_000;
 /** Only failures that say the bank itself is failing count; rejected credentials say nothing about it. */
 const BANK_SIDE = ['bank_unavailable', 'timeout'];
 
@@ -22,7 +23,7 @@ export async function bankHealth(
     'bank_sync_outcomes',
   )
     .where({ mode })
-    .where('created_at', '>', now - WINDOW_MS)
+    .where('created_at', '>', now - HEALTH_WINDOW_MS)
     .groupBy('bank_id')
     .select('bank_id')
     .count({ total: '*' })
@@ -47,4 +48,31 @@ export async function recordSyncOutcome(
     error_code: outcome.errorCode,
     created_at: outcome.now,
   });
+}
+
+/**
+ * Retention: removes up to `limit` outcomes older than `keepMs` (never inside the health window), oldest
+ * first, keeping each bank's latest outcome in each mode (only an outcome a newer one of its bank follows goes). Walks `bank_sync_outcomes_created_at_idx`; the
+ * latest-outcome check reads the `(bank_id, mode, created_at)` index.
+ */
+export async function pruneSyncOutcomes(
+  trx: Knex,
+  now: number,
+  keepMs: number,
+  limit: number,
+): Promise<number> {
+  const cutoff = now - Math.max(keepMs, HEALTH_WINDOW_MS);
+  const ids = trx('bank_sync_outcomes as o')
+    .select('o.id')
+    .where('o.created_at', '<', cutoff)
+    .whereExists(
+      trx('bank_sync_outcomes as newer')
+        .select(trx.raw('1'))
+        .whereRaw('newer.bank_id = o.bank_id')
+        .whereRaw('newer.mode = o.mode')
+        .whereRaw('newer.created_at > o.created_at'),
+    )
+    .orderBy([{ column: 'o.created_at' }, { column: 'o.id' }])
+    .limit(limit);
+  return trx('bank_sync_outcomes').whereIn('id', ids).delete();
 }

@@ -10,7 +10,7 @@ export const RATE_GROUPS = [
 ] as const;
 export type RateGroup = (typeof RATE_GROUPS)[number];
 
-export type { BankConnectorConfig, Config, RateLimit, WidgetConfig } from './schema.js';
+export type { BankConnectorConfig, Config, RateLimit, RetentionConfig, WidgetConfig } from './schema.js';
 
 export function defaultConfig(home: string): Config {
   return {
@@ -55,6 +55,19 @@ export function defaultConfig(home: string): Config {
       pollIntervalMs: 1000,
     },
     sync: { failuresToExpire: 3 },
+    // Stripe keeps events 30 days; deliveries and attempts go with their event. Jobs and bank outcomes are
+    // diagnostics of recent syncs (institution health reads one hour). Refresh intents past a quarter are
+    // history nobody polls. Widget tokens live 10 minutes; a week past expiry answers any support question.
+    retention: {
+      eventsDays: 30,
+      jobsDays: 14,
+      bankOutcomesDays: 7,
+      refreshIntentsDays: 90,
+      widgetTokensDays: 7,
+      auditLogDays: 0,
+      batchSize: 500,
+      maxRowsPerPass: 20_000,
+    },
     refresh: { onlyLastCooldownMinutes: 5, historicalCooldownMinutes: 60, mfaAttempts: 3 },
     dispatcher: {
       pollIntervalMs: 500,

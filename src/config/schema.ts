@@ -110,6 +110,31 @@ export const configSchema = {
         mfaAttempts: { type: 'integer', minimum: 1, maximum: 10 },
       },
     },
+    /**
+     * How long each kind of history is kept (docs: the README's configuration table). Days; 0 keeps that
+     * kind forever. Movements are customer data and are never pruned by age. Pruning runs in housekeeping,
+     * `batchSize` rows per short transaction, at most `maxRowsPerPass` rows of each kind per pass.
+     */
+    retention: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        /** Events, with their webhook deliveries and attempts; an event with a pending delivery stays. */
+        eventsDays: { type: 'integer', minimum: 0, maximum: 36_500 },
+        /** Finished and failed sync jobs; queued, running and MFA-waiting ones and each link's latest stay. */
+        jobsDays: { type: 'integer', minimum: 0, maximum: 36_500 },
+        /** Bank sync outcomes (institution health reads the last hour); each bank's latest stays. */
+        bankOutcomesDays: { type: 'integer', minimum: 0, maximum: 36_500 },
+        /** Succeeded and failed refresh intents; waiting and running ones stay. */
+        refreshIntentsDays: { type: 'integer', minimum: 0, maximum: 36_500 },
+        /** Widget and exchange tokens, counted from their expiry; a widget token a kept session points at stays. */
+        widgetTokensDays: { type: 'integer', minimum: 0, maximum: 36_500 },
+        /** The audit log; 0 (the default) keeps it forever. */
+        auditLogDays: { type: 'integer', minimum: 0, maximum: 36_500 },
+        batchSize: { type: 'integer', minimum: 1, maximum: 10_000 },
+        maxRowsPerPass: { type: 'integer', minimum: 1, maximum: 10_000_000 },
+      },
+    },
     sync: {
       type: 'object',
       additionalProperties: false,
@@ -258,4 +283,5 @@ type Complete<T> = T extends readonly unknown[]
 export type Config = Complete<FromSchema<typeof configSchema>>;
 export type RateLimit = Config['auth']['refusedRequests'];
 export type WidgetConfig = Config['widget'];
+export type RetentionConfig = Config['retention'];
 export type BankConnectorConfig = Config['banks']['connectors'][string];

@@ -351,6 +351,42 @@ export function checkConnectors(connectors: ConnectorFacts[]): CheckResult[] {
   });
 }
 
+export interface RetentionFacts {
+  eventsDays: number;
+  jobsDays: number;
+  bankOutcomesDays: number;
+  refreshIntentsDays: number;
+  widgetTokensDays: number;
+  auditLogDays: number;
+}
+
+/**
+ * What housekeeping keeps, in one line. Keeping the audit log forever is the default and fine (it grows
+ * with operator actions); the other kinds grow with every sync and event, so 0 there is a warning.
+ */
+export function checkRetention(facts: RetentionFacts): CheckResult {
+  const kinds = [
+    ['events', 'eventsDays'],
+    ['jobs', 'jobsDays'],
+    ['bank outcomes', 'bankOutcomesDays'],
+    ['refresh intents', 'refreshIntentsDays'],
+    ['widget tokens', 'widgetTokensDays'],
+    ['audit log', 'auditLogDays'],
+  ] as const;
+  const kept = (days: number) => (days === 0 ? 'kept forever' : `${days} d`);
+  const detail = `${kinds.map(([label, key]) => `${label} ${kept(facts[key])}`).join(', ')}; movements never pruned`;
+  const forever = kinds.filter(([, key]) => key !== 'auditLogDays' && facts[key] === 0);
+  if (forever.length > 0)
+    return warn(
+      'retention',
+      detail,
+      `${forever.map(([label]) => label).join(', ')} grow without bound: set ${forever
+        .map(([, key]) => `retention.${key}`)
+        .join(', ')} to a number of days (README, configuration).`,
+    );
+  return ok('retention', detail);
+}
+
 /** Whether the report has a failure: `svc doctor` then exits 1. */
 export function hasFailure(checks: readonly CheckResult[]): boolean {
   return checks.some((check) => check.status === 'fail');

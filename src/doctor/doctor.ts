@@ -18,6 +18,7 @@ import {
   checkMasterKey,
   checkNode,
   checkPort,
+  checkRetention,
   checkSchema,
   hasFailure,
   type CheckResult,
@@ -114,6 +115,7 @@ export async function runDoctor(
     if (usable && engine === 'postgres') skewMs = await serverClockSkewMs(usable).catch(() => null);
     checks.push(checkClock({ engine, offsetMs: config.clockOffsetMs, skewMs }));
     checks.push(checkDisk(probeDisk(existsSync(config.home) ? config.home : '/')));
+    checks.push(checkRetention(config.retention));
     checks.push(...checkConnectors(await connectorFacts(config)));
   } finally {
     await db?.close();

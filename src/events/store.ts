@@ -119,3 +119,32 @@ export function presentEvent(row: EventRow): EventRecord {
     data: JSON.parse(row.data) as Record<string, unknown>,
   };
 }
+
+/**
+ * Retention: the ids of up to `limit` events created before `cutoff`, oldest first, leaving out those
+ * `kept` finds rows for (housekeeping passes the event's pending deliveries). Walks `events_created_at_idx`.
+ */
+export async function prunableEventIds(
+  trx: Knex,
+  cutoff: number,
+  limit: number,
+  kept: (eventIdColumn: string) => Knex.QueryBuilder,
+): Promise<string[]> {
+  const rows: { id: string }[] = await trx('events')
+    .select('id')
+    .where('created_at', '<', cutoff)
+    .whereNotExists(kept('events.id'))
+    .orderBy([{ column: 'created_at' }, { column: 'id' }])
+    .limit(limit);
+  return rows.map((row) => row.id);
+}
+
+/** Retention: removes these events, unless `kept` finds rows for one (a delivery appeared since). */
+export async function deleteEvents(
+  trx: Knex,
+  ids: string[],
+  kept: (eventIdColumn: string) => Knex.QueryBuilder,
+): Promise<number> {
+  if (ids.length === 0) return 0;
+  return trx('events').whereIn('id', ids).whereNotExists(kept('events.id')).delete();
+}

@@ -102,3 +102,16 @@ export async function redeemExchangeToken(
   if (row!.intent === 'connect') await emitLinkCreated(trx, link, now);
   return presentLink(link);
 }
+
+/**
+ * Retention: removes up to `limit` exchange tokens that expired before `cutoff`, oldest first (they live
+ * minutes; a redeemed or expired one can never be used again). Walks `exchange_tokens_expires_at_idx`.
+ */
+export async function pruneExpiredExchangeTokens(trx: Knex, cutoff: number, limit: number): Promise<number> {
+  const ids = trx('exchange_tokens')
+    .select('id')
+    .where('expires_at', '<', cutoff)
+    .orderBy([{ column: 'expires_at' }, { column: 'id' }])
+    .limit(limit);
+  return trx('exchange_tokens').whereIn('id', ids).delete();
+}

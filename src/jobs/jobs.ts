@@ -213,3 +213,34 @@ export async function withLeaseRenewal<T>(
 export class LeaseLostError extends Error {
   override name = 'LeaseLostError';
 }
+
+/**
+ * The jobs of the refresh intent in `intentIdColumn` (a column of the caller's query), as a correlated
+ * subquery: retention keeps an intent while any job of it is kept, so that removing the intent (whose foreign
+ * key cascades to its jobs) never removes an active job or a link's latest one. Reads `jobs_intent_idx`.
+ */
+export function jobsOfIntent(db: Knex, intentIdColumn: string): Knex.QueryBuilder {
+  return db('jobs').select(db.raw('1')).whereRaw('jobs.refresh_intent_id = ??', [intentIdColumn]);
+}
+
+/**
+ * Retention: removes up to `limit` succeeded or failed jobs that ran before `cutoff`. Never an active job,
+ * and never a link's latest job (`svc links inspect` shows a link's latest jobs): only a job that a newer
+ * job of its link follows goes. A finished job's `run_at` is when it last started, within minutes of its
+ * end, and `jobs_due_idx (status, run_at)` already serves `status IN (...) AND run_at < ?`: no index of its
+ * own, and no ORDER BY, which across two statuses would sort every old job before the LIMIT.
+ */
+export async function pruneFinishedJobs(trx: Knex, cutoff: number, limit: number): Promise<number> {
+  const ids = trx('jobs as j')
+    .select('j.id')
+    .whereIn('j.status', ['succeeded', 'failed'])
+    .where('j.run_at', '<', cutoff)
+    .whereExists(
+      trx('jobs as newer')
+        .select(trx.raw('1'))
+        .whereRaw('newer.link_id = j.link_id')
+        .whereRaw('newer.created_at > j.created_at'),
+    )
+    .limit(limit);
+  return trx('jobs').whereIn('id', ids).delete();
+}

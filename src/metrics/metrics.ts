@@ -9,8 +9,17 @@ export interface HttpMetrics {
 /** Work waiting in the database's queues, by queue name; the composition root knows where to read it. */
 export type QueueDepthsReader = () => Promise<Record<string, number>>;
 
-/** Prometheus metrics for an API process: requests by route and status, latency, queue depths, up. */
-export function createHttpMetrics(readQueueDepths: QueueDepthsReader | null): HttpMetrics {
+/** Rows removed by retention since install, by kind; kept in the database by whichever scheduler pruned. */
+export type RetentionTotalsReader = () => Promise<Record<string, number>>;
+
+/**
+ * Prometheus metrics for an API process: requests by route and status, latency, queue depths, up, and the
+ * rows retention removed.
+ */
+export function createHttpMetrics(
+  readQueueDepths: QueueDepthsReader | null,
+  readRetentionTotals: RetentionTotalsReader | null = null,
+): HttpMetrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'svc_' });
   const requests = new Counter({
@@ -37,6 +46,22 @@ export function createHttpMetrics(readQueueDepths: QueueDepthsReader | null): Ht
       async collect() {
         const depths = await readQueueDepths();
         for (const [queue, depth] of Object.entries(depths)) this.set({ queue }, depth);
+      },
+    });
+  }
+  if (readRetentionTotals) {
+    // A counter whose value lives in the database: housekeeping runs in a scheduler process (perhaps on
+    // another node), which serves no metrics, and adds each pass's counts to `retention_totals`. The total
+    // never goes down, so it is a counter to Prometheus; `rate()` over it reads rows pruned per second.
+    new Counter({
+      name: 'svc_retention_pruned_rows_total',
+      help: 'Rows removed by retention (housekeeping) since install, by kind',
+      labelNames: ['kind'],
+      registers: [registry],
+      async collect() {
+        const totals = await readRetentionTotals();
+        this.reset();
+        for (const [kind, rows] of Object.entries(totals)) this.inc({ kind }, rows);
       },
     });
   }

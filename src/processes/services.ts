@@ -6,6 +6,7 @@ import { openDatabase, type Database } from '../db/database.js';
 import { createLogger, type Logger } from '../logging/logger.js';
 import { createHttpMetrics } from '../metrics/metrics.js';
 import { queueDepths } from './queue-depths.js';
+import { retentionTotals } from '../scheduler/retention-totals.js';
 import { DatabaseRateLimiter, MemoryRateLimiter, type RateLimiter } from '../ratelimit/limiter.js';
 import { loadSecretBox } from '../secrets/master-key-file.js';
 import type { SecretBox } from '../secrets/secret-box.js';
@@ -52,7 +53,10 @@ export function buildServices(
     secrets,
     authenticator,
     rateLimiter: chooseRateLimiter(config, db),
-    metrics: createHttpMetrics(async () => ({ ...(await queueDepths(db)) })),
+    metrics: createHttpMetrics(
+      async () => ({ ...(await queueDepths(db)) }),
+      () => retentionTotals(db.reader),
+    ),
     connectors: overrides.connectors ?? defaultConnectors(config),
   };
 }

@@ -106,3 +106,25 @@ export async function expiredMfaWaits(trx: Knex, now: number, limit: number): Pr
     .where('mfa_expires_at', '<', now)
     .limit(limit);
 }
+
+/**
+ * Retention: removes up to `limit` succeeded or failed intents created before `cutoff`. An
+ * intent that waits (created, in progress, requires MFA) stays, as does one that `jobsOf` finds jobs for
+ * (housekeeping passes the intent's jobs: its foreign key would take them along, active or not, so an
+ * intent goes only once jobs retention has removed them). Walks `refresh_intents_finished_idx (status,
+ * created_at)`, with no ORDER BY: across two statuses it would sort every old intent before the LIMIT.
+ */
+export async function pruneFinishedIntents(
+  trx: Knex,
+  cutoff: number,
+  limit: number,
+  jobsOf: (intentIdColumn: string) => Knex.QueryBuilder,
+): Promise<number> {
+  const ids = trx('refresh_intents as ri')
+    .select('ri.id')
+    .whereIn('ri.status', ['succeeded', 'failed'])
+    .where('ri.created_at', '<', cutoff)
+    .whereNotExists(jobsOf('ri.id'))
+    .limit(limit);
+  return trx('refresh_intents').whereIn('id', ids).delete();
+}

@@ -5,7 +5,8 @@ import type { Logger } from '../logging/logger.js';
 import { pruneIdempotencyKeys } from '../api/middleware/idempotency.js';
 import { expireMfaWaits } from '../refresh/refresh.js';
 import { removeExpiredEndpoints } from '../webhooks/endpoints.js';
-import { removeEndedSessions } from '../widget/sessions.js';
+import { addRetentionTotals } from './retention-totals.js';
+import { pruneByAge } from './retention.js';
 
 /** What housekeeping uses of a process's services (the API's AppServices, the scheduler's). */
 export interface HousekeepingServices {
@@ -26,14 +27,16 @@ export async function runHousekeeping(services: HousekeepingServices, tickPeriod
   const mfaExpired = await expireMfaWaits(services.db, now);
   const cutoff = now - services.config.idempotency.ttlHours * 3_600_000;
   const removed = await pruneIdempotencyKeys(services.db, cutoff);
-  const sessionsRemoved = await removeEndedSessions(services.db, now);
   const endpointsRemoved = await removeExpiredEndpoints(services.db, now);
+  const pruned = await pruneByAge(services, now);
+  await addRetentionTotals(services.db, pruned, now);
   services.logger.info(
     {
       idempotency_keys_removed: removed,
       mfa_waits_expired: mfaExpired,
-      widget_sessions_removed: sessionsRemoved,
+      widget_sessions_removed: pruned.widget_sessions,
       temporary_endpoints_removed: endpointsRemoved,
+      retention_pruned: pruned,
     },
     'housekeeping done',
   );

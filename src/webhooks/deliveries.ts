@@ -268,3 +268,35 @@ export async function endBackoff(trx: Knex, endpointId: string, now: number): Pr
     .update({ next_attempt_at: now, updated_at: now });
   if (resumed > 0) await notifyOnCommit(trx, DELIVERY_CHANNEL);
 }
+
+/**
+ * The pending deliveries (scheduled, due or in flight) of the event in `eventIdColumn` (a column of the
+ * caller's query), as a correlated subquery: retention keeps an event with one whatever its age. A
+ * correlated NOT EXISTS reads `webhook_deliveries(event_id)` once per candidate event; a NOT IN over every
+ * pending delivery would build a set as large as the queue, which a long receiver outage makes huge.
+ */
+export function pendingDeliveriesOf(db: Knex, eventIdColumn: string): Knex.QueryBuilder {
+  return db('webhook_deliveries')
+    .select(db.raw('1'))
+    .whereRaw('webhook_deliveries.event_id = ??', [eventIdColumn])
+    .where('webhook_deliveries.status', 'pending');
+}
+
+/**
+ * Retention: removes the finished deliveries of these events and their attempts (the event goes next, in
+ * the same transaction). A pending delivery is never removed.
+ */
+export async function deleteDeliveriesOfEvents(
+  trx: Knex,
+  eventIds: string[],
+): Promise<{ deliveries: number; attempts: number }> {
+  if (eventIds.length === 0) return { deliveries: 0, attempts: 0 };
+  const finished = () =>
+    trx('webhook_deliveries').select('id').whereIn('event_id', eventIds).whereNot('status', 'pending');
+  const attempts = await trx('webhook_attempts').whereIn('delivery_id', finished()).delete();
+  const deliveries = await trx('webhook_deliveries')
+    .whereIn('event_id', eventIds)
+    .whereNot('status', 'pending')
+    .delete();
+  return { deliveries, attempts };
+}

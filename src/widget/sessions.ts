@@ -166,19 +166,40 @@ export async function openSession(
 export const ENDED_SESSIONS_KEPT_MS = 24 * 3_600_000;
 
 /**
- * Removes sessions that ended over ENDED_SESSIONS_KEPT_MS ago and whose token can no longer open the widget.
+ * Removes up to `limit` sessions that ended over ENDED_SESSIONS_KEPT_MS ago and whose token can no longer
+ * open the widget, oldest first (retention calls it a batch at a time; it walks the `expires_at` index).
  * A widget token's own row says it was consumed, but an MFA token is refused a second time only because its
  * session exists (see `openSession`): such a session stays while its intent still waits for that code.
  */
-export async function removeEndedSessions(db: Database, now: number): Promise<number> {
-  return db.transaction((trx) =>
-    trx('widget_sessions')
-      .where('expires_at', '<', now - ENDED_SESSIONS_KEPT_MS)
-      .where((sessions) =>
-        sessions.whereNull('refresh_intent_id').orWhereNotIn('refresh_intent_id', waitingForMfaIds(trx, now)),
-      )
-      .delete(),
-  );
+export async function pruneEndedSessions(trx: Knex, now: number, limit: number): Promise<number> {
+  const ids = trx('widget_sessions')
+    .select('id')
+    .where('expires_at', '<', now - ENDED_SESSIONS_KEPT_MS)
+    .where((sessions) =>
+      sessions.whereNull('refresh_intent_id').orWhereNotIn('refresh_intent_id', waitingForMfaIds(trx, now)),
+    )
+    .orderBy([{ column: 'expires_at' }, { column: 'id' }])
+    .limit(limit);
+  return trx('widget_sessions').whereIn('id', ids).delete();
+}
+
+/**
+ * Retention: removes up to `limit` widget tokens that expired before `cutoff`, oldest first. A token a
+ * session still points at stays until that session goes (its foreign key would take the session with it).
+ * Walks `widget_tokens_expires_at_idx`; the session check reads `widget_sessions_token_idx`.
+ */
+export async function pruneExpiredWidgetTokens(trx: Knex, cutoff: number, limit: number): Promise<number> {
+  const ids = trx('widget_tokens')
+    .select('id')
+    .where('expires_at', '<', cutoff)
+    .whereNotExists(
+      trx('widget_sessions')
+        .select(trx.raw('1'))
+        .whereRaw('widget_sessions.widget_token_id = widget_tokens.id'),
+    )
+    .orderBy([{ column: 'expires_at' }, { column: 'id' }])
+    .limit(limit);
+  return trx('widget_tokens').whereIn('id', ids).delete();
 }
 
 export function sessionError(message: string): ApiError {

@@ -80,11 +80,16 @@ forEachEngine(t, async (t, engine) => {
         'metrics-port',
         'clock',
         'disk',
+        'retention',
         'connectors',
       ],
     );
     t.match(row(text.stdout, 'schema'), /ok\s+all \d+ migrations applied/);
-    t.match(text.stdout, /11 ok, 0 warning\(s\), 0 failed\./);
+    t.match(
+      row(text.stdout, 'retention'),
+      /ok\s+events 30 d, .*audit log kept forever; movements never pruned/,
+    );
+    t.match(text.stdout, /12 ok, 0 warning\(s\), 0 failed\./);
   });
 
   await t.test('with svc serve running: its ports are ours; the key opens a stored secret', async (t) => {

@@ -179,3 +179,46 @@ t.test('every way the driver accepts a password in the URL is masked', async (t)
   const sqlite = loadConfig({ home: tempHome(t), env: {} });
   t.equal(describeConfig(sqlite).databaseUrl, sqlite.databaseUrl, 'a SQLite path is shown as is');
 });
+
+t.test(
+  'retention: defaults per kind, 0 keeps a kind forever, and a bad value names the setting',
+  async (t) => {
+    const home = tempHome(t);
+    t.same(loadConfig({ home, env: {} }).retention, {
+      eventsDays: 30,
+      jobsDays: 14,
+      bankOutcomesDays: 7,
+      refreshIntentsDays: 90,
+      widgetTokensDays: 7,
+      auditLogDays: 0,
+      batchSize: 500,
+      maxRowsPerPass: 20_000,
+    });
+    const set = loadConfig({
+      home,
+      env: { SVC_RETENTION_EVENTS_DAYS: '0', SVC_RETENTION_AUDIT_LOG_DAYS: '3650' },
+    });
+    t.equal(set.retention.eventsDays, 0, 'events kept forever');
+    t.equal(set.retention.auditLogDays, 3650);
+    t.throws(() => loadConfig({ home, env: { SVC_RETENTION_JOBS_DAYS: '-1' } }), {
+      name: 'ConfigError',
+      message: /retention\.jobsDays must be >= 0 \(set by SVC_RETENTION_JOBS_DAYS\)/,
+    });
+    t.throws(() => loadConfig({ home, env: { SVC_RETENTION_EVENTS_DAYS: 'a month' } }), {
+      name: 'ConfigError',
+      message: /SVC_RETENTION_EVENTS_DAYS must be a number, got "a month"/,
+    });
+    t.throws(() => loadConfig({ home: tempHome(t, { retention: { eventsDays: 1.5 } }), env: {} }), {
+      name: 'ConfigError',
+      message: /retention\.eventsDays must be integer/,
+    });
+    t.throws(() => loadConfig({ home, env: { SVC_RETENTION_BATCH_SIZE: '0' } }), {
+      name: 'ConfigError',
+      message: /retention\.batchSize must be >= 1 \(set by SVC_RETENTION_BATCH_SIZE\)/,
+    });
+    t.throws(() => loadConfig({ home: tempHome(t, { retention: { movementsDays: 30 } }), env: {} }), {
+      name: 'ConfigError',
+      message: /retention\.movementsDays is not a known setting/,
+    });
+  },
+);

@@ -7,6 +7,7 @@ import {
   checkMasterKey,
   checkNode,
   checkPort,
+  checkRetention,
   checkSchema,
   hasFailure,
   type MasterKeyFacts,
@@ -112,3 +113,28 @@ t.test('suggestions and tables', async (t) => {
     ['ID      NAME', 'org_1   Acme', 'org_22  B\\u001b[2J'],
   );
 });
+
+t.test(
+  'retention: reports what is kept; a growing kind kept forever warns, the audit log does not',
+  async (t) => {
+    const defaults = {
+      eventsDays: 30,
+      jobsDays: 14,
+      bankOutcomesDays: 7,
+      refreshIntentsDays: 90,
+      widgetTokensDays: 7,
+      auditLogDays: 0,
+    };
+    t.same(checkRetention(defaults), {
+      check: 'retention',
+      status: 'ok',
+      detail:
+        'events 30 d, jobs 14 d, bank outcomes 7 d, refresh intents 90 d, widget tokens 7 d, audit log kept forever; movements never pruned',
+      fix: null,
+    });
+    t.equal(checkRetention({ ...defaults, auditLogDays: 365 }).detail.includes('audit log 365 d'), true);
+    const forever = checkRetention({ ...defaults, eventsDays: 0, jobsDays: 0 });
+    t.equal(forever.status, 'warn');
+    t.match(forever.fix, /events, jobs grow without bound: set retention\.eventsDays, retention\.jobsDays/);
+  },
+);

@@ -1,0 +1,173 @@
+import type { Knex } from 'knex';
+import type { RetentionConfig } from '../config/defaults.js';
+import type { Database } from '../db/database.js';
+import { pruneAuditLog } from '../audit/audit-log.js';
+import { pruneSyncOutcomes } from '../banks/health.js';
+import { deleteEvents, prunableEventIds } from '../events/store.js';
+import { pruneExpiredExchangeTokens } from '../exchange/exchange.js';
+import { jobsOfIntent, pruneFinishedJobs } from '../jobs/jobs.js';
+import { pruneFinishedIntents } from '../refresh/store.js';
+import { deleteDeliveriesOfEvents, pendingDeliveriesOf } from '../webhooks/deliveries.js';
+import { pruneEndedSessions, pruneExpiredWidgetTokens } from '../widget/sessions.js';
+
+/**
+ * Retention: what housekeeping removes by age, kind by kind. Each owner's store deletes its own rows (one
+ * statement per batch, `DELETE ... WHERE id IN (SELECT id ... ORDER BY age LIMIT n)`, the same SQL on both
+ * engines, walking an index on the age column); this file only decides the cut-offs and the pace.
+ *
+ * The pace is what keeps it out of the way: every batch is its own short write transaction (on SQLite the
+ * one writer lock is held for one batch of 500 rows, a few milliseconds, and a request or a claim waiting
+ * for it is served between batches; on PostgreSQL the row locks of a batch are released at its commit), a
+ * pause follows each full batch, and one pass stops after `maxRowsPerPass` rows of a kind or PASS_BUDGET_MS
+ * overall, leaving the rest to the next tick. A backlog (a first pass over a year of history) drains over
+ * several ticks instead of in one long pass.
+ *
+ * Movements are customer data: they are never pruned by age.
+ */
+export const RETENTION_KINDS = [
+  'events',
+  'webhook_deliveries',
+  'webhook_attempts',
+  'jobs',
+  'bank_sync_outcomes',
+  'refresh_intents',
+  'widget_sessions',
+  'widget_tokens',
+  'exchange_tokens',
+  'audit_log',
+] as const;
+export type RetentionKind = (typeof RETENTION_KINDS)[number];
+export type RetentionCounts = Record<RetentionKind, number>;
+
+const DAY_MS = 86_400_000;
+/** Pause after a full batch: lets waiting writers (requests, claims, the dispatcher's records) in. */
+export const BATCH_PAUSE_MS = 25;
+/** One pass's time budget across kinds; the next tick goes on where this one stopped. */
+export const PASS_BUDGET_MS = 20_000;
+
+interface Pruner {
+  kind: RetentionKind;
+  /**
+   * One batch, in its own transaction: looks at up to `limit` rows and removes them, counted per kind.
+   * `seen` paces the batches: one that saw fewer than `limit` rows was the last of the pass.
+   */
+  batch(trx: Knex, limit: number): Promise<{ removed: Partial<RetentionCounts>; seen: number }>;
+}
+
+/** The pruners that the settings turn on; a kind set to 0 days is kept forever and has none. */
+function pruners(settings: Readonly<RetentionConfig>, now: number): Pruner[] {
+  const list: Pruner[] = [];
+  const cutoff = (days: number) => now - days * DAY_MS;
+  if (settings.eventsDays > 0) {
+    list.push({
+      kind: 'events',
+      async batch(trx, limit) {
+        const ids = await prunableEventIds(trx, cutoff(settings.eventsDays), limit, (column) =>
+          pendingDeliveriesOf(trx, column),
+        );
+        const { deliveries, attempts } = await deleteDeliveriesOfEvents(trx, ids);
+        const events = await deleteEvents(trx, ids, (column) => pendingDeliveriesOf(trx, column));
+        return {
+          removed: { events, webhook_deliveries: deliveries, webhook_attempts: attempts },
+          seen: ids.length,
+        };
+      },
+    });
+  }
+  if (settings.jobsDays > 0) {
+    list.push({
+      kind: 'jobs',
+      batch: async (trx, limit) =>
+        counted('jobs', await pruneFinishedJobs(trx, cutoff(settings.jobsDays), limit)),
+    });
+  }
+  if (settings.bankOutcomesDays > 0) {
+    list.push({
+      kind: 'bank_sync_outcomes',
+      batch: async (trx, limit) =>
+        counted(
+          'bank_sync_outcomes',
+          await pruneSyncOutcomes(trx, now, settings.bankOutcomesDays * DAY_MS, limit),
+        ),
+    });
+  }
+  if (settings.refreshIntentsDays > 0) {
+    list.push({
+      kind: 'refresh_intents',
+      batch: async (trx, limit) =>
+        counted(
+          'refresh_intents',
+          await pruneFinishedIntents(trx, cutoff(settings.refreshIntentsDays), limit, (column) =>
+            jobsOfIntent(trx, column),
+          ),
+        ),
+    });
+  }
+  // Ended widget sessions have always gone a day after they end (widget/sessions.ts); not a setting.
+  list.push({
+    kind: 'widget_sessions',
+    batch: async (trx, limit) => counted('widget_sessions', await pruneEndedSessions(trx, now, limit)),
+  });
+  if (settings.widgetTokensDays > 0) {
+    list.push({
+      kind: 'widget_tokens',
+      batch: async (trx, limit) =>
+        counted(
+          'widget_tokens',
+          await pruneExpiredWidgetTokens(trx, cutoff(settings.widgetTokensDays), limit),
+        ),
+    });
+    list.push({
+      kind: 'exchange_tokens',
+      batch: async (trx, limit) =>
+        counted(
+          'exchange_tokens',
+          await pruneExpiredExchangeTokens(trx, cutoff(settings.widgetTokensDays), limit),
+        ),
+    });
+  }
+  if (settings.auditLogDays > 0) {
+    list.push({
+      kind: 'audit_log',
+      batch: async (trx, limit) =>
+        counted('audit_log', await pruneAuditLog(trx, cutoff(settings.auditLogDays), limit)),
+    });
+  }
+  return list;
+}
+
+function counted(kind: RetentionKind, removed: number): { removed: Partial<RetentionCounts>; seen: number } {
+  return { removed: { [kind]: removed }, seen: removed };
+}
+
+export function zeroCounts(): RetentionCounts {
+  return Object.fromEntries(RETENTION_KINDS.map((kind) => [kind, 0])) as RetentionCounts;
+}
+
+/**
+ * One retention pass at `now`: each kind in batches until it has nothing past its retention, or its
+ * `maxRowsPerPass`, or the pass's time budget is spent. Returns the rows removed per kind.
+ */
+export async function pruneByAge(
+  services: { db: Database; config: { retention: Readonly<RetentionConfig> } },
+  now: number,
+  options: { pauseMs?: number; budgetMs?: number } = {},
+): Promise<RetentionCounts> {
+  const settings = services.config.retention;
+  const pauseMs = options.pauseMs ?? BATCH_PAUSE_MS;
+  // Wall time, not the service clock: the budget is about how long this process holds the writer.
+  const deadline = Date.now() + (options.budgetMs ?? PASS_BUDGET_MS);
+  const counts = zeroCounts();
+  for (const pruner of pruners(settings, now)) {
+    let seen = 0;
+    while (seen < settings.maxRowsPerPass && Date.now() < deadline) {
+      const limit = Math.min(settings.batchSize, settings.maxRowsPerPass - seen);
+      const batch = await services.db.transaction((trx) => pruner.batch(trx, limit));
+      for (const kind of RETENTION_KINDS) counts[kind] += batch.removed[kind] ?? 0;
+      seen += batch.seen;
+      if (batch.seen < limit) break;
+      await new Promise((resolve) => setTimeout(resolve, pauseMs));
+    }
+  }
+  return counts;
+}
