@@ -2,7 +2,6 @@ import type { Clock } from '../clock/clock.js';
 import type { Config } from '../config/defaults.js';
 import type { Database } from '../db/database.js';
 import type { Logger } from '../logging/logger.js';
-import { pruneIdempotencyKeys } from '../api/middleware/idempotency.js';
 import { expireMfaWaits } from '../refresh/refresh.js';
 import { removeExpiredEndpoints } from '../webhooks/endpoints.js';
 import { addRetentionTotals } from './retention-totals.js';
@@ -25,14 +24,12 @@ export async function runHousekeeping(services: HousekeepingServices, tickPeriod
   const won = await winTick(services, 'housekeeping', now, tickPeriodMs / 2);
   if (!won) return;
   const mfaExpired = await expireMfaWaits(services.db, now);
-  const cutoff = now - services.config.idempotency.ttlHours * 3_600_000;
-  const removed = await pruneIdempotencyKeys(services.db, cutoff);
   const endpointsRemoved = await removeExpiredEndpoints(services.db, now);
   const pruned = await pruneByAge(services, now);
   await addRetentionTotals(services.db, pruned, now);
   services.logger.info(
     {
-      idempotency_keys_removed: removed,
+      idempotency_keys_removed: pruned.idempotency_keys,
       mfa_waits_expired: mfaExpired,
       widget_sessions_removed: pruned.widget_sessions,
       temporary_endpoints_removed: endpointsRemoved,

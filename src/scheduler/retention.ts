@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
-import type { RetentionConfig } from '../config/defaults.js';
+import type { Config, RetentionConfig } from '../config/defaults.js';
 import type { Database } from '../db/database.js';
+import { pruneExpiredIdempotencyKeys } from '../api/middleware/idempotency.js';
 import { pruneAuditLog } from '../audit/audit-log.js';
 import { pruneSyncOutcomes } from '../banks/health.js';
 import { deleteEvents, prunableEventIds } from '../events/store.js';
@@ -25,6 +26,7 @@ import { pruneEndedSessions, pruneExpiredWidgetTokens } from '../widget/sessions
  * Movements are customer data: they are never pruned by age.
  */
 export const RETENTION_KINDS = [
+  'idempotency_keys',
   'events',
   'webhook_deliveries',
   'webhook_attempts',
@@ -45,6 +47,11 @@ export const BATCH_PAUSE_MS = 25;
 /** One pass's time budget across kinds; the next tick goes on where this one stopped. */
 export const PASS_BUDGET_MS = 20_000;
 
+type RetentionSettings = {
+  retention: Readonly<RetentionConfig>;
+  idempotency: Pick<Config['idempotency'], 'ttlHours'>;
+};
+
 interface Pruner {
   kind: RetentionKind;
   /**
@@ -55,9 +62,18 @@ interface Pruner {
 }
 
 /** The pruners that the settings turn on; a kind set to 0 days is kept forever and has none. */
-function pruners(settings: Readonly<RetentionConfig>, now: number): Pruner[] {
-  const list: Pruner[] = [];
+function pruners(config: RetentionSettings, now: number): Pruner[] {
+  const settings = config.retention;
   const cutoff = (days: number) => now - days * DAY_MS;
+  // Idempotency keys answer a retry for `idempotency.ttlHours` (the spec's window), then always go.
+  const keysCutoff = now - config.idempotency.ttlHours * 3_600_000;
+  const list: Pruner[] = [
+    {
+      kind: 'idempotency_keys',
+      batch: async (trx, limit) =>
+        counted('idempotency_keys', await pruneExpiredIdempotencyKeys(trx, keysCutoff, limit)),
+    },
+  ];
   if (settings.eventsDays > 0) {
     list.push({
       kind: 'events',
@@ -149,7 +165,7 @@ export function zeroCounts(): RetentionCounts {
  * `maxRowsPerPass`, or the pass's time budget is spent. Returns the rows removed per kind.
  */
 export async function pruneByAge(
-  services: { db: Database; config: { retention: Readonly<RetentionConfig> } },
+  services: { db: Database; config: RetentionSettings },
   now: number,
   options: { pauseMs?: number; budgetMs?: number } = {},
 ): Promise<RetentionCounts> {
@@ -158,7 +174,7 @@ export async function pruneByAge(
   // Wall time, not the service clock: the budget is about how long this process holds the writer.
   const deadline = Date.now() + (options.budgetMs ?? PASS_BUDGET_MS);
   const counts = zeroCounts();
-  for (const pruner of pruners(settings, now)) {
+  for (const pruner of pruners(services.config, now)) {
     let seen = 0;
     while (seen < settings.maxRowsPerPass && Date.now() < deadline) {
       const limit = Math.min(settings.batchSize, settings.maxRowsPerPass - seen);

@@ -26,6 +26,7 @@ import { startReceiver } from '../helpers/receiver.js';
 
 const MINUTE = 60_000;
 const PRUNED_TABLES = [
+  'idempotency_keys',
   'events',
   'webhook_deliveries',
   'webhook_attempts',

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Context } from 'koa';
+import type { Knex } from 'knex';
 import type { Principal } from '../../auth/principal.js';
 import { ApiError, errors } from '../../errors/api-error.js';
 import { isUniqueViolation } from '../../db/errors.js';
@@ -148,7 +149,19 @@ function isApiResource(value: unknown): boolean {
   );
 }
 
-/** Removes the keys recorded before `cutoff` (housekeeping, after `idempotency.ttlHours`); returns how many. */
-export async function pruneIdempotencyKeys(db: Database, cutoff: number): Promise<number> {
-  return db.transaction((trx) => trx('idempotency_keys').where('created_at', '<', cutoff).delete());
+/**
+ * Removes about `limit` of the oldest keys recorded before `cutoff` (housekeeping, after
+ * `idempotency.ttlHours`), walking the `created_at` index; returns how many. The key is three columns, so a
+ * batch is bounded by the `created_at` of its last row rather than by ids: keys recorded in the same
+ * millisecond go together, a few rows over `limit` at most.
+ */
+export async function pruneExpiredIdempotencyKeys(trx: Knex, cutoff: number, limit: number): Promise<number> {
+  const last: { created_at: number | string } | undefined = await trx('idempotency_keys')
+    .where('created_at', '<', cutoff)
+    .orderBy('created_at')
+    .offset(limit - 1)
+    .first('created_at');
+  const expired = trx('idempotency_keys').where('created_at', '<', cutoff);
+  if (last) expired.where('created_at', '<=', Number(last.created_at));
+  return expired.delete();
 }
