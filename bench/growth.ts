@@ -68,6 +68,8 @@ interface Instance {
   api?: Awaited<ReturnType<typeof startApi>>;
   drop?: () => Promise<void>;
   seedSeconds: number;
+  /** How far housekeeping's clock is moved: a minute more for every pass, so each pass wins its tick. */
+  clockOffset: number;
 }
 
 /** Inserts rows in multi-row statements, a transaction per 20 statements. */
@@ -255,7 +257,18 @@ async function setUp(label: string, scale: Scale): Promise<Instance> {
       now: Date.now(),
     }),
   );
-  return { label, scale, home, db, config, secret, ...seeded, seedSeconds, drop: postgres?.drop };
+  return {
+    label,
+    scale,
+    home,
+    db,
+    config,
+    secret,
+    ...seeded,
+    seedSeconds,
+    clockOffset: 0,
+    drop: postgres?.drop,
+  };
 }
 
 async function tearDown(instance: Instance): Promise<void> {
@@ -356,8 +369,7 @@ function row(label: string, small: number[], large: number[], target = 'p99 rati
 
 /** Housekeeping passes until one removes nothing (at most `maxPasses`), on a clock a minute apart each. */
 async function prune(instance: Instance, maxPasses: number) {
-  let offset = 0;
-  const clock: Clock = { now: () => Date.now() + offset };
+  const clock: Clock = { now: () => Date.now() + instance.clockOffset };
   const passes: { ms: number; removed: number }[] = [];
   for (let pass = 0; pass < maxPasses; pass++) {
     const before = await counts(instance.db);
@@ -367,7 +379,7 @@ async function prune(instance: Instance, maxPasses: number) {
     const after = await counts(instance.db);
     const removed = before - after;
     passes.push({ ms: elapsed, removed });
-    offset += 60_000;
+    instance.clockOffset += 60_000;
     if (removed === 0) break;
   }
   return passes;
