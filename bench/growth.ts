@@ -7,7 +7,7 @@
  *
  * Figures: movement pages over real HTTP with a real API key (30 and 300 per page, first and deep), the
  * `synced_since` cursor feed, the event list and the delivery list with filters, the dispatcher's claim
- * (`claimDue`, rolled back so every round claims the same rows), the housekeeping pass (`runHousekeeping`:
+ * (`claimDue`, rolled back so every round claims the same rows), a scheduler tick (`enqueueDueLinks`), the housekeeping pass (`runHousekeeping`:
  * rows removed and time) with the database size before and after pruning, and one-row GETs and claims on
  * the large database while a pruning pass runs beside the same without it.
  *
@@ -31,6 +31,7 @@ import { install } from '../src/install/install.js';
 import { createApiKey } from '../src/keys/keys.js';
 import { newId } from '../src/ids/ids.js';
 import { silentLogger } from '../src/logging/logger.js';
+import { enqueueDueLinks } from '../src/scheduler/enqueue-due.js';
 import { runHousekeeping } from '../src/scheduler/housekeeping.js';
 import { claimDue } from '../src/webhooks/queue.js';
 import { freshPostgresSchema, startApi, stop } from './lib.js';
@@ -68,6 +69,8 @@ interface Instance {
   api?: Awaited<ReturnType<typeof startApi>>;
   drop?: () => Promise<void>;
   seedSeconds: number;
+  /** How far the scheduler tick's clock is moved: a minute more for every tick. */
+  tickOffset: number;
   /** How far housekeeping's clock is moved: a minute more for every pass, so each pass wins its tick. */
   clockOffset: number;
 }
@@ -102,6 +105,8 @@ async function seed(db: Database, orgId: string, scale: Scale) {
     holder_type: 'individual',
     status: 'active',
     credentials_encrypted: 'x',
+    // Due across the next four hours (the default interval), so that every tick finds a few.
+    next_sync_at: NOW + Math.floor((i / scale.links) * 4 * 3_600_000),
     created_at: NOW - 365 * DAY,
     updated_at: NOW,
   }));
@@ -211,6 +216,19 @@ async function seed(db: Database, orgId: string, scale: Scale) {
     error: null,
     response_excerpt: 'ok',
   }));
+  // Finished sync jobs over the year (half as many as events), which retention prunes after 14 days.
+  await bulk(db, 'jobs', Math.floor(scale.events / 2), (i) => ({
+    id: newId('job'),
+    kind: 'sync',
+    org_id: orgId,
+    link_id: links[i % scale.links],
+    payload: JSON.stringify({ refresh_type: 'scheduled', interactive: false }),
+    status: i % 50 === 0 ? 'failed' : 'succeeded',
+    attempts: 1,
+    run_at: spread(i, Math.floor(scale.events / 2)),
+    created_at: spread(i, Math.floor(scale.events / 2)),
+    updated_at: spread(i, Math.floor(scale.events / 2)) + 5_000,
+  }));
   if (db.engine === 'postgres') await db.knex.raw('ANALYZE');
   // A cursor half-way through the big account's feed.
   const mid = await db
@@ -267,6 +285,7 @@ async function setUp(label: string, scale: Scale): Promise<Instance> {
     ...seeded,
     seedSeconds,
     clockOffset: 0,
+    tickOffset: 0,
     drop: postgres?.drop,
   };
 }
@@ -310,6 +329,15 @@ async function claim(db: Database): Promise<number> {
     if (!(error instanceof Rollback)) throw error;
   }
   if (claimed === 0) throw new Error('the claim found no due deliveries');
+  return performance.now() - started;
+}
+
+/** One scheduler tick a minute after the last: enqueues the links due in that minute. */
+async function tick(instance: Instance): Promise<number> {
+  instance.tickOffset += 60_000;
+  const now = Date.now() + instance.tickOffset;
+  const started = performance.now();
+  await enqueueDueLinks(instance.db, now, instance.config.scheduler.syncIntervalMinutes * 60_000);
   return performance.now() - started;
 }
 
@@ -447,6 +475,7 @@ async function main() {
       },
       { label: 'one event (GET /v1/events/{id})', run: (i) => get(i, `/v1/events/${i.eventId}`) },
       { label: 'dispatcher claim (32 rows, rolled back)', run: (i) => claim(i.db) },
+      { label: 'scheduler tick (enqueueDueLinks)', run: tick },
     ];
     const samples = await measureInterleaved(figures, small, large);
 
