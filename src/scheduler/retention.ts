@@ -67,15 +67,9 @@ function pruners(config: RetentionSettings, now: number): Pruner[] {
   const cutoff = (days: number) => now - days * DAY_MS;
   // Idempotency keys answer a retry for `idempotency.ttlHours` (the spec's window), then always go.
   const keysCutoff = now - config.idempotency.ttlHours * 3_600_000;
-  const list: Pruner[] = [
-    {
-      kind: 'idempotency_keys',
-      batch: async (trx, limit) =>
-        counted('idempotency_keys', await pruneExpiredIdempotencyKeys(trx, keysCutoff, limit)),
-    },
-  ];
-  if (settings.eventsDays > 0) {
-    list.push({
+  const list: (Pruner | false)[] = [
+    single('idempotency_keys', (trx, limit) => pruneExpiredIdempotencyKeys(trx, keysCutoff, limit)),
+    settings.eventsDays > 0 && {
       kind: 'events',
       async batch(trx, limit) {
         const ids = await prunableEventIds(trx, cutoff(settings.eventsDays), limit, (column) =>
@@ -88,72 +82,44 @@ function pruners(config: RetentionSettings, now: number): Pruner[] {
           seen: ids.length,
         };
       },
-    });
-  }
-  if (settings.jobsDays > 0) {
-    list.push({
-      kind: 'jobs',
-      batch: async (trx, limit) =>
-        counted('jobs', await pruneFinishedJobs(trx, cutoff(settings.jobsDays), limit)),
-    });
-  }
-  if (settings.bankOutcomesDays > 0) {
-    list.push({
-      kind: 'bank_sync_outcomes',
-      batch: async (trx, limit) =>
-        counted(
-          'bank_sync_outcomes',
-          await pruneSyncOutcomes(trx, now, settings.bankOutcomesDays * DAY_MS, limit),
+    },
+    settings.jobsDays > 0 &&
+      single('jobs', (trx, limit) => pruneFinishedJobs(trx, cutoff(settings.jobsDays), limit)),
+    settings.bankOutcomesDays > 0 &&
+      single('bank_sync_outcomes', (trx, limit) =>
+        pruneSyncOutcomes(trx, now, settings.bankOutcomesDays * DAY_MS, limit),
+      ),
+    settings.refreshIntentsDays > 0 &&
+      single('refresh_intents', (trx, limit) =>
+        pruneFinishedIntents(trx, cutoff(settings.refreshIntentsDays), limit, (column) =>
+          jobsOfIntent(trx, column),
         ),
-    });
-  }
-  if (settings.refreshIntentsDays > 0) {
-    list.push({
-      kind: 'refresh_intents',
-      batch: async (trx, limit) =>
-        counted(
-          'refresh_intents',
-          await pruneFinishedIntents(trx, cutoff(settings.refreshIntentsDays), limit, (column) =>
-            jobsOfIntent(trx, column),
-          ),
-        ),
-    });
-  }
-  // Ended widget sessions have always gone a day after they end (widget/sessions.ts); not a setting.
-  list.push({
-    kind: 'widget_sessions',
-    batch: async (trx, limit) => counted('widget_sessions', await pruneEndedSessions(trx, now, limit)),
-  });
-  if (settings.widgetTokensDays > 0) {
-    list.push({
-      kind: 'widget_tokens',
-      batch: async (trx, limit) =>
-        counted(
-          'widget_tokens',
-          await pruneExpiredWidgetTokens(trx, cutoff(settings.widgetTokensDays), limit),
-        ),
-    });
-    list.push({
-      kind: 'exchange_tokens',
-      batch: async (trx, limit) =>
-        counted(
-          'exchange_tokens',
-          await pruneExpiredExchangeTokens(trx, cutoff(settings.widgetTokensDays), limit),
-        ),
-    });
-  }
-  if (settings.auditLogDays > 0) {
-    list.push({
-      kind: 'audit_log',
-      batch: async (trx, limit) =>
-        counted('audit_log', await pruneAuditLog(trx, cutoff(settings.auditLogDays), limit)),
-    });
-  }
-  return list;
+      ),
+    // Ended widget sessions have always gone a day after they end (widget/sessions.ts); not a setting.
+    single('widget_sessions', (trx, limit) => pruneEndedSessions(trx, now, limit)),
+    settings.widgetTokensDays > 0 &&
+      single('widget_tokens', (trx, limit) =>
+        pruneExpiredWidgetTokens(trx, cutoff(settings.widgetTokensDays), limit),
+      ),
+    settings.widgetTokensDays > 0 &&
+      single('exchange_tokens', (trx, limit) =>
+        pruneExpiredExchangeTokens(trx, cutoff(settings.widgetTokensDays), limit),
+      ),
+    settings.auditLogDays > 0 &&
+      single('audit_log', (trx, limit) => pruneAuditLog(trx, cutoff(settings.auditLogDays), limit)),
+  ];
+  return list.filter((pruner): pruner is Pruner => pruner !== false);
 }
 
-function counted(kind: RetentionKind, removed: number): { removed: Partial<RetentionCounts>; seen: number } {
-  return { removed: { [kind]: removed }, seen: removed };
+/** A kind whose batch removes rows of its own table only: what it removed is what it saw. */
+function single(kind: RetentionKind, prune: (trx: Knex, limit: number) => Promise<number>): Pruner {
+  return {
+    kind,
+    async batch(trx, limit) {
+      const removed = await prune(trx, limit);
+      return { removed: { [kind]: removed }, seen: removed };
+    },
+  };
 }
 
 export function zeroCounts(): RetentionCounts {
