@@ -32,6 +32,8 @@ export const OWNERS = {
   audit_log: 'src/audit/',
   cron_ticks: 'src/scheduler/',
   retention_totals: 'src/scheduler/',
+  event_tallies: 'src/events/',
+  webhook_delivery_tallies: 'src/webhooks/',
 };
 const ALLOWED = ['src/db/', 'migrations/'];
 const SCANNED = ['src', 'commands'];

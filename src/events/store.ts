@@ -3,6 +3,7 @@ import { toIso } from '../clock/clock.js';
 import { newId } from '../ids/ids.js';
 import type { Principal } from '../auth/principal.js';
 import { fetchPage, type Order } from '../db/paging.js';
+import { addToTallies, compactTallies, deleteReturning, sumOfTallies } from '../db/tallies.js';
 import type { EventData, EventType } from './catalogue.js';
 
 export interface EventRecord {
@@ -50,6 +51,7 @@ export async function recordEvent(trx: Knex, input: EventInput): Promise<EventRe
     created_at: input.now,
     seq: nextSeq(input.now),
   });
+  await addToTallies(trx, 'event_tallies', [{ key: tallyKey(input), n: 1 }]);
   return {
     object: 'event',
     id,
@@ -105,8 +107,30 @@ export async function listEvents(
     ['seq', 'desc'],
     ['id', 'desc'],
   ];
-  const { rows, total } = await fetchPage<EventRow>(scoped, order, offset, limit);
+  // The tallies count by type; a filter on a link or a time is counted on its rows (a link's are few).
+  const tallied = filter.link_id === undefined && filter.created_after === undefined;
+  const { rows, total } = await fetchPage<EventRow>(
+    scoped,
+    order,
+    offset,
+    limit,
+    tallied
+      ? () =>
+          sumOfTallies(
+            db('event_tallies')
+              .where({ org_id: principal.orgId, mode: principal.mode })
+              .modify((query) => {
+                if (filter.type !== undefined) query.where('type', filter.type);
+              }),
+          )
+      : undefined,
+  );
   return { data: rows.map(presentEvent), total };
+}
+
+/** The key an event is counted under in `event_tallies`, for the list's total. */
+function tallyKey(event: { orgId: string; mode: string; type: string }) {
+  return { org_id: event.orgId, mode: event.mode, type: event.type };
 }
 
 export function presentEvent(row: EventRow): EventRecord {
@@ -146,5 +170,20 @@ export async function deleteEvents(
   kept: (eventIdColumn: string) => Knex.QueryBuilder,
 ): Promise<number> {
   if (ids.length === 0) return 0;
-  return trx('events').whereIn('id', ids).whereNotExists(kept('events.id')).delete();
+  const removed = await deleteReturning<{ org_id: string; mode: string; type: string }>(
+    trx,
+    trx('events').whereIn('id', ids).whereNotExists(kept('events.id')),
+    ['org_id', 'mode', 'type'],
+  );
+  await addToTallies(
+    trx,
+    'event_tallies',
+    removed.map((row) => ({ key: tallyKey({ orgId: row.org_id, mode: row.mode, type: row.type }), n: -1 })),
+  );
+  return removed.length;
+}
+
+/** Housekeeping: folds the changes recorded in `event_tallies` into one row per key (src/db/tallies.ts). */
+export function compactEventTallies(trx: Knex, limit: number) {
+  return compactTallies(trx, 'event_tallies', ['org_id', 'mode', 'type'], limit);
 }

@@ -3,6 +3,8 @@ import type { Config } from '../config/defaults.js';
 import type { Database } from '../db/database.js';
 import type { Logger } from '../logging/logger.js';
 import { expireMfaWaits } from '../refresh/refresh.js';
+import { compactEventTallies } from '../events/store.js';
+import { compactDeliveryTallies } from '../webhooks/deliveries.js';
 import { removeExpiredEndpoints } from '../webhooks/endpoints.js';
 import { addRetentionTotals } from './retention-totals.js';
 import { pruneByAge } from './retention.js';
@@ -27,6 +29,7 @@ export async function runHousekeeping(services: HousekeepingServices, tickPeriod
   const endpointsRemoved = await removeExpiredEndpoints(services.db, now);
   const pruned = await pruneByAge(services, now);
   await addRetentionTotals(services.db, pruned, now);
+  const tallies = await foldTallies(services.db);
   services.logger.info(
     {
       idempotency_keys_removed: pruned.idempotency_keys,
@@ -34,9 +37,32 @@ export async function runHousekeeping(services: HousekeepingServices, tickPeriod
       widget_sessions_removed: pruned.widget_sessions,
       temporary_endpoints_removed: endpointsRemoved,
       retention_pruned: pruned,
+      tally_rows_folded: tallies,
     },
     'housekeeping done',
   );
+}
+
+/** Rows of changes folded per transaction, and at most per pass and table (about a minute's is hundreds). */
+const TALLY_BATCH = 2_000;
+const TALLY_ROWS_PER_PASS = 20_000;
+
+/**
+ * The lists' counts: the changes recorded since the last pass folded into one row per key, so a list's
+ * total reads a few rows (src/db/tallies.ts). In batches, each its own short transaction, so that a backlog
+ * (housekeeping stopped for a day) never holds SQLite's writer for long. Returns the rows folded.
+ */
+async function foldTallies(db: Database): Promise<number> {
+  let folded = 0;
+  for (const compact of [compactEventTallies, compactDeliveryTallies]) {
+    for (let seen = 0; seen < TALLY_ROWS_PER_PASS;) {
+      const removed = await db.transaction((trx) => compact(trx, TALLY_BATCH));
+      seen += removed;
+      folded += removed;
+      if (removed < TALLY_BATCH) break;
+    }
+  }
+  return folded;
 }
 
 /** True for exactly one caller per `minIntervalMs`, across processes. */

@@ -5,6 +5,7 @@ import { newId } from '../ids/ids.js';
 import type { Principal } from '../auth/principal.js';
 import { findOwned } from '../auth/ownership.js';
 import { fetchPage, NEWEST_FIRST } from '../db/paging.js';
+import { addToTallies, compactTallies, deleteReturning, sumOfTallies } from '../db/tallies.js';
 import { notifyOnCommit } from '../db/notify.js';
 import { DELIVERY_CHANNEL } from './fan-out.js';
 
@@ -32,8 +33,34 @@ export interface DeliveryRow {
 
 /** How many deliveries wait to be sent (due or backing off), for metrics and `svc status`. */
 export async function pendingDeliveryCount(db: Knex): Promise<number> {
-  const [row] = await db('webhook_deliveries').count({ n: '*' }).where('status', 'pending');
-  return Number((row as { n: number | string } | undefined)?.n ?? 0);
+  return sumOfTallies(db('webhook_delivery_tallies').where('status', 'pending'));
+}
+
+/** A change in the number of an endpoint's deliveries of a status (`webhook_delivery_tallies`). */
+export interface DeliveryCountChange {
+  endpointId: string;
+  status: DeliveryStatus;
+  n: number;
+}
+
+/** Housekeeping: folds the changes recorded in `webhook_delivery_tallies` into one row per key. */
+export function compactDeliveryTallies(trx: Knex, limit: number) {
+  return compactTallies(trx, 'webhook_delivery_tallies', ['endpoint_id', 'status'], limit);
+}
+
+/**
+ * Records changes in the deliveries' counts in the caller's transaction, which writes the deliveries
+ * (src/db/tallies.ts): the delivery list's total and the pending count read them, not the rows.
+ */
+export async function countDeliveries(trx: Knex, changes: readonly DeliveryCountChange[]): Promise<void> {
+  await addToTallies(
+    trx,
+    'webhook_delivery_tallies',
+    changes.map((change) => ({
+      key: { endpoint_id: change.endpointId, status: change.status },
+      n: change.n,
+    })),
+  );
 }
 
 /** The latest deliveries of a link's events, newest first. */
@@ -144,7 +171,19 @@ export async function listDeliveries(
     if (filter.status) query.where('status', filter.status);
     return query;
   };
-  return fetchPage<DeliveryRow>(scoped, NEWEST_FIRST, offset, limit);
+  // The tallies count by endpoint and status; an event's deliveries (one per endpoint) are counted on the rows.
+  const tallied = () =>
+    sumOfTallies(
+      db('webhook_delivery_tallies')
+        .join('webhook_endpoints', 'webhook_endpoints.id', 'webhook_delivery_tallies.endpoint_id')
+        .modify((query) => {
+          if (filter.orgId) query.where('webhook_endpoints.org_id', filter.orgId);
+          if (filter.mode) query.where('webhook_endpoints.mode', filter.mode);
+          if (filter.endpointId) query.where('webhook_delivery_tallies.endpoint_id', filter.endpointId);
+          if (filter.status) query.where('webhook_delivery_tallies.status', filter.status);
+        }),
+    );
+  return fetchPage<DeliveryRow>(scoped, NEWEST_FIRST, offset, limit, filter.eventId ? undefined : tallied);
 }
 
 export async function getDelivery(db: Knex, principal: Principal, id: string): Promise<WebhookDelivery> {
@@ -205,6 +244,7 @@ export async function redeliver(
     updated_at: now,
   };
   await trx('webhook_deliveries').insert(row);
+  await countDeliveries(trx, [{ endpointId: row.endpoint_id, status: 'pending', n: 1 }]);
   await notifyOnCommit(trx, DELIVERY_CHANNEL);
   return presentDelivery(row);
 }
@@ -294,9 +334,14 @@ export async function deleteDeliveriesOfEvents(
   const finished = () =>
     trx('webhook_deliveries').select('id').whereIn('event_id', eventIds).whereNot('status', 'pending');
   const attempts = await trx('webhook_attempts').whereIn('delivery_id', finished()).delete();
-  const deliveries = await trx('webhook_deliveries')
-    .whereIn('event_id', eventIds)
-    .whereNot('status', 'pending')
-    .delete();
-  return { deliveries, attempts };
+  const deliveries = await deleteReturning<{ endpoint_id: string; status: DeliveryStatus }>(
+    trx,
+    trx('webhook_deliveries').whereIn('event_id', eventIds).whereNot('status', 'pending'),
+    ['endpoint_id', 'status'],
+  );
+  await countDeliveries(
+    trx,
+    deliveries.map((row) => ({ endpointId: row.endpoint_id, status: row.status, n: -1 })),
+  );
+  return { deliveries: deliveries.length, attempts };
 }

@@ -209,6 +209,7 @@ export async function deleteEndpoint(trx: Knex, principal: Principal, id: string
  */
 async function deleteEndpointRows(trx: Knex, ids: string[]): Promise<void> {
   await trx('webhook_deliveries').whereIn('endpoint_id', ids).delete();
+  await trx('webhook_delivery_tallies').whereIn('endpoint_id', ids).delete();
   await trx('webhook_endpoints').whereIn('id', ids).delete();
 }
 

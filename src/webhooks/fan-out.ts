@@ -2,6 +2,7 @@ import type { Knex } from 'knex';
 import { newId } from '../ids/ids.js';
 import { notifyOnCommit } from '../db/notify.js';
 import { subscribes } from '../events/catalogue.js';
+import { countDeliveries } from './deliveries.js';
 import { recordEvent, type EventInput, type EventRecord } from '../events/store.js';
 
 /** The channel on which new deliveries are announced (see src/db/notify.ts). */
@@ -45,6 +46,10 @@ export async function publishEvent(trx: Knex, input: EventInput): Promise<EventR
     }));
   if (deliveries.length > 0) {
     await trx('webhook_deliveries').insert(deliveries);
+    await countDeliveries(
+      trx,
+      deliveries.map((delivery) => ({ endpointId: delivery.endpoint_id, status: 'pending', n: 1 })),
+    );
     // Postgres wakes the dispatchers when this commits (a no-op on SQLite, whose dispatchers watch the WAL).
     await notifyOnCommit(trx, DELIVERY_CHANNEL);
   }

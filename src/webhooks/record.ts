@@ -3,7 +3,7 @@ import type { Clock } from '../clock/clock.js';
 import type { Config } from '../config/defaults.js';
 import type { Engine } from '../db/database.js';
 import type { Logger } from '../logging/logger.js';
-import { holdDeliveriesUntil } from './deliveries.js';
+import { countDeliveries, holdDeliveriesUntil } from './deliveries.js';
 import { backoffUntil, healthChanges } from './endpoint-health.js';
 import { backOffEndpoint, countUnanswered, insertAttempts, recordResults, type ClaimedRow } from './queue.js';
 import { afterAttempt, ownRetryDelayMs } from './retry-policy.js';
@@ -46,19 +46,17 @@ export async function recordAttempts(
   context: RecordContext,
 ): Promise<void> {
   const { engine, logger, settings } = context;
-  const updated = await recordResults(
-    trx,
-    engine,
-    batch.map(({ row, token, outcome, startedAt, finishedAt }) => ({
-      ...afterAttempt(row.attempts, outcome.ok, finishedAt, settings.retryScheduleSeconds),
-      id: row.id,
-      token,
-      lastAttemptAt: startedAt,
-      lastResponseStatus: outcome.statusCode,
-      lastError: outcome.error,
-      updatedAt: finishedAt,
-    })),
-  );
+  const results = batch.map(({ row, token, outcome, startedAt, finishedAt }) => ({
+    ...afterAttempt(row.attempts, outcome.ok, finishedAt, settings.retryScheduleSeconds),
+    id: row.id,
+    token,
+    lastAttemptAt: startedAt,
+    lastResponseStatus: outcome.statusCode,
+    lastError: outcome.error,
+    updatedAt: finishedAt,
+    endpointId: row.endpoint_id,
+  }));
+  const updated = await recordResults(trx, engine, results);
   const kept = batch.filter(({ row }) => {
     if (updated.has(row.id)) return true;
     // Our lease lapsed (we were presumed dead) and another dispatcher owns the row now: its result counts.
@@ -66,6 +64,16 @@ export async function recordAttempts(
     return false;
   });
   if (kept.length === 0) return;
+  // A claimed row was pending; those that finished move from that count to their status's.
+  await countDeliveries(
+    trx,
+    results
+      .filter((result) => updated.has(result.id) && result.status !== 'pending')
+      .flatMap(({ endpointId, status }) => [
+        { endpointId, status: 'pending' as const, n: -1 },
+        { endpointId, status, n: 1 },
+      ]),
+  );
   await recordHealth(trx, kept, context);
   await insertAttempts(
     trx,
