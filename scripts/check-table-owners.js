@@ -34,6 +34,8 @@ export const OWNERS = {
   retention_totals: 'src/scheduler/',
   event_tallies: 'src/events/',
   webhook_delivery_tallies: 'src/webhooks/',
+  console_users: 'src/console/',
+  console_tokens: 'src/console/',
 };
 const ALLOWED = ['src/db/', 'migrations/'];
 const SCANNED = ['src', 'commands'];

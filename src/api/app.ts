@@ -4,6 +4,7 @@ import { errorMiddleware } from './middleware/errors.js';
 import { requestContextMiddleware } from './middleware/request-context.js';
 import { buildRouter } from './router.js';
 import { widgetRouter } from '../widget/http.js';
+import { consoleRouter } from '../console/http.js';
 import { errors, ApiError } from '../errors/api-error.js';
 import type { AnyRoute } from './route.js';
 import type { AppServices } from './services.js';
@@ -19,6 +20,8 @@ export function createApp(services: AppServices, extraRoutes: AnyRoute[] = []): 
   app.use(router.routes());
   // The hosted widget's page, files and JSON API (not part of the OpenAPI document: see src/widget/http.ts).
   app.use(widgetRouter(services).routes());
+  // The operator's web console (src/console/): its own pages and session, never an API key.
+  if (services.config.console.enabled) app.use(consoleRouter(services).routes());
   // koa-router's `throw: true` mode throws before it sets `Allow`, so let it set the status and header,
   // then turn the bare 405/501 into our envelope (keeping `Allow`).
   app.use(async (ctx, next) => {

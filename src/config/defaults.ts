@@ -29,6 +29,8 @@ export function defaultConfig(home: string): Config {
       headersTimeoutMs: 10_000,
     },
     metrics: { host: '127.0.0.1', port: 9464 },
+    /** The web console under /console on the API's address (docs/console.md). */
+    console: { enabled: true },
     log: { level: 'info', file: '' },
     auth: { cacheSeconds: 5, refusedRequests: { perMinute: 60, burst: 30 } },
     rateLimits: {

@@ -41,6 +41,7 @@ export const configSchema = {
       },
     },
     metrics: { type: 'object', additionalProperties: false, properties: { host: { type: 'string' }, port } },
+    console: { type: 'object', additionalProperties: false, properties: { enabled: { type: 'boolean' } } },
     /** `file` empty: JSON lines on stdout (journald under systemd); otherwise appended to that file. */
     log: {
       type: 'object',

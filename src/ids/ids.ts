@@ -1,7 +1,21 @@
 import { randomBytes } from 'node:crypto';
 
 export type IdPrefix =
-  'org' | 'key' | 'link' | 'acc' | 'mov' | 'ri' | 'evt' | 'we' | 'wd' | 'wa' | 'job' | 'aud' | 'req';
+  | 'org'
+  | 'key'
+  | 'link'
+  | 'acc'
+  | 'mov'
+  | 'ri'
+  | 'evt'
+  | 'we'
+  | 'wd'
+  | 'wa'
+  | 'job'
+  | 'aud'
+  | 'req'
+  | 'cu'
+  | 'cut';
 
 /** `prefix_` + 16 lowercase hex characters from the CSPRNG, as the spec fixes for every resource id. */
 export function newId(prefix: IdPrefix): string {

@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, hash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createCipheriv, createDecipheriv, hash, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
 
 /**
  * AES-256-GCM under the appliance's master key. Each ciphertext names the key that sealed it
@@ -84,6 +84,19 @@ export class SecretBox {
     } catch {
       throw new SecretError('ciphertext failed its integrity check (tampered, or wrong master key)');
     }
+  }
+
+  /**
+   * A 32-byte key for one purpose (`label`), derived from a master key by HKDF-SHA256: from the active key,
+   * or from `keyId` (null when the box does not hold it). What it signs names the master key's id, so that
+   * after a rotation a signature made under the older key still checks until that key is retired.
+   */
+  derivedKey(label: string, keyId?: string): { keyId: string; key: Buffer } | null {
+    this.reloadQuietly();
+    const id = keyId ?? this.active.id;
+    const master = this.byId.get(id);
+    if (!master) return null;
+    return { keyId: id, key: Buffer.from(hkdfSync('sha256', master, Buffer.alloc(0), label, 32)) };
   }
 
   /** True when `sealed` was made with an older master key and should be re-sealed. */

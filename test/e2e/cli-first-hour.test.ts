@@ -73,14 +73,17 @@ t.test('svc help, svc help COMMAND, topics and suggestions', async (t) => {
       .slice(0, 4)
       .map((word) => word.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))
       .join('\\s+');
+    // A nested topic (`console:users`) is listed by its parent's help (`svc help console`), as `console users`.
+    const path = topic.split(':');
+    const parentHelp = path.length === 1 ? help : await runCli(['help', ...path.slice(0, -1)], { home });
     t.match(
-      help.stdout,
-      new RegExp(`\\n\\s+${topic}\\s+${words}`),
+      parentHelp.stdout,
+      new RegExp(`\\n\\s+${path.join(' ')}\\s+${words}`),
       `topic ${topic} shows its own description`,
     );
-    const topicHelp = await runCli(['help', topic], { home });
-    t.equal(topicHelp.code, 0, `svc help ${topic} exits 0`);
-    t.match(topicHelp.stdout, /COMMANDS/, `svc help ${topic} lists its commands`);
+    const topicHelp = await runCli(['help', ...path], { home });
+    t.equal(topicHelp.code, 0, `svc help ${path.join(' ')} exits 0`);
+    t.match(topicHelp.stdout, /COMMANDS|TOPICS/, `svc help ${path.join(' ')} lists its commands or topics`);
   }
   t.equal(readdirSync(home).length, 0, 'help creates nothing in the home');
 

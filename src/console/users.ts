@@ -1,0 +1,369 @@
+import { randomBytes } from 'node:crypto';
+import type { Knex } from 'knex';
+import { recordAudit } from '../audit/audit-log.js';
+import { toIso } from '../clock/clock.js';
+import type { Database } from '../db/database.js';
+import { errors } from '../errors/api-error.js';
+import { newId } from '../ids/ids.js';
+import { sha256Hex } from '../secrets/secret-box.js';
+import { hashPassword, passwordProblem, verifyPassword } from './passwords.js';
+
+/*
+ * Console users and what happens to them: invited and reset from the CLI (the appliance sends no mail, so
+ * the CLI prints the link), a password set through that link, signing in with throttling and lock-out, and
+ * disabling. Every change is written to the audit log with who made it.
+ */
+
+export type ConsoleRole = 'operator' | 'admin' | 'support';
+export const CONSOLE_ROLES: readonly ConsoleRole[] = ['operator', 'admin', 'support'];
+export type ConsoleUserStatus = 'invited' | 'active' | 'disabled';
+
+export interface ConsoleUserRow {
+  id: string;
+  email: string;
+  role: ConsoleRole;
+  /** Null: every organisation (an operator, or support for all). */
+  org_id: string | null;
+  status: ConsoleUserStatus;
+  password_hash: string | null;
+  totp_secret_sealed: string | null;
+  session_epoch: number;
+  failed_logins: number;
+  locked_until: number | null;
+  last_login_at: number | null;
+  locale: string | null;
+  created_at: number;
+  updated_at: number;
+}
+
+/** A user as the CLI and the console show one: never the hash or the sealed secret. */
+export function presentConsoleUser(row: ConsoleUserRow) {
+  return {
+    object: 'console_user' as const,
+    id: row.id,
+    email: row.email,
+    role: row.role,
+    org_id: row.org_id,
+    status: row.status,
+    totp: row.totp_secret_sealed !== null,
+    locked_until: toIso(row.locked_until),
+    last_login_at: toIso(row.last_login_at),
+    created_at: toIso(row.created_at)!,
+  };
+}
+
+/** An invitation is good for a week; a reset link for an hour (it replaces a forgotten password). */
+export const INVITATION_TTL_MS = 7 * 86_400_000;
+export const RESET_TTL_MS = 3_600_000;
+/** Failed sign-ins in a row before an account locks, and how long it stays locked. */
+export const LOCK_AFTER_FAILURES = 5;
+export const LOCK_MS = 15 * 60_000;
+
+const EMAIL = /^[^\s@<>"']{1,64}@[^\s@<>"']{1,189}\.[^\s@<>"']{2,}$/;
+
+export function normaliseEmail(email: string): string {
+  return email.trim().toLowerCase();
+}
+
+type TokenPurpose = 'invite' | 'reset';
+
+async function issueToken(trx: Knex, userId: string, purpose: TokenPurpose, now: number): Promise<string> {
+  // An unused link of the same purpose is replaced: only the newest one the CLI printed works.
+  await trx('console_tokens').where({ user_id: userId, purpose }).whereNull('used_at').delete();
+  const token = `cut_${randomBytes(24).toString('base64url')}`;
+  await trx('console_tokens').insert({
+    id: newId('cut'),
+    user_id: userId,
+    purpose,
+    token_hash: sha256Hex(token),
+    expires_at: now + (purpose === 'invite' ? INVITATION_TTL_MS : RESET_TTL_MS),
+    used_at: null,
+    created_at: now,
+  });
+  return token;
+}
+
+export interface NewConsoleUser {
+  email: string;
+  role: ConsoleRole;
+  orgId: string | null;
+  actor: string;
+  now: number;
+}
+
+/** Creates an invited user and the invitation's token (to be shown once, in a link). */
+export async function inviteConsoleUser(
+  trx: Knex,
+  input: NewConsoleUser,
+): Promise<{ user: ConsoleUserRow; token: string }> {
+  const email = normaliseEmail(input.email);
+  if (!EMAIL.test(email)) throw errors.invalidParameter('email', `Not an email address: ${input.email}.`);
+  if (!CONSOLE_ROLES.includes(input.role))
+    throw errors.invalidParameter('role', `A console role is one of ${CONSOLE_ROLES.join(', ')}.`);
+  if (input.role === 'operator' && input.orgId !== null)
+    throw errors.invalidParameter('org', 'An operator sees every organisation; give no organisation.');
+  if (input.role === 'admin' && input.orgId === null)
+    throw errors.missingParameter('org', 'An organisation admin needs the organisation (--org).');
+  if (input.orgId !== null && !(await trx('organisations').where({ id: input.orgId }).first('id')))
+    throw errors.notFound(`No organisation ${input.orgId}.`, 'org');
+  if (await trx('console_users').where({ email }).first('id'))
+    throw errors.conflict('console_user_exists', `A console user with the email ${email} exists.`);
+  const user: ConsoleUserRow = {
+    id: newId('cu'),
+    email,
+    role: input.role,
+    org_id: input.orgId,
+    status: 'invited',
+    password_hash: null,
+    totp_secret_sealed: null,
+    session_epoch: 0,
+    failed_logins: 0,
+    locked_until: null,
+    last_login_at: null,
+    locale: null,
+    created_at: input.now,
+    updated_at: input.now,
+  };
+  await trx('console_users').insert(user);
+  const token = await issueToken(trx, user.id, 'invite', input.now);
+  await recordAudit(
+    trx,
+    {
+      orgId: user.org_id,
+      actor: input.actor,
+      action: 'console_user.invited',
+      targetType: 'console_user',
+      targetId: user.id,
+      details: { email, role: user.role },
+    },
+    input.now,
+  );
+  return { user, token };
+}
+
+export async function findConsoleUser(db: Knex, idOrEmail: string): Promise<ConsoleUserRow> {
+  const row: ConsoleUserRow | undefined = await db('console_users')
+    .where('id', idOrEmail)
+    .orWhere('email', normaliseEmail(idOrEmail))
+    .first();
+  if (!row) throw errors.notFound(`No console user ${idOrEmail}.`, 'id');
+  return row;
+}
+
+export async function listConsoleUsers(db: Knex, filter: { orgId?: string } = {}): Promise<ConsoleUserRow[]> {
+  const query = db<ConsoleUserRow>('console_users').orderBy([{ column: 'created_at' }, { column: 'id' }]);
+  if (filter.orgId) query.where('org_id', filter.orgId);
+  return query;
+}
+
+/** Disables a user: every session of theirs ends at once, and they cannot sign in. */
+export async function disableConsoleUser(
+  trx: Knex,
+  idOrEmail: string,
+  actor: string,
+  now: number,
+): Promise<ConsoleUserRow> {
+  const user = await findConsoleUser(trx, idOrEmail);
+  await trx('console_users')
+    .where({ id: user.id })
+    .update({ status: 'disabled', session_epoch: user.session_epoch + 1, updated_at: now });
+  await trx('console_tokens').where({ user_id: user.id }).whereNull('used_at').delete();
+  await recordAudit(
+    trx,
+    {
+      orgId: user.org_id,
+      actor,
+      action: 'console_user.disabled',
+      targetType: 'console_user',
+      targetId: user.id,
+    },
+    now,
+  );
+  return { ...user, status: 'disabled', session_epoch: user.session_epoch + 1 };
+}
+
+/**
+ * A password reset: a link to set a new password (an invited user gets a new invitation instead). Ends the
+ * user's sessions and lifts a lock-out; `removeTotp` also removes a second factor the user lost.
+ */
+export async function resetConsoleUser(
+  trx: Knex,
+  idOrEmail: string,
+  options: { actor: string; now: number; removeTotp: boolean },
+): Promise<{ user: ConsoleUserRow; token: string; purpose: TokenPurpose }> {
+  const user = await findConsoleUser(trx, idOrEmail);
+  if (user.status === 'disabled')
+    throw errors.conflict('console_user_disabled', `${user.email} is disabled; it cannot be reset.`);
+  const changes = {
+    session_epoch: user.session_epoch + 1,
+    failed_logins: 0,
+    locked_until: null,
+    updated_at: options.now,
+    ...(options.removeTotp ? { totp_secret_sealed: null } : {}),
+  };
+  await trx('console_users').where({ id: user.id }).update(changes);
+  const purpose: TokenPurpose = user.status === 'invited' ? 'invite' : 'reset';
+  const token = await issueToken(trx, user.id, purpose, options.now);
+  await recordAudit(
+    trx,
+    {
+      orgId: user.org_id,
+      actor: options.actor,
+      action: 'console_user.reset',
+      targetType: 'console_user',
+      targetId: user.id,
+      details: { remove_totp: options.removeTotp },
+    },
+    options.now,
+  );
+  return { user: { ...user, ...changes }, token, purpose };
+}
+
+/** The user an unused, unexpired invitation or reset link belongs to, or null. */
+export async function userOfToken(
+  db: Knex,
+  token: string,
+  now: number,
+): Promise<{ user: ConsoleUserRow; purpose: TokenPurpose; tokenId: string } | null> {
+  if (typeof token !== 'string' || token.length > 100) return null;
+  const row: {
+    id: string;
+    user_id: string;
+    purpose: TokenPurpose;
+    expires_at: number;
+    used_at: number | null;
+  } = await db('console_tokens')
+    .where({ token_hash: sha256Hex(token) })
+    .first();
+  if (!row || row.used_at !== null || Number(row.expires_at) <= now) return null;
+  const user: ConsoleUserRow | undefined = await db('console_users').where({ id: row.user_id }).first();
+  if (!user || user.status === 'disabled') return null;
+  return { user, purpose: row.purpose, tokenId: row.id };
+}
+
+/**
+ * Sets the password through an invitation or reset link, which is then spent. The user is active from
+ * here, and any session signed before it has ended.
+ */
+export async function setPasswordWithToken(
+  trx: Knex,
+  token: string,
+  password: string,
+  now: number,
+): Promise<ConsoleUserRow> {
+  const found = await userOfToken(trx, token, now);
+  if (!found) throw errors.notFound('This link is not valid any more: ask for a new one.', 'token');
+  const problem = passwordProblem(password);
+  if (problem) throw errors.invalidParameter('password', problem);
+  const passwordHash = await hashPassword(password);
+  const spent = await trx('console_tokens')
+    .where({ id: found.tokenId })
+    .whereNull('used_at')
+    .update({ used_at: now });
+  if (spent === 0) throw errors.notFound('This link is not valid any more: ask for a new one.', 'token');
+  const changes = {
+    password_hash: passwordHash,
+    status: 'active' as const,
+    session_epoch: found.user.session_epoch + 1,
+    failed_logins: 0,
+    locked_until: null,
+    updated_at: now,
+  };
+  await trx('console_users').where({ id: found.user.id }).update(changes);
+  await recordAudit(
+    trx,
+    {
+      orgId: found.user.org_id,
+      actor: `console:${found.user.id}`,
+      action: found.purpose === 'invite' ? 'console_user.invitation_accepted' : 'console_user.password_reset',
+      targetType: 'console_user',
+      targetId: found.user.id,
+    },
+    now,
+  );
+  return { ...found.user, ...changes };
+}
+
+export type SignInResult =
+  | { ok: true; user: ConsoleUserRow }
+  | { ok: false; reason: 'wrong' | 'locked' | 'second_factor'; lockedUntil?: number; failures: number };
+
+/**
+ * Checks an email and password (and the second factor through `checkTotp`, for a user who has one).
+ * Failures in a row lock the account for LOCK_MS after LOCK_AFTER_FAILURES; a locked account answers
+ * `locked` without checking anything. An unknown email costs the same hash as a known one.
+ */
+export async function signIn(
+  db: Database,
+  input: { email: string; password: string; checkTotp: (sealed: string) => boolean | 'missing'; now: number },
+): Promise<SignInResult> {
+  const email = normaliseEmail(input.email);
+  const user: ConsoleUserRow | undefined = await db.knex('console_users').where({ email }).first();
+  if (user && user.locked_until !== null && Number(user.locked_until) > input.now) {
+    return {
+      ok: false,
+      reason: 'locked',
+      lockedUntil: Number(user.locked_until),
+      failures: user.failed_logins,
+    };
+  }
+  const passwordOk = await verifyPassword(
+    input.password,
+    user?.status === 'active' ? user.password_hash : null,
+  );
+  if (!user) return { ok: false, reason: 'wrong', failures: 0 };
+  const factor =
+    passwordOk && user.totp_secret_sealed !== null ? input.checkTotp(user.totp_secret_sealed) : true;
+  if (passwordOk && factor === 'missing')
+    return { ok: false, reason: 'second_factor', failures: user.failed_logins };
+  if (passwordOk && factor === true) {
+    await db.transaction(async (trx) => {
+      await trx('console_users')
+        .where({ id: user.id })
+        .update({ failed_logins: 0, locked_until: null, last_login_at: input.now });
+      await recordAudit(
+        trx,
+        {
+          orgId: user.org_id,
+          actor: `console:${user.id}`,
+          action: 'console.signed_in',
+          targetType: 'console_user',
+          targetId: user.id,
+        },
+        input.now,
+      );
+    });
+    return { ok: true, user };
+  }
+  const failures = user.failed_logins + 1;
+  const lockedUntil = failures >= LOCK_AFTER_FAILURES ? input.now + LOCK_MS : null;
+  await db.transaction(async (trx) => {
+    await trx('console_users')
+      .where({ id: user.id })
+      .update({ failed_logins: lockedUntil === null ? failures : 0, locked_until: lockedUntil });
+    await recordAudit(
+      trx,
+      {
+        orgId: user.org_id,
+        actor: 'console:anonymous',
+        action: lockedUntil === null ? 'console.sign_in_failed' : 'console.locked_out',
+        targetType: 'console_user',
+        targetId: user.id,
+      },
+      input.now,
+    );
+  });
+  return lockedUntil === null
+    ? { ok: false, reason: 'wrong', failures }
+    : { ok: false, reason: 'locked', lockedUntil, failures };
+}
+
+/** The user a verified session belongs to, while it is still theirs: active, and the same session epoch. */
+export async function userOfSession(
+  db: Knex,
+  claims: { sub: string; epoch: number },
+): Promise<ConsoleUserRow | null> {
+  const user: ConsoleUserRow | undefined = await db('console_users').where({ id: claims.sub }).first();
+  if (!user || user.status !== 'active' || Number(user.session_epoch) !== claims.epoch) return null;
+  return user;
+}
