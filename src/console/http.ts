@@ -22,6 +22,10 @@ import {
 } from './session-token.js';
 import { setPasswordWithToken, signIn, userOfSession, userOfToken, type ConsoleUserRow } from './users.js';
 import { LoginThrottle } from './throttle.js';
+import { seesOrganisation, type ConsoleScope } from './access.js';
+import { registerKeyPages } from './keys-pages.js';
+import { pageWindow, pager, pagerWords, table } from './views.js';
+import { getOrganisation, pageOrganisations } from '../orgs/orgs.js';
 
 /*
  * The web console, served by the API process under /console (docs/console.md). Its routes accept only the
@@ -34,10 +38,24 @@ const STATIC_DIR = fileURLToPath(new URL('../../../src/console/static/', import.
 /** Forms are a few fields: a larger body is no form of ours. */
 const FORM_LIMIT = '16kb';
 
-interface ConsoleState {
+export interface ConsoleState {
   user: ConsoleUserRow;
   claims: SessionClaims;
   locale: Locale;
+  /** The organisation and mode of a page under /console/o/{org}/{mode}. */
+  scope?: ConsoleScope;
+  /** The POST's fields, read once by the CSRF check. */
+  form: Record<string, string>;
+}
+
+/** What each page module (keys-pages.ts, …) renders and answers with. */
+export interface ConsoleKit {
+  services: AppServices;
+  send(ctx: Context, status: number, html: string): void;
+  /** The page context of a signed-in page; `section` is the page's path inside its scope (for the mode switch). */
+  pageContext(ctx: Context, section?: string): PageContext;
+  refuse(ctx: Context, status: number, key: ConsoleMessageKey): void;
+  state(ctx: Context): ConsoleState & { scope: ConsoleScope };
 }
 
 function sessionCookie(token: string, maxAgeMs: number): string {
@@ -76,6 +94,7 @@ export function consoleRouter(services: AppServices): Router {
   const { config, db, clock, secrets } = services;
   const throttle = new LoginThrottle();
   const css = readFileSync(`${STATIC_DIR}console.css`, 'utf8');
+  const js = readFileSync(`${STATIC_DIR}console.js`, 'utf8');
   const router = new Router({ prefix: '/console' });
 
   const localeOf = (ctx: Context): Locale =>
@@ -84,10 +103,13 @@ export function consoleRouter(services: AppServices): Router {
       ctx.get('Accept-Language') || undefined,
       config.widget.locale,
     );
-  const pageContext = (ctx: Context, state?: ConsoleState): PageContext => ({
+  const pageContext = (ctx: Context, state?: ConsoleState, section?: string): PageContext => ({
     locale: state?.locale ?? localeOf(ctx),
     operator: config.widget.name,
-    session: state ? { csrf: state.claims.csrf, email: state.user.email } : null,
+    session: state
+      ? { csrf: state.claims.csrf, email: state.user.email, seesAllOrganisations: state.user.org_id === null }
+      : null,
+    scope: state?.scope && section !== undefined ? { ...state.scope, section } : undefined,
   });
   const send = (ctx: Context, status: number, html: string) => {
     ctx.status = status;
@@ -97,7 +119,18 @@ export function consoleRouter(services: AppServices): Router {
   const text = (ctx: Context, key: ConsoleMessageKey, values?: Record<string, string>) =>
     consoleMessage(localeOf(ctx), key, values);
   const refuse = (ctx: Context, status: number, key: ConsoleMessageKey, state?: ConsoleState) =>
-    send(ctx, status, messagePage(pageContext(ctx, state), String(status), text(ctx, key)));
+    send(
+      ctx,
+      status,
+      messagePage(pageContext(ctx, state ?? ctx.state.console), String(status), text(ctx, key)),
+    );
+  const kit: ConsoleKit = {
+    services,
+    send,
+    pageContext: (ctx, section) => pageContext(ctx, ctx.state.console as ConsoleState, section),
+    refuse: (ctx, status, key) => refuse(ctx, status, key),
+    state: (ctx) => ctx.state.console as ConsoleState & { scope: ConsoleScope },
+  };
 
   // Every console response: never cached, never framed, no referrer (an invitation's URL holds its token).
   router.use(async (ctx, next) => {
@@ -129,6 +162,11 @@ export function consoleRouter(services: AppServices): Router {
     ctx.type = 'text/css; charset=utf-8';
     ctx.set('Cache-Control', 'public, max-age=3600');
     ctx.body = css;
+  });
+  router.get('/assets/console.js', (ctx) => {
+    ctx.type = 'text/javascript; charset=utf-8';
+    ctx.set('Cache-Control', 'public, max-age=3600');
+    ctx.body = js;
   });
 
   router.get('/login', (ctx) => {
@@ -227,12 +265,11 @@ export function consoleRouter(services: AppServices): Router {
       }
       return refuse(ctx, 401, 'signin.expired');
     }
-    const state: ConsoleState = { user, claims, locale: localeOf(ctx) };
+    const state: ConsoleState = { user, claims, locale: localeOf(ctx), form: {} };
     ctx.state.console = state;
     if (ctx.method !== 'GET' && ctx.method !== 'HEAD') {
-      const fields = await form(ctx);
-      ctx.state.form = fields;
-      if (!csrfMatches(claims, fields._csrf ?? ctx.get('X-CSRF-Token')))
+      state.form = await form(ctx);
+      if (!csrfMatches(claims, state.form._csrf ?? ctx.get('X-CSRF-Token')))
         return refuse(ctx, 403, 'error.csrf', state);
     }
     const renewed = renewal(claims, now);
@@ -241,19 +278,63 @@ export function consoleRouter(services: AppServices): Router {
   });
 
   router.get('/', (ctx) => {
+    const { user } = ctx.state.console as ConsoleState;
+    ctx.redirect(user.org_id === null ? '/console/orgs' : `/console/o/${user.org_id}/test`);
+    ctx.status = 303;
+  });
+
+  router.get('/orgs', async (ctx) => {
     const state = ctx.state.console as ConsoleState;
+    if (state.user.org_id !== null) return refuse(ctx, 404, 'error.not_found');
+    const window = pageWindow(ctx.query);
+    const { data, total } = await pageOrganisations(db.reader, window);
+    const t = (key: ConsoleMessageKey, values?: Record<string, string>) =>
+      consoleMessage(state.locale, key, values);
+    const rows = data.map((org) => [
+      `<a href="/console/o/${org.id}/test">${escapeHtml(org.name)}</a>`,
+      `<code>${org.id}</code>`,
+      escapeHtml(org.created_at.slice(0, 10)),
+    ]);
+    send(
+      ctx,
+      200,
+      layout(
+        pageContext(ctx, state),
+        t('orgs.title'),
+        table(t('orgs.caption'), [t('orgs.name'), 'ID', t('orgs.created')], rows, t('orgs.empty')) +
+          pager('/console/orgs', ctx.query, window.page, total, pagerWords(state.locale)),
+      ),
+    );
+  });
+
+  // An organisation's pages: the user must see the organisation (else 404, as for another tenant's link).
+  router.use('/o/:org/:mode', async (ctx, next) => {
+    const state = ctx.state.console as ConsoleState;
+    const { org, mode } = ctx.params as { org: string; mode: string };
+    if ((mode !== 'test' && mode !== 'live') || !seesOrganisation(state.user, org))
+      return refuse(ctx, 404, 'error.not_found');
+    const organisation = await getOrganisation(db.reader, org).catch(() => null);
+    if (!organisation) return refuse(ctx, 404, 'error.not_found');
+    state.scope = { orgId: organisation.id, orgName: organisation.name, mode };
+    await next();
+  });
+
+  router.get('/o/:org/:mode', (ctx) => {
+    const state = kit.state(ctx);
     const t = (key: ConsoleMessageKey, values?: Record<string, string>) =>
       consoleMessage(state.locale, key, values);
     send(
       ctx,
       200,
       layout(
-        pageContext(ctx, state),
+        kit.pageContext(ctx, ''),
         t('nav.overview'),
         `<p>${escapeHtml(t('overview.signed_in', { email: state.user.email, role: t(`role.${state.user.role}`) }))}</p>`,
       ),
     );
   });
+
+  registerKeyPages(router, kit);
 
   router.post('/logout', async (ctx) => {
     const state = ctx.state.console as ConsoleState;

@@ -1,5 +1,6 @@
 import type { Locale } from '../widget/messages.js';
 import { escapeHtml } from '../widget/page.js';
+import { scopePath, type ConsoleScope } from './access.js';
 import { consoleMessage, type ConsoleMessageKey } from './messages.js';
 
 /*
@@ -11,7 +12,9 @@ export interface PageContext {
   locale: Locale;
   operator: string;
   /** The signed-in user's CSRF token and identity; null on the pages before sign-in. */
-  session: { csrf: string; email: string } | null;
+  session: { csrf: string; email: string; seesAllOrganisations: boolean } | null;
+  /** The organisation and mode the page is about, and the path of the page in it (for the mode switch). */
+  scope?: ConsoleScope & { section: string };
 }
 
 type Translate = (key: ConsoleMessageKey, values?: Record<string, string>) => string;
@@ -24,12 +27,42 @@ export function csrfField(csrf: string): string {
   return `<input type="hidden" name="_csrf" value="${escapeHtml(csrf)}">`;
 }
 
+/** The sections of an organisation, as `[section path, message]`. */
+const SECTIONS: [string, ConsoleMessageKey][] = [
+  ['', 'nav.overview'],
+  ['/keys', 'nav.keys'],
+];
+
+function scopeNav(context: PageContext, t: Translate): string {
+  const scope = context.scope;
+  if (!scope) return '';
+  const base = scopePath(scope);
+  const sections = SECTIONS.map(
+    ([path, key]) =>
+      `<a href="${base}${path}"${scope.section === path ? ' aria-current="page"' : ''}>${t(key)}</a>`,
+  ).join('');
+  const modes = (['test', 'live'] as const)
+    .map(
+      (mode) =>
+        `<a href="${scopePath(scope, mode)}${scope.section}" class="mode mode-${mode}"${scope.mode === mode ? ' aria-current="true"' : ''}>${t(`mode.${mode}`)}</a>`,
+    )
+    .join('');
+  const banner = scope.mode === 'live' ? `<p class="live-banner">${t('mode.live_banner')}</p>` : '';
+  return `<div class="scope-bar">
+  <span class="scope-org">${escapeHtml(scope.orgName)}</span>
+  <nav class="mode-switch" aria-label="${t('mode.label')}">${modes}</nav>
+  <nav class="sections" aria-label="${t('nav.main')}">${sections}</nav>
+</div>${banner}`;
+}
+
 export function layout(context: PageContext, title: string, body: string): string {
   const t = translator(context.locale);
-  const nav = context.session
+  const session = context.session;
+  const nav = session
     ? `<nav class="console-nav" aria-label="${t('console.title')}">
-  <a href="/console">${t('nav.overview')}</a>
-  <form method="post" action="/console/logout">${csrfField(context.session.csrf)}<button type="submit" class="link-button">${t('nav.signout')}</button></form>
+  ${session.seesAllOrganisations ? `<a href="/console/orgs">${t('nav.organisations')}</a>` : ''}
+  <span class="who">${escapeHtml(session.email)}</span>
+  <form method="post" action="/console/logout">${csrfField(session.csrf)}<button type="submit" class="link-button">${t('nav.signout')}</button></form>
 </nav>`
     : '';
   return `<!doctype html>
@@ -43,12 +76,15 @@ export function layout(context: PageContext, title: string, body: string): strin
 <link rel="stylesheet" href="/widget/assets/widget.css">
 <link rel="stylesheet" href="/widget/assets/theme.css">
 <link rel="stylesheet" href="/console/assets/console.css">
+<script src="/console/assets/console.js" defer></script>
 </head>
-<body class="console">
+<body class="console${context.scope?.mode === 'live' ? ' live' : ''}">
+<a class="skip" href="#main">${context.locale === 'es' ? 'Ir al contenido' : 'Skip to content'}</a>
 <header class="console-header">
   <span class="brand"><span class="brand-name">${escapeHtml(context.operator)} · ${t('console.title')}</span></span>
   ${nav}
 </header>
+${scopeNav(context, t)}
 <main id="main" class="console-main">
 <h1>${escapeHtml(title)}</h1>
 ${body}

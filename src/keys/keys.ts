@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import type { Database } from '../db/database.js';
+import { fetchPage, NEWEST_FIRST, type PageWindow } from '../db/paging.js';
 import { toIso } from '../clock/clock.js';
 import { errors } from '../errors/api-error.js';
 import { newId } from '../ids/ids.js';
@@ -153,6 +154,36 @@ export async function listApiKeys(
   if (filter.orgId) query.where('org_id', filter.orgId);
   if (!filter.includeRevoked) query.whereNull('revoked_at');
   return (await query).map((row) => presentKey(row, now));
+}
+
+/** One page of an organisation's keys in a mode, newest first (the console's table). */
+export async function pageApiKeys(
+  db: Knex,
+  filter: { orgId: string; mode: Mode },
+  window: PageWindow,
+  now: number,
+): Promise<{ data: ApiKeyView[]; total: number }> {
+  const { rows, total } = await fetchPage<ApiKeyRow>(
+    () => db<ApiKeyRow>('api_keys').where({ org_id: filter.orgId, mode: filter.mode }),
+    NEWEST_FIRST,
+    window.offset,
+    window.limit,
+  );
+  return { data: rows.map((row) => presentKey(row, now)), total };
+}
+
+/** A key of this organisation and mode, or a 404 that names nothing of another's. */
+export async function findScopedKey(
+  db: Knex,
+  scope: { orgId: string; mode: Mode },
+  keyId: string,
+  now: number,
+): Promise<ApiKeyView> {
+  const row: ApiKeyRow | undefined = await db('api_keys')
+    .where({ id: keyId, org_id: scope.orgId, mode: scope.mode })
+    .first();
+  if (!row) throw errors.notFound(`No API key ${keyId}.`, 'key');
+  return presentKey(row, now);
 }
 
 async function loadKey(trx: Knex, keyId: string): Promise<ApiKeyRow> {

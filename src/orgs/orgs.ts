@@ -3,6 +3,7 @@ import { toIso } from '../clock/clock.js';
 import { errors } from '../errors/api-error.js';
 import { newId } from '../ids/ids.js';
 import { recordAudit } from '../audit/audit-log.js';
+import { fetchPage, type PageWindow } from '../db/paging.js';
 
 export interface Organisation {
   object: 'organisation';
@@ -47,6 +48,23 @@ export async function createOrganisation(
 export async function listOrganisations(db: Knex): Promise<Organisation[]> {
   const rows: OrganisationRow[] = await db('organisations').select('*').orderBy('created_at').orderBy('id');
   return rows.map(present);
+}
+
+/** One page of organisations, oldest first (the console's list for operators). */
+export async function pageOrganisations(
+  db: Knex,
+  window: PageWindow,
+): Promise<{ data: Organisation[]; total: number }> {
+  const { rows, total } = await fetchPage<OrganisationRow>(
+    () => db<OrganisationRow>('organisations'),
+    [
+      ['created_at', 'asc'],
+      ['id', 'asc'],
+    ],
+    window.offset,
+    window.limit,
+  );
+  return { data: rows.map(present), total };
 }
 
 export async function getOrganisation(db: Knex, id: string): Promise<Organisation> {

@@ -65,6 +65,7 @@ forEachEngine(t, async (t, engine) => {
     );
 
   const { user, token } = await invite('Ana@Lender.cl');
+  const home = `/console/o/${tenant.orgId}/test`;
   t.equal(user.email, 'ana@lender.cl', 'emails are kept in lower case');
 
   let cookie = '';
@@ -98,7 +99,10 @@ forEachEngine(t, async (t, engine) => {
       form: { password: PASSWORD, confirm: PASSWORD },
     });
     t.equal(again.status, 404, 'an invitation works once');
-    const overview = await page(app, 'GET', '/console', { cookie });
+    const landing = await page(app, 'GET', '/console', { cookie });
+    t.equal(landing.status, 303);
+    t.equal(landing.headers.get('location'), home, "an admin lands on their organisation's test mode");
+    const overview = await page(app, 'GET', home, { cookie });
     t.equal(overview.status, 200);
     t.match(overview.text, 'Signed in as ana@lender.cl (admin)');
   });
@@ -140,12 +144,12 @@ forEachEngine(t, async (t, engine) => {
       ['a changed signature', `${header}.${payload}.${flipped}`],
       ['garbage', 'not.a.jwt'],
     ]) {
-      const response = await page(app, 'GET', '/console', { cookie: `svc_console=${forged}` });
+      const response = await page(app, 'GET', home, { cookie: `svc_console=${forged}` });
       t.equal(response.status, 303, name);
       t.equal(response.headers.get('location'), '/console/login', name);
     }
     app.clock.advance(16 * 60_000);
-    const expired = await page(app, 'GET', '/console', { cookie });
+    const expired = await page(app, 'GET', home, { cookie });
     t.equal(expired.status, 303, 'a session past its 15 minutes');
     const signedIn = await page(app, 'POST', '/console/login', {
       form: { email: 'ana@lender.cl', password: PASSWORD },
@@ -153,21 +157,21 @@ forEachEngine(t, async (t, engine) => {
     t.equal(signedIn.status, 303);
     cookie = sessionFrom(signedIn)!;
     app.clock.advance(10 * 60_000);
-    const renewed = await page(app, 'GET', '/console', { cookie });
+    const renewed = await page(app, 'GET', home, { cookie });
     t.equal(renewed.status, 200);
     t.ok(sessionFrom(renewed), 'past half its life, a session in use is renewed');
     cookie = sessionFrom(renewed)!;
   });
 
   await t.test('a change needs its CSRF token', async (t) => {
-    const overview = await page(app, 'GET', '/console', { cookie });
+    const overview = await page(app, 'GET', home, { cookie });
     const csrf = csrfOf(overview.text);
     t.ok(csrf.length > 16, 'the page carries a CSRF token');
     const without = await page(app, 'POST', '/console/logout', { cookie, form: {} });
     t.equal(without.status, 403);
     const wrong = await page(app, 'POST', '/console/logout', { cookie, form: { _csrf: `${csrf}x` } });
     t.equal(wrong.status, 403);
-    t.equal((await page(app, 'GET', '/console', { cookie })).status, 200, 'the session still works');
+    t.equal((await page(app, 'GET', home, { cookie })).status, 200, 'the session still works');
     const out = await page(app, 'POST', '/console/logout', { cookie, form: { _csrf: csrf } });
     t.equal(out.status, 303);
     t.equal(out.headers.get('location'), '/console/login');
@@ -211,20 +215,20 @@ forEachEngine(t, async (t, engine) => {
   });
 
   await t.test('a reset or a disable ends every session', async (t) => {
-    t.equal((await page(app, 'GET', '/console', { cookie })).status, 200);
+    t.equal((await page(app, 'GET', home, { cookie })).status, 200);
     const reset = await app.db.transaction((trx) =>
       resetConsoleUser(trx, user.id, { actor: 'cli:test', now: app.clock.now(), removeTotp: false }),
     );
     t.equal(reset.purpose, 'reset');
-    t.equal((await page(app, 'GET', '/console', { cookie })).status, 303, 'the old session ended');
+    t.equal((await page(app, 'GET', home, { cookie })).status, 303, 'the old session ended');
     const set = await page(app, 'POST', `/console/accept/${reset.token}`, {
       form: { password: `${PASSWORD} 2`, confirm: `${PASSWORD} 2` },
     });
     t.equal(set.status, 303);
     cookie = sessionFrom(set)!;
-    t.equal((await page(app, 'GET', '/console', { cookie })).status, 200);
+    t.equal((await page(app, 'GET', home, { cookie })).status, 200);
     await app.db.transaction((trx) => disableConsoleUser(trx, 'ana@lender.cl', 'cli:test', app.clock.now()));
-    t.equal((await page(app, 'GET', '/console', { cookie })).status, 303, 'a disabled user’s session ended');
+    t.equal((await page(app, 'GET', home, { cookie })).status, 303, 'a disabled user’s session ended');
     const signIn = await page(app, 'POST', '/console/login', {
       form: { email: 'ana@lender.cl', password: `${PASSWORD} 2` },
     });

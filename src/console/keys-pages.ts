@@ -1,0 +1,233 @@
+import type Router from '@koa/router';
+import type { Context } from 'koa';
+import { RATE_GROUPS } from '../config/defaults.js';
+import { parseRateLimitOverrides, type RateLimitOverrides } from '../ratelimit/overrides.js';
+import { ApiError, errors } from '../errors/api-error.js';
+import {
+  createApiKey,
+  findScopedKey,
+  pageApiKeys,
+  revokeApiKey,
+  rotateApiKey,
+  setKeyRateLimits,
+  type ApiKeyView,
+} from '../keys/keys.js';
+import { escapeHtml } from '../widget/page.js';
+import { may, scopePath } from './access.js';
+import type { ConsoleKit } from './http.js';
+import { consoleMessage, type ConsoleMessageKey } from './messages.js';
+import { layout } from './pages.js';
+import { actionForm, csrfInput, pageWindow, pager, pagerWords, secretOnce, table } from './views.js';
+
+/*
+ * Keys: an organisation's API keys in one mode, paginated; issue (the key shown once, with a copy
+ * button), rotate with a grace period, revoke, raise a rate limit. Changing keys is an operator's or an
+ * admin's (`manage`); support reads. Every change goes through keys.ts, as the CLI's do, with the console
+ * user as the actor in the audit log.
+ */
+
+/** Grace periods offered when rotating, in hours (the CLI's default is 24). */
+const GRACE_HOURS = [1, 24, 72, 168];
+
+export function registerKeyPages(router: Router, kit: ConsoleKit): void {
+  const { services } = kit;
+  const { db, clock, config } = services;
+
+  const words = (ctx: Context) => {
+    const { locale } = kit.state(ctx);
+    return (key: ConsoleMessageKey, values?: Record<string, string>) => consoleMessage(locale, key, values);
+  };
+
+  /** The keys page, with `notice` (HTML) above the table: a secret shown once, or what just changed. */
+  const renderKeys = async (ctx: Context, status: number, notice: string) => {
+    const state = kit.state(ctx);
+    const t = words(ctx);
+    const base = `${scopePath(state.scope)}/keys`;
+    const window = pageWindow(ctx.query);
+    const { data, total } = await pageApiKeys(db.reader, state.scope, window, clock.now());
+    const manage = may(state.user, 'manage');
+    const csrf = state.claims.csrf;
+    const actions = (key: ApiKeyView) => {
+      if (!manage || key.status === 'revoked' || key.status === 'expired') return '';
+      const grace = `<label>${escapeHtml(t('keys.grace'))} <select name="grace_hours">${GRACE_HOURS.map((hours) => `<option value="${hours}"${hours === 24 ? ' selected' : ''}>${escapeHtml(t('keys.grace_hours', { hours: String(hours) }))}</option>`).join('')}</select></label>`;
+      const confirm = `<label><input type="checkbox" name="confirm" value="yes" required> ${escapeHtml(t('keys.revoke_confirm'))}</label>`;
+      const groups = `<label>${escapeHtml(t('keys.limits_group'))} <select name="group">${RATE_GROUPS.map((group) => `<option>${group}</option>`).join('')}</select></label>`;
+      const numbers = `<label>${escapeHtml(t('keys.limits_per_minute'))} <input name="per_minute" type="number" min="1" max="1000000" required size="6"></label><label>${escapeHtml(t('keys.limits_burst'))} <input name="burst" type="number" min="1" max="1000000" size="5"></label>`;
+      return [
+        key.rotated_to ? '' : actionForm(`${base}/${key.id}/rotate`, csrf, t('keys.rotate'), grace),
+        actionForm(`${base}/${key.id}/revoke`, csrf, t('keys.revoke'), confirm),
+        actionForm(`${base}/${key.id}/limits`, csrf, t('keys.limits_set'), groups + numbers),
+      ].join('');
+    };
+    const rows = data.map((key) => [
+      `<code>${key.id}</code>`,
+      `<code>${escapeHtml(key.redacted)}</code>`,
+      escapeHtml(key.type),
+      escapeHtml(key.name ?? ''),
+      escapeHtml(key.status),
+      escapeHtml(key.created_at.slice(0, 16).replace('T', ' ')),
+      escapeHtml(key.last_used_at?.slice(0, 16).replace('T', ' ') ?? t('keys.never')),
+      escapeHtml(key.expires_at?.slice(0, 16).replace('T', ' ') ?? '-'),
+      ...(manage ? [actions(key)] : []),
+    ]);
+    const headers = [
+      t('keys.id'),
+      t('keys.key'),
+      t('keys.type'),
+      t('keys.name'),
+      t('keys.status'),
+      t('keys.created'),
+      t('keys.last_used'),
+      t('keys.expires'),
+      ...(manage ? [t('keys.actions')] : []),
+    ];
+    const issue = manage
+      ? `<form method="post" action="${base}" class="console-form">
+${csrfInput(csrf)}
+<fieldset><legend>${escapeHtml(t('keys.issue'))}</legend>
+<label><input type="radio" name="type" value="secret" checked> ${escapeHtml(t('keys.type.secret'))}</label>
+<label><input type="radio" name="type" value="publishable"> ${escapeHtml(t('keys.type.publishable'))}</label>
+<label for="key-name">${escapeHtml(t('keys.name_label'))}</label>
+<input id="key-name" name="name" maxlength="100">
+<button type="submit" class="primary">${escapeHtml(t('keys.submit'))}</button>
+</fieldset>
+</form>`
+      : '';
+    kit.send(
+      ctx,
+      status,
+      layout(
+        kit.pageContext(ctx, '/keys'),
+        t('keys.title'),
+        notice +
+          table(t('keys.caption'), headers, rows, t('keys.empty')) +
+          pager(base, ctx.query, window.page, total, pagerWords(state.locale)) +
+          issue,
+      ),
+    );
+  };
+
+  const problem = (message: string) => `<p class="error" role="alert">${escapeHtml(message)}</p>`;
+  const notice = (message: string) => `<p class="notice" role="status">${escapeHtml(message)}</p>`;
+  const secret = (ctx: Context, label: string, value: string) => {
+    const t = words(ctx);
+    return secretOnce(label, value, t('keys.once_warning'), t('keys.copy'));
+  };
+
+  /** A change to keys: only `manage` may; an error of the request is shown on the page, nothing changed. */
+  const change = (work: (ctx: Context) => Promise<string>) => async (ctx: Context) => {
+    const state = kit.state(ctx);
+    if (!may(state.user, 'manage')) return kit.refuse(ctx, 403, 'error.forbidden');
+    let shown: string;
+    try {
+      shown = await work(ctx);
+    } catch (error) {
+      if (error instanceof ApiError && error.status < 500 && error.status !== 404)
+        return renderKeys(ctx, error.status, problem(error.message));
+      throw error;
+    }
+    await renderKeys(ctx, 200, shown);
+  };
+  const actor = (ctx: Context) => `console:${kit.state(ctx).user.id}`;
+  /** The key named in the URL, when it is this scope's (else 404). */
+  const scopedKey = (ctx: Context) =>
+    findScopedKey(db.reader, kit.state(ctx).scope, (ctx.params as { key: string }).key, clock.now());
+
+  router.get('/o/:org/:mode/keys', (ctx) => renderKeys(ctx, 200, ''));
+
+  router.post(
+    '/o/:org/:mode/keys',
+    change(async (ctx) => {
+      const { scope, form } = kit.state(ctx);
+      const type = form.type === 'publishable' ? 'publishable' : form.type === 'secret' ? 'secret' : null;
+      if (!type) throw errors.invalidParameter('type', 'Choose secret or publishable.');
+      const name = (form.name ?? '').trim();
+      if (name.length > 100) throw errors.invalidParameter('name', 'A name has at most 100 characters.');
+      const issued = await db.transaction((trx) =>
+        createApiKey(trx, {
+          brand: config.brand,
+          orgId: scope.orgId,
+          mode: scope.mode,
+          type,
+          name: name || null,
+          actor: actor(ctx),
+          now: clock.now(),
+        }),
+      );
+      return secret(ctx, words(ctx)('keys.created_once', { id: issued.key.id }), issued.secret);
+    }),
+  );
+
+  router.post(
+    '/o/:org/:mode/keys/:key/rotate',
+    change(async (ctx) => {
+      const key = await scopedKey(ctx);
+      const hours = Number(kit.state(ctx).form.grace_hours);
+      if (!GRACE_HOURS.includes(hours))
+        throw errors.invalidParameter(
+          'grace_hours',
+          `A grace period is one of ${GRACE_HOURS.join(', ')} hours.`,
+        );
+      const rotated = await db.transaction((trx) =>
+        rotateApiKey(trx, {
+          brand: config.brand,
+          keyId: key.id,
+          graceSeconds: hours * 3600,
+          actor: actor(ctx),
+          now: clock.now(),
+        }),
+      );
+      const until = rotated.previous.expires_at!.slice(0, 16).replace('T', ' ') + ' UTC';
+      return secret(
+        ctx,
+        words(ctx)('keys.rotated_once', { id: rotated.key.id, previous: key.id, until }),
+        rotated.secret,
+      );
+    }),
+  );
+
+  router.post(
+    '/o/:org/:mode/keys/:key/revoke',
+    change(async (ctx) => {
+      const key = await scopedKey(ctx);
+      if (kit.state(ctx).form.confirm !== 'yes')
+        throw errors.missingParameter('confirm', words(ctx)('error.confirm'));
+      await db.transaction((trx) =>
+        revokeApiKey(trx, { keyId: key.id, actor: actor(ctx), now: clock.now() }),
+      );
+      return notice(words(ctx)('keys.revoked', { id: key.id }));
+    }),
+  );
+
+  router.post(
+    '/o/:org/:mode/keys/:key/limits',
+    change(async (ctx) => {
+      const key = await scopedKey(ctx);
+      const { form } = kit.state(ctx);
+      const group = form.group ?? '';
+      const burst = form.burst ? `:${form.burst}` : '';
+      let rateLimits: RateLimitOverrides;
+      try {
+        // As `svc keys limits` reads them: a burst left out scales with the group's default.
+        rateLimits = parseRateLimitOverrides(
+          [`${group}=${form.per_minute ?? ''}${burst}`],
+          config.rateLimits,
+        );
+      } catch (error) {
+        throw errors.invalidParameter('per_minute', (error as Error).message);
+      }
+      const updated = await db.transaction((trx) =>
+        setKeyRateLimits(trx, {
+          keyId: key.id,
+          rateLimits,
+          actor: actor(ctx),
+          now: clock.now(),
+        }),
+      );
+      const limits = Object.entries(updated.rate_limits ?? {})
+        .map(([name, limit]) => `${name}=${limit.perMinute}:${limit.burst}`)
+        .join(', ');
+      return notice(words(ctx)('keys.limits_changed', { id: key.id, limits }));
+    }),
+  );
+}
