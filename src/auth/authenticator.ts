@@ -72,6 +72,14 @@ export class Authenticator {
     return principal;
   }
 
+  /**
+   * Drops a key's cached record, so that a change made in this process (a revocation or new limits from
+   * the console) applies to its next request here at once; other processes see it within `cacheSeconds`.
+   */
+  forgetKey(keyId: string): void {
+    for (const [hash, entry] of this.cache) if (entry.row?.id === keyId) this.cache.delete(hash);
+  }
+
   private cached(hash: string, now: number): CachedKey | undefined {
     const cached = this.cache.get(hash);
     const age = now - (cached?.fetchedAt ?? -Infinity);

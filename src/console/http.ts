@@ -51,6 +51,8 @@ export interface ConsoleState {
 /** What each page module (keys-pages.ts, …) renders and answers with. */
 export interface ConsoleKit {
   services: AppServices;
+  /** Route middleware of every page under /o/:org/:mode: resolves the scope, or answers 404. */
+  scoped(ctx: Context, next: Next): Promise<void>;
   send(ctx: Context, status: number, html: string): void;
   /** The page context of a signed-in page; `section` is the page's path inside its scope (for the mode switch). */
   pageContext(ctx: Context, section?: string): PageContext;
@@ -124,8 +126,20 @@ export function consoleRouter(services: AppServices): Router {
       status,
       messagePage(pageContext(ctx, state ?? ctx.state.console), String(status), text(ctx, key)),
     );
+  // An organisation's pages: the user must see the organisation (else 404, as for another tenant's link).
+  const scoped = async (ctx: Context, next: Next) => {
+    const state = ctx.state.console as ConsoleState;
+    const { org, mode } = ctx.params as { org: string; mode: string };
+    if ((mode !== 'test' && mode !== 'live') || !seesOrganisation(state.user, org))
+      return refuse(ctx, 404, 'error.not_found');
+    const organisation = await getOrganisation(db.reader, org).catch(() => null);
+    if (!organisation) return refuse(ctx, 404, 'error.not_found');
+    state.scope = { orgId: organisation.id, orgName: organisation.name, mode };
+    await next();
+  };
   const kit: ConsoleKit = {
     services,
+    scoped,
     send,
     pageContext: (ctx, section) => pageContext(ctx, ctx.state.console as ConsoleState, section),
     refuse: (ctx, status, key) => refuse(ctx, status, key),
@@ -307,19 +321,7 @@ export function consoleRouter(services: AppServices): Router {
     );
   });
 
-  // An organisation's pages: the user must see the organisation (else 404, as for another tenant's link).
-  router.use('/o/:org/:mode', async (ctx, next) => {
-    const state = ctx.state.console as ConsoleState;
-    const { org, mode } = ctx.params as { org: string; mode: string };
-    if ((mode !== 'test' && mode !== 'live') || !seesOrganisation(state.user, org))
-      return refuse(ctx, 404, 'error.not_found');
-    const organisation = await getOrganisation(db.reader, org).catch(() => null);
-    if (!organisation) return refuse(ctx, 404, 'error.not_found');
-    state.scope = { orgId: organisation.id, orgName: organisation.name, mode };
-    await next();
-  });
-
-  router.get('/o/:org/:mode', (ctx) => {
+  router.get('/o/:org/:mode', kit.scoped, (ctx) => {
     const state = kit.state(ctx);
     const t = (key: ConsoleMessageKey, values?: Record<string, string>) =>
       consoleMessage(state.locale, key, values);

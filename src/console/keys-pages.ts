@@ -10,14 +10,13 @@ import {
   revokeApiKey,
   rotateApiKey,
   setKeyRateLimits,
-  type ApiKeyView,
 } from '../keys/keys.js';
 import { escapeHtml } from '../widget/page.js';
 import { may, scopePath } from './access.js';
 import type { ConsoleKit } from './http.js';
 import { consoleMessage, type ConsoleMessageKey } from './messages.js';
 import { layout } from './pages.js';
-import { actionForm, csrfInput, pageWindow, pager, pagerWords, secretOnce, table } from './views.js';
+import { csrfInput, pageWindow, pager, pagerWords, secretOnce, table } from './views.js';
 
 /*
  * Keys: an organisation's API keys in one mode, paginated; issue (the key shown once, with a copy
@@ -25,6 +24,9 @@ import { actionForm, csrfInput, pageWindow, pager, pagerWords, secretOnce, table
  * admin's (`manage`); support reads. Every change goes through keys.ts, as the CLI's do, with the console
  * user as the actor in the audit log.
  */
+
+/** A stored time as the console shows it: `2026-06-15 15:00` (UTC), or '' for none. */
+const when = (iso: string | null) => (iso ? iso.slice(0, 16).replace('T', ' ') : '');
 
 /** Grace periods offered when rotating, in hours (the CLI's default is 24). */
 const GRACE_HOURS = [1, 24, 72, 168];
@@ -47,28 +49,15 @@ export function registerKeyPages(router: Router, kit: ConsoleKit): void {
     const { data, total } = await pageApiKeys(db.reader, state.scope, window, clock.now());
     const manage = may(state.user, 'manage');
     const csrf = state.claims.csrf;
-    const actions = (key: ApiKeyView) => {
-      if (!manage || key.status === 'revoked' || key.status === 'expired') return '';
-      const grace = `<label>${escapeHtml(t('keys.grace'))} <select name="grace_hours">${GRACE_HOURS.map((hours) => `<option value="${hours}"${hours === 24 ? ' selected' : ''}>${escapeHtml(t('keys.grace_hours', { hours: String(hours) }))}</option>`).join('')}</select></label>`;
-      const confirm = `<label><input type="checkbox" name="confirm" value="yes" required> ${escapeHtml(t('keys.revoke_confirm'))}</label>`;
-      const groups = `<label>${escapeHtml(t('keys.limits_group'))} <select name="group">${RATE_GROUPS.map((group) => `<option>${group}</option>`).join('')}</select></label>`;
-      const numbers = `<label>${escapeHtml(t('keys.limits_per_minute'))} <input name="per_minute" type="number" min="1" max="1000000" required size="6"></label><label>${escapeHtml(t('keys.limits_burst'))} <input name="burst" type="number" min="1" max="1000000" size="5"></label>`;
-      return [
-        key.rotated_to ? '' : actionForm(`${base}/${key.id}/rotate`, csrf, t('keys.rotate'), grace),
-        actionForm(`${base}/${key.id}/revoke`, csrf, t('keys.revoke'), confirm),
-        actionForm(`${base}/${key.id}/limits`, csrf, t('keys.limits_set'), groups + numbers),
-      ].join('');
-    };
     const rows = data.map((key) => [
-      `<code>${key.id}</code>`,
+      `<a href="${base}/${key.id}"><code>${key.id}</code></a>`,
       `<code>${escapeHtml(key.redacted)}</code>`,
       escapeHtml(key.type),
       escapeHtml(key.name ?? ''),
       escapeHtml(key.status),
-      escapeHtml(key.created_at.slice(0, 16).replace('T', ' ')),
-      escapeHtml(key.last_used_at?.slice(0, 16).replace('T', ' ') ?? t('keys.never')),
-      escapeHtml(key.expires_at?.slice(0, 16).replace('T', ' ') ?? '-'),
-      ...(manage ? [actions(key)] : []),
+      escapeHtml(when(key.created_at)),
+      escapeHtml(when(key.last_used_at) || t('keys.never')),
+      escapeHtml(when(key.expires_at) || '-'),
     ]);
     const headers = [
       t('keys.id'),
@@ -79,7 +68,6 @@ export function registerKeyPages(router: Router, kit: ConsoleKit): void {
       t('keys.created'),
       t('keys.last_used'),
       t('keys.expires'),
-      ...(manage ? [t('keys.actions')] : []),
     ];
     const issue = manage
       ? `<form method="post" action="${base}" class="console-form">
@@ -133,10 +121,70 @@ ${csrfInput(csrf)}
   const scopedKey = (ctx: Context) =>
     findScopedKey(db.reader, kit.state(ctx).scope, (ctx.params as { key: string }).key, clock.now());
 
-  router.get('/o/:org/:mode/keys', (ctx) => renderKeys(ctx, 200, ''));
+  router.get('/o/:org/:mode/keys', kit.scoped, (ctx) => renderKeys(ctx, 200, ''));
+
+  // One key: what it is, and (for those who may) rotate, revoke and limits.
+  router.get('/o/:org/:mode/keys/:key', kit.scoped, async (ctx) => {
+    const state = kit.state(ctx);
+    const t = words(ctx);
+    const key = await scopedKey(ctx);
+    const base = `${scopePath(state.scope)}/keys`;
+    const csrf = state.claims.csrf;
+    const limits = Object.entries(key.rate_limits ?? {})
+      .map(([name, limit]) => `${name}=${limit.perMinute}:${limit.burst}`)
+      .join(', ');
+    const facts: [string, string][] = [
+      [t('keys.key'), `<code>${escapeHtml(key.redacted)}</code>`],
+      [t('keys.type'), escapeHtml(key.type)],
+      [t('keys.name'), escapeHtml(key.name ?? '-')],
+      [t('keys.status'), escapeHtml(key.status)],
+      [t('keys.created'), escapeHtml(when(key.created_at))],
+      [t('keys.last_used'), escapeHtml(when(key.last_used_at) || t('keys.never'))],
+      [t('keys.expires'), escapeHtml(when(key.expires_at) || '-')],
+      [t('keys.limits'), escapeHtml(limits || t('keys.limits_default'))],
+    ];
+    const active = key.status !== 'revoked' && key.status !== 'expired';
+    const forms =
+      may(state.user, 'manage') && active
+        ? [
+            key.rotated_to
+              ? ''
+              : `<form method="post" action="${base}/${key.id}/rotate" class="console-form">${csrfInput(csrf)}
+<fieldset><legend>${escapeHtml(t('keys.rotate'))}</legend>
+<label for="grace">${escapeHtml(t('keys.grace'))}</label>
+<select id="grace" name="grace_hours">${GRACE_HOURS.map((hours) => `<option value="${hours}"${hours === 24 ? ' selected' : ''}>${escapeHtml(t('keys.grace_hours', { hours: String(hours) }))}</option>`).join('')}</select>
+<button type="submit">${escapeHtml(t('keys.rotate'))}</button></fieldset></form>`,
+            `<form method="post" action="${base}/${key.id}/limits" class="console-form">${csrfInput(csrf)}
+<fieldset><legend>${escapeHtml(t('keys.limits'))}</legend>
+<label for="group">${escapeHtml(t('keys.limits_group'))}</label>
+<select id="group" name="group">${RATE_GROUPS.map((group) => `<option>${group}</option>`).join('')}</select>
+<label for="per-minute">${escapeHtml(t('keys.limits_per_minute'))}</label>
+<input id="per-minute" name="per_minute" type="number" min="1" max="1000000" required>
+<label for="burst">${escapeHtml(t('keys.limits_burst'))}</label>
+<input id="burst" name="burst" type="number" min="1" max="1000000">
+<button type="submit">${escapeHtml(t('keys.limits_set'))}</button></fieldset></form>`,
+            `<form method="post" action="${base}/${key.id}/revoke" class="console-form">${csrfInput(csrf)}
+<fieldset class="danger"><legend>${escapeHtml(t('keys.revoke'))}</legend>
+<label class="check"><input type="checkbox" name="confirm" value="yes" required> ${escapeHtml(t('keys.revoke_confirm'))}</label>
+<button type="submit" class="danger">${escapeHtml(t('keys.revoke'))}</button></fieldset></form>`,
+          ].join('\n')
+        : '';
+    kit.send(
+      ctx,
+      200,
+      layout(
+        kit.pageContext(ctx, '/keys'),
+        key.id,
+        `<p><a href="${base}">${escapeHtml(t('keys.back'))}</a></p>
+<dl class="facts">${facts.map(([term, value]) => `<dt>${escapeHtml(term)}</dt><dd>${value}</dd>`).join('')}</dl>
+${forms}`,
+      ),
+    );
+  });
 
   router.post(
     '/o/:org/:mode/keys',
+    kit.scoped,
     change(async (ctx) => {
       const { scope, form } = kit.state(ctx);
       const type = form.type === 'publishable' ? 'publishable' : form.type === 'secret' ? 'secret' : null;
@@ -160,6 +208,7 @@ ${csrfInput(csrf)}
 
   router.post(
     '/o/:org/:mode/keys/:key/rotate',
+    kit.scoped,
     change(async (ctx) => {
       const key = await scopedKey(ctx);
       const hours = Number(kit.state(ctx).form.grace_hours);
@@ -177,7 +226,8 @@ ${csrfInput(csrf)}
           now: clock.now(),
         }),
       );
-      const until = rotated.previous.expires_at!.slice(0, 16).replace('T', ' ') + ' UTC';
+      services.authenticator.forgetKey(key.id);
+      const until = `${when(rotated.previous.expires_at)} UTC`;
       return secret(
         ctx,
         words(ctx)('keys.rotated_once', { id: rotated.key.id, previous: key.id, until }),
@@ -188,6 +238,7 @@ ${csrfInput(csrf)}
 
   router.post(
     '/o/:org/:mode/keys/:key/revoke',
+    kit.scoped,
     change(async (ctx) => {
       const key = await scopedKey(ctx);
       if (kit.state(ctx).form.confirm !== 'yes')
@@ -195,12 +246,14 @@ ${csrfInput(csrf)}
       await db.transaction((trx) =>
         revokeApiKey(trx, { keyId: key.id, actor: actor(ctx), now: clock.now() }),
       );
+      services.authenticator.forgetKey(key.id);
       return notice(words(ctx)('keys.revoked', { id: key.id }));
     }),
   );
 
   router.post(
     '/o/:org/:mode/keys/:key/limits',
+    kit.scoped,
     change(async (ctx) => {
       const key = await scopedKey(ctx);
       const { form } = kit.state(ctx);
@@ -224,6 +277,7 @@ ${csrfInput(csrf)}
           now: clock.now(),
         }),
       );
+      services.authenticator.forgetKey(key.id);
       const limits = Object.entries(updated.rate_limits ?? {})
         .map(([name, limit]) => `${name}=${limit.perMinute}:${limit.burst}`)
         .join(', ');

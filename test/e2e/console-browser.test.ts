@@ -1,0 +1,161 @@
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import t from 'tap';
+import type { Page } from 'playwright-core';
+import { inviteConsoleUser } from '../../src/console/users.js';
+import { seriousViolations } from '../helpers/axe.js';
+import { launchChromium, requireChromium } from '../helpers/browser.js';
+import { createTenant, forEachEngine, startTestApp } from '../helpers/harness.js';
+
+/*
+ * The console in headless Chromium, on both engines (issue 18): an admin opens the invitation link the CLI
+ * printed, chooses a password and lands on their organisation; issues a secret key, which is shown once and
+ * works on the API at once; the test/live switch shows only the mode's own keys; support (signed in beside)
+ * reads the keys and cannot issue one. Every page is checked with axe-core (no serious or critical
+ * violation) and saved at desktop and phone widths in test-output/screenshots/console/.
+ */
+
+const SHOTS = join(process.cwd(), 'test-output', 'screenshots', 'console');
+const PASSWORD = 'a long and quiet password';
+
+forEachEngine(t, async (t, engine) => {
+  if (!requireChromium(t)) return;
+  mkdirSync(SHOTS, { recursive: true });
+  const app = await startTestApp(t, engine);
+  const tenant = await createTenant(app);
+  const invite = (email: string, role: 'admin' | 'support') =>
+    app.db.transaction((trx) =>
+      inviteConsoleUser(trx, { email, role, orgId: tenant.orgId, actor: 'cli:test', now: app.clock.now() }),
+    );
+  const context = await launchChromium(t);
+
+  /** Checks the page with axe, then saves it at both widths. */
+  const look = async (page: Page, name: string) => {
+    const violations = await seriousViolations(page);
+    t.same(violations, [], `${name}: no serious or critical accessibility violation`);
+    if (engine !== 'sqlite') return;
+    for (const [size, viewport] of [
+      ['desktop', { width: 1280, height: 800 }],
+      ['phone', { width: 390, height: 844 }],
+    ] as const) {
+      await page.setViewportSize(viewport);
+      await page.screenshot({ path: join(SHOTS, `${name}-${size}.png`), fullPage: true });
+      const overflow = (await page.evaluate(
+        'document.documentElement.scrollWidth - window.innerWidth',
+      )) as number;
+      t.ok(overflow <= 1, `${name} at ${size} width has no sideways scroll (${overflow}px)`);
+    }
+    await page.setViewportSize({ width: 1280, height: 800 });
+  };
+
+  const admin = await invite('ana@lender.cl', 'admin');
+  /** The id of the key whose secret this is, as the database has it (the page lists ids). */
+  const keyIdOf = async (secretKey: string) =>
+    (
+      await app.db
+        .knex('api_keys')
+        .where({ last4: secretKey.slice(-4) })
+        .first('id')
+    ).id as string;
+  const page = await context.newPage();
+
+  await t.test('the admin accepts the invitation and lands on their organisation', async (t) => {
+    await page.goto(`${app.url}/console/accept/${admin.token}`);
+    await look(page, 'accept');
+    await page.getByLabel('New password').fill(PASSWORD);
+    await page.getByLabel('Repeat the password').fill(PASSWORD);
+    await page.getByRole('button', { name: 'Save and sign in' }).click();
+    await page.waitForURL(`**/console/o/${tenant.orgId}/test`);
+    t.match(await page.locator('main').innerText(), 'Signed in as ana@lender.cl (admin)');
+    t.equal(await page.locator('.mode-switch [aria-current="true"]').innerText(), 'Test');
+    await look(page, 'overview');
+  });
+
+  let secret = '';
+  await t.test('the admin issues a key; it is shown once and works on the API', async (t) => {
+    await page.getByRole('link', { name: 'API keys' }).click();
+    await page.waitForURL('**/keys');
+    await look(page, 'keys');
+    await page.getByLabel('Name (optional, to recognise it by)').fill('payroll server');
+    await page.getByRole('button', { name: 'Issue key' }).click();
+    secret = (await page.locator('#secret-value').innerText()).trim();
+    t.match(secret, /^svc_sk_test_/);
+    t.ok(await page.getByRole('button', { name: 'Copy' }).isVisible(), 'a copy button, with JavaScript on');
+    await look(page, 'key-issued');
+    const response = await fetch(`${app.url}/v1/links`, { headers: { authorization: `Bearer ${secret}` } });
+    t.equal(response.status, 200, 'the new key works on /v1 at once');
+    await page.reload();
+    t.notMatch(await page.content(), secret, 'a reload does not show the key again');
+    t.match(await page.locator('table').innerText(), 'payroll server');
+  });
+
+  await t.test('the admin rotates the key with a grace period, then revokes the new one', async (t) => {
+    await page
+      .getByRole('link', { name: /^key_/ })
+      .filter({ hasText: await keyIdOf(secret) })
+      .click();
+    await look(page, 'key-detail');
+    await page.getByLabel('The old key keeps working for').selectOption('1');
+    await page.getByRole('button', { name: 'Rotate' }).click();
+    const successor = (await page.locator('#secret-value').innerText()).trim();
+    t.not(successor, secret);
+    const status = async (key: string) =>
+      (await fetch(`${app.url}/v1/links`, { headers: { authorization: `Bearer ${key}` } })).status;
+    t.equal(await status(successor), 200, 'the successor works');
+    t.equal(await status(secret), 200, 'the old key works during its grace period');
+    await page.getByRole('link', { name: await keyIdOf(successor) }).click();
+    await page.getByRole('button', { name: 'Revoke' }).click();
+    t.match(page.url(), /\/keys\/key_/, 'the browser does not send a revoke without the confirmation ticked');
+    await page.getByLabel('I understand it stops working now').check();
+    await page.getByRole('button', { name: 'Revoke' }).click();
+    t.match(await page.getByRole('status').innerText(), 'revoked');
+    t.equal(await status(successor), 401, 'the revoked key stops at once');
+  });
+
+  await t.test('the live switch shows only live keys', async (t) => {
+    await page.getByRole('link', { name: 'Live' }).click();
+    await page.waitForURL(`**/console/o/${tenant.orgId}/live/keys`);
+    t.ok(await page.locator('.live-banner').isVisible(), 'live mode is marked');
+    const live = await page.locator('main').innerText();
+    t.notMatch(live, 'payroll server', 'no test key on the live page');
+    t.match(live, tenant.keys.sk_live.id, "the tenant's live key is there");
+    t.notMatch(live, tenant.keys.sk_test.id);
+    await look(page, 'keys-live');
+  });
+
+  await t.test('support reads the keys and cannot issue one', async (t) => {
+    const support = await invite('help@lender.cl', 'support');
+    const other = await launchChromium(t);
+    const supportPage = await other.newPage();
+    await supportPage.goto(`${app.url}/console/accept/${support.token}`);
+    await supportPage.getByLabel('New password').fill(PASSWORD);
+    await supportPage.getByLabel('Repeat the password').fill(PASSWORD);
+    await supportPage.getByRole('button', { name: 'Save and sign in' }).click();
+    await supportPage.goto(`${app.url}/console/o/${tenant.orgId}/test/keys`);
+    t.match(await supportPage.locator('table').innerText(), 'payroll server');
+    t.equal(
+      await supportPage.getByRole('button', { name: 'Issue key' }).count(),
+      0,
+      'no issue form for support',
+    );
+    t.equal(
+      await supportPage.getByRole('button', { name: 'Revoke' }).count(),
+      0,
+      'no revoke button for support',
+    );
+  });
+
+  await t.test('signing in again after signing out', async (t) => {
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.waitForURL('**/console/login');
+    await look(page, 'sign-in');
+    await page.getByLabel('Email').fill('ana@lender.cl');
+    await page.getByLabel('Password').fill('wrong password');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    t.match(await page.getByRole('alert').innerText(), 'The email or the password is wrong.');
+    await look(page, 'sign-in-wrong');
+    await page.getByLabel('Password').fill(PASSWORD);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.waitForURL(`**/console/o/${tenant.orgId}/test`);
+  });
+});
