@@ -1,3 +1,4 @@
+import type { Principal } from '../auth/principal.js';
 import type { Mode } from '../keys/key-format.js';
 import type { ConsoleUserRow } from './users.js';
 
@@ -29,4 +30,19 @@ export function may(user: Pick<ConsoleUserRow, 'role'>, action: ConsoleAction): 
 /** The console's base path of a scope: `/console/o/{org}/{mode}`. */
 export function scopePath(scope: Pick<ConsoleScope, 'orgId' | 'mode'>, mode: Mode = scope.mode): string {
   return `/console/o/${scope.orgId}/${mode}`;
+}
+
+/**
+ * The principal the console acts as in a scope, for the services the API uses (they check that a resource
+ * is the organisation's, in the mode). Never a credential: nothing authenticates with it.
+ */
+export function consolePrincipal(scope: ConsoleScope, user: Pick<ConsoleUserRow, 'id'>): Principal {
+  return {
+    kind: 'secret_key',
+    orgId: scope.orgId,
+    mode: scope.mode,
+    credentialId: `console:${user.id}`,
+    bucketId: `console:${user.id}`,
+    limits: {} as Principal['limits'],
+  };
 }

@@ -24,6 +24,7 @@ import { setPasswordWithToken, signIn, userOfSession, userOfToken, type ConsoleU
 import { LoginThrottle } from './throttle.js';
 import { seesOrganisation, type ConsoleScope } from './access.js';
 import { registerKeyPages } from './keys-pages.js';
+import { registerLinkPages } from './links-pages.js';
 import { pageWindow, pager, pagerWords, table } from './views.js';
 import { getOrganisation, pageOrganisations } from '../orgs/orgs.js';
 
@@ -337,6 +338,7 @@ export function consoleRouter(services: AppServices): Router {
   });
 
   registerKeyPages(router, kit);
+  registerLinkPages(router, kit);
 
   router.post('/logout', async (ctx) => {
     const state = ctx.state.console as ConsoleState;

@@ -30,6 +30,7 @@ export function csrfField(csrf: string): string {
 /** The sections of an organisation, as `[section path, message]`. */
 const SECTIONS: [string, ConsoleMessageKey][] = [
   ['', 'nav.overview'],
+  ['/links', 'nav.links'],
   ['/keys', 'nav.keys'],
 ];
 

@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import type { HolderType } from '../banks/connector.js';
+import { fetchPage, NEWEST_FIRST, type PageWindow } from '../db/paging.js';
 
 /*
  * The only code that writes `links`. Other capabilities change a link through these functions (the sync
@@ -148,4 +149,32 @@ export async function listAllLinks(db: Knex, filter: OperatorLinkFilter): Promis
   if (filter.externalUser) query.where('external_user_id', filter.externalUser);
   if (filter.paused !== undefined) query.where('paused', filter.paused);
   return query;
+}
+
+/**
+ * One page of an organisation's links in a mode, newest first, found by `query`: a link id, an
+ * `external_user_id`, or the start of the holder's name (any case). The console's search.
+ */
+export async function searchLinks(
+  db: Knex,
+  scope: { orgId: string; mode: 'live' | 'test' },
+  filter: { query?: string; status?: LinkStatus },
+  window: PageWindow,
+): Promise<{ rows: LinkRow[]; total: number }> {
+  const query = filter.query?.trim().slice(0, 200) ?? '';
+  const scoped = () => {
+    const rows = db<LinkRow>('links').where({ org_id: scope.orgId, mode: scope.mode });
+    if (filter.status) rows.where('status', filter.status);
+    if (/^link_[0-9a-f]{16}$/.test(query)) rows.where('id', query);
+    else if (query !== '') {
+      const prefix = `${query.toLowerCase().replace(/[\\%_]/g, (char) => `\\${char}`)}%`;
+      rows.where((match) =>
+        match
+          .where('external_user_id', query)
+          .orWhereRaw("lower(holder_name) LIKE ? ESCAPE '\\'", [prefix]),
+      );
+    }
+    return rows;
+  };
+  return fetchPage<LinkRow>(scoped, NEWEST_FIRST, window.offset, window.limit);
 }

@@ -5,7 +5,7 @@ import type { Page } from 'playwright-core';
 import { inviteConsoleUser } from '../../src/console/users.js';
 import { seriousViolations } from '../helpers/axe.js';
 import { launchChromium, requireChromium } from '../helpers/browser.js';
-import { createTenant, forEachEngine, startTestApp } from '../helpers/harness.js';
+import { createTenant, forEachEngine, linkBody, runSyncs, startTestApp } from '../helpers/harness.js';
 
 /*
  * The console in headless Chromium, on both engines (issue 18): an admin opens the invitation link the CLI
@@ -143,6 +143,46 @@ forEachEngine(t, async (t, engine) => {
       0,
       'no revoke button for support',
     );
+  });
+
+  await t.test('support finds a link by external_user_id, reads why it is stale and pauses it', async (t) => {
+    const created = await app.request('POST', '/v1/links', {
+      key: tenant.keys.sk_test.secret,
+      body: linkBody({ external_user_id: 'customer-4711' }, 'sandbox-unavailable'),
+    });
+    t.equal(created.status, 200, created.text);
+    await runSyncs(app);
+    const other = await launchChromium(t);
+    const supportPage = await other.newPage();
+    await supportPage.goto(`${app.url}/console/login`);
+    await supportPage.getByLabel('Email').fill('help@lender.cl');
+    await supportPage.getByLabel('Password').fill(PASSWORD);
+    await supportPage.getByRole('button', { name: 'Sign in' }).click();
+    await supportPage.getByRole('link', { name: 'Links' }).click();
+    await supportPage.getByLabel('Find by id, external_user_id or holder name').fill('customer-4711');
+    await supportPage.getByRole('button', { name: 'Find' }).click();
+    await look(supportPage, 'links-found');
+    const rows = supportPage.locator('tbody tr');
+    t.equal(await rows.count(), 1, 'one link found');
+    await rows.getByRole('link').click();
+    await look(supportPage, 'link-detail');
+    const diagnosis = await supportPage.locator('.diagnosis').innerText();
+    t.ok(diagnosis.length > 10, `a diagnosis: ${diagnosis}`);
+    await supportPage.getByRole('button', { name: 'Pause' }).click();
+    t.match(await supportPage.getByRole('status').innerText(), 'Link paused');
+    t.equal(await supportPage.getByRole('button', { name: 'Resume' }).count(), 1);
+    t.equal(
+      await supportPage.getByRole('button', { name: 'Delete the link' }).count(),
+      0,
+      'support cannot delete',
+    );
+    const link = await app.db.knex('links').where({ id: created.body.id }).first();
+    t.ok(link.paused, 'the link is paused in the database');
+    const audit = await app.db
+      .knex('audit_log')
+      .where({ action: 'link.paused', target_id: created.body.id })
+      .first();
+    t.match(audit.actor, /^console:cu_/, 'the pause is in the audit log with the support user');
   });
 
   await t.test('signing in again after signing out', async (t) => {

@@ -1,0 +1,282 @@
+import type Router from '@koa/router';
+import type { Context } from 'koa';
+import { recordAudit } from '../audit/audit-log.js';
+import { ApiError, errors } from '../errors/api-error.js';
+import { inspectLink } from '../links/inspect.js';
+import { deleteLink, pauseLink, resumeLink } from '../links/links.js';
+import { findLink, searchLinks, type LinkStatus } from '../links/store.js';
+import { requestRefresh } from '../refresh/refresh.js';
+import { escapeHtml } from '../widget/page.js';
+import { consolePrincipal, may, scopePath, type ConsoleAction } from './access.js';
+import type { ConsoleKit } from './http.js';
+import { consoleMessage, type ConsoleMessageKey } from './messages.js';
+import { layout } from './pages.js';
+import { csrfInput, pageWindow, pager, pagerWords, table } from './views.js';
+
+/*
+ * Links, for support's question "why is this link stale?": find a link by id, external_user_id or the start
+ * of the holder's name; read what `svc links inspect` says (the diagnosis first, then accounts, syncs,
+ * refreshes, events and deliveries); pause, resume and refresh it (support may), delete it (operators and
+ * admins, after a confirmation). Each action is in the audit log with the console user.
+ */
+
+const when = (iso: string | null | undefined) => (iso ? iso.slice(0, 16).replace('T', ' ') : '-');
+const STATUSES: LinkStatus[] = ['active', 'expired'];
+
+export function registerLinkPages(router: Router, kit: ConsoleKit): void {
+  const { services } = kit;
+  const { db, clock, config } = services;
+  const words = (ctx: Context) => {
+    const { locale } = kit.state(ctx);
+    return (key: ConsoleMessageKey, values?: Record<string, string>) => consoleMessage(locale, key, values);
+  };
+
+  router.get('/o/:org/:mode/links', kit.scoped, async (ctx) => {
+    const state = kit.state(ctx);
+    const t = words(ctx);
+    const base = `${scopePath(state.scope)}/links`;
+    const query = typeof ctx.query.q === 'string' ? ctx.query.q : '';
+    const status = STATUSES.find((value) => value === ctx.query.status);
+    const window = pageWindow(ctx.query);
+    const { rows, total } = await searchLinks(db.reader, state.scope, { query, status }, window);
+    const cells = rows.map((row) => [
+      `<a href="${base}/${row.id}"><code>${row.id}</code></a>`,
+      escapeHtml(row.bank_id),
+      escapeHtml(row.holder_name ?? '-'),
+      escapeHtml(row.external_user_id ?? '-'),
+      escapeHtml(row.status + (row.paused ? `, ${t('links.paused')}` : '')),
+      escapeHtml(
+        when(row.last_synced_at === null ? null : new Date(Number(row.last_synced_at)).toISOString()),
+      ),
+    ]);
+    const search = `<form method="get" action="${base}" class="search-form" role="search">
+<label for="q">${escapeHtml(t('links.search'))}</label>
+<input id="q" name="q" type="search" value="${escapeHtml(query)}" maxlength="200">
+<label for="status">${escapeHtml(t('links.status_label'))}</label>
+<select id="status" name="status"><option value="">${escapeHtml(t('links.status_any'))}</option>${STATUSES.map((value) => `<option${value === status ? ' selected' : ''}>${value}</option>`).join('')}</select>
+<button type="submit">${escapeHtml(t('links.search_submit'))}</button>
+</form>`;
+    kit.send(
+      ctx,
+      200,
+      layout(
+        kit.pageContext(ctx, '/links'),
+        t('links.title'),
+        search +
+          table(
+            t('links.caption'),
+            [
+              'ID',
+              t('links.bank'),
+              t('links.holder'),
+              t('links.external_user'),
+              t('links.status_label'),
+              t('links.last_synced'),
+            ],
+            cells,
+            t('links.empty'),
+          ) +
+          pager(base, ctx.query, window.page, total, pagerWords(state.locale)),
+      ),
+    );
+  });
+
+  /** The link of the URL when it is this scope's, else 404 (another organisation's or mode's does not exist). */
+  const scopedLink = async (ctx: Context) => {
+    const { scope } = kit.state(ctx);
+    const id = (ctx.params as { link: string }).link;
+    const row = await findLink(db.reader, id);
+    if (!row || row.org_id !== scope.orgId || row.mode !== scope.mode)
+      throw errors.notFound(`No link ${id}.`, 'link');
+    return row;
+  };
+
+  const renderLink = async (ctx: Context, status: number, notice: string) => {
+    const state = kit.state(ctx);
+    const t = words(ctx);
+    const row = await scopedLink(ctx);
+    const inspection = await inspectLink(db.reader, row.id, clock.now());
+    const link = inspection.link;
+    const base = `${scopePath(state.scope)}/links/${row.id}`;
+    const csrf = state.claims.csrf;
+    const button = (action: string, label: ConsoleMessageKey, extra = '', className = '') =>
+      `<form method="post" action="${base}/${action}" class="inline-form">${csrfInput(csrf)}${extra}<button type="submit"${className ? ` class="${className}"` : ''}>${escapeHtml(t(label))}</button></form>`;
+    const actions = [
+      may(state.user, 'operate')
+        ? button(link.paused ? 'resume' : 'pause', link.paused ? 'link.resume' : 'link.pause')
+        : '',
+      may(state.user, 'operate') && link.status === 'active' ? button('refresh', 'link.refresh') : '',
+      may(state.user, 'manage')
+        ? button(
+            'delete',
+            'link.delete',
+            `<label class="check"><input type="checkbox" name="confirm" value="yes" required> ${escapeHtml(t('link.delete_confirm'))}</label>`,
+            'danger',
+          )
+        : '',
+    ].join('');
+    const facts: [string, string][] = [
+      [t('links.bank'), link.bank_id],
+      [t('links.holder'), link.holder_name ?? '-'],
+      [t('links.external_user'), link.external_user_id ?? '-'],
+      [t('links.status_label'), link.status + (link.paused ? `, ${t('links.paused')}` : '')],
+      [t('links.last_synced'), when(link.last_synced_at)],
+    ];
+    const section = (title: ConsoleMessageKey, headers: string[], rows: string[][]) =>
+      `<h2>${escapeHtml(t(title))}</h2>${table(t(title), headers, rows, t('link.none'))}`;
+    const text = (value: unknown) => escapeHtml(value === null || value === undefined ? '-' : String(value));
+    kit.send(
+      ctx,
+      status,
+      layout(
+        kit.pageContext(ctx, '/links'),
+        row.id,
+        `<p><a href="${scopePath(state.scope)}/links">${escapeHtml(t('link.back'))}</a></p>
+${notice}
+<h2>${escapeHtml(t('link.diagnosis'))}</h2>
+<ul class="diagnosis">${inspection.diagnosis.map((note) => `<li>${escapeHtml(note)}</li>`).join('')}</ul>
+<dl class="facts">${facts.map(([term, value]) => `<dt>${escapeHtml(term)}</dt><dd>${escapeHtml(value)}</dd>`).join('')}</dl>
+<div class="actions">${actions}</div>
+${section(
+  'link.accounts',
+  ['ID', 'Name', 'Type', 'Currency', 'Last 4', 'Movements', 'Pending', 'Refreshed'],
+  inspection.accounts.map((a) =>
+    [a.id, a.name, a.type, a.currency, a.last_4, a.movements, a.pending, when(a.refreshed_at)].map(text),
+  ),
+)}
+${section(
+  'link.intents',
+  ['ID', 'Type', 'Status', 'Error', 'Created', 'Completed'],
+  inspection.refresh_intents.map((i) =>
+    [i.id, i.refresh_type, i.status, i.error_code, when(i.created_at), when(i.completed_at)].map(text),
+  ),
+)}
+${section(
+  'link.jobs',
+  ['ID', 'Status', 'Type', 'Attempts', 'Run at', 'Last error'],
+  inspection.jobs.map((j) =>
+    [j.id, j.status, j.refresh_type, j.attempts, when(j.run_at), j.last_error].map(text),
+  ),
+)}
+${section(
+  'link.events',
+  ['ID', 'Type', 'Created'],
+  inspection.events.map((e) => [e.id, e.type, when(e.created_at)].map(text)),
+)}
+${section(
+  'link.deliveries',
+  ['ID', 'Event', 'Endpoint', 'Status', 'Attempts', 'Last answer', 'Last error'],
+  inspection.deliveries.map((d) =>
+    [d.id, d.event_type, d.endpoint_id, d.status, d.attempts, d.last_response_status, d.last_error].map(text),
+  ),
+)}`,
+      ),
+    );
+  };
+
+  router.get('/o/:org/:mode/links/:link', kit.scoped, (ctx) => renderLink(ctx, 200, ''));
+
+  /** An action on a link: allowed for `needed`, audited, and shown on the link's page (or its error). */
+  const act =
+    (
+      needed: ConsoleAction,
+      work: (ctx: Context, linkId: string, now: number) => Promise<{ notice: string; gone?: boolean }>,
+    ) =>
+    async (ctx: Context) => {
+      const state = kit.state(ctx);
+      if (!may(state.user, needed)) return kit.refuse(ctx, 403, 'error.forbidden');
+      const row = await scopedLink(ctx);
+      const now = clock.now();
+      let outcome: { notice: string; gone?: boolean };
+      try {
+        outcome = await work(ctx, row.id, now);
+      } catch (error) {
+        if (error instanceof ApiError && error.status < 500 && error.status !== 404)
+          return renderLink(
+            ctx,
+            error.status,
+            `<p class="error" role="alert">${escapeHtml(error.message)}</p>`,
+          );
+        throw error;
+      }
+      const notice = `<p class="notice" role="status">${escapeHtml(outcome.notice)}</p>`;
+      if (!outcome.gone) return renderLink(ctx, 200, notice);
+      kit.send(
+        ctx,
+        200,
+        layout(
+          kit.pageContext(ctx, '/links'),
+          words(ctx)('links.title'),
+          `${notice}<p><a href="${scopePath(state.scope)}/links">${escapeHtml(words(ctx)('link.back'))}</a></p>`,
+        ),
+      );
+    };
+  const audited =
+    (ctx: Context, action: string, linkId: string, now: number) => (trx: Parameters<typeof recordAudit>[0]) =>
+      recordAudit(
+        trx,
+        {
+          orgId: kit.state(ctx).scope.orgId,
+          actor: `console:${kit.state(ctx).user.id}`,
+          action,
+          targetType: 'link',
+          targetId: linkId,
+        },
+        now,
+      );
+  const principal = (ctx: Context) => consolePrincipal(kit.state(ctx).scope, kit.state(ctx).user);
+
+  router.post(
+    '/o/:org/:mode/links/:link/pause',
+    kit.scoped,
+    act('operate', async (ctx, linkId, now) => {
+      await db.transaction(async (trx) => {
+        await pauseLink(trx, principal(ctx), linkId, now);
+        await audited(ctx, 'link.paused', linkId, now)(trx);
+      });
+      return { notice: words(ctx)('link.paused_done') };
+    }),
+  );
+  router.post(
+    '/o/:org/:mode/links/:link/resume',
+    kit.scoped,
+    act('operate', async (ctx, linkId, now) => {
+      await db.transaction(async (trx) => {
+        await resumeLink(trx, principal(ctx), linkId, now);
+        await audited(ctx, 'link.resumed', linkId, now)(trx);
+      });
+      return { notice: words(ctx)('link.resumed_done') };
+    }),
+  );
+  router.post(
+    '/o/:org/:mode/links/:link/refresh',
+    kit.scoped,
+    act('operate', async (ctx, linkId, now) => {
+      const intent = await db.transaction(async (trx) => {
+        const queued = await requestRefresh(
+          trx,
+          principal(ctx),
+          { link_id: linkId, refresh_type: 'only_last' },
+          config,
+          now,
+        );
+        await audited(ctx, 'link.refresh_requested', linkId, now)(trx);
+        return queued;
+      });
+      return { notice: words(ctx)('link.refresh_done', { id: intent.id }) };
+    }),
+  );
+  router.post(
+    '/o/:org/:mode/links/:link/delete',
+    kit.scoped,
+    act('manage', async (ctx, linkId, now) => {
+      if (kit.state(ctx).form.confirm !== 'yes')
+        throw errors.missingParameter('confirm', words(ctx)('error.confirm'));
+      await db.transaction(async (trx) => {
+        await deleteLink(trx, principal(ctx), linkId, now);
+        await audited(ctx, 'link.deleted', linkId, now)(trx);
+      });
+      return { notice: words(ctx)('link.deleted_done', { id: linkId }), gone: true };
+    }),
+  );
+}
