@@ -169,9 +169,7 @@ export async function searchLinks(
     else if (query !== '') {
       const prefix = `${query.toLowerCase().replace(/[\\%_]/g, (char) => `\\${char}`)}%`;
       rows.where((match) =>
-        match
-          .where('external_user_id', query)
-          .orWhereRaw("lower(holder_name) LIKE ? ESCAPE '\\'", [prefix]),
+        match.where('external_user_id', query).orWhereRaw("lower(holder_name) LIKE ? ESCAPE '\\'", [prefix]),
       );
     }
     return rows;
