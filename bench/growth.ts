@@ -29,12 +29,12 @@ import type { Config } from '../src/config/defaults.js';
 import { openDatabase, type Database } from '../src/db/database.js';
 import { install } from '../src/install/install.js';
 import { createApiKey } from '../src/keys/keys.js';
-import { newId } from '../src/ids/ids.js';
 import { silentLogger } from '../src/logging/logger.js';
 import { enqueueDueLinks } from '../src/scheduler/enqueue-due.js';
 import { runHousekeeping } from '../src/scheduler/housekeeping.js';
 import { claimDue } from '../src/webhooks/queue.js';
 import { freshPostgresSchema, startApi, stop } from './lib.js';
+import { hexOf, seedSetBased } from './growth-seed.js';
 
 const LINKS = Number(process.env.GROWTH_LINKS ?? 2000);
 const MOVEMENTS = Number(process.env.GROWTH_MOVEMENTS ?? 500_000);
@@ -44,9 +44,7 @@ const REQUESTS = Number(process.env.GROWTH_REQUESTS ?? 20);
 /** The account whose pages are measured holds the same number of movements on both databases. */
 const BIG = 5_000;
 const PENDING = 200;
-const DAY = 86_400_000;
 const NOW = Date.now();
-const TYPES = ['link.refreshed', 'account.created', 'refresh_intent.succeeded', 'refresh_intent.created'];
 const BASE_URL = process.env.SVC_BENCH_DATABASE_URL ?? process.env.BENCH_DATABASE_URL;
 
 interface Scale {
@@ -63,6 +61,8 @@ interface Instance {
   config: Config;
   secret: string;
   account: string;
+  /** The measured account's link (the income snapshot's). */
+  link: string;
   cursor: string;
   endpoint: string;
   eventId: string;
@@ -75,175 +75,35 @@ interface Instance {
   clockOffset: number;
 }
 
-/** Inserts rows in multi-row statements, a transaction per 20 statements. */
-async function bulk(db: Database, table: string, count: number, make: (i: number) => object): Promise<void> {
-  const perStatement = db.engine === 'postgres' ? 1000 : 400;
-  const perTransaction = perStatement * 20;
-  for (let start = 0; start < count; start += perTransaction) {
-    const end = Math.min(count, start + perTransaction);
-    await db.transaction(async (trx) => {
-      for (let i = start; i < end; i += perStatement) {
-        const rows = [];
-        for (let j = i; j < Math.min(end, i + perStatement); j++) rows.push(make(j));
-        await trx(table).insert(rows);
-      }
-    });
-  }
-}
-
-/** A time in the last twelve months, older first as `i` grows towards `count`. */
-const spread = (i: number, count: number) => NOW - Math.floor(((count - i) / count) * 365 * DAY) - (i % 1000);
-
-async function seed(db: Database, orgId: string, scale: Scale) {
-  const links = Array.from({ length: scale.links }, () => newId('link'));
-  const accounts = links.map(() => newId('acc'));
-  await bulk(db, 'links', scale.links, (i) => ({
-    id: links[i],
-    org_id: orgId,
-    mode: 'test',
-    bank_id: 'bancochile',
-    holder_type: 'individual',
-    status: 'active',
-    credentials_encrypted: 'x',
-    // Due across the next four hours (the default interval), so that every tick finds a few.
-    next_sync_at: NOW + Math.floor((i / scale.links) * 4 * 3_600_000),
-    created_at: NOW - 365 * DAY,
-    updated_at: NOW,
-  }));
-  await bulk(db, 'accounts', scale.links, (i) => ({
-    id: accounts[i],
-    org_id: orgId,
-    mode: 'test',
-    link_id: links[i],
-    bank_account_ref: `CC-${i}`,
-    name: 'Cuenta',
-    type: 'checking',
-    currency: 'CLP',
-    created_at: NOW - 365 * DAY,
-    updated_at: NOW,
-  }));
-  // The first BIG movements belong to the first account; the rest spread over the others.
-  const others = Math.max(1, scale.links - 1);
-  const movementRow = (i: number) => {
-    const a = i < BIG ? 0 : 1 + ((i - BIG) % others);
-    const posted = spread(i < BIG ? i : i - BIG, i < BIG ? BIG : Math.max(1, scale.movements - BIG));
-    return {
-      id: newId('mov'),
-      org_id: orgId,
-      mode: 'test',
-      link_id: links[a],
-      account_id: accounts[a],
-      bank_ref: `M-${i}`,
-      fingerprint: `f${i}`,
-      amount: -((i * 7919) % 100_000),
-      currency: 'CLP',
-      description: `COMPRA ${i % 200}`,
-      type: 'card_purchase',
-      reference_id: `R${i}`,
-      counterparty: null,
-      posted_at: posted,
-      transaction_date: new Date(posted).toISOString().slice(0, 10),
-      pending: i % 50 === 0,
-      status: i % 97 === 0 ? 'duplicated' : 'normal',
-      canonical_id: null,
-      synced_at: posted + 60_000,
-      created_at: posted + 60_000,
-    };
-  };
-  await bulk(db, 'movements', scale.movements, movementRow);
-  // Counts as the sync engine keeps them (the list's total comes from these).
-  await db.transaction(async (trx) => {
-    await trx.raw(
-      `UPDATE accounts SET
-      visible_count = (SELECT count(*) FROM movements m WHERE m.account_id = accounts.id AND m.status = 'normal' AND m.pending = ?),
-      pending_count = (SELECT count(*) FROM movements m WHERE m.account_id = accounts.id AND m.status = 'normal' AND m.pending = ?)`,
-      [false, true],
-    );
-  });
-
-  const endpoint = newId('we');
-  await db.transaction((trx) =>
-    trx('webhook_endpoints').insert({
-      id: endpoint,
-      org_id: orgId,
-      mode: 'test',
-      url: 'https://receiver.example/hook',
-      enabled_events: JSON.stringify(['*']),
-      disabled: false,
-      secret_encrypted: 'x',
-      created_at: NOW - 365 * DAY,
-      updated_at: NOW,
-    }),
+async function seed(db: Database, orgId: string, scale: Scale, label: string) {
+  const endpoint = hexOf('we', 0);
+  await seedSetBased(
+    db,
+    scale,
+    { orgId, now: NOW, big: BIG, pending: PENDING, endpointId: endpoint },
+    (step) =>
+      process.stderr.write(
+        `seeding ${label}: ${step} (${((performance.now() - seedStarted) / 1000).toFixed(0)} s)\n`,
+      ),
   );
-  // Events, one delivery each (the last PENDING still pending and due) and one attempt per delivery.
-  const eventIds: string[] = Array.from({ length: scale.events }, () => newId('evt'));
-  const deliveryIds: string[] = Array.from({ length: scale.events }, () => newId('wd'));
-  const at = (i: number) => spread(i, scale.events);
-  await bulk(db, 'events', scale.events, (i) => ({
-    id: eventIds[i],
-    org_id: orgId,
-    mode: 'test',
-    type: TYPES[i % TYPES.length],
-    link_id: links[i % scale.links],
-    data: JSON.stringify({ link_id: links[i % scale.links], n: i }),
-    created_at: at(i),
-  }));
-  await bulk(db, 'webhook_deliveries', scale.events, (i) => {
-    const pending = i >= scale.events - PENDING;
-    return {
-      id: deliveryIds[i],
-      org_id: orgId,
-      mode: 'test',
-      event_id: eventIds[i],
-      event_type: TYPES[i % TYPES.length],
-      endpoint_id: endpoint,
-      status: pending ? 'pending' : i % 100 === 0 ? 'failed' : 'succeeded',
-      attempts: pending ? 0 : 1,
-      next_attempt_at: pending ? NOW - 1000 : null,
-      last_attempt_at: pending ? null : at(i) + 500,
-      last_response_status: pending ? null : i % 100 === 0 ? 500 : 200,
-      created_at: at(i),
-      updated_at: at(i) + 500,
-    };
-  });
-  await bulk(db, 'webhook_attempts', scale.events - PENDING, (i) => ({
-    id: newId('wa'),
-    delivery_id: deliveryIds[i],
-    number: 1,
-    started_at: at(i) + 400,
-    duration_ms: 100,
-    status_code: i % 100 === 0 ? 500 : 200,
-    error: null,
-    response_excerpt: 'ok',
-  }));
-  // Finished sync jobs over the year (half as many as events), which retention prunes after 14 days.
-  await bulk(db, 'jobs', Math.floor(scale.events / 2), (i) => ({
-    id: newId('job'),
-    kind: 'sync',
-    org_id: orgId,
-    link_id: links[i % scale.links],
-    payload: JSON.stringify({ refresh_type: 'scheduled', interactive: false }),
-    status: i % 50 === 0 ? 'failed' : 'succeeded',
-    attempts: 1,
-    run_at: spread(i, Math.floor(scale.events / 2)),
-    created_at: spread(i, Math.floor(scale.events / 2)),
-    updated_at: spread(i, Math.floor(scale.events / 2)) + 5_000,
-  }));
-  if (db.engine === 'postgres') await db.knex.raw('ANALYZE');
+  const account = hexOf('acc', 0);
   // A cursor half-way through the big account's feed.
   const mid = await db
     .knex('movements')
-    .where({ account_id: accounts[0] })
+    .where({ account_id: account })
     .orderBy('synced_at')
     .offset(BIG / 2)
     .first('synced_at');
   return {
-    account: accounts[0]!,
+    account,
+    link: hexOf('link', 0),
     cursor: new Date(Number(mid.synced_at)).toISOString(),
     endpoint,
-    eventId: eventIds[scale.events - 1]!,
+    eventId: hexOf('evt', scale.events - 1),
   };
 }
+
+let seedStarted = 0;
 
 async function setUp(label: string, scale: Scale): Promise<Instance> {
   const home = mkdtempSync(join(tmpdir(), `svc-bench-growth-${label}-`));
@@ -257,10 +117,10 @@ async function setUp(label: string, scale: Scale): Promise<Instance> {
   );
   const db = openDatabase({ url: config.databaseUrl });
   const org = await db.knex('organisations').first('id');
-  const started = performance.now();
+  seedStarted = performance.now();
   process.stderr.write(`seeding ${label}: ${JSON.stringify(scale)}\n`);
-  const seeded = await seed(db, org.id, scale);
-  const seedSeconds = (performance.now() - started) / 1000;
+  const seeded = await seed(db, org.id, scale, label);
+  const seedSeconds = (performance.now() - seedStarted) / 1000;
   const { secret } = await db.transaction((trx) =>
     createApiKey(trx, {
       brand: config.brand,
