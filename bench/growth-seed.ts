@@ -371,3 +371,99 @@ export async function seedSetBased(
     await db.knex.raw('VACUUM ANALYZE');
   }
 }
+
+/**
+ * One simulated day of the steady load after the seed, at the large operator's rate: `events` events (with
+ * one succeeded delivery and one attempt each) and `jobs` finished sync jobs, created evenly over the day
+ * from `start`, numbered from `first` (after every row seeded before), and the tallies' changes for them
+ * as the writers record theirs.
+ */
+export async function seedDay(
+  db: Database,
+  shape: Pick<SeedShape, 'orgId' | 'endpointId'> & { links: number },
+  day: { start: number; first: number; events: number; jobs: number },
+): Promise<void> {
+  const pg = db.engine === 'postgres';
+  const { first, events, jobs, start } = day;
+  const org = `'${shape.orgId}'`;
+  const link = (expr: string) => hexId(db, 'link', expr);
+  const at = `(${start} + ((i - ${first}) * ${DAY}) / ${events})`;
+  const type = `CASE i % 4 ${TYPES.map((t, k) => `WHEN ${k} THEN '${t}'`).join(' ')} END`;
+  if (!pg) await db.knex.raw('PRAGMA foreign_keys = OFF');
+  try {
+    await insertSeries(
+      db,
+      'events',
+      ['id', 'org_id', 'mode', 'type', 'link_id', 'data', 'created_at', 'seq'],
+      `${hexId(db, 'evt', 'i')}, ${org}, 'test', ${type}, ${link(`i % ${shape.links}`)},
+       '{"link_id":"' || ${link(`i % ${shape.links}`)} || '","n":' || i || '}', at, at * 1000 + i % 1000`,
+      first,
+      first + events,
+      `${at} AS at`,
+    );
+    await insertSeries(
+      db,
+      'webhook_deliveries',
+      [
+        'id',
+        'org_id',
+        'mode',
+        'event_id',
+        'event_type',
+        'endpoint_id',
+        'status',
+        'attempts',
+        'last_attempt_at',
+        'last_response_status',
+        'created_at',
+        'updated_at',
+      ],
+      `${hexId(db, 'wd', 'i')}, ${org}, 'test', ${hexId(db, 'evt', 'i')}, ${type}, '${shape.endpointId}',
+       'succeeded', 1, at + 500, 200, at, at + 500`,
+      first,
+      first + events,
+      `${at} AS at`,
+    );
+    await insertSeries(
+      db,
+      'webhook_attempts',
+      ['id', 'delivery_id', 'number', 'started_at', 'duration_ms', 'status_code', 'response_excerpt'],
+      `${hexId(db, 'wa', 'i')}, ${hexId(db, 'wd', 'i')}, 1, at + 400, 100, 200, 'ok'`,
+      first,
+      first + events,
+      `${at} AS at`,
+    );
+    const jobAt = `(${start} + ((i - ${first}) * ${DAY}) / ${jobs})`;
+    await insertSeries(
+      db,
+      'jobs',
+      [
+        'id',
+        'kind',
+        'org_id',
+        'link_id',
+        'payload',
+        'status',
+        'attempts',
+        'run_at',
+        'created_at',
+        'updated_at',
+      ],
+      `${hexId(db, 'job', 'i')}, 'sync', ${org}, ${link(`i % ${shape.links}`)},
+       '{"refresh_type":"scheduled","interactive":false}', 'succeeded', 1, at, at, at + 5000`,
+      first,
+      first + jobs,
+      `${jobAt} AS at`,
+    );
+  } finally {
+    if (!pg) await db.knex.raw('PRAGMA foreign_keys = ON');
+  }
+  await db.knex.raw(
+    `INSERT INTO event_tallies (org_id, mode, type, n)
+     SELECT org_id, mode, type, count(*) FROM events WHERE id >= ? AND id < ? GROUP BY org_id, mode, type`,
+    [hexOf('evt', first), hexOf('evt', first + events)],
+  );
+  await db
+    .knex('webhook_delivery_tallies')
+    .insert({ endpoint_id: shape.endpointId, status: 'succeeded', n: events });
+}
