@@ -1,23 +1,35 @@
 /*
  * Issue 17, item 2 ("a year at scale"): does the appliance stay as fast after a year of growth? Seeds a
- * large operator (many links, movements, events, deliveries and attempts spread over twelve months) and a
- * small one in the same run, and measures every figure on both, interleaved round by round in one process
- * (on two shared cores only interleaved runs compare), printing medians, p99 and the ratio large/small.
- * Target: p99 ratio ≤ 1.5×.
+ * large operator (many links, movements, events, deliveries, attempts and finished sync jobs spread over
+ * twelve months) and a small one (1/50th) in the same run, set-based (bench/growth-seed.ts: INSERT ... SELECT
+ * over a series, indexes built after the rows), and measures every figure on both, interleaved round by
+ * round in one process (on two shared cores only interleaved runs compare), printing medians, p99 and the
+ * ratio large/small. Target: p99 ratio ≤ 1.5×.
  *
  * Figures: movement pages over real HTTP with a real API key (30 and 300 per page, first and deep), the
- * `synced_since` cursor feed, the event list and the delivery list with filters, the dispatcher's claim
- * (`claimDue`, rolled back so every round claims the same rows), a scheduler tick (`enqueueDueLinks`), the housekeeping pass (`runHousekeeping`:
- * rows removed and time) with the database size before and after pruning, and one-row GETs and claims on
- * the large database while a pruning pass runs beside the same without it.
+ * `synced_since` cursor feed, the event list and the delivery list with filters, a one-row GET, the income
+ * snapshot (`GET /v1/links/{id}/income` of the measured account's link), the dispatcher's claim (`claimDue`,
+ * rolled back so every round claims the same rows), a scheduler tick (`enqueueDueLinks`), a sync of one link
+ * (claim and run on the sandbox connector), and commit-to-first-attempt (the dispatcher in this process
+ * delivering to a local receiver, as bench/webhooks.ts measures it).
+ *
+ * Then housekeeping as production runs it, in a process of its own (bench/growth-prune.ts, the scheduler's
+ * part): GROWTH_PRUNE_ROUNDS passes on the large database, each beside a quiet window of the same length,
+ * while this process takes one-row GETs and claims (target: p99 during ≤ 1.5× quiet); the rest of the
+ * year's backlog drained with `maxRowsPerPass` raised to GROWTH_DRAIN_ROWS (only to save time); the database
+ * size before and after. Last the steady state: GROWTH_DAYS simulated days of the large operator's load
+ * (a day's events, deliveries, attempts and finished jobs), each followed by housekeeping with its clock a
+ * day on (and, on Postgres, a plain VACUUM as autovacuum would run), printing the size per day (target: flat
+ * after the first retention cycle).
  *
  *   npm run bench:growth                                   (SQLite; defaults run in a few minutes)
  *   SVC_BENCH_DATABASE_URL=postgres://… npm run bench:growth   (a fresh schema per database, dropped after)
  *
  * Scale: GROWTH_LINKS (2000), GROWTH_MOVEMENTS (500000), GROWTH_EVENTS (500000; one delivery and one attempt
- * each); GROWTH_ROUNDS (5), GROWTH_REQUESTS (requests per figure per round, 20). The issue's full run is
- * GROWTH_LINKS=100000 GROWTH_MOVEMENTS=10000000 GROWTH_EVENTS=3000000 on Postgres (SQLite as far as one file
- * sensibly goes).
+ * each, half as many finished jobs); GROWTH_ROUNDS (5), GROWTH_REQUESTS (requests per figure per round, 20),
+ * GROWTH_PRUNE_ROUNDS (6), GROWTH_DRAIN_ROWS (500000), GROWTH_DAYS (10). The issue's full run is
+ * GROWTH_LINKS=100000 GROWTH_MOVEMENTS=10000000 GROWTH_EVENTS=3000000 on Postgres (seeds in minutes); SQLite
+ * as far as one file sensibly goes (GROWTH_LINKS=50000 GROWTH_MOVEMENTS=5000000 GROWTH_EVENTS=1500000).
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -490,7 +502,7 @@ async function pass(instance: Instance, maxRowsPerPass?: number): Promise<PassRe
   return report;
 }
 
-/** Passes until one removes nothing (at most `maxPasses`). */
+/** Passes until one removes less than a batch (at most `maxPasses`). */
 async function drain(instance: Instance, maxPasses: number, maxRowsPerPass?: number): Promise<PassReport[]> {
   const passes: PassReport[] = [];
   for (let i = 0; i < maxPasses; i++) {
@@ -499,7 +511,9 @@ async function drain(instance: Instance, maxPasses: number, maxRowsPerPass?: num
     process.stderr.write(
       `\rdraining ${instance.label}: pass ${i + 1}, ${report.removed} rows in ${(report.ms / 1000).toFixed(1)} s   `,
     );
-    if (report.removed === 0) break;
+    // Done when a pass removes less than a batch: the backlog is gone, and what is left is the trickle that
+    // crosses the cut-off in each minute the clock moves (a pass removing nothing may never come).
+    if (report.removed < instance.config.retention.batchSize) break;
   }
   process.stderr.write('\n');
   return passes;
@@ -613,6 +627,19 @@ async function main() {
     }
     process.stderr.write('\n');
 
+    const scaleText = (s: Scale) => `${s.links} links, ${s.movements} movements, ${s.events} events`;
+    console.log(
+      `\nGrowth (${engine}; small: ${scaleText(smallScale)}, seeded in ${small.seedSeconds.toFixed(0)} s; large: ${scaleText(
+        largeScale,
+      )}, seeded in ${large.seedSeconds.toFixed(0)} s; ${ROUNDS} interleaved rounds of ${REQUESTS} requests per figure)\n`,
+    );
+    console.log('| figure | small p50 / p99 ms | large p50 / p99 ms | ratio p50 / p99 | target |');
+    console.log('| --- | --- | --- | --- | --- |');
+    for (const figure of figures) {
+      const s = samples.get(figure.label)!;
+      console.log(row(figure.label, s.small, s.large));
+    }
+    console.log(row('commit-to-first-attempt (dispatcher, local receiver)', c2fa.small, c2fa.large));
     const sizes = new Map<Instance, Awaited<ReturnType<typeof size>>>();
     for (const instance of instances) sizes.set(instance, await size(instance.db));
     const tablesBefore = await tableSizes(large.db);
@@ -649,49 +676,6 @@ async function main() {
     for (const instance of instances) after.set(instance, await size(instance.db));
     const tablesAfter = await tableSizes(large.db);
 
-    // Steady state: GROWTH_DAYS days of the large operator's load, a day of housekeeping after each.
-    const perDay = Math.round(EVENTS / 365);
-    const jobsPerDay = Math.round(EVENTS / 2 / 365);
-    let next = EVENTS + 1000;
-    const days: string[] = [];
-    for (let day = 1; day <= GROWTH_DAYS; day++) {
-      const start = Date.now() + large.clockOffset;
-      await seedDay(
-        large.db,
-        { orgId: large.orgId, endpointId: large.endpoint, links: LINKS },
-        { start, first: next, events: perDay, jobs: jobsPerDay },
-      );
-      next += perDay;
-      large.clockOffset += DAY;
-      const passes = await drain(large, 1000);
-      if (engine === 'postgres') await large.db.knex.raw('VACUUM'); // as autovacuum would, between days
-      const wal = engine === 'sqlite' ? await sqliteFileAndWal(large) : 0;
-      const now = await size(large.db);
-      const tables = await tableSizes(large.db);
-      const removed = passes.reduce((sum, p) => sum + p.removed, 0);
-      const seconds = passes.reduce((sum, p) => sum + p.ms, 0) / 1000;
-      days.push(
-        engine === 'postgres'
-          ? `| ${day} | ${removed} in ${seconds.toFixed(1)} s | ${PRUNED_TABLES.map((t) => mb(tables[t]!)).join(' | ')} | ${mb(now.bytes)} |`
-          : `| ${day} | ${removed} in ${seconds.toFixed(1)} s | ${mb(wal)} | ${mb(now.bytes)} | ${mb(now.used)} |`,
-      );
-      process.stderr.write(`\rsteady state: day ${day}/${GROWTH_DAYS}`);
-    }
-    process.stderr.write('\n');
-
-    const scaleText = (s: Scale) => `${s.links} links, ${s.movements} movements, ${s.events} events`;
-    console.log(
-      `\nGrowth (${engine}; small: ${scaleText(smallScale)}, seeded in ${small.seedSeconds.toFixed(0)} s; large: ${scaleText(
-        largeScale,
-      )}, seeded in ${large.seedSeconds.toFixed(0)} s; ${ROUNDS} interleaved rounds of ${REQUESTS} requests per figure)\n`,
-    );
-    console.log('| figure | small p50 / p99 ms | large p50 / p99 ms | ratio p50 / p99 | target |');
-    console.log('| --- | --- | --- | --- | --- |');
-    for (const figure of figures) {
-      const s = samples.get(figure.label)!;
-      console.log(row(figure.label, s.small, s.large));
-    }
-    console.log(row('commit-to-first-attempt (dispatcher, local receiver)', c2fa.small, c2fa.large));
     console.log(
       `\nPruning beside load (large; housekeeping in its own process, ${PRUNE_ROUNDS} passes each beside a quiet window of the same length; ${quiet.get.length} quiet and ${during.get.length} during samples)\n`,
     );
@@ -714,7 +698,7 @@ async function main() {
       ).toFixed(2)} s |`,
     );
     console.log(
-      `| until a pass removes nothing (after the first ${PRUNE_ROUNDS} large passes: maxRowsPerPass ${DRAIN_ROWS}) | ${total(smallPasses)} rows, ${smallPasses.length} passes, ${(
+      `| until a pass removes less than a batch (after the first ${PRUNE_ROUNDS} large passes: maxRowsPerPass ${DRAIN_ROWS}) | ${total(smallPasses)} rows, ${smallPasses.length} passes, ${(
         time(smallPasses) / 1000
       ).toFixed(
         1,
@@ -729,6 +713,9 @@ async function main() {
         `\nlarge, pruned tables before → after pruning (no VACUUM yet): ${PRUNED_TABLES.map((t) => `${t} ${mb(tablesBefore[t]!)} → ${mb(tablesAfter[t]!)}`).join(', ')}`,
       );
 
+    // Steady state: GROWTH_DAYS days of the large operator's load, a day of housekeeping after each.
+    const perDay = Math.round(EVENTS / 365);
+    const jobsPerDay = Math.round(EVENTS / 2 / 365);
     console.log(
       `\nSteady state (large): each day ${perDay} events, deliveries and attempts and ${jobsPerDay} finished jobs, then housekeeping with its clock a day on${
         engine === 'postgres' ? ', then a plain VACUUM (as autovacuum would)' : ''
@@ -739,7 +726,31 @@ async function main() {
         ? `| day | rows pruned | ${PRUNED_TABLES.join(' | ')} | all tables |\n| --- | --- | --- | --- | --- | --- | --- |`
         : '| day | rows pruned | file + WAL before checkpoint | file | in use |\n| --- | --- | --- | --- | --- |',
     );
-    for (const line of days) console.log(line);
+    let next = EVENTS + 1000;
+    for (let day = 1; day <= GROWTH_DAYS; day++) {
+      const start = Date.now() + large.clockOffset;
+      await seedDay(
+        large.db,
+        { orgId: large.orgId, endpointId: large.endpoint, links: LINKS },
+        { start, first: next, events: perDay, jobs: jobsPerDay },
+      );
+      next += perDay;
+      large.clockOffset += DAY;
+      const passes = await drain(large, 1000);
+      if (engine === 'postgres') await large.db.knex.raw('VACUUM'); // as autovacuum would, between days
+      const wal = engine === 'sqlite' ? await sqliteFileAndWal(large) : 0;
+      const now = await size(large.db);
+      const tables = await tableSizes(large.db);
+      const removed = passes.reduce((sum, p) => sum + p.removed, 0);
+      const seconds = passes.reduce((sum, p) => sum + p.ms, 0) / 1000;
+      console.log(
+        engine === 'postgres'
+          ? `| ${day} | ${removed} in ${seconds.toFixed(1)} s | ${PRUNED_TABLES.map((t) => mb(tables[t]!)).join(' | ')} | ${mb(now.bytes)} |`
+          : `| ${day} | ${removed} in ${seconds.toFixed(1)} s | ${mb(wal)} | ${mb(now.bytes)} | ${mb(now.used)} |`,
+      );
+      process.stderr.write(`\rsteady state: day ${day}/${GROWTH_DAYS}`);
+    }
+    process.stderr.write('\n');
   } finally {
     if (receiver) receiver.child.kill();
     for (const instance of instances) await tearDown(instance);
