@@ -28,6 +28,20 @@ export interface JobRow {
 /** Sync jobs that occupy a link: at most one at a time, whoever asked for it. */
 export const ACTIVE_JOB_STATUSES = ['queued', 'running', 'waiting_mfa'] as const;
 
+/** Which of these links have a sync queued, running or waiting for MFA: one probe of `jobs(link_id, status)`. */
+export async function linksWithActiveSync(trx: Knex, linkIds: readonly string[]): Promise<Set<string>> {
+  const busy = new Set<string>();
+  for (let i = 0; i < linkIds.length; i += 500) {
+    const rows: { link_id: string }[] = await trx('jobs')
+      .whereIn('link_id', linkIds.slice(i, i + 500))
+      .where('kind', 'sync')
+      .whereIn('status', ACTIVE_JOB_STATUSES)
+      .distinct('link_id');
+    for (const row of rows) busy.add(row.link_id);
+  }
+  return busy;
+}
+
 export interface SyncPayload {
   refresh_type: SyncKind;
   /** Whether a person can answer MFA during this sync (on-demand refreshes). */
@@ -231,16 +245,25 @@ export function jobsOfIntent(db: Knex, intentIdColumn: string): Knex.QueryBuilde
  * own, and no ORDER BY, which across two statuses would sort every old job before the LIMIT.
  */
 export async function pruneFinishedJobs(trx: Knex, cutoff: number, limit: number): Promise<number> {
-  const ids = trx('jobs as j')
-    .select('j.id')
-    .whereIn('j.status', ['succeeded', 'failed'])
-    .where('j.run_at', '<', cutoff)
-    .whereExists(
-      trx('jobs as newer')
-        .select(trx.raw('1'))
-        .whereRaw('newer.link_id = j.link_id')
-        .whereRaw('newer.created_at > j.created_at'),
-    )
-    .limit(limit);
-  return trx('jobs').whereIn('id', ids).delete();
+  // One status at a time, oldest first, so each walks `jobs_due_idx (status, run_at)`: with both statuses
+  // and no order, Postgres merged along `jobs(link_id, status)` and passed ~80,000 kept rows per batch of
+  // 500 (311 ms against 40 ms, bench/growth.ts at 100,000 links).
+  let removed = 0;
+  for (const status of ['succeeded', 'failed']) {
+    if (removed >= limit) break;
+    const ids = trx('jobs as j')
+      .select('j.id')
+      .where('j.status', status)
+      .where('j.run_at', '<', cutoff)
+      .whereExists(
+        trx('jobs as newer')
+          .select(trx.raw('1'))
+          .whereRaw('newer.link_id = j.link_id')
+          .whereRaw('newer.created_at > j.created_at'),
+      )
+      .orderBy('j.run_at')
+      .limit(limit - removed);
+    removed += await trx('jobs').whereIn('id', ids).delete();
+  }
+  return removed;
 }

@@ -1,6 +1,7 @@
 import type { Database } from '../db/database.js';
-import { ACTIVE_JOB_STATUSES, insertJobs, syncJob } from '../jobs/jobs.js';
-import { dueLinks, markScheduled } from '../links/store.js';
+import type { Knex } from 'knex';
+import { insertJobs, linksWithActiveSync, syncJob } from '../jobs/jobs.js';
+import { dueLinkBatch, markScheduled } from '../links/store.js';
 import { winTick } from './housekeeping.js';
 
 /**
@@ -10,6 +11,30 @@ import { winTick } from './housekeeping.js';
  */
 const MAX_PER_TICK = 5_000;
 const CHUNK = 500;
+
+/**
+ * Up to MAX_PER_TICK due links without a sync under way, in the order they fell due. Links whose sync is
+ * still under way (workers behind) are passed over; at most four batches' worth are looked at, so a tick
+ * stays bounded when many are.
+ */
+async function dueWithoutSync(trx: Knex, now: number): Promise<{ id: string; org_id: string }[]> {
+  const due: { id: string; org_id: string }[] = [];
+  let after: { nextSyncAt: number; id: string } | null = null;
+  for (let looked = 0; due.length < MAX_PER_TICK && looked < 4 * MAX_PER_TICK;) {
+    const batch = await dueLinkBatch(trx, now, MAX_PER_TICK, after);
+    if (batch.length === 0) break;
+    looked += batch.length;
+    const busy = await linksWithActiveSync(
+      trx,
+      batch.map((link) => link.id),
+    );
+    for (const link of batch) if (!busy.has(link.id) && due.length < MAX_PER_TICK) due.push(link);
+    const last = batch[batch.length - 1]!;
+    after = { nextSyncAt: Number(last.next_sync_at), id: last.id };
+    if (batch.length < MAX_PER_TICK) break;
+  }
+  return due;
+}
 
 /**
  * One scheduler tick: the links that are active, not paused and due get a sync job, and their
@@ -26,7 +51,7 @@ export async function enqueueDueLinks(
   // Half the cron's period: of two schedulers firing the same tick a few ms apart, one wins.
   if (!(await winTick({ db }, tickName, now, tickPeriodMs / 2))) return 0;
   return db.transaction(async (trx) => {
-    const due = await dueLinks(trx, now, MAX_PER_TICK, ACTIVE_JOB_STATUSES);
+    const due = await dueWithoutSync(trx, now);
     for (let i = 0; i < due.length; i += CHUNK) {
       const chunk = due.slice(i, i + CHUNK);
       await insertJobs(
