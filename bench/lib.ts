@@ -57,7 +57,10 @@ export async function startApi(
   env: Record<string, string> = {},
 ): Promise<{ url: string; process: ChildProcess }> {
   const port = await freePort();
-  const child = spawn(process.execPath, [BIN, 'serve', '--roles', 'api', '--port', String(port)], {
+  // BENCH_SERVER_NODE_ARGS, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`, profiles the server.
+  const nodeArgs = (process.env.BENCH_SERVER_NODE_ARGS ?? '').split(' ').filter(Boolean);
+  const serve = [...nodeArgs, BIN, 'serve', '--roles', 'api', '--port', String(port)];
+  const child = spawn(process.execPath, serve, {
     env: { ...process.env, SVC_HOME: home, SVC_METRICS_PORT: '0', SVC_LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'ignore', 'inherit'],
   });

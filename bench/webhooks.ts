@@ -13,13 +13,14 @@
  * BENCH_DELIVERIES (default 5000) deliveries per throughput run, BENCH_CONCURRENCY (default 16) attempts in
  * flight for both loops (the dispatcher's `concurrency`, `perEndpointConcurrency` and `perOrganisationConcurrency`: one endpoint here),
  * BENCH_LATENCY_EVENTS (default 200) events for the latency figures, BENCH_ROUNDS (default 3) interleaved
- * rounds whose medians are reported. The receiver is another process, as a
- * customer's would be.
+ * rounds whose medians are reported, BENCH_CPU_PROF_DIR a directory to write a CPU profile of each
+ * dispatcher run to. The receiver is another process, as a customer's would be.
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { freshPostgresSchema } from './lib.js';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -304,7 +305,76 @@ async function bareLoop(setup: Setup, receiverUrl: string): Promise<number> {
   return bodies.length / seconds;
 }
 
+/**
+ * With BENCH_CPU_PROF_DIR set, each dispatcher run is profiled on its own (the bare loop shares this
+ * process) and written there as a .cpuprofile.
+ */
+async function profiled<T>(name: string, work: () => Promise<T>): Promise<T> {
+  const dir = process.env.BENCH_CPU_PROF_DIR;
+  if (!dir) return work();
+  const session = new Session();
+  session.connect();
+  await session.post('Profiler.enable');
+  await session.post('Profiler.setSamplingInterval', { interval: 100 });
+  await session.post('Profiler.start');
+  try {
+    return await work();
+  } finally {
+    const { profile } = await session.post('Profiler.stop');
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, `${name}-${Date.now()}.cpuprofile`), JSON.stringify(profile));
+    session.disconnect();
+  }
+}
+
+const PROBE = /^select ["`]id["`] from ["`]webhook_deliveries["`] where ["`]status["`] = \S+ limit/;
+
+/** Statements the dispatcher ran in its last throughput run, by kind (their first words). */
+let statements = new Map<string, number>();
+
+function statementKind(sql: string): string {
+  const words = sql.replace(/["`]/g, '').trim().split(/\s+/);
+  const verb = words[0]!.toUpperCase();
+  if (verb === 'INSERT') return `INSERT INTO ${words[2]}`;
+  if (verb === 'UPDATE') return `UPDATE ${words[1]}${/RETURNING\s+id, org_id/.test(sql) ? ' (claim)' : ''}`;
+  if (verb === 'SELECT' || verb === 'WITH') {
+    const from = /\bfrom\s+(\w+)/i.exec(sql);
+    return `${verb} … ${from?.[1] ?? ''}${/returning\s+id, org_id/i.test(sql) ? ' (claim)' : ''}`;
+  }
+  return verb.replace(/;$/, '');
+}
+
+/**
+ * Counts the statements the dispatcher sends (knex's `query` events, which its transactions inherit), and
+ * writes the throughput run's profile when asked.
+ */
 async function dispatcherThroughput(setup: Setup): Promise<number> {
+  const counted = new Map<string, number>();
+  const count = ({ sql }: { sql: string }) => {
+    if (PROBE.test(sql)) return; // anyPending's, the bench's own
+    const kind = statementKind(sql);
+    counted.set(kind, (counted.get(kind) ?? 0) + 1);
+  };
+  const connections = new Set([setup.db.knex, setup.db.reader]);
+  for (const knex of connections) knex.on('query', count);
+  try {
+    return await profiled(`dispatcher-${setup.db.engine}`, () => dispatcherRun(setup));
+  } finally {
+    for (const knex of connections) knex.off('query', count);
+    statements = counted;
+  }
+}
+
+function statementsLine(deliveries: number): string {
+  const total = [...statements.values()].reduce((sum, n) => sum + n, 0);
+  const kinds = [...statements]
+    .sort((a, b) => b[1] - a[1])
+    .map(([kind, n]) => `${kind} ${(n / deliveries).toFixed(3)}`)
+    .join(', ');
+  return `statements per delivery ${(total / deliveries).toFixed(2)} (last run): ${kinds}`;
+}
+
+async function dispatcherRun(setup: Setup): Promise<number> {
   const dispatcher = new Dispatcher(setup.services);
   const controller = new AbortController();
   const began = performance.now();
@@ -365,7 +435,10 @@ async function latency(setup: Setup, receiver: Receiver): Promise<{ p50: number;
 function cpuLine(bare: CpuShare, ours: CpuShare, postgres: boolean): string {
   const us = (value: number) => `${value.toFixed(0)} µs`;
   const database = postgres ? `, Postgres ${us(ours.database)}` : '';
-  return `CPU per delivery: bare loop ${us(bare.loop)} + receiver ${us(bare.receiver)}; dispatcher ${us(ours.loop)}${database} + receiver ${us(ours.receiver)}`;
+  // Issue 17: the dispatcher and the database together at most twice the bare loop's CPU per delivery.
+  const both = ours.loop + (postgres ? ours.database : 0);
+  const versus = `dispatcher${postgres ? ' + Postgres' : ''} ${us(both)} = ${(both / bare.loop).toFixed(2)}× the bare loop (target ≤ 2)`;
+  return `CPU per delivery: bare loop ${us(bare.loop)} + receiver ${us(bare.receiver)}; dispatcher ${us(ours.loop)}${database} + receiver ${us(ours.receiver)}; ${versus}`;
 }
 
 async function main(): Promise<void> {
@@ -417,8 +490,9 @@ async function main(): Promise<void> {
           `${target.name.padEnd(8)} bare loop ${bare.toFixed(0)}/s, dispatcher ${ours.toFixed(0)}/s (${((ours / bare) * 100).toFixed(0)}%), ${DELIVERIES} deliveries at concurrency ${CONCURRENCY}, median of ${ROUNDS} (dispatcher rounds ${ourss.map((v) => v.toFixed(0)).join(', ')})`,
           `${target.name.padEnd(8)} commit → first attempt: p50 ${ms(woken.p50)}, p99 ${ms(woken.p99)} (wake on commit); polling alone every 500 ms: p50 ${ms(polled.p50)}, p99 ${ms(polled.p99)}`,
           `${target.name.padEnd(8)} ${cpuLine(medianShare(bareCpu), medianShare(ourCpu), target.name === 'postgres')}`,
+          `${target.name.padEnd(8)} ${statementsLine(DELIVERIES)}`,
         );
-        console.log(lines.slice(-3).join('\n'));
+        console.log(lines.slice(-4).join('\n'));
       } finally {
         await target.cleanup();
       }
