@@ -185,9 +185,10 @@ async function main() {
             { authorization: `Bearer ${secret}` },
             SECONDS,
             16,
+            api.process.pid,
           );
-          const plain = await measure(`${bareUrl}${path}?${scenario.query}`, {}, SECONDS, 16);
-          const same = await measure(`${bareUrl}/same${path}?${scenario.query}`, {}, SECONDS, 16);
+          const plain = await measure(`${bareUrl}${path}?${scenario.query}`, {}, SECONDS, 16, bare.pid);
+          const same = await measure(`${bareUrl}/same${path}?${scenario.query}`, {}, SECONDS, 16, bare.pid);
           if (round === 0) continue; // warm-up
           results.get(scenario.label)!.ours.push(ours);
           results.get(scenario.label)!.bare.push(plain);
@@ -198,7 +199,7 @@ async function main() {
       console.log(
         `\nMovement list (${engine}, ${TOTAL} movements, one account of ${BIG}; seeded in ${seedSeconds.toFixed(0)} s; median of ${ROUNDS} rounds of ${SECONDS} s)`,
       );
-      console.log(`${'scenario'.padEnd(44)}    req/s   p50 ms   p99 ms`);
+      console.log(`${'scenario'.padEnd(44)}    req/s   p50 ms   p99 ms  CPU µs/req (server)`);
       const firstLast: Record<string, number> = {};
       for (const scenario of scenarios) {
         const ours = median(results.get(scenario.label)!.ours);
@@ -209,7 +210,9 @@ async function main() {
         console.log(row(`bare + count(*): ${scenario.label}`, plain));
         console.log(row(`bare, our statements: ${scenario.label}`, same));
         console.log(`  ours / bare + count(*): ${(ours.rps / plain.rps).toFixed(2)} (target ≥ 1)`);
-        console.log(`  ours / bare, our statements: ${(ours.rps / same.rps).toFixed(2)} (target ≥ 0.85)`);
+        console.log(
+          `  ours / bare, our statements: ${(ours.rps / same.rps).toFixed(2)}, ${(same.cpuUs / ours.cpuUs).toFixed(2)} by CPU per request (target ≥ 0.85)`,
+        );
       }
       for (const size of ['30', '300']) {
         if (!firstLast[`${size} per page, first page`] || !firstLast[`${size} per page, last page`]) continue;

@@ -6,7 +6,8 @@
  *  - the time from an event's commit to its first attempt arriving at the receiver, p50 and p99 (target:
  *    p50 under 200 ms), with commit wake-ups (the default) and with polling alone;
  *  - the CPU time each party spent per delivery in both loops (from /proc on Linux): the loop's process,
- *    the receiver and, on Postgres, the database server.
+ *    the receiver and, on Postgres, the database: the backends serving its connections (and, for reference,
+ *    every Postgres process on the machine, which other load there shows up in).
  *
  *   node dist/bench/webhooks.js
  *
@@ -19,6 +20,7 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { freshPostgresSchema } from './lib.js';
+import { runRaw } from '../src/db/bound-rows.js';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { createServer } from 'node:http';
@@ -76,10 +78,32 @@ function postgresCpuMs(): number {
   return total;
 }
 
-/** CPU time per delivery, in µs, of the loop's own process, the database server and the receiver. */
+/** Every run's connections carry this name, so that their backends can be told from other load's. */
+const APPLICATION_NAME = `svc_bench_webhooks_${process.pid}`;
+
+/**
+ * CPU time of the Postgres backends serving this bench's connections, by pid. Other workers on the same
+ * server (a shared machine) do not count, nor do the server's own processes (WAL writer, checkpointer,
+ * autovacuum), which `postgresCpuMs` includes.
+ */
+async function backendsCpuMs(db: Database): Promise<Map<number, number>> {
+  if (db.engine !== 'postgres') return new Map();
+  const rows = await runRaw<{ pid: number }>(
+    db.knex,
+    'SELECT pid FROM pg_stat_activity WHERE application_name = ?',
+    [APPLICATION_NAME],
+  );
+  return new Map(rows.map(({ pid }) => [pid, cpuMsOf(pid)]));
+}
+
+/**
+ * CPU time per delivery, in µs, of the loop's own process, the database server (our backends, and every
+ * Postgres process on the machine) and the receiver.
+ */
 interface CpuShare {
   loop: number;
   database: number;
+  server: number;
   receiver: number;
 }
 
@@ -88,22 +112,29 @@ interface CpuShare {
  * loop's own set-up included (the bare loop reads and serialises its bodies; the dispatcher starts).
  */
 async function withCpu<T>(
+  db: Database,
   receiver: Receiver,
   deliveries: number,
   work: () => Promise<T>,
 ): Promise<[T, CpuShare]> {
+  const backends = await backendsCpuMs(db);
   const own = process.cpuUsage();
-  const database = postgresCpuMs();
+  const server = postgresCpuMs();
   const received = cpuMsOf(receiver.child.pid!);
   const result = await work();
   const used = process.cpuUsage(own);
+  const serverUsed = postgresCpuMs() - server;
+  const receiverUsed = cpuMsOf(receiver.child.pid!) - received;
+  let backendsUsed = 0;
+  for (const [pid, ms] of await backendsCpuMs(db)) backendsUsed += ms - (backends.get(pid) ?? 0);
   const perDelivery = (ms: number) => (ms * 1000) / deliveries;
   return [
     result,
     {
       loop: (used.user + used.system) / deliveries,
-      database: perDelivery(postgresCpuMs() - database),
-      receiver: perDelivery(cpuMsOf(receiver.child.pid!) - received),
+      database: perDelivery(backendsUsed),
+      server: perDelivery(serverUsed),
+      receiver: perDelivery(receiverUsed),
     },
   ];
 }
@@ -112,6 +143,7 @@ function medianShare(shares: CpuShare[]): CpuShare {
   return {
     loop: median(shares.map((share) => share.loop)),
     database: median(shares.map((share) => share.database)),
+    server: median(shares.map((share) => share.server)),
     receiver: median(shares.map((share) => share.receiver)),
   };
 }
@@ -172,7 +204,8 @@ async function targets(): Promise<Target[]> {
   const base = process.env.BENCH_DATABASE_URL;
   if (base) {
     const postgres = await freshPostgresSchema(base);
-    list.push({ name: 'postgres', url: postgres.url, cleanup: postgres.drop });
+    const url = `${postgres.url}&application_name=${APPLICATION_NAME}`;
+    list.push({ name: 'postgres', url, cleanup: postgres.drop });
   }
   return list;
 }
@@ -434,7 +467,9 @@ async function latency(setup: Setup, receiver: Receiver): Promise<{ p50: number;
  */
 function cpuLine(bare: CpuShare, ours: CpuShare, postgres: boolean): string {
   const us = (value: number) => `${value.toFixed(0)} µs`;
-  const database = postgres ? `, Postgres ${us(ours.database)}` : '';
+  const database = postgres
+    ? `, Postgres ${us(ours.database)} (its backends; ${us(ours.server)} for every Postgres process on the machine)`
+    : '';
   // Issue 17: the dispatcher and the database together at most twice the bare loop's CPU per delivery.
   const both = ours.loop + (postgres ? ours.database : 0);
   const versus = `dispatcher${postgres ? ' + Postgres' : ''} ${us(both)} = ${(both / bare.loop).toFixed(2)}× the bare loop (target ≤ 2)`;
@@ -460,8 +495,12 @@ async function main(): Promise<void> {
           // A table loaded in one burst has no planner statistics until autovacuum's next pass, and
           // Postgres then sorts every due row on each claim; a running appliance's table has them.
           if (setup.db.engine === 'postgres') await setup.db.knex.raw('analyze');
-          const [bare, bareShare] = await withCpu(receiver, DELIVERIES, () => bareLoop(setup, receiver.url));
-          const [ours, ourShare] = await withCpu(receiver, DELIVERIES, () => dispatcherThroughput(setup));
+          const [bare, bareShare] = await withCpu(setup.db, receiver, DELIVERIES, () =>
+            bareLoop(setup, receiver.url),
+          );
+          const [ours, ourShare] = await withCpu(setup.db, receiver, DELIVERIES, () =>
+            dispatcherThroughput(setup),
+          );
           bares.push(bare);
           ourss.push(ours);
           bareCpu.push(bareShare);
