@@ -362,8 +362,9 @@ async function profiled<T>(name: string, work: () => Promise<T>): Promise<T> {
 
 const PROBE = /^select ["`]id["`] from ["`]webhook_deliveries["`] where ["`]status["`] = \S+ limit/;
 
-/** Statements the dispatcher ran in its last throughput run, by kind (their first words). */
-let statements = new Map<string, number>();
+/** Statements the dispatcher ran in its last throughput run, by kind (their first words): how many, and
+ * how long each kind took from send to answer in all (the database's work, the round trip, the parse). */
+let statements = new Map<string, { n: number; ms: number }>();
 
 function statementKind(sql: string): string {
   const words = sql.replace(/["`]/g, '').trim().split(/\s+/);
@@ -377,34 +378,51 @@ function statementKind(sql: string): string {
   return verb.replace(/;$/, '');
 }
 
+interface QueryEvent {
+  sql: string;
+  __knexQueryUid: string;
+}
+
 /**
- * Counts the statements the dispatcher sends (knex's `query` events, which its transactions inherit), and
- * writes the throughput run's profile when asked.
+ * Counts and times the statements the dispatcher sends (knex's `query` and `query-response` events, which
+ * its transactions inherit), and writes the throughput run's profile when asked.
  */
 async function dispatcherThroughput(setup: Setup): Promise<number> {
-  const counted = new Map<string, number>();
-  const count = ({ sql }: { sql: string }) => {
+  const counted = new Map<string, { n: number; ms: number }>();
+  const sent = new Map<string, { kind: string; at: number }>();
+  const count = ({ sql, __knexQueryUid: uid }: QueryEvent) => {
     if (PROBE.test(sql)) return; // anyPending's, the bench's own
     const kind = statementKind(sql);
-    counted.set(kind, (counted.get(kind) ?? 0) + 1);
+    const seen = counted.get(kind) ?? { n: 0, ms: 0 };
+    counted.set(kind, { n: seen.n + 1, ms: seen.ms });
+    sent.set(uid, { kind, at: performance.now() });
+  };
+  const answered = (_response: unknown, { __knexQueryUid: uid }: QueryEvent) => {
+    const query = sent.get(uid);
+    if (!query) return;
+    sent.delete(uid);
+    counted.get(query.kind)!.ms += performance.now() - query.at;
   };
   const connections = new Set([setup.db.knex, setup.db.reader]);
-  for (const knex of connections) knex.on('query', count);
+  for (const knex of connections) knex.on('query', count).on('query-response', answered);
   try {
     return await profiled(`dispatcher-${setup.db.engine}`, () => dispatcherRun(setup));
   } finally {
-    for (const knex of connections) knex.off('query', count);
+    for (const knex of connections) knex.off('query', count).off('query-response', answered);
     statements = counted;
   }
 }
 
 function statementsLine(deliveries: number): string {
-  const total = [...statements.values()].reduce((sum, n) => sum + n, 0);
+  const total = [...statements.values()].reduce((sum, { n }) => sum + n, 0);
   const kinds = [...statements]
-    .sort((a, b) => b[1] - a[1])
-    .map(([kind, n]) => `${kind} ${(n / deliveries).toFixed(3)}`)
+    .sort((a, b) => b[1].ms - a[1].ms)
+    .map(
+      ([kind, { n, ms }]) =>
+        `${kind} ${(n / deliveries).toFixed(3)} (${((ms * 1000) / deliveries).toFixed(0)} µs)`,
+    )
     .join(', ');
-  return `statements per delivery ${(total / deliveries).toFixed(2)} (last run): ${kinds}`;
+  return `statements per delivery ${(total / deliveries).toFixed(2)} (last run; in brackets, send to answer per delivery, waits for a busy event loop included): ${kinds}`;
 }
 
 async function dispatcherRun(setup: Setup): Promise<number> {
