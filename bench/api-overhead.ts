@@ -36,8 +36,8 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 // e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile the server (its children inherit the flags).
 const SERVER_NODE_ARGS = (process.env.BENCH_SERVER_NODE_ARGS ?? '').split(' ').filter(Boolean);
 
-const measure = (url: string, headers: Record<string, string>) =>
-  measureWith(url, headers, DURATION_SECONDS, CONNECTIONS);
+const measure = (url: string, headers: Record<string, string>, server: number) =>
+  measureWith(url, headers, DURATION_SECONDS, CONNECTIONS, server);
 
 async function main(): Promise<void> {
   const home = mkdtempSync(join(tmpdir(), 'svc-bench-'));
@@ -82,7 +82,7 @@ async function main(): Promise<void> {
     },
   );
   const barePort = await freePort();
-  const bare = spawn(process.execPath, [BARE, config.databaseUrl, String(barePort)], {
+  const bare = spawn(process.execPath, [...SERVER_NODE_ARGS, BARE, config.databaseUrl, String(barePort)], {
     stdio: ['ignore', 'ignore', 'inherit'],
   });
   const unguardedPort = await freePort();
@@ -92,6 +92,7 @@ async function main(): Promise<void> {
     { stdio: ['ignore', 'ignore', 'inherit'] },
   );
   const base = `http://127.0.0.1:${port}`;
+  const pids = { server: server.pid!, unguarded: unguarded.pid!, bare: bare.pid! };
   try {
     await waitForHealth(base);
     await waitForHealth(`http://127.0.0.1:${unguardedPort}`);
@@ -111,10 +112,10 @@ async function main(): Promise<void> {
     // Rounds interleave the three targets and the medians are reported, so a burst of other work on the
     // machine skews one round rather than one target.
     const targets = {
-      health: () => measure(`${base}/health`, {}),
-      authed: () => measure(resource, auth),
-      unguarded: () => measure(unguardedResource, {}),
-      bare: () => measure(bareResource, {}),
+      health: () => measure(`${base}/health`, {}, pids.server),
+      authed: () => measure(resource, auth, pids.server),
+      unguarded: () => measure(unguardedResource, {}, pids.unguarded),
+      bare: () => measure(bareResource, {}, pids.bare),
     };
     const rounds = Object.fromEntries(
       Object.keys(targets).map((name) => [name, [] as Measurement[]]),
@@ -131,13 +132,13 @@ async function main(): Promise<void> {
     const bare = median(rounds.bare);
     const fewer = (than: Measurement) => `${((1 - authed.rps / than.rps) * 100).toFixed(1)}%`;
     const row = (label: string, m: Measurement) =>
-      `${label.padEnd(50)}${m.rps.toFixed(0).padStart(8)} ${String(m.p50).padStart(8)} ${String(m.p99).padStart(8)}`;
+      `${label.padEnd(50)}${m.rps.toFixed(0).padStart(8)} ${String(m.p50).padStart(8)} ${String(m.p99).padStart(8)} ${m.cpuUs.toFixed(0).padStart(8)}`;
 
     const engine = config.databaseUrl.startsWith('sqlite') ? 'sqlite' : 'postgres';
     console.log(
       `\nAPI overhead (${engine}, ${CONNECTIONS} connections, median of ${ROUNDS} rounds of ${DURATION_SECONDS} s, logging on)`,
     );
-    console.log(`${'endpoint'.padEnd(50)}   req/s   p50 ms   p99 ms`);
+    console.log(`${'endpoint'.padEnd(50)}   req/s   p50 ms   p99 ms  CPU µs/req (server)`);
     console.log(row('GET /health', health));
     console.log(row('GET /v1/webhook_endpoints/{id} (authenticated)', authed));
     console.log(row('same GET, no auth, rate limit or logging', unguarded));
@@ -147,6 +148,9 @@ async function main(): Promise<void> {
       `authentication + rate limiting + logging cost ${fewer(unguarded)} of the same GET's throughput (target ≤ 15%)`,
     );
     console.log(`the whole stack (also routing, validation, metrics) vs a bare handler: ${fewer(bare)}`);
+    console.log(
+      `authenticated GET / bare handler: ${(authed.rps / bare.rps).toFixed(2)} of its throughput, ${(bare.cpuUs / authed.cpuUs).toFixed(2)} by CPU per request (target ≥ 0.85)`,
+    );
   } finally {
     bare.kill('SIGTERM');
     unguarded.kill('SIGTERM');

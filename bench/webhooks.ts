@@ -6,20 +6,23 @@
  *  - the time from an event's commit to its first attempt arriving at the receiver, p50 and p99 (target:
  *    p50 under 200 ms), with commit wake-ups (the default) and with polling alone;
  *  - the CPU time each party spent per delivery in both loops (from /proc on Linux): the loop's process,
- *    the receiver and, on Postgres, the database server.
+ *    the receiver and, on Postgres, the database: the backends serving its connections (and, for reference,
+ *    every Postgres process on the machine, which other load there shows up in).
  *
  *   node dist/bench/webhooks.js
  *
  * BENCH_DELIVERIES (default 5000) deliveries per throughput run, BENCH_CONCURRENCY (default 16) attempts in
  * flight for both loops (the dispatcher's `concurrency`, `perEndpointConcurrency` and `perOrganisationConcurrency`: one endpoint here),
  * BENCH_LATENCY_EVENTS (default 200) events for the latency figures, BENCH_ROUNDS (default 3) interleaved
- * rounds whose medians are reported. The receiver is another process, as a
- * customer's would be.
+ * rounds whose medians are reported, BENCH_CPU_PROF_DIR a directory to write a CPU profile of each
+ * dispatcher run to. The receiver is another process, as a customer's would be.
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { freshPostgresSchema } from './lib.js';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { runRaw } from '../src/db/bound-rows.js';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -75,10 +78,32 @@ function postgresCpuMs(): number {
   return total;
 }
 
-/** CPU time per delivery, in µs, of the loop's own process, the database server and the receiver. */
+/** Every run's connections carry this name, so that their backends can be told from other load's. */
+const APPLICATION_NAME = `svc_bench_webhooks_${process.pid}`;
+
+/**
+ * CPU time of the Postgres backends serving this bench's connections, by pid. Other workers on the same
+ * server (a shared machine) do not count, nor do the server's own processes (WAL writer, checkpointer,
+ * autovacuum), which `postgresCpuMs` includes.
+ */
+async function backendsCpuMs(db: Database): Promise<Map<number, number>> {
+  if (db.engine !== 'postgres') return new Map();
+  const rows = await runRaw<{ pid: number }>(
+    db.knex,
+    'SELECT pid FROM pg_stat_activity WHERE application_name = ?',
+    [APPLICATION_NAME],
+  );
+  return new Map(rows.map(({ pid }) => [pid, cpuMsOf(pid)]));
+}
+
+/**
+ * CPU time per delivery, in µs, of the loop's own process, the database server (our backends, and every
+ * Postgres process on the machine) and the receiver.
+ */
 interface CpuShare {
   loop: number;
   database: number;
+  server: number;
   receiver: number;
 }
 
@@ -87,22 +112,29 @@ interface CpuShare {
  * loop's own set-up included (the bare loop reads and serialises its bodies; the dispatcher starts).
  */
 async function withCpu<T>(
+  db: Database,
   receiver: Receiver,
   deliveries: number,
   work: () => Promise<T>,
 ): Promise<[T, CpuShare]> {
+  const backends = await backendsCpuMs(db);
   const own = process.cpuUsage();
-  const database = postgresCpuMs();
+  const server = postgresCpuMs();
   const received = cpuMsOf(receiver.child.pid!);
   const result = await work();
   const used = process.cpuUsage(own);
+  const serverUsed = postgresCpuMs() - server;
+  const receiverUsed = cpuMsOf(receiver.child.pid!) - received;
+  let backendsUsed = 0;
+  for (const [pid, ms] of await backendsCpuMs(db)) backendsUsed += ms - (backends.get(pid) ?? 0);
   const perDelivery = (ms: number) => (ms * 1000) / deliveries;
   return [
     result,
     {
       loop: (used.user + used.system) / deliveries,
-      database: perDelivery(postgresCpuMs() - database),
-      receiver: perDelivery(cpuMsOf(receiver.child.pid!) - received),
+      database: perDelivery(backendsUsed),
+      server: perDelivery(serverUsed),
+      receiver: perDelivery(receiverUsed),
     },
   ];
 }
@@ -111,6 +143,7 @@ function medianShare(shares: CpuShare[]): CpuShare {
   return {
     loop: median(shares.map((share) => share.loop)),
     database: median(shares.map((share) => share.database)),
+    server: median(shares.map((share) => share.server)),
     receiver: median(shares.map((share) => share.receiver)),
   };
 }
@@ -171,7 +204,8 @@ async function targets(): Promise<Target[]> {
   const base = process.env.BENCH_DATABASE_URL;
   if (base) {
     const postgres = await freshPostgresSchema(base);
-    list.push({ name: 'postgres', url: postgres.url, cleanup: postgres.drop });
+    const url = `${postgres.url}&application_name=${APPLICATION_NAME}`;
+    list.push({ name: 'postgres', url, cleanup: postgres.drop });
   }
   return list;
 }
@@ -304,7 +338,94 @@ async function bareLoop(setup: Setup, receiverUrl: string): Promise<number> {
   return bodies.length / seconds;
 }
 
+/**
+ * With BENCH_CPU_PROF_DIR set, each dispatcher run is profiled on its own (the bare loop shares this
+ * process) and written there as a .cpuprofile.
+ */
+async function profiled<T>(name: string, work: () => Promise<T>): Promise<T> {
+  const dir = process.env.BENCH_CPU_PROF_DIR;
+  if (!dir) return work();
+  const session = new Session();
+  session.connect();
+  await session.post('Profiler.enable');
+  await session.post('Profiler.setSamplingInterval', { interval: 100 });
+  await session.post('Profiler.start');
+  try {
+    return await work();
+  } finally {
+    const { profile } = await session.post('Profiler.stop');
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, `${name}-${Date.now()}.cpuprofile`), JSON.stringify(profile));
+    session.disconnect();
+  }
+}
+
+const PROBE = /^select ["`]id["`] from ["`]webhook_deliveries["`] where ["`]status["`] = \S+ limit/;
+
+/** Statements the dispatcher ran in its last throughput run, by kind (their first words): how many, and
+ * how long each kind took from send to answer in all (the database's work, the round trip, the parse). */
+let statements = new Map<string, { n: number; ms: number }>();
+
+function statementKind(sql: string): string {
+  const words = sql.replace(/["`]/g, '').trim().split(/\s+/);
+  const verb = words[0]!.toUpperCase();
+  if (verb === 'INSERT') return `INSERT INTO ${words[2]}`;
+  if (verb === 'UPDATE') return `UPDATE ${words[1]}${/RETURNING\s+id, org_id/.test(sql) ? ' (claim)' : ''}`;
+  if (verb === 'SELECT' || verb === 'WITH') {
+    const from = /\bfrom\s+(\w+)/i.exec(sql);
+    return `${verb} … ${from?.[1] ?? ''}${/returning\s+id, org_id/i.test(sql) ? ' (claim)' : ''}`;
+  }
+  return verb.replace(/;$/, '');
+}
+
+interface QueryEvent {
+  sql: string;
+  __knexQueryUid: string;
+}
+
+/**
+ * Counts and times the statements the dispatcher sends (knex's `query` and `query-response` events, which
+ * its transactions inherit), and writes the throughput run's profile when asked.
+ */
 async function dispatcherThroughput(setup: Setup): Promise<number> {
+  const counted = new Map<string, { n: number; ms: number }>();
+  const sent = new Map<string, { kind: string; at: number }>();
+  const count = ({ sql, __knexQueryUid: uid }: QueryEvent) => {
+    if (PROBE.test(sql)) return; // anyPending's, the bench's own
+    const kind = statementKind(sql);
+    const seen = counted.get(kind) ?? { n: 0, ms: 0 };
+    counted.set(kind, { n: seen.n + 1, ms: seen.ms });
+    sent.set(uid, { kind, at: performance.now() });
+  };
+  const answered = (_response: unknown, { __knexQueryUid: uid }: QueryEvent) => {
+    const query = sent.get(uid);
+    if (!query) return;
+    sent.delete(uid);
+    counted.get(query.kind)!.ms += performance.now() - query.at;
+  };
+  const connections = new Set([setup.db.knex, setup.db.reader]);
+  for (const knex of connections) knex.on('query', count).on('query-response', answered);
+  try {
+    return await profiled(`dispatcher-${setup.db.engine}`, () => dispatcherRun(setup));
+  } finally {
+    for (const knex of connections) knex.off('query', count).off('query-response', answered);
+    statements = counted;
+  }
+}
+
+function statementsLine(deliveries: number): string {
+  const total = [...statements.values()].reduce((sum, { n }) => sum + n, 0);
+  const kinds = [...statements]
+    .sort((a, b) => b[1].ms - a[1].ms)
+    .map(
+      ([kind, { n, ms }]) =>
+        `${kind} ${(n / deliveries).toFixed(3)} (${((ms * 1000) / deliveries).toFixed(0)} µs)`,
+    )
+    .join(', ');
+  return `statements per delivery ${(total / deliveries).toFixed(2)} (last run; in brackets, send to answer per delivery, waits for a busy event loop included): ${kinds}`;
+}
+
+async function dispatcherRun(setup: Setup): Promise<number> {
   const dispatcher = new Dispatcher(setup.services);
   const controller = new AbortController();
   const began = performance.now();
@@ -364,8 +485,13 @@ async function latency(setup: Setup, receiver: Receiver): Promise<{ p50: number;
  */
 function cpuLine(bare: CpuShare, ours: CpuShare, postgres: boolean): string {
   const us = (value: number) => `${value.toFixed(0)} µs`;
-  const database = postgres ? `, Postgres ${us(ours.database)}` : '';
-  return `CPU per delivery: bare loop ${us(bare.loop)} + receiver ${us(bare.receiver)}; dispatcher ${us(ours.loop)}${database} + receiver ${us(ours.receiver)}`;
+  const database = postgres
+    ? `, Postgres ${us(ours.database)} (its backends; ${us(ours.server)} for every Postgres process on the machine)`
+    : '';
+  // Issue 17: the dispatcher and the database together at most twice the bare loop's CPU per delivery.
+  const both = ours.loop + (postgres ? ours.database : 0);
+  const versus = `dispatcher${postgres ? ' + Postgres' : ''} ${us(both)} = ${(both / bare.loop).toFixed(2)}× the bare loop (target ≤ 2)`;
+  return `CPU per delivery: bare loop ${us(bare.loop)} + receiver ${us(bare.receiver)}; dispatcher ${us(ours.loop)}${database} + receiver ${us(ours.receiver)}; ${versus}`;
 }
 
 async function main(): Promise<void> {
@@ -387,8 +513,12 @@ async function main(): Promise<void> {
           // A table loaded in one burst has no planner statistics until autovacuum's next pass, and
           // Postgres then sorts every due row on each claim; a running appliance's table has them.
           if (setup.db.engine === 'postgres') await setup.db.knex.raw('analyze');
-          const [bare, bareShare] = await withCpu(receiver, DELIVERIES, () => bareLoop(setup, receiver.url));
-          const [ours, ourShare] = await withCpu(receiver, DELIVERIES, () => dispatcherThroughput(setup));
+          const [bare, bareShare] = await withCpu(setup.db, receiver, DELIVERIES, () =>
+            bareLoop(setup, receiver.url),
+          );
+          const [ours, ourShare] = await withCpu(setup.db, receiver, DELIVERIES, () =>
+            dispatcherThroughput(setup),
+          );
           bares.push(bare);
           ourss.push(ours);
           bareCpu.push(bareShare);
@@ -417,8 +547,9 @@ async function main(): Promise<void> {
           `${target.name.padEnd(8)} bare loop ${bare.toFixed(0)}/s, dispatcher ${ours.toFixed(0)}/s (${((ours / bare) * 100).toFixed(0)}%), ${DELIVERIES} deliveries at concurrency ${CONCURRENCY}, median of ${ROUNDS} (dispatcher rounds ${ourss.map((v) => v.toFixed(0)).join(', ')})`,
           `${target.name.padEnd(8)} commit → first attempt: p50 ${ms(woken.p50)}, p99 ${ms(woken.p99)} (wake on commit); polling alone every 500 ms: p50 ${ms(polled.p50)}, p99 ${ms(polled.p99)}`,
           `${target.name.padEnd(8)} ${cpuLine(medianShare(bareCpu), medianShare(ourCpu), target.name === 'postgres')}`,
+          `${target.name.padEnd(8)} ${statementsLine(DELIVERIES)}`,
         );
-        console.log(lines.slice(-3).join('\n'));
+        console.log(lines.slice(-4).join('\n'));
       } finally {
         await target.cleanup();
       }

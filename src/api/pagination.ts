@@ -49,15 +49,14 @@ export function paginationHeaders(
   total: number,
 ): Record<string, string> {
   const last = Math.max(1, Math.ceil(total / page.per_page));
-  const link = (rel: string, number: number) => {
-    const params = new URLSearchParams();
-    for (const [name, value] of Object.entries(query)) {
-      if (name !== 'page' && name !== 'per_page' && value !== undefined) params.set(name, String(value));
-    }
-    params.set('page', String(number));
-    params.set('per_page', String(page.per_page));
-    return `<${baseUrl}${path}?${params.toString()}>; rel="${rel}"`;
-  };
+  // The other parameters are the same in every link, so they are encoded once; `page` and `per_page` are
+  // integers, which encode as themselves, and come last as `params.set` would have put them.
+  const others = new URLSearchParams();
+  for (const [name, value] of Object.entries(query)) {
+    if (name !== 'page' && name !== 'per_page' && value !== undefined) others.set(name, String(value));
+  }
+  const prefix = `<${baseUrl}${path}?${others.size > 0 ? `${others.toString()}&` : ''}page=`;
+  const link = (rel: string, number: number) => `${prefix}${number}&per_page=${page.per_page}>; rel="${rel}"`;
   const links = [link('first', 1)];
   if (page.page > 1) links.push(link('prev', Math.min(page.page - 1, last)));
   if (page.page < last) links.push(link('next', page.page + 1));

@@ -39,6 +39,7 @@ export function buildRouter(
         : compileValidator({ type: 'object', additionalProperties: false }, 'query', components),
       body: route.body ? compileValidator(route.body, 'body', components) : null,
     } satisfies Record<string, Validator | null>;
+    const validQueries = new ValidQueries();
     const group = route.rateGroup ?? rateGroupFor(route.method, route.path);
     const hasBody = route.method === 'post' || route.method === 'patch';
 
@@ -52,10 +53,13 @@ export function buildRouter(
       }
       // An idempotent POST runs with a database that keeps its answer with its change (idempotency.ts).
       const run = async (requestServices: AppServices = services) => {
-        rejectMalformedQuery(ctx.querystring);
+        const known = validQueries.get(ctx.querystring);
+        if (!known) rejectMalformedQuery(ctx.querystring);
         const input = {
           params: validate.params ? validate.params({ ...ctx.params }) : ctx.params,
-          query: validate.query({ ...ctx.query }),
+          query: known
+            ? copyQuery(known)
+            : validQueries.remember(ctx.querystring, validate.query({ ...ctx.query })),
           body: validate.body ? validate.body(isEmptyBody(ctx) ? undefined : body) : undefined,
           principal: principal!,
           services: requestServices,
@@ -81,7 +85,10 @@ export function buildRouter(
         return next();
       });
     }
-    router[route.method](koaPath(route.path), async (ctx: Context, next: Next) => {
+    // The route answers, so nothing after it runs: the widget's router, the 405/501 envelope and
+    // `allowedMethods` (app.ts) act only on requests no route answered (no two routes match one request), and
+    // passing every answered request through them cost a second router's match and three middleware calls.
+    router[route.method](koaPath(route.path), async (ctx: Context) => {
       ctx.state.routePath = route.path;
       try {
         await handle(ctx);
@@ -89,7 +96,6 @@ export function buildRouter(
         // Errors included: a page must be able to read why its request was refused.
         if (route.browser) allowPageToRead(ctx, allowedOrigins);
       }
-      return next();
     });
   }
   return router;
@@ -158,6 +164,40 @@ function enforce(ctx: Context, decision: Decision, what: string, limit: RateLimi
       { 'Retry-After': String(decision.retryAfter) },
     );
   }
+}
+
+/** Query strings a route kept at most: a client's few shapes of request, not every page it reads. */
+const QUERIES_KEPT = 1000;
+
+/**
+ * A route's valid query strings and what validation made of each. The validator's answer is a function of
+ * the query string alone (the text is parsed, coerced and defaulted, nothing else is read), so a query
+ * string seen before is not parsed and validated again: that cost about a tenth of the stack's own CPU on a
+ * list request (bench/movements.ts). Only valid ones are kept; an invalid one is refused afresh each time.
+ */
+class ValidQueries {
+  private readonly queries = new Map<string, Record<string, unknown>>();
+
+  get(text: string): Record<string, unknown> | undefined {
+    return this.queries.get(text);
+  }
+
+  /** Keeps a copy of `query`, the validator's answer for `text` (the request has `query` itself). */
+  remember(text: string, query: unknown): Record<string, unknown> {
+    if (this.queries.size >= QUERIES_KEPT) this.queries.clear();
+    this.queries.set(text, copyQuery(query as Record<string, unknown>));
+    return query as Record<string, unknown>;
+  }
+}
+
+/** A request's own copy of a validated query: its values are text, numbers, booleans or lists of them. */
+function copyQuery(query: Record<string, unknown>): Record<string, unknown> {
+  const copy: Record<string, unknown> = {};
+  for (const name in query) {
+    const value = query[name];
+    copy[name] = Array.isArray(value) ? [...(value as unknown[])] : value;
+  }
+  return copy;
 }
 
 function isEmptyBody(ctx: Context): boolean {

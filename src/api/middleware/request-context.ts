@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Context, Next } from 'koa';
+import { accessLogWriter } from '../../logging/logger.js';
 import type { AppServices } from '../services.js';
 
 const INCOMING_ID = /^[A-Za-z0-9._-]{8,64}$/;
@@ -15,6 +16,7 @@ export function nextRequestId(): string {
 
 /** Request id, access log line and metrics for every request, matched or not. */
 export function requestContextMiddleware(services: AppServices) {
+  const writeAccessLine = accessLogWriter(services.logger);
   return async (ctx: Context, next: Next) => {
     const started = process.hrtime.bigint();
     const incoming = ctx.get('X-Request-Id');
@@ -28,17 +30,14 @@ export function requestContextMiddleware(services: AppServices) {
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
       const route = (ctx.state.routePath as string | undefined) ?? 'unmatched';
       services.metrics.observe(ctx.method, route, ctx.status, seconds);
-      services.logger.info(
-        {
-          request_id: requestId,
-          method: ctx.method,
-          route,
-          status: ctx.status,
-          ms: Math.round(seconds * 1e4) / 10,
-          credential: ctx.state.principal?.credentialId,
-        },
-        'request',
-      );
+      writeAccessLine({
+        request_id: requestId,
+        method: ctx.method,
+        route,
+        status: ctx.status,
+        ms: Math.round(seconds * 1e4) / 10,
+        credential: ctx.state.principal?.credentialId,
+      });
     }
   };
 }
