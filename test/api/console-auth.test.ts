@@ -247,6 +247,20 @@ forEachEngine(t, async (t, engine) => {
     t.equal(status, 429);
   });
 
+  await t.test('the pages speak Spanish or English', async (t) => {
+    const spanish = await page(app, 'GET', '/console/login', {
+      headers: { 'accept-language': 'es-CL,es;q=0.9' },
+    });
+    t.match(spanish.text, '<html lang="es-CL">');
+    t.match(spanish.text, 'Iniciar sesión');
+    t.match(spanish.text, 'Correo electrónico');
+    const english = await page(app, 'GET', '/console/login', { headers: { 'accept-language': 'en-GB' } });
+    t.match(english.text, '<html lang="en">');
+    t.match(english.text, 'Sign in');
+    const chosen = await page(app, 'GET', '/console/login?lang=es', { headers: { 'accept-language': 'en' } });
+    t.match(chosen.text, 'Iniciar sesión', '?lang= wins over the browser');
+  });
+
   await t.test('the audit log has the sign-ins and no password', async (t) => {
     const rows: { action: string; actor: string; details: string | null }[] = await app.db
       .knex('audit_log')

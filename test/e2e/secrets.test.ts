@@ -568,6 +568,74 @@ forEachEngine(t, async (t, engine) => {
     t.same(keyIds(), [k4], 'the key file is untouched');
   });
 
+  t.test('the console: an invitation link, a password and a key issued there', async (t) => {
+    const invited = await svcJson<{ invitation_url: string }>(t, [
+      'console',
+      'users',
+      'create',
+      '--email',
+      'ops@example.com',
+      '--role',
+      'operator',
+    ]);
+    const invitation = invited.invitation_url.split('/').at(-1)!;
+    canaries.set('console invitation', invitation);
+    outputs.at(-1)!.allowed.push(invitation);
+    const password = canary('cpw');
+    const wrongPassword = canary('cpwbad');
+    canaries.set('console password', password);
+    canaries.set('wrong console password', wrongPassword);
+    /** A console request; its answer (body and headers) is searched at the end like every other. */
+    const consolePage = async (method: string, path: string, form?: Record<string, string>, cookie = '') => {
+      const response = await fetch(`${serve.url}${path}`, {
+        method,
+        redirect: 'manual',
+        headers: {
+          cookie,
+          ...(form ? { 'content-type': 'application/x-www-form-urlencoded' } : {}),
+        },
+        body: form ? new URLSearchParams(form).toString() : undefined,
+      });
+      const text = await response.text();
+      outputs.push({
+        label: `console ${method} ${path}`,
+        text: text + JSON.stringify([...response.headers]),
+        allowed: [],
+      });
+      return {
+        status: response.status,
+        text,
+        cookie: response.headers.getSetCookie()[0]?.split(';')[0] ?? '',
+      };
+    };
+    const accepted = await consolePage('POST', `/console/accept/${invitation}`, {
+      password,
+      confirm: password,
+    });
+    t.equal(accepted.status, 303, 'the invitation sets the password');
+    const wrong = await consolePage('POST', '/console/login', {
+      email: 'ops@example.com',
+      password: wrongPassword,
+    });
+    t.equal(wrong.status, 401, 'a wrong password is refused');
+    const signedIn = await consolePage('POST', '/console/login', { email: 'ops@example.com', password });
+    t.equal(signedIn.status, 303, 'the right one signs in');
+    const orgs = await consolePage('GET', '/console/orgs', undefined, signedIn.cookie);
+    const org = /\/console\/o\/(org_[0-9a-f]{16})\/test/.exec(orgs.text)![1]!;
+    const csrf = /name="_csrf" value="([^"]+)"/.exec(orgs.text)![1]!;
+    const issued = await consolePage(
+      'POST',
+      `/console/o/${org}/test/keys`,
+      { _csrf: csrf, type: 'secret', name: 'from the console' },
+      signedIn.cookie,
+    );
+    const key = /<code id="secret-value">([^<]+)<\/code>/.exec(issued.text)![1]!;
+    canaries.set('console-issued key', key);
+    outputs.at(-1)!.allowed.push(key);
+    t.equal((await api('GET', '/v1/links', { key })).status, 200, 'the key issued in the console works');
+    await consolePage('GET', `/console/o/${org}/test/keys`, undefined, signedIn.cookie);
+  });
+
   t.test('no canary is anywhere it was not handed out', async (t) => {
     const linkIds = [linkOk, linkMfa, linkBad];
     await mapLimit(
