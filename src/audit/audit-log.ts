@@ -1,4 +1,6 @@
 import type { Knex } from 'knex';
+import { toIso } from '../clock/clock.js';
+import { fetchPage, NEWEST_FIRST, type PageWindow } from '../db/paging.js';
 import { newId } from '../ids/ids.js';
 
 export interface AuditEntry {
@@ -36,4 +38,48 @@ export async function pruneAuditLog(trx: Knex, cutoff: number, limit: number): P
     .orderBy([{ column: 'created_at' }, { column: 'id' }])
     .limit(limit);
   return trx('audit_log').whereIn('id', ids).delete();
+}
+
+export interface AuditRecord {
+  id: string;
+  actor: string;
+  action: string;
+  target_type: string | null;
+  target_id: string | null;
+  details: Record<string, unknown> | null;
+  created_at: string;
+}
+
+/**
+ * One page of an organisation's audit log, newest first, narrowed to an action and an actor when given
+ * (exact values). Walks `audit_log(org_id, created_at)`.
+ */
+export async function pageAuditLog(
+  db: Knex,
+  filter: { orgId: string; action?: string; actor?: string },
+  window: PageWindow,
+): Promise<{ data: AuditRecord[]; total: number }> {
+  const scoped = () => {
+    const query = db('audit_log').where('org_id', filter.orgId);
+    if (filter.action) query.where('action', filter.action);
+    if (filter.actor) query.where('actor', filter.actor);
+    return query;
+  };
+  const { rows, total } = await fetchPage<{
+    id: string;
+    actor: string;
+    action: string;
+    target_type: string | null;
+    target_id: string | null;
+    details: string | null;
+    created_at: number;
+  }>(scoped, NEWEST_FIRST, window.offset, window.limit);
+  return {
+    data: rows.map((row) => ({
+      ...row,
+      details: row.details ? (JSON.parse(row.details) as Record<string, unknown>) : null,
+      created_at: toIso(Number(row.created_at))!,
+    })),
+    total,
+  };
 }

@@ -32,6 +32,8 @@ const SECTIONS: [string, ConsoleMessageKey][] = [
   ['', 'nav.overview'],
   ['/links', 'nav.links'],
   ['/keys', 'nav.keys'],
+  ['/events', 'nav.events'],
+  ['/audit', 'nav.audit'],
 ];
 
 function scopeNav(context: PageContext, t: Translate): string {

@@ -60,6 +60,9 @@ forEachEngine(t, async (t, engine) => {
       ['POST', `${keysOf(a.orgId)}/${b.keys.sk_test.id}/rotate`, { grace_hours: '1' }],
       ['POST', `${keysOf(a.orgId)}/${b.keys.sk_test.id}/limits`, { group: 'read', per_minute: '5000' }],
       ['GET', '/console/orgs', {}],
+      ['GET', `/console/o/${b.orgId}/test/events`, {}],
+      ['GET', `/console/o/${b.orgId}/live/audit`, {}],
+      ['GET', `/console/o/${b.orgId}/test/links`, {}],
       ['GET', `/console/o/${a.orgId}/staging/keys`, {}],
     ] as const) {
       const response = await adminA(method, path, form);

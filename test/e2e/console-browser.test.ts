@@ -112,7 +112,23 @@ forEachEngine(t, async (t, engine) => {
     t.equal(await status(successor), 401, 'the revoked key stops at once');
   });
 
+  await t.test('the events and the audit log', async (t) => {
+    await page.getByRole('link', { name: 'Events' }).click();
+    await page.waitForURL('**/events');
+    await look(page, 'events');
+    await page.getByRole('link', { name: 'Audit log' }).click();
+    await page.waitForURL('**/audit');
+    await page.getByLabel('Action', { exact: true }).fill('api_key.revoked');
+    await page.getByRole('button', { name: 'Filter' }).click();
+    const rows = await page.locator('tbody tr').allInnerTexts();
+    t.equal(rows.length, 1, 'one revocation');
+    t.match(rows[0], /console:cu_[0-9a-f]{16}\s+api_key\.revoked/, 'by the console user');
+    await look(page, 'audit');
+  });
+
   await t.test('the live switch shows only live keys', async (t) => {
+    await page.getByRole('link', { name: 'API keys' }).click();
+    await page.waitForURL(`**/console/o/${tenant.orgId}/test/keys`);
     await page.getByRole('link', { name: 'Live' }).click();
     await page.waitForURL(`**/console/o/${tenant.orgId}/live/keys`);
     t.ok(await page.locator('.live-banner').isVisible(), 'live mode is marked');
