@@ -8,14 +8,13 @@ import { consolePrincipal, scopePath } from './access.js';
 import type { ConsoleKit } from './http.js';
 import { consoleMessage, type ConsoleMessageKey } from './messages.js';
 import { layout } from './pages.js';
-import { pageWindow, pager, pagerWords, table } from './views.js';
+import { atSecond, pageWindow, pager, pagerWords, table } from './views.js';
 
 /*
  * What happened: an organisation's events in a mode (as GET /v1/events lists them, filtered by type and
  * link) and its audit log (both modes; by action and by who), 30 a page, newest first. Every role reads them.
  */
 
-const when = (iso: string) => iso.slice(0, 19).replace('T', ' ');
 const LINK_ID = /^link_[0-9a-f]{16}$/;
 const AUDIT_VALUE = /^[\w.:@-]{1,100}$/;
 
@@ -44,7 +43,7 @@ export function registerHistoryPages(router: Router, kit: ConsoleKit): void {
     const rows = data.map((event) => [
       `<code>${event.id}</code>`,
       escapeHtml(event.type),
-      escapeHtml(when(event.created_at)),
+      escapeHtml(atSecond(event.created_at)),
       `<details><summary>${escapeHtml(t('events.show'))}</summary><pre>${escapeHtml(JSON.stringify(event.data, null, 2))}</pre></details>`,
     ]);
     const filters = `<form method="get" action="${base}" class="search-form">
@@ -85,11 +84,11 @@ export function registerHistoryPages(router: Router, kit: ConsoleKit): void {
       window,
     );
     const rows = data.map((entry) => [
-      escapeHtml(when(entry.created_at)),
+      escapeHtml(atSecond(entry.created_at)),
       `<code>${escapeHtml(entry.actor)}</code>`,
       escapeHtml(entry.action),
       entry.target_id ? `<code>${escapeHtml(entry.target_id)}</code>` : '-',
-      entry.details ? `<code>${escapeHtml(JSON.stringify(entry.details))}</code>` : '-',
+      entry.details ? `<code class="wrap">${escapeHtml(JSON.stringify(entry.details))}</code>` : '-',
     ]);
     const filters = `<form method="get" action="${base}" class="search-form">
 <label for="action">${escapeHtml(t('audit.action'))}</label>

@@ -16,7 +16,17 @@ import { may, scopePath } from './access.js';
 import type { ConsoleKit } from './http.js';
 import { consoleMessage, type ConsoleMessageKey } from './messages.js';
 import { layout } from './pages.js';
-import { csrfInput, pageWindow, pager, pagerWords, secretOnce, table } from './views.js';
+import {
+  atMinute,
+  csrfInput,
+  noticeHtml,
+  problemHtml,
+  pageWindow,
+  pager,
+  pagerWords,
+  secretOnce,
+  table,
+} from './views.js';
 
 /*
  * Keys: an organisation's API keys in one mode, paginated; issue (the key shown once, with a copy
@@ -24,9 +34,6 @@ import { csrfInput, pageWindow, pager, pagerWords, secretOnce, table } from './v
  * admin's (`manage`); support reads. Every change goes through keys.ts, as the CLI's do, with the console
  * user as the actor in the audit log.
  */
-
-/** A stored time as the console shows it: `2026-06-15 15:00` (UTC), or '' for none. */
-const when = (iso: string | null) => (iso ? iso.slice(0, 16).replace('T', ' ') : '');
 
 /** Grace periods offered when rotating, in hours (the CLI's default is 24). */
 const GRACE_HOURS = [1, 24, 72, 168];
@@ -55,9 +62,9 @@ export function registerKeyPages(router: Router, kit: ConsoleKit): void {
       escapeHtml(key.type),
       escapeHtml(key.name ?? ''),
       escapeHtml(key.status),
-      escapeHtml(when(key.created_at)),
-      escapeHtml(when(key.last_used_at) || t('keys.never')),
-      escapeHtml(when(key.expires_at) || '-'),
+      escapeHtml(atMinute(key.created_at)),
+      escapeHtml(atMinute(key.last_used_at) || t('keys.never')),
+      escapeHtml(atMinute(key.expires_at) || '-'),
     ]);
     const headers = [
       t('keys.id'),
@@ -95,8 +102,6 @@ ${csrfInput(csrf)}
     );
   };
 
-  const problem = (message: string) => `<p class="error" role="alert">${escapeHtml(message)}</p>`;
-  const notice = (message: string) => `<p class="notice" role="status">${escapeHtml(message)}</p>`;
   const secret = (ctx: Context, label: string, value: string) => {
     const t = words(ctx);
     return secretOnce(label, value, t('keys.once_warning'), t('keys.copy'));
@@ -111,7 +116,7 @@ ${csrfInput(csrf)}
       shown = await work(ctx);
     } catch (error) {
       if (error instanceof ApiError && error.status < 500 && error.status !== 404)
-        return renderKeys(ctx, error.status, problem(error.message));
+        return renderKeys(ctx, error.status, problemHtml(error.message));
       throw error;
     }
     await renderKeys(ctx, 200, shown);
@@ -138,9 +143,9 @@ ${csrfInput(csrf)}
       [t('keys.type'), escapeHtml(key.type)],
       [t('keys.name'), escapeHtml(key.name ?? '-')],
       [t('keys.status'), escapeHtml(key.status)],
-      [t('keys.created'), escapeHtml(when(key.created_at))],
-      [t('keys.last_used'), escapeHtml(when(key.last_used_at) || t('keys.never'))],
-      [t('keys.expires'), escapeHtml(when(key.expires_at) || '-')],
+      [t('keys.created'), escapeHtml(atMinute(key.created_at))],
+      [t('keys.last_used'), escapeHtml(atMinute(key.last_used_at) || t('keys.never'))],
+      [t('keys.expires'), escapeHtml(atMinute(key.expires_at) || '-')],
       [t('keys.limits'), escapeHtml(limits || t('keys.limits_default'))],
     ];
     const active = key.status !== 'revoked' && key.status !== 'expired';
@@ -227,7 +232,7 @@ ${forms}`,
         }),
       );
       services.authenticator.forgetKey(key.id);
-      const until = `${when(rotated.previous.expires_at)} UTC`;
+      const until = `${atMinute(rotated.previous.expires_at)} UTC`;
       return secret(
         ctx,
         words(ctx)('keys.rotated_once', { id: rotated.key.id, previous: key.id, until }),
@@ -247,7 +252,7 @@ ${forms}`,
         revokeApiKey(trx, { keyId: key.id, actor: actor(ctx), now: clock.now() }),
       );
       services.authenticator.forgetKey(key.id);
-      return notice(words(ctx)('keys.revoked', { id: key.id }));
+      return noticeHtml(words(ctx)('keys.revoked', { id: key.id }));
     }),
   );
 
@@ -281,7 +286,7 @@ ${forms}`,
       const limits = Object.entries(updated.rate_limits ?? {})
         .map(([name, limit]) => `${name}=${limit.perMinute}:${limit.burst}`)
         .join(', ');
-      return notice(words(ctx)('keys.limits_changed', { id: key.id, limits }));
+      return noticeHtml(words(ctx)('keys.limits_changed', { id: key.id, limits }));
     }),
   );
 }

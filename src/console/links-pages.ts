@@ -1,6 +1,7 @@
 import type Router from '@koa/router';
 import type { Context } from 'koa';
 import { recordAudit } from '../audit/audit-log.js';
+import { toIso } from '../clock/clock.js';
 import { ApiError, errors } from '../errors/api-error.js';
 import { inspectLink } from '../links/inspect.js';
 import { deleteLink, pauseLink, resumeLink } from '../links/links.js';
@@ -11,7 +12,16 @@ import { consolePrincipal, may, scopePath, type ConsoleAction } from './access.j
 import type { ConsoleKit } from './http.js';
 import { consoleMessage, type ConsoleMessageKey } from './messages.js';
 import { layout } from './pages.js';
-import { csrfInput, pageWindow, pager, pagerWords, table } from './views.js';
+import {
+  atMinute,
+  csrfInput,
+  noticeHtml,
+  pageWindow,
+  pager,
+  pagerWords,
+  problemHtml,
+  table,
+} from './views.js';
 
 /*
  * Links, for support's question "why is this link stale?": find a link by id, external_user_id or the start
@@ -20,7 +30,8 @@ import { csrfInput, pageWindow, pager, pagerWords, table } from './views.js';
  * admins, after a confirmation). Each action is in the audit log with the console user.
  */
 
-const when = (iso: string | null | undefined) => (iso ? iso.slice(0, 16).replace('T', ' ') : '-');
+/** A time, or '-' for none. */
+const when = (iso: string | null | undefined) => atMinute(iso) || '-';
 const STATUSES: LinkStatus[] = ['active', 'expired'];
 
 export function registerLinkPages(router: Router, kit: ConsoleKit): void {
@@ -45,9 +56,7 @@ export function registerLinkPages(router: Router, kit: ConsoleKit): void {
       escapeHtml(row.holder_name ?? '-'),
       escapeHtml(row.external_user_id ?? '-'),
       escapeHtml(row.status + (row.paused ? `, ${t('links.paused')}` : '')),
-      escapeHtml(
-        when(row.last_synced_at === null ? null : new Date(Number(row.last_synced_at)).toISOString()),
-      ),
+      escapeHtml(when(toIso(row.last_synced_at))),
     ]);
     const search = `<form method="get" action="${base}" class="search-form" role="search">
 <label for="q">${escapeHtml(t('links.search'))}</label>
@@ -192,14 +201,10 @@ ${section(
         outcome = await work(ctx, row.id, now);
       } catch (error) {
         if (error instanceof ApiError && error.status < 500 && error.status !== 404)
-          return renderLink(
-            ctx,
-            error.status,
-            `<p class="error" role="alert">${escapeHtml(error.message)}</p>`,
-          );
+          return renderLink(ctx, error.status, problemHtml(error.message));
         throw error;
       }
-      const notice = `<p class="notice" role="status">${escapeHtml(outcome.notice)}</p>`;
+      const notice = noticeHtml(outcome.notice);
       if (!outcome.gone) return renderLink(ctx, 200, notice);
       kit.send(
         ctx,

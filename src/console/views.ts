@@ -83,3 +83,14 @@ export function pagerWords(locale: Locale) {
       consoleMessage(locale, 'pager.of', { from: String(from), to: String(to), total: String(total) }),
   };
 }
+
+/** A stored time as the console shows it, in UTC: `2026-06-15 15:00`, or '' for none. */
+export const atMinute = (iso: string | null | undefined): string =>
+  iso ? iso.slice(0, 16).replace('T', ' ') : '';
+
+/** The same to the second (`2026-06-15 15:00:07`), where events follow each other closely. */
+export const atSecond = (iso: string): string => iso.slice(0, 19).replace('T', ' ');
+
+/** What a change did, or why it was refused, above the page it changed. */
+export const noticeHtml = (message: string) => `<p class="notice" role="status">${escapeHtml(message)}</p>`;
+export const problemHtml = (message: string) => `<p class="error" role="alert">${escapeHtml(message)}</p>`;

@@ -214,4 +214,19 @@ forEachEngine(t, async (t, engine) => {
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.waitForURL(`**/console/o/${tenant.orgId}/test`);
   });
+
+  await t.test('in Spanish, from the browser’s language', async (t) => {
+    const spanish = await launchChromium(t, { width: 1280, height: 800 }, 'es-CL');
+    const page = await spanish.newPage();
+    await page.goto(`${app.url}/console/login`);
+    t.equal(await page.locator('h1').innerText(), 'Iniciar sesión');
+    await page.getByLabel('Correo electrónico').fill('ana@lender.cl');
+    await page.getByLabel('Contraseña').fill(PASSWORD);
+    await page.getByRole('button', { name: 'Entrar' }).click();
+    await page.waitForURL(`**/console/o/${tenant.orgId}/test`);
+    await page.getByRole('link', { name: 'Claves de API' }).click();
+    await page.waitForURL('**/keys');
+    t.match(await page.locator('main').innerText(), 'Emitir una clave');
+    await look(page, 'keys-es');
+  });
 });
