@@ -51,12 +51,17 @@ for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
 
 let summary = null;
 let buffered = '';
+/** The names of the subtests open at each depth of the TAP stream, for naming a failure by its path. */
+const openSubtests = [];
+/** Every failing assertion as `file › subtest › assertion`, recapped above the last line. */
+const failures = [];
 child.stdout.on('data', (chunk) => {
   process.stdout.write(chunk);
   buffered += chunk.toString();
   const lines = buffered.split('\n');
   buffered = lines.pop();
   for (const line of lines) {
+    noteFailure(line);
     // e.g. `# { total: 31, pass: 28, fail: 1, skip: 2 }`
     const match = /^# \{ (total: \d+(?:, \w+: \d+)*) \}/.exec(line);
     if (match)
@@ -79,11 +84,39 @@ child.on('exit', async (code) => {
   // A test skipped with a reason (e.g. Postgres-only tests without SVC_TEST_DATABASE_URL) is not a failure.
   const skipped = summary?.skip ?? 0;
   const failed = (summary ? summary.total - summary.pass - skipped : 1) + leftovers.length;
+  const recap = leafFailures();
+  if (recap.length > 0) {
+    // A CI log keeps only its tail: what failed must be there, not thousands of lines above.
+    console.log(`# failed (${recap.length}):`);
+    for (const failure of recap.slice(0, MAX_RECAPPED)) console.log(`#   ${failure}`);
+    if (recap.length > MAX_RECAPPED) console.log(`#   and ${recap.length - MAX_RECAPPED} more`);
+  }
   if (interrupted) console.log(`interrupted by ${interrupted}`);
   if (skipped > 0) console.log(`${skipped} skipped`);
   console.log(`${passed} passed, ${failed} failed`);
   process.exit(code === 0 && summary && passed > 0 && failed === 0 && !interrupted ? 0 : 1);
 });
+
+const MAX_RECAPPED = 40;
+const TAP_INDENT = 4;
+
+/** Follows the TAP stream's nesting: `# Subtest: x` opens x one level deeper; `not ok` records a failure. */
+function noteFailure(line) {
+  const depth = Math.floor((line.length - line.trimStart().length) / TAP_INDENT);
+  const subtest = /^\s*# Subtest: (.*)$/.exec(line);
+  if (subtest) {
+    openSubtests.length = depth;
+    openSubtests[depth] = subtest[1];
+    return;
+  }
+  const failed = /^\s*not ok \d* ?-? ?(.*?)(?: # time=.*)?$/.exec(line);
+  if (failed) failures.push([...openSubtests.slice(0, depth), failed[1]].join(' › '));
+}
+
+/** Failures that are not merely the parent of another failure (a failing file fails its failing subtest). */
+function leafFailures() {
+  return failures.filter((failure) => !failures.some((other) => other.startsWith(`${failure} › `)));
+}
 
 /** Processes other than this one whose environment carries this run's mark, after a grace period. */
 async function leftoverProcesses() {

@@ -12,6 +12,7 @@ import { groupIsAlive, killGroup } from '../helpers/processes.js';
  */
 const OWNED_FIXTURE = fileURLToPath(new URL('../fixtures/owned-process.js', import.meta.url));
 const LEAK_FIXTURE = fileURLToPath(new URL('../fixtures/leaks-a-process.fixture.js', import.meta.url));
+const FAILING_FIXTURE = fileURLToPath(new URL('../fixtures/fails-once.fixture.js', import.meta.url));
 const RUNNER = fileURLToPath(new URL('../../../scripts/test.js', import.meta.url));
 const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 
@@ -51,6 +52,29 @@ t.test('the runner names a process its run left running, kills it and fails', as
   t.match(stdout, /\n1 passed, 1 failed\n$/, 'counted as a failure on the last line');
   t.equal(code, 1, 'the run fails');
   t.notOk(isAlive(leaked), 'and the process was killed');
+});
+
+t.test('the runner recaps each failing assertion by its path just above the last line', async (t) => {
+  const runner = spawn(process.execPath, [RUNNER, FAILING_FIXTURE], {
+    cwd: REPO_ROOT,
+    env: outsideTap(process.env),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  t.teardown(() => void runner.kill('SIGKILL'));
+  let stdout = '';
+  runner.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  const code = await new Promise<number | null>((resolve) => runner.once('exit', resolve));
+  const tail = stdout.trimEnd().split('\n').slice(-3);
+  t.same(
+    tail,
+    [
+      '# failed (1):',
+      `#   ${FAILING_FIXTURE.slice(REPO_ROOT.length)} › outer › inner › one is two`,
+      '2 passed, 1 failed',
+    ],
+    'the failure is named by file, subtests and assertion, and only once',
+  );
+  t.equal(code, 1, 'the run fails');
 });
 
 /** Alive and not a zombie (a killed process whose parent has not reaped it yet holds nothing). */
