@@ -11,6 +11,7 @@ import { pino } from 'pino';
 import { loadConfig } from '../src/config/load-config.js';
 import { openDatabase } from '../src/db/database.js';
 import { runHousekeeping } from '../src/scheduler/housekeeping.js';
+import { loadSecretBox } from '../src/secrets/master-key-file.js';
 
 export interface PassRequest {
   offsetMs: number;
@@ -26,6 +27,7 @@ export interface PassReport {
 const home = process.argv[2]!;
 const config = loadConfig({ home, env: { SVC_HOME: home } });
 const db = openDatabase({ url: config.databaseUrl });
+const secrets = loadSecretBox(config);
 
 let last: Record<string, number> | null = null;
 const sink = new Writable({
@@ -57,6 +59,7 @@ process.on('message', (message: PassRequest | { exit: true }) => {
       clock: { now: () => Date.now() + message.offsetMs },
       config: passConfig,
       logger,
+      secrets,
     });
     const ms = performance.now() - started;
     // pino writes asynchronously: wait for the pass's record.

@@ -5,6 +5,7 @@ import { toIso } from '../clock/clock.js';
 import { ApiError, errors } from '../errors/api-error.js';
 import { inspectLink } from '../links/inspect.js';
 import { deleteLink, pauseLink, resumeLink } from '../links/links.js';
+import { rutSearchDigests } from '../links/rut-search.js';
 import { findLink, searchLinks, type LinkStatus } from '../links/store.js';
 import { requestRefresh } from '../refresh/refresh.js';
 import { escapeHtml } from '../widget/page.js';
@@ -24,8 +25,8 @@ import {
 } from './views.js';
 
 /*
- * Links, for support's question "why is this link stale?": find a link by id, external_user_id or the start
- * of the holder's name; read what `svc links inspect` says (the diagnosis first, then accounts, syncs,
+ * Links, for support's question "why is this link stale?": find a link by id, RUT, external_user_id or the
+ * start of the holder's name; read what `svc links inspect` says (the diagnosis first, then accounts, syncs,
  * refreshes, events and deliveries); pause, resume and refresh it (support may), delete it (operators and
  * admins, after a confirmation). Each action is in the audit log with the console user.
  */
@@ -49,7 +50,8 @@ export function registerLinkPages(router: Router, kit: ConsoleKit): void {
     const query = typeof ctx.query.q === 'string' ? ctx.query.q : '';
     const status = STATUSES.find((value) => value === ctx.query.status);
     const window = pageWindow(ctx.query);
-    const { rows, total } = await searchLinks(db.reader, state.scope, { query, status }, window);
+    const rutDigests = rutSearchDigests(services.secrets, query);
+    const { rows, total } = await searchLinks(db.reader, state.scope, { query, status, rutDigests }, window);
     const cells = rows.map((row) => [
       `<a href="${base}/${row.id}"><code>${row.id}</code></a>`,
       escapeHtml(row.bank_id),

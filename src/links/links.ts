@@ -11,6 +11,7 @@ import type { HolderType, BankCredentials } from '../banks/connector.js';
 import { findInstitution, offers } from '../banks/institutions.js';
 import { enqueueSync } from '../jobs/jobs.js';
 import { normaliseRut } from '../rut/rut.js';
+import { rutDigestsOf } from './rut-search.js';
 import { firstSyncAt } from './schedule.js';
 import { fetchPage, NEWEST_FIRST } from '../db/paging.js';
 import {
@@ -179,6 +180,7 @@ export async function createLink(
     consent_version: input.consent_version,
     consent_text_hash: input.consent_text_hash,
     credentials_encrypted: policy.secrets.seal(JSON.stringify(credentials), id),
+    ...rutDigestsOf(policy.secrets, credentials),
     refresh_status: 'queued',
     accounts_count: 0,
     new_movements_count: 0,

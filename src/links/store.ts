@@ -36,6 +36,9 @@ export interface LinkRow {
   next_sync_at: number | null;
   expired_at: number | null;
   backfill_covered_from?: number | null;
+  /** Keyed digests of the holder's RUTs, for finding a link by RUT (rut-search.ts). */
+  rut_digest?: string | null;
+  company_rut_digest?: string | null;
   created_at: number;
   updated_at: number;
 }
@@ -155,22 +158,47 @@ export async function listAllLinks(db: Knex, filter: OperatorLinkFilter): Promis
  * One page of an organisation's links in a mode, newest first, found by `query`: a link id, an
  * `external_user_id`, or the start of the holder's name (any case). The console's search.
  */
+/** Links after `afterId` whose RUT digest is missing or not under the key whose digests start with `prefix`. */
+export async function linksWithoutCurrentRutDigest(
+  db: Knex,
+  prefix: string,
+  afterId: string,
+  limit: number,
+): Promise<Pick<LinkRow, 'id' | 'credentials_encrypted'>[]> {
+  return db<LinkRow>('links')
+    .where('id', '>', afterId)
+    .where((stale) =>
+      stale.whereNull('rut_digest').orWhereRaw('substr(rut_digest, 1, ?) <> ?', [prefix.length, prefix]),
+    )
+    .orderBy('id')
+    .limit(limit)
+    .select('id', 'credentials_encrypted');
+}
+
+/**
+ * An organisation's links in a mode, newest first, found by id, by RUT (through its digests), or by
+ * `external_user_id` or the start of the holder's name.
+ */
 export async function searchLinks(
   db: Knex,
   scope: { orgId: string; mode: 'live' | 'test' },
-  filter: { query?: string; status?: LinkStatus },
+  filter: { query?: string; status?: LinkStatus; rutDigests?: string[] | null },
   window: PageWindow,
 ): Promise<{ rows: LinkRow[]; total: number }> {
   const query = filter.query?.trim().slice(0, 200) ?? '';
+  const rutDigests = filter.rutDigests ?? [];
   const scoped = () => {
     const rows = db<LinkRow>('links').where({ org_id: scope.orgId, mode: scope.mode });
     if (filter.status) rows.where('status', filter.status);
     if (/^link_[0-9a-f]{16}$/.test(query)) rows.where('id', query);
     else if (query !== '') {
       const prefix = `${query.toLowerCase().replace(/[\\%_]/g, (char) => `\\${char}`)}%`;
-      rows.where((match) =>
-        match.where('external_user_id', query).orWhereRaw("lower(holder_name) LIKE ? ESCAPE '\\'", [prefix]),
-      );
+      rows.where((match) => {
+        match.where('external_user_id', query).orWhereRaw("lower(holder_name) LIKE ? ESCAPE '\\'", [prefix]);
+        // A RUT may also be someone's external_user_id: either matches.
+        if (rutDigests.length > 0)
+          match.orWhereIn('rut_digest', rutDigests).orWhereIn('company_rut_digest', rutDigests);
+      });
     }
     return rows;
   };

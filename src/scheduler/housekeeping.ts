@@ -1,7 +1,9 @@
 import type { Clock } from '../clock/clock.js';
 import type { Config } from '../config/defaults.js';
 import type { Database } from '../db/database.js';
+import { fillRutDigests } from '../links/rut-search.js';
 import type { Logger } from '../logging/logger.js';
+import type { SecretBox } from '../secrets/secret-box.js';
 import { expireMfaWaits } from '../refresh/refresh.js';
 import { compactEventTallies } from '../events/store.js';
 import { compactDeliveryTallies } from '../webhooks/deliveries.js';
@@ -15,6 +17,8 @@ export interface HousekeepingServices {
   clock: Clock;
   config: Readonly<Config>;
   logger: Logger;
+  /** To digest older links' RUTs for the console's search (links/rut-search.ts). */
+  secrets: SecretBox;
 }
 
 /**
@@ -30,6 +34,7 @@ export async function runHousekeeping(services: HousekeepingServices, tickPeriod
   const pruned = await pruneByAge(services, now);
   await addRetentionTotals(services.db, pruned, now);
   const tallies = await foldTallies(services.db);
+  const rutDigests = await fillRutDigests(services.db.knex, services.secrets);
   services.logger.info(
     {
       idempotency_keys_removed: pruned.idempotency_keys,
@@ -38,6 +43,8 @@ export async function runHousekeeping(services: HousekeepingServices, tickPeriod
       temporary_endpoints_removed: endpointsRemoved,
       retention_pruned: pruned,
       tally_rows_folded: tallies,
+      rut_digests_filled: rutDigests.filled,
+      rut_digests_unreadable: rutDigests.unreadable,
     },
     'housekeeping done',
   );

@@ -23,6 +23,7 @@ import {
   updateLink,
   type LinkRow,
 } from '../links/store.js';
+import { rutDigestsOf } from '../links/rut-search.js';
 import { findIntent, firstIntentOfLink, type IntentRow } from '../refresh/store.js';
 import { acceptMfaCode } from '../refresh/refresh.js';
 import { issueExchangeToken } from '../exchange/exchange.js';
@@ -197,6 +198,7 @@ export async function submitCredentials(
   }
   await updateLink(trx, link.id, {
     credentials_encrypted: context.policy.secrets.seal(JSON.stringify(sealed), link.id),
+    ...rutDigestsOf(context.policy.secrets, sealed),
     status: 'active',
     expired_at: null,
     consecutive_failures: 0,

@@ -1,40 +1,12 @@
 import t from 'tap';
-import { inviteConsoleUser, setPasswordWithToken, type ConsoleRole } from '../../src/console/users.js';
-import { createTenant, forEachEngine, startTestApp, tableCounts, type TestApp } from '../helpers/harness.js';
+import { signedIn } from '../helpers/console.js';
+import { createTenant, forEachEngine, startTestApp, tableCounts } from '../helpers/harness.js';
 
 /*
  * Who reaches what in the console, over real HTTP (issue 18): an admin of one organisation reaches nothing
  * of another's (404, as the API answers for another tenant's resources), support cannot change keys (403),
  * an operator reaches every organisation; a refused change leaves the database as it was.
  */
-
-const PASSWORD = 'a long and quiet password';
-
-async function signedIn(app: TestApp, role: ConsoleRole, orgId: string | null, email: string) {
-  const { token } = await app.db.transaction((trx) =>
-    inviteConsoleUser(trx, { email, role, orgId, actor: 'cli:test', now: app.clock.now() }),
-  );
-  await app.db.transaction((trx) => setPasswordWithToken(trx, token, PASSWORD, app.clock.now()));
-  const response = await fetch(`${app.url}/console/login`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/x-www-form-urlencoded' },
-    body: new URLSearchParams({ email, password: PASSWORD }).toString(),
-    redirect: 'manual',
-  });
-  const cookie = response.headers.getSetCookie()[0]!.split(';')[0]!;
-  const home = await fetch(`${app.url}/console/orgs`, { headers: { cookie }, redirect: 'manual' });
-  const csrf = /name="_csrf" value="([^"]+)"/.exec(await home.text())?.[1] ?? '';
-  /** A console request as this user; POSTs carry the session's CSRF token. */
-  return async (method: 'GET' | 'POST', path: string, form: Record<string, string> = {}) => {
-    const init: RequestInit = { method, headers: { cookie, 'accept-language': 'en' }, redirect: 'manual' };
-    if (method === 'POST') {
-      init.body = new URLSearchParams({ _csrf: csrf, ...form }).toString();
-      (init.headers as Record<string, string>)['content-type'] = 'application/x-www-form-urlencoded';
-    }
-    const answer = await fetch(`${app.url}${path}`, init);
-    return { status: answer.status, text: await answer.text() };
-  };
-}
 
 forEachEngine(t, async (t, engine) => {
   const app = await startTestApp(t, engine);

@@ -16,6 +16,7 @@ import { systemClock } from '../../src/clock/clock.js';
 import { loadConfig } from '../../src/config/load-config.js';
 import { silentLogger } from '../../src/logging/logger.js';
 import { runHousekeeping } from '../../src/scheduler/housekeeping.js';
+import { loadSecretBox } from '../../src/secrets/master-key-file.js';
 import { TEMPORARY_ENDPOINT_TTL_MS } from '../../src/webhooks/endpoints.js';
 
 interface Outcome {
@@ -319,6 +320,7 @@ forEachEngine(t, async (t, engine) => {
         clock: systemClock,
         config: loadConfig({ home, env: {} }),
         logger: silentLogger,
+        secrets: loadSecretBox(loadConfig({ home, env: {} })),
       });
       t.equal(await db.knex('webhook_endpoints').where({ id: endpointId }).first(), undefined, 'removed');
       t.equal(

@@ -1,0 +1,32 @@
+import { inviteConsoleUser, setPasswordWithToken, type ConsoleRole } from '../../src/console/users.js';
+import type { TestApp } from './harness.js';
+
+/** The password every console user of the tests chooses. */
+export const PASSWORD = 'a long and quiet password';
+
+/** A console user made as the CLI does, signed in over HTTP: returns a request function with its session. */
+export async function signedIn(app: TestApp, role: ConsoleRole, orgId: string | null, email: string) {
+  const { token } = await app.db.transaction((trx) =>
+    inviteConsoleUser(trx, { email, role, orgId, actor: 'cli:test', now: app.clock.now() }),
+  );
+  await app.db.transaction((trx) => setPasswordWithToken(trx, token, PASSWORD, app.clock.now()));
+  const response = await fetch(`${app.url}/console/login`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({ email, password: PASSWORD }).toString(),
+    redirect: 'manual',
+  });
+  const cookie = response.headers.getSetCookie()[0]!.split(';')[0]!;
+  const home = await fetch(`${app.url}/console/orgs`, { headers: { cookie }, redirect: 'manual' });
+  const csrf = /name="_csrf" value="([^"]+)"/.exec(await home.text())?.[1] ?? '';
+  /** A console request as this user; POSTs carry the session's CSRF token. */
+  return async (method: 'GET' | 'POST', path: string, form: Record<string, string> = {}) => {
+    const init: RequestInit = { method, headers: { cookie, 'accept-language': 'en' }, redirect: 'manual' };
+    if (method === 'POST') {
+      init.body = new URLSearchParams({ _csrf: csrf, ...form }).toString();
+      (init.headers as Record<string, string>)['content-type'] = 'application/x-www-form-urlencoded';
+    }
+    const answer = await fetch(`${app.url}${path}`, init);
+    return { status: answer.status, text: await answer.text() };
+  };
+}
