@@ -3,7 +3,7 @@ import type { Context } from 'koa';
 import { recordAudit } from '../audit/audit-log.js';
 import { toIso } from '../clock/clock.js';
 import { ApiError, errors } from '../errors/api-error.js';
-import { inspectLink } from '../links/inspect.js';
+import { inspectLink, type Finding } from '../links/inspect.js';
 import { deleteLink, pauseLink, resumeLink } from '../links/links.js';
 import { rutSearchDigests } from '../links/rut-search.js';
 import { findLink, searchLinks, type LinkStatus } from '../links/store.js';
@@ -11,7 +11,7 @@ import { requestRefresh } from '../refresh/refresh.js';
 import { escapeHtml } from '../widget/page.js';
 import { consolePrincipal, may, scopePath, type ConsoleAction } from './access.js';
 import type { ConsoleKit } from './http.js';
-import { consoleMessage, type ConsoleMessageKey } from './messages.js';
+import { consoleMessage, stateWord, type ConsoleMessageKey } from './messages.js';
 import { layout } from './pages.js';
 import {
   atMinute,
@@ -35,6 +35,35 @@ import {
 const when = (iso: string | null | undefined) => atMinute(iso) || '-';
 const STATUSES: LinkStatus[] = ['active', 'expired'];
 
+type Words = (key: ConsoleMessageKey, values?: Record<string, string>) => string;
+
+/** A finding of `inspect` for support: in their language, pointing at this page's buttons, not the CLI. */
+export function findingText(t: Words, finding: Finding): string {
+  switch (finding.code) {
+    case 'expired':
+      return t('finding.expired', {
+        at: when(finding.at),
+        failures: String(finding.failures),
+        error: finding.error ?? '-',
+      });
+    case 'paused':
+      return t('finding.paused', { since: when(finding.since) });
+    case 'sync_failed':
+      return finding.credentialFailures > 0
+        ? t('finding.sync_failed_credentials', {
+            error: finding.error,
+            failures: String(finding.credentialFailures),
+          })
+        : t('finding.sync_failed_bank', { error: finding.error });
+    case 'scheduler_late':
+      return t('finding.scheduler_late', { at: when(finding.nextSyncAt) });
+    case 'healthy':
+      return t('finding.healthy', { last: when(finding.lastSyncedAt), next: when(finding.nextSyncAt) });
+    default:
+      return t(`finding.${finding.code}`);
+  }
+}
+
 export function registerLinkPages(router: Router, kit: ConsoleKit): void {
   const { services } = kit;
   const { db, clock, config } = services;
@@ -57,14 +86,14 @@ export function registerLinkPages(router: Router, kit: ConsoleKit): void {
       escapeHtml(row.bank_id),
       escapeHtml(row.holder_name ?? '-'),
       escapeHtml(row.external_user_id ?? '-'),
-      escapeHtml(row.status + (row.paused ? `, ${t('links.paused')}` : '')),
+      escapeHtml(stateWord(state.locale, row.status) + (row.paused ? `, ${t('links.paused')}` : '')),
       escapeHtml(when(toIso(row.last_synced_at))),
     ]);
     const search = `<form method="get" action="${base}" class="search-form" role="search">
 <label for="q">${escapeHtml(t('links.search'))}</label>
 <input id="q" name="q" type="search" value="${escapeHtml(query)}" maxlength="200">
 <label for="status">${escapeHtml(t('links.status_label'))}</label>
-<select id="status" name="status"><option value="">${escapeHtml(t('links.status_any'))}</option>${STATUSES.map((value) => `<option${value === status ? ' selected' : ''}>${value}</option>`).join('')}</select>
+<select id="status" name="status"><option value="">${escapeHtml(t('links.status_any'))}</option>${STATUSES.map((value) => `<option value="${value}"${value === status ? ' selected' : ''}>${escapeHtml(stateWord(state.locale, value))}</option>`).join('')}</select>
 <button type="submit">${escapeHtml(t('links.search_submit'))}</button>
 </form>`;
     kit.send(
@@ -130,12 +159,16 @@ export function registerLinkPages(router: Router, kit: ConsoleKit): void {
       [t('links.bank'), link.bank_id],
       [t('links.holder'), link.holder_name ?? '-'],
       [t('links.external_user'), link.external_user_id ?? '-'],
-      [t('links.status_label'), link.status + (link.paused ? `, ${t('links.paused')}` : '')],
+      [
+        t('links.status_label'),
+        stateWord(state.locale, link.status) + (link.paused ? `, ${t('links.paused')}` : ''),
+      ],
       [t('links.last_synced'), when(link.last_synced_at)],
     ];
     const section = (title: ConsoleMessageKey, headers: string[], rows: string[][]) =>
       `<h2>${escapeHtml(t(title))}</h2>${table(t(title), headers, rows, t('link.none'))}`;
     const text = (value: unknown) => escapeHtml(value === null || value === undefined ? '-' : String(value));
+    const stateOf = (value: string) => stateWord(state.locale, value);
     kit.send(
       ctx,
       status,
@@ -145,40 +178,67 @@ export function registerLinkPages(router: Router, kit: ConsoleKit): void {
         `<p><a href="${scopePath(state.scope)}/links">${escapeHtml(t('link.back'))}</a></p>
 ${notice}
 <h2>${escapeHtml(t('link.diagnosis'))}</h2>
-<ul class="diagnosis">${inspection.diagnosis.map((note) => `<li>${escapeHtml(note)}</li>`).join('')}</ul>
+<ul class="diagnosis">${inspection.findings.map((finding) => `<li>${escapeHtml(findingText(t, finding))}</li>`).join('')}</ul>
 <dl class="facts">${facts.map(([term, value]) => `<dt>${escapeHtml(term)}</dt><dd>${escapeHtml(value)}</dd>`).join('')}</dl>
 <div class="actions">${actions}</div>
 ${section(
   'link.accounts',
-  ['ID', 'Name', 'Type', 'Currency', 'Last 4', 'Movements', 'Pending', 'Refreshed'],
+  [
+    'ID',
+    t('col.name'),
+    t('col.type'),
+    t('col.currency'),
+    t('col.last_4'),
+    t('col.movements'),
+    t('col.pending'),
+    t('col.refreshed'),
+  ],
   inspection.accounts.map((a) =>
     [a.id, a.name, a.type, a.currency, a.last_4, a.movements, a.pending, when(a.refreshed_at)].map(text),
   ),
 )}
 ${section(
   'link.intents',
-  ['ID', 'Type', 'Status', 'Error', 'Created', 'Completed'],
+  ['ID', t('col.type'), t('col.status'), t('col.error'), t('col.created'), t('col.completed')],
   inspection.refresh_intents.map((i) =>
-    [i.id, i.refresh_type, i.status, i.error_code, when(i.created_at), when(i.completed_at)].map(text),
+    [i.id, i.refresh_type, stateOf(i.status), i.error_code, when(i.created_at), when(i.completed_at)].map(
+      text,
+    ),
   ),
 )}
 ${section(
   'link.jobs',
-  ['ID', 'Status', 'Type', 'Attempts', 'Run at', 'Last error'],
+  ['ID', t('col.status'), t('col.type'), t('col.attempts'), t('col.run_at'), t('col.last_error')],
   inspection.jobs.map((j) =>
-    [j.id, j.status, j.refresh_type, j.attempts, when(j.run_at), j.last_error].map(text),
+    [j.id, stateOf(j.status), j.refresh_type, j.attempts, when(j.run_at), j.last_error].map(text),
   ),
 )}
 ${section(
   'link.events',
-  ['ID', 'Type', 'Created'],
+  ['ID', t('col.type'), t('col.created')],
   inspection.events.map((e) => [e.id, e.type, when(e.created_at)].map(text)),
 )}
 ${section(
   'link.deliveries',
-  ['ID', 'Event', 'Endpoint', 'Status', 'Attempts', 'Last answer', 'Last error'],
+  [
+    'ID',
+    t('col.event'),
+    t('col.endpoint'),
+    t('col.status'),
+    t('col.attempts'),
+    t('col.last_answer'),
+    t('col.last_error'),
+  ],
   inspection.deliveries.map((d) =>
-    [d.id, d.event_type, d.endpoint_id, d.status, d.attempts, d.last_response_status, d.last_error].map(text),
+    [
+      d.id,
+      d.event_type,
+      d.endpoint_id,
+      stateOf(d.status),
+      d.attempts,
+      d.last_response_status,
+      d.last_error,
+    ].map(text),
   ),
 )}`,
       ),

@@ -52,6 +52,53 @@ const es = {
   'link.refresh_done': 'Actualización {id} en cola.',
   'link.deleted_done': 'Conexión {id} eliminada.',
   'link.back': 'Volver a las conexiones',
+  // Diagnosis, column names and states on a link's page
+  'finding.expired':
+    'Expiró el {at} después de {failures} inicios de sesión fallidos ({error}): la persona debe reconectarla desde el widget (intención «reconnect»).',
+  'finding.paused':
+    'En pausa desde el {since}: el programador la omite. Usa «Reanudar» para volver a sincronizarla.',
+  'finding.credentials_unreadable':
+    'La última sincronización falló con credentials_unreadable: las credenciales guardadas no se abren con ninguna clave maestra de este servidor. Quien opera el servidor debe restaurar master.key desde el respaldo, o la persona debe reconectar la conexión.',
+  'finding.sync_failed_credentials':
+    'La última sincronización falló con {error} ({failures} fallos de credenciales seguidos; con 3 la conexión expira).',
+  'finding.sync_failed_bank':
+    'La última sincronización falló con {error} (un error del banco: se reintenta en la próxima sincronización).',
+  'finding.lease_expired':
+    'Una sincronización quedó tomada por un proceso que terminó; el próximo proceso libre la retoma.',
+  'finding.sync_queued':
+    'Hay una sincronización en cola. Si no avanza, pide a quien opera el servidor revisar el programador (svc status).',
+  'finding.scheduler_late':
+    'La próxima sincronización debía ocurrir hace más de una hora ({at}): parece que el programador no está corriendo.',
+  'finding.never_synced': 'Nunca se ha sincronizado con éxito.',
+  'finding.healthy': 'Sana: última sincronización {last}, próxima {next}.',
+  'col.name': 'Nombre',
+  'col.type': 'Tipo',
+  'col.currency': 'Moneda',
+  'col.last_4': 'Últimos 4',
+  'col.movements': 'Movimientos',
+  'col.pending': 'Pendientes',
+  'col.refreshed': 'Actualizada',
+  'col.status': 'Estado',
+  'col.error': 'Error',
+  'col.created': 'Creada',
+  'col.completed': 'Terminada',
+  'col.attempts': 'Intentos',
+  'col.run_at': 'Programada',
+  'col.last_error': 'Último error',
+  'col.event': 'Evento',
+  'col.endpoint': 'Endpoint',
+  'col.last_answer': 'Última respuesta',
+  'state.active': 'activa',
+  'state.expired': 'expirada',
+  'state.created': 'creada',
+  'state.queued': 'en cola',
+  'state.running': 'en curso',
+  'state.in_progress': 'en curso',
+  'state.requires_mfa': 'espera el código MFA',
+  'state.waiting_mfa': 'espera el código MFA',
+  'state.pending': 'pendiente',
+  'state.succeeded': 'exitosa',
+  'state.failed': 'fallida',
   'nav.keys': 'Claves de API',
   'nav.events': 'Eventos',
   'nav.audit': 'Auditoría',
@@ -188,6 +235,52 @@ const en: typeof es = {
   'link.refresh_done': 'Refresh {id} queued.',
   'link.deleted_done': 'Link {id} deleted.',
   'link.back': 'Back to the links',
+  // Diagnosis, column names and states on a link's page
+  'finding.expired':
+    'Expired {at} after {failures} failed logins ({error}): the customer must reconnect it through the widget (intent "reconnect").',
+  'finding.paused': 'Paused since {since}: the scheduler skips it. Use Resume to sync it again.',
+  'finding.credentials_unreadable':
+    "The last sync failed with credentials_unreadable: the stored credentials do not open with any of this server's master keys. The operator must restore master.key from the backup, or the customer must reconnect the link.",
+  'finding.sync_failed_credentials':
+    'The last sync failed with {error} ({failures} credential failure(s) in a row; 3 expire the link).',
+  'finding.sync_failed_bank':
+    'The last sync failed with {error} (a bank-side error: retried at the next sync).',
+  'finding.lease_expired':
+    'A sync job holds an expired lease (its worker died); the next free worker takes it over.',
+  'finding.sync_queued':
+    'A sync is queued. If it does not move, ask the operator to check the scheduler (svc status).',
+  'finding.scheduler_late':
+    'The next sync was due more than an hour ago ({at}): no scheduler seems to be running.',
+  'finding.never_synced': 'It has never synced successfully.',
+  'finding.healthy': 'Healthy: last synced {last}, next sync {next}.',
+  'col.name': 'Name',
+  'col.type': 'Type',
+  'col.currency': 'Currency',
+  'col.last_4': 'Last 4',
+  'col.movements': 'Movements',
+  'col.pending': 'Pending',
+  'col.refreshed': 'Refreshed',
+  'col.status': 'Status',
+  'col.error': 'Error',
+  'col.created': 'Created',
+  'col.completed': 'Completed',
+  'col.attempts': 'Attempts',
+  'col.run_at': 'Run at',
+  'col.last_error': 'Last error',
+  'col.event': 'Event',
+  'col.endpoint': 'Endpoint',
+  'col.last_answer': 'Last answer',
+  'state.active': 'active',
+  'state.expired': 'expired',
+  'state.created': 'created',
+  'state.queued': 'queued',
+  'state.running': 'running',
+  'state.in_progress': 'in progress',
+  'state.requires_mfa': 'waiting for the MFA code',
+  'state.waiting_mfa': 'waiting for the MFA code',
+  'state.pending': 'pending',
+  'state.succeeded': 'succeeded',
+  'state.failed': 'failed',
   'nav.keys': 'API keys',
   'nav.events': 'Events',
   'nav.audit': 'Audit log',
@@ -274,6 +367,12 @@ const en: typeof es = {
 
 export type ConsoleMessageKey = keyof typeof es;
 export const CONSOLE_CATALOGUES: Record<Locale, typeof es> = { es, en };
+
+/** A state's word (`state.expired`), or the value itself for one the catalogue does not know. */
+export function stateWord(locale: Locale, value: string): string {
+  const key = `state.${value}`;
+  return key in CONSOLE_CATALOGUES[locale] ? consoleMessage(locale, key as ConsoleMessageKey) : value;
+}
 
 /** A message with its `{placeholders}` filled (not escaped: the page escapes what it prints). */
 export function consoleMessage(

@@ -17,7 +17,10 @@ export interface LinkInspection {
     sync_attempts: number;
     sync_successes: number;
   };
+  /** The findings below in the operator's words (what `svc links inspect` prints). */
   diagnosis: string[];
+  /** What is wrong (or that nothing is), as codes with their figures, for a page to word in its language. */
+  findings: Finding[];
   accounts: {
     id: string;
     name: string;
@@ -76,6 +79,7 @@ export async function inspectLink(db: Knex, linkId: string, now: number): Promis
     recentEventsOfLink(db, linkId, 15),
     recentDeliveriesOfLink(db, linkId, 10),
   ]);
+  const found = findingsOf(row, jobs, now);
   return {
     link: {
       ...presentLink(row),
@@ -84,7 +88,8 @@ export async function inspectLink(db: Knex, linkId: string, now: number): Promis
       sync_attempts: row.sync_attempts,
       sync_successes: row.sync_successes,
     },
-    diagnosis: diagnose(row, jobs, now),
+    diagnosis: found.map((finding) => describeFinding(finding, row.id)),
+    findings: found,
     accounts: accounts.map((a) => ({
       id: a.id,
       name: a.name,
@@ -131,44 +136,86 @@ export async function inspectLink(db: Knex, linkId: string, now: number): Promis
 
 const HOUR = 3_600_000;
 
+/** One thing `inspect` found about a link; times are ISO 8601. */
+export type Finding =
+  | { code: 'expired'; at: string | null; failures: number; error: string | null }
+  | { code: 'paused'; since: string | null }
+  | { code: 'credentials_unreadable' }
+  | { code: 'sync_failed'; error: string; credentialFailures: number }
+  | { code: 'lease_expired' }
+  | { code: 'sync_queued' }
+  | { code: 'scheduler_late'; nextSyncAt: string | null }
+  | { code: 'never_synced' }
+  | { code: 'healthy'; lastSyncedAt: string | null; nextSyncAt: string | null };
+
+export function findingsOf(
+  row: LinkRow,
+  jobs: { status: string; locked_until: number | null }[],
+  now: number,
+): Finding[] {
+  const found: Finding[] = [];
+  if (row.status === 'expired')
+    found.push({
+      code: 'expired',
+      at: toIso(row.expired_at),
+      failures: row.consecutive_failures,
+      error: row.last_error_code,
+    });
+  if (row.paused) found.push({ code: 'paused', since: toIso(row.paused_at) });
+  if (row.status === 'active' && row.last_error_code === UNREADABLE_CREDENTIALS)
+    found.push({ code: 'credentials_unreadable' });
+  else if (row.status === 'active' && row.last_error_code)
+    found.push({
+      code: 'sync_failed',
+      error: row.last_error_code,
+      credentialFailures: row.consecutive_failures,
+    });
+  if (jobs.some((j) => j.status === 'running' && j.locked_until !== null && j.locked_until < now))
+    found.push({ code: 'lease_expired' });
+  if (jobs.some((j) => j.status === 'queued')) found.push({ code: 'sync_queued' });
+  if (row.status === 'active' && !row.paused && row.next_sync_at !== null && row.next_sync_at < now - HOUR)
+    found.push({ code: 'scheduler_late', nextSyncAt: toIso(row.next_sync_at) });
+  if (row.last_synced_at === null && row.status === 'active') found.push({ code: 'never_synced' });
+  if (found.length === 0)
+    found.push({
+      code: 'healthy',
+      lastSyncedAt: toIso(row.last_synced_at),
+      nextSyncAt: toIso(row.next_sync_at),
+    });
+  return found;
+}
+
+/** A finding in the operator's words, with the CLI command that acts on it. */
+export function describeFinding(finding: Finding, linkId: string): string {
+  switch (finding.code) {
+    case 'expired':
+      return `Expired ${finding.at} after ${finding.failures} failed logins (${finding.error}): the user must reconnect it with a widget token (intent "reconnect").`;
+    case 'paused':
+      return `Paused since ${finding.since}: the scheduler skips it; resume it with \`svc links resume ${linkId}\`.`;
+    case 'credentials_unreadable':
+      return 'The last sync failed with credentials_unreadable: the stored bank credentials do not open with any master key this host holds (the row was altered, or master.key lacks the key that sealed it). Restore master.key from the backup, or have the user reconnect the link.';
+    case 'sync_failed':
+      return `The last sync failed with ${finding.error}${finding.credentialFailures > 0 ? ` (${finding.credentialFailures} credential failure(s) in a row; 3 expire the link)` : ' (a bank-side error: retried at the next sync)'}.`;
+    case 'lease_expired':
+      return 'A sync job holds an expired lease (its worker died); the next free worker takes it over.';
+    case 'sync_queued':
+      return 'A sync is queued: is a scheduler running (`svc status`)?';
+    case 'scheduler_late':
+      return `next_sync_at passed more than an hour ago (${finding.nextSyncAt}): no scheduler seems to be running.`;
+    case 'never_synced':
+      return 'It has never synced successfully.';
+    case 'healthy':
+      return `Healthy: last synced ${finding.lastSyncedAt}, next sync ${finding.nextSyncAt}.`;
+  }
+}
+
+/** The operator's diagnosis of a link: what `svc links inspect` prints. */
 export function diagnose(
   row: LinkRow,
   jobs: { status: string; locked_until: number | null }[],
   now: number,
 ): string[] {
-  const notes: string[] = [];
-  if (row.status === 'expired') {
-    notes.push(
-      `Expired ${toIso(row.expired_at)} after ${row.consecutive_failures} failed logins (${row.last_error_code}): the user must reconnect it with a widget token (intent "reconnect").`,
-    );
-  }
-  if (row.paused)
-    notes.push(
-      `Paused since ${toIso(row.paused_at)}: the scheduler skips it; resume it with \`svc links resume ${row.id}\`.`,
-    );
-  if (row.status === 'active' && row.last_error_code === UNREADABLE_CREDENTIALS) {
-    notes.push(
-      'The last sync failed with credentials_unreadable: the stored bank credentials do not open with any master key this host holds (the row was altered, or master.key lacks the key that sealed it). Restore master.key from the backup, or have the user reconnect the link.',
-    );
-  } else if (row.status === 'active' && row.last_error_code) {
-    notes.push(
-      `The last sync failed with ${row.last_error_code}${row.consecutive_failures > 0 ? ` (${row.consecutive_failures} credential failure(s) in a row; 3 expire the link)` : ' (a bank-side error: retried at the next sync)'}.`,
-    );
-  }
-  const stuck = jobs.find((j) => j.status === 'running' && j.locked_until !== null && j.locked_until < now);
-  if (stuck)
-    notes.push('A sync job holds an expired lease (its worker died); the next free worker takes it over.');
-  if (jobs.some((j) => j.status === 'queued'))
-    notes.push('A sync is queued: is a scheduler running (`svc status`)?');
-  if (row.status === 'active' && !row.paused && row.next_sync_at !== null && row.next_sync_at < now - HOUR) {
-    notes.push(
-      `next_sync_at passed more than an hour ago (${toIso(row.next_sync_at)}): no scheduler seems to be running.`,
-    );
-  }
-  if (row.last_synced_at === null && row.status === 'active') notes.push('It has never synced successfully.');
-  if (notes.length === 0)
-    notes.push(`Healthy: last synced ${toIso(row.last_synced_at)}, next sync ${toIso(row.next_sync_at)}.`);
-  return notes;
+  return findingsOf(row, jobs, now).map((finding) => describeFinding(finding, row.id));
 }
 
 /** Operators act on any link: the CLI acts with the link's own organisation and mode. */

@@ -187,6 +187,7 @@ forEachEngine(t, async (t, engine) => {
     await supportPage.getByRole('button', { name: 'Pause' }).click();
     t.match(await supportPage.getByRole('status').innerText(), 'Link paused');
     t.equal(await supportPage.getByRole('button', { name: 'Resume' }).count(), 1);
+    t.match(await supportPage.locator('.diagnosis').innerText(), /Paused since .*Use Resume/, 'and says so');
     t.equal(
       await supportPage.getByRole('button', { name: 'Delete the link' }).count(),
       0,

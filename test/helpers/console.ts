@@ -5,7 +5,13 @@ import type { TestApp } from './harness.js';
 export const PASSWORD = 'a long and quiet password';
 
 /** A console user made as the CLI does, signed in over HTTP: returns a request function with its session. */
-export async function signedIn(app: TestApp, role: ConsoleRole, orgId: string | null, email: string) {
+export async function signedIn(
+  app: TestApp,
+  role: ConsoleRole,
+  orgId: string | null,
+  email: string,
+  language = 'en',
+) {
   const { token } = await app.db.transaction((trx) =>
     inviteConsoleUser(trx, { email, role, orgId, actor: 'cli:test', now: app.clock.now() }),
   );
@@ -21,7 +27,11 @@ export async function signedIn(app: TestApp, role: ConsoleRole, orgId: string | 
   const csrf = /name="_csrf" value="([^"]+)"/.exec(await home.text())?.[1] ?? '';
   /** A console request as this user; POSTs carry the session's CSRF token. */
   return async (method: 'GET' | 'POST', path: string, form: Record<string, string> = {}) => {
-    const init: RequestInit = { method, headers: { cookie, 'accept-language': 'en' }, redirect: 'manual' };
+    const init: RequestInit = {
+      method,
+      headers: { cookie, 'accept-language': language },
+      redirect: 'manual',
+    };
     if (method === 'POST') {
       init.body = new URLSearchParams({ _csrf: csrf, ...form }).toString();
       (init.headers as Record<string, string>)['content-type'] = 'application/x-www-form-urlencoded';

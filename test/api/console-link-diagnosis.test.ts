@@ -1,0 +1,83 @@
+import t from 'tap';
+import { signedIn } from '../helpers/console.js';
+import { createTenant, forEachEngine, linkBody, runSyncs, startTestApp } from '../helpers/harness.js';
+
+/*
+ * "Why is this link stale?" in the console, in support's language (issue 18): the diagnosis `svc links
+ * inspect` gives, worded in Spanish or English and pointing at the page's own buttons rather than the CLI,
+ * with the tables' columns and states translated.
+ */
+
+forEachEngine(t, async (t, engine) => {
+  const app = await startTestApp(t, engine);
+  const tenant = await createTenant(app);
+  const created = await app.request('POST', '/v1/links', {
+    key: tenant.keys.sk_test.secret,
+    body: linkBody(),
+  });
+  const linkId = created.body.id as string;
+  const path = `/console/o/${tenant.orgId}/test/links/${linkId}`;
+  const english = await signedIn(app, 'support', tenant.orgId, `help-${engine}@a.cl`);
+  const spanish = await signedIn(app, 'support', tenant.orgId, `ayuda-${engine}@a.cl`, 'es-CL');
+  /** The diagnosis's items as a person reads them. */
+  const diagnosis = async (as: typeof english) => {
+    const page = await as('GET', path);
+    t.equal(page.status, 200);
+    const list = /<ul class="diagnosis">(.*?)<\/ul>/s.exec(page.text)?.[1] ?? '';
+    return [...list.matchAll(/<li>(.*?)<\/li>/gs)].map((match) => match[1]!);
+  };
+
+  t.same(
+    await diagnosis(english),
+    [
+      'A sync is queued. If it does not move, ask the operator to check the scheduler (svc status).',
+      'It has never synced successfully.',
+    ],
+    'a new link: queued and never synced',
+  );
+  t.same(
+    await diagnosis(spanish),
+    [
+      'Hay una sincronización en cola. Si no avanza, pide a quien opera el servidor revisar el programador (svc status).',
+      'Nunca se ha sincronizado con éxito.',
+    ],
+    'the same in Spanish',
+  );
+
+  await runSyncs(app);
+  const [healthy] = await diagnosis(english);
+  t.match(healthy, /^Healthy: last synced \d{4}-\d\d-\d\d \d\d:\d\d, next sync \d{4}-\d\d-\d\d \d\d:\d\d\.$/);
+  t.match((await diagnosis(spanish))[0], /^Sana: última sincronización \d{4}-/);
+
+  t.equal((await english('POST', `${path}/pause`)).status, 200, 'paused from the console');
+  t.match(await diagnosis(english), [
+    /^Paused since \d{4}-\d\d-\d\d \d\d:\d\d: the scheduler skips it\. Use Resume/,
+  ]);
+  t.notMatch(
+    (await diagnosis(english))[0],
+    /svc links resume/,
+    'support is pointed at the button, not the CLI',
+  );
+  t.match(await diagnosis(spanish), [/^En pausa desde el \d{4}-.*Usa «Reanudar»/]);
+
+  await app.db
+    .knex('links')
+    .where({ id: linkId })
+    .update({
+      status: 'expired',
+      expired_at: app.clock.now(),
+      consecutive_failures: 3,
+      last_error_code: 'invalid_credentials',
+    });
+  t.match(await diagnosis(spanish), [
+    /^Expiró el \d{4}-\d\d-\d\d \d\d:\d\d después de 3 inicios de sesión fallidos \(invalid_credentials\)/,
+    /^En pausa/,
+  ]);
+
+  const page = (await spanish('GET', path)).text;
+  for (const word of ['Movimientos', 'Intentos', 'Último error', 'expirada', 'exitosa'])
+    t.ok(page.includes(word), `the Spanish page says "${word}"`);
+  const list = (await spanish('GET', `/console/o/${tenant.orgId}/test/links?status=expired`)).text;
+  t.match(list, /<option value="expired" selected>expirada<\/option>/, 'the status filter in Spanish');
+  t.ok(list.includes(linkId), 'finds the expired link');
+});
