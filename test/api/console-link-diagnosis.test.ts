@@ -60,15 +60,12 @@ forEachEngine(t, async (t, engine) => {
   );
   t.match(await diagnosis(spanish), [/^En pausa desde el \d{4}-.*Usa «Reanudar»/]);
 
-  await app.db
-    .knex('links')
-    .where({ id: linkId })
-    .update({
-      status: 'expired',
-      expired_at: app.clock.now(),
-      consecutive_failures: 3,
-      last_error_code: 'invalid_credentials',
-    });
+  await app.db.knex('links').where({ id: linkId }).update({
+    status: 'expired',
+    expired_at: app.clock.now(),
+    consecutive_failures: 3,
+    last_error_code: 'invalid_credentials',
+  });
   t.match(await diagnosis(spanish), [
     /^Expiró el \d{4}-\d\d-\d\d \d\d:\d\d después de 3 inicios de sesión fallidos \(invalid_credentials\)/,
     /^En pausa/,
