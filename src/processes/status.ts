@@ -54,7 +54,7 @@ export function runningSupervisors(home: string): SupervisorState[] {
       if (isAlive(state.pid)) states.push(state);
       else rmSync(join(dir, file), { force: true });
     } catch {
-      // a state file being rewritten at this instant; the next call reads it
+      // removed between the listing and the read (its supervisor stopped)
     }
   }
   return states;

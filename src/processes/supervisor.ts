@@ -1,5 +1,5 @@
 import { fork, type ChildProcess } from 'node:child_process';
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Config } from '../config/defaults.js';
@@ -216,7 +216,13 @@ export class Supervisor {
     };
   }
 
+  /**
+   * Written whole under another name, then renamed over the old file: a reader (`svc status`, a test) that
+   * opened the file while it was being rewritten in place read it empty and missed a running supervisor.
+   */
   private writeState(): void {
-    writeFileSync(this.stateFile, JSON.stringify(this.state(), null, 2));
+    const partial = `${this.stateFile}.partial`;
+    writeFileSync(partial, JSON.stringify(this.state(), null, 2));
+    renameSync(partial, this.stateFile);
   }
 }

@@ -50,7 +50,7 @@ function supervisedChildren(home: string, serve: ServeProcess): Map<string, Chil
     ) as SupervisorState;
     return new Map(state.children.map((child) => [child.role, child] as const));
   } catch {
-    return new Map(); // being rewritten
+    return new Map(); // not written yet
   }
 }
 
