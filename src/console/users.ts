@@ -310,6 +310,8 @@ export async function setPasswordWithToken(
     session_epoch: found.user.session_epoch + 1,
     failed_logins: 0,
     locked_until: null,
+    // The link signs them in (the console's accept page): the users list shows it as their last sign-in.
+    last_login_at: now,
     updated_at: now,
   };
   await trx('console_users').where({ id: found.user.id }).update(changes);
