@@ -26,6 +26,8 @@ import { seesOrganisation, type ConsoleScope } from './access.js';
 import { registerKeyPages } from './keys-pages.js';
 import { registerLinkPages } from './links-pages.js';
 import { registerHistoryPages } from './history-pages.js';
+import { registerOverviewPage } from './overview-page.js';
+import { registerUserPages } from './users-pages.js';
 import { pageWindow, pager, pagerWords, table } from './views.js';
 import { getOrganisation, pageOrganisations } from '../orgs/orgs.js';
 
@@ -111,7 +113,12 @@ export function consoleRouter(services: AppServices): Router {
     locale: state?.locale ?? localeOf(ctx),
     operator: config.widget.name,
     session: state
-      ? { csrf: state.claims.csrf, email: state.user.email, seesAllOrganisations: state.user.org_id === null }
+      ? {
+          csrf: state.claims.csrf,
+          email: state.user.email,
+          seesAllOrganisations: state.user.org_id === null,
+          managesUsers: state.user.role === 'operator',
+        }
       : null,
     scope: state?.scope && section !== undefined ? { ...state.scope, section } : undefined,
   });
@@ -323,24 +330,11 @@ export function consoleRouter(services: AppServices): Router {
     );
   });
 
-  router.get('/o/:org/:mode', kit.scoped, (ctx) => {
-    const state = kit.state(ctx);
-    const t = (key: ConsoleMessageKey, values?: Record<string, string>) =>
-      consoleMessage(state.locale, key, values);
-    send(
-      ctx,
-      200,
-      layout(
-        kit.pageContext(ctx, ''),
-        t('nav.overview'),
-        `<p>${escapeHtml(t('overview.signed_in', { email: state.user.email, role: t(`role.${state.user.role}`) }))}</p>`,
-      ),
-    );
-  });
-
+  registerOverviewPage(router, kit);
   registerKeyPages(router, kit);
   registerLinkPages(router, kit);
   registerHistoryPages(router, kit);
+  registerUserPages(router, kit);
 
   router.post('/logout', async (ctx) => {
     const state = ctx.state.console as ConsoleState;

@@ -12,7 +12,7 @@ export interface PageContext {
   locale: Locale;
   operator: string;
   /** The signed-in user's CSRF token and identity; null on the pages before sign-in. */
-  session: { csrf: string; email: string; seesAllOrganisations: boolean } | null;
+  session: { csrf: string; email: string; seesAllOrganisations: boolean; managesUsers?: boolean } | null;
   /** The organisation and mode the page is about, and the path of the page in it (for the mode switch). */
   scope?: ConsoleScope & { section: string };
 }
@@ -64,6 +64,7 @@ export function layout(context: PageContext, title: string, body: string): strin
   const nav = session
     ? `<nav class="console-nav" aria-label="${t('console.title')}">
   ${session.seesAllOrganisations ? `<a href="/console/orgs">${t('nav.organisations')}</a>` : ''}
+  ${session.managesUsers ? `<a href="/console/users">${t('nav.users')}</a>` : ''}
   <span class="who">${escapeHtml(session.email)}</span>
   <form method="post" action="/console/logout">${csrfField(session.csrf)}<button type="submit" class="link-button">${t('nav.signout')}</button></form>
 </nav>`

@@ -3,6 +3,7 @@ import type { Knex } from 'knex';
 import { recordAudit } from '../audit/audit-log.js';
 import { toIso } from '../clock/clock.js';
 import type { Database } from '../db/database.js';
+import { fetchPage, type PageWindow } from '../db/paging.js';
 import { errors } from '../errors/api-error.js';
 import { newId } from '../ids/ids.js';
 import { sha256Hex } from '../secrets/secret-box.js';
@@ -63,6 +64,12 @@ const EMAIL = /^[^\s@<>"']{1,64}@[^\s@<>"']{1,189}\.[^\s@<>"']{2,}$/;
 
 export function normaliseEmail(email: string): string {
   return email.trim().toLowerCase();
+}
+
+/** Whether an address is one an invitation accepts (at most 254 characters, the column's width). */
+export function isConsoleEmail(email: string): boolean {
+  const normal = normaliseEmail(email);
+  return normal.length <= 254 && EMAIL.test(normal);
 }
 
 type TokenPurpose = 'invite' | 'reset';
@@ -154,6 +161,42 @@ export async function listConsoleUsers(db: Knex, filter: { orgId?: string } = {}
   const query = db<ConsoleUserRow>('console_users').orderBy([{ column: 'created_at' }, { column: 'id' }]);
   if (filter.orgId) query.where('org_id', filter.orgId);
   return query;
+}
+
+/**
+ * One page of console users, oldest first, with their organisation's name (the console's Users page).
+ * People, not rows by the million: the table is small, and a page reads 30 of it.
+ */
+export async function pageConsoleUsers(
+  db: Knex,
+  window: PageWindow,
+): Promise<{ rows: (ConsoleUserRow & { org_name: string | null })[]; total: number }> {
+  return fetchPage<ConsoleUserRow & { org_name: string | null }>(
+    () => db('console_users'),
+    [
+      ['created_at', 'asc'],
+      ['id', 'asc'],
+    ],
+    window.offset,
+    window.limit,
+  ).then(async (page) => {
+    // The names of the page's organisations, by primary key: at most 30 reads' worth.
+    const ids = [...new Set(page.rows.map((row) => row.org_id).filter((id): id is string => id !== null))];
+    const names = new Map<string, string>(
+      ids.length === 0
+        ? []
+        : (await db('organisations').whereIn('id', ids).select('id', 'name')).map(
+            (org: { id: string; name: string }) => [org.id, org.name],
+          ),
+    );
+    return {
+      rows: page.rows.map((row) => ({
+        ...row,
+        org_name: row.org_id ? (names.get(row.org_id) ?? null) : null,
+      })),
+      total: page.total,
+    };
+  });
 }
 
 /** Disables a user: every session of theirs ends at once, and they cannot sign in. */
@@ -267,6 +310,8 @@ export async function setPasswordWithToken(
     session_epoch: found.user.session_epoch + 1,
     failed_logins: 0,
     locked_until: null,
+    // The link signs them in (the console's accept page): the users list shows it as their last sign-in.
+    last_login_at: now,
     updated_at: now,
   };
   await trx('console_users').where({ id: found.user.id }).update(changes);

@@ -267,3 +267,24 @@ export async function pruneFinishedJobs(trx: Knex, cutoff: number, limit: number
   }
   return removed;
 }
+
+/**
+ * How many sync jobs of an organisation's links in a mode failed since `since` (the console's overview).
+ * Walks `jobs_due_idx (status, run_at)` over the failed jobs of the window only (a failed job's `run_at` is
+ * when it last started), and reads each one's link by primary key for its mode: jobs carry no mode.
+ */
+export async function failedSyncJobsSince(
+  db: Knex,
+  scope: { orgId: string; mode: 'live' | 'test' },
+  since: number,
+): Promise<number> {
+  const [row] = await db('jobs')
+    .join('links', 'links.id', 'jobs.link_id')
+    .where('jobs.status', 'failed')
+    .where('jobs.run_at', '>=', since)
+    .where('jobs.kind', 'sync')
+    .where('jobs.org_id', scope.orgId)
+    .where('links.mode', scope.mode)
+    .count({ n: '*' });
+  return Number((row as { n: number | string }).n);
+}

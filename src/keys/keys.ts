@@ -312,3 +312,30 @@ export async function recordKeyUse(
 ): Promise<void> {
   await db.transaction((trx) => trx('api_keys').where({ id: keyId }).update({ last_used_at: at }));
 }
+
+/**
+ * How many keys of an organisation and mode work now, by type, and how many of them have rate limits of
+ * their own (the console's overview). A count over `api_keys(org_id, mode, type)`: an organisation has few.
+ */
+export async function keyFiguresOfScope(
+  db: Knex,
+  scope: { orgId: string; mode: Mode },
+  now: number,
+): Promise<{ secret: number; publishable: number; ownLimits: number }> {
+  const rows: { type: string; n: number | string; own_limits: number | string | null }[] = await db(
+    'api_keys',
+  )
+    .where({ org_id: scope.orgId, mode: scope.mode })
+    .whereNull('revoked_at')
+    .where((live) => live.whereNull('expires_at').orWhere('expires_at', '>', now))
+    .groupBy('type')
+    .select('type')
+    .count({ n: '*' })
+    .select(db.raw('sum(case when rate_limits is null then 0 else 1 end) as own_limits'));
+  const of = (type: string) => Number(rows.find((row) => row.type === type)?.n ?? 0);
+  return {
+    secret: of('secret'),
+    publishable: of('publishable'),
+    ownLimits: rows.reduce((sum, row) => sum + Number(row.own_limits ?? 0), 0),
+  };
+}

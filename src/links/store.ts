@@ -204,3 +204,41 @@ export async function searchLinks(
   };
   return fetchPage<LinkRow>(scoped, NEWEST_FIRST, window.offset, window.limit);
 }
+
+/** An organisation's links in a mode by state, as the console's overview shows them. */
+export interface LinkFigures {
+  /** `status = active`, paused or not: what the links list's `active` filter shows. */
+  active: number;
+  /** Of the active ones, those the scheduler skips. */
+  paused: number;
+  expired: number;
+  /** Active links whose last sync failed (`last_error_code` set): `svc links inspect` names why. */
+  failing: number;
+}
+
+/**
+ * The figures above in one grouped count over `links(org_id, mode, …)`: the rows the links list's total
+ * already counts, never loaded. The failing sum is a CASE rather than a filter, so one pass gives all four.
+ */
+export async function linkFiguresOfScope(
+  db: Knex,
+  scope: { orgId: string; mode: 'live' | 'test' },
+): Promise<LinkFigures> {
+  const rows: { status: string; paused: boolean | number; n: number | string; failing: number | string }[] =
+    await db('links')
+      .where({ org_id: scope.orgId, mode: scope.mode })
+      .groupBy('status', 'paused')
+      .select('status', 'paused')
+      .count({ n: '*' })
+      .select(db.raw('sum(case when last_error_code is null then 0 else 1 end) as failing'));
+  const figures: LinkFigures = { active: 0, paused: 0, expired: 0, failing: 0 };
+  for (const row of rows) {
+    const n = Number(row.n);
+    if (row.status === 'expired') figures.expired += n;
+    if (row.status !== 'active') continue;
+    figures.active += n;
+    if (row.paused) figures.paused += n;
+    figures.failing += Number(row.failing ?? 0);
+  }
+  return figures;
+}

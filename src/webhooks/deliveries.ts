@@ -345,3 +345,33 @@ export async function deleteDeliveriesOfEvents(
   );
   return { deliveries: deliveries.length, attempts };
 }
+
+/**
+ * An organisation's deliveries in a mode that are not getting through (the console's overview): those that
+ * failed for good since `since`, and those still pending after at least one failed attempt (retrying).
+ * Both read `deliveries_status_idx (org_id, mode, status, created_at, id)`: the failed ones as a range of
+ * it, the retrying ones among the pending (the queue, small by design), never the delivered history.
+ */
+export async function failingDeliveryCounts(
+  db: Knex,
+  scope: { orgId: string; mode: 'live' | 'test' },
+  since: number,
+): Promise<{ failed: number; retrying: number }> {
+  const count = async (query: Knex.QueryBuilder) => {
+    const [row] = await query.count({ n: '*' });
+    return Number((row as { n: number | string }).n);
+  };
+  const [failed, retrying] = await Promise.all([
+    count(
+      db('webhook_deliveries')
+        .where({ org_id: scope.orgId, mode: scope.mode, status: 'failed' })
+        .where('created_at', '>=', since),
+    ),
+    count(
+      db('webhook_deliveries')
+        .where({ org_id: scope.orgId, mode: scope.mode, status: 'pending' })
+        .where('attempts', '>', 0),
+    ),
+  ]);
+  return { failed, retrying };
+}

@@ -1,0 +1,331 @@
+import type Router from '@koa/router';
+import type { Context, Next } from 'koa';
+import { toIso } from '../clock/clock.js';
+import { ApiError } from '../errors/api-error.js';
+import { isId } from '../ids/ids.js';
+import { getOrganisation } from '../orgs/orgs.js';
+import { escapeHtml } from '../widget/page.js';
+import type { ConsoleKit } from './http.js';
+import { consoleLink } from './links.js';
+import { consoleMessage, type ConsoleMessageKey } from './messages.js';
+import { layout } from './pages.js';
+import {
+  CONSOLE_ROLES,
+  disableConsoleUser,
+  findConsoleUser,
+  INVITATION_TTL_MS,
+  inviteConsoleUser,
+  isConsoleEmail,
+  pageConsoleUsers,
+  resetConsoleUser,
+  RESET_TTL_MS,
+  type ConsoleRole,
+  type ConsoleUserRow,
+} from './users.js';
+import {
+  atMinute,
+  csrfInput,
+  noticeHtml,
+  pageWindow,
+  pager,
+  pagerWords,
+  problemHtml,
+  secretOnce,
+  table,
+} from './views.js';
+
+/*
+ * Console users, for operators only (everyone else gets 404, as for a page that does not exist for them):
+ * the list, an invitation (its link shown once, as `svc console users create` prints it), and a user's page
+ * to reset (a new link, shown once) or disable them after a confirmation. Every change goes through
+ * users.ts, as the CLI's do, and is audited with the operator as `console:cu_…`.
+ */
+
+/** What the invite form was sent with, kept on the page when it is refused. */
+interface InviteForm {
+  email: string;
+  role: string;
+  org: string;
+}
+
+const EMPTY_FORM: InviteForm = { email: '', role: 'admin', org: '' };
+
+/** A refusal of the form, worded for the person: nothing was written. */
+class FormProblem extends Error {
+  constructor(
+    readonly status: number,
+    readonly key: ConsoleMessageKey,
+  ) {
+    super(key);
+  }
+}
+
+/** The invite form's fields, trimmed, from the POST's form. */
+function inviteFields(form: Record<string, string>): InviteForm {
+  return {
+    email: (form.email ?? '').trim().slice(0, 1000),
+    role: form.role ?? '',
+    org: (form.org ?? '').trim().slice(0, 100),
+  };
+}
+
+/** Checks an invitation's fields before anything is written; the organisation is checked to exist. */
+export function inviteProblem(form: InviteForm): ConsoleMessageKey | null {
+  if (form.email.trim() === '' || !isConsoleEmail(form.email)) return 'users.bad_email';
+  if (!CONSOLE_ROLES.includes(form.role as ConsoleRole)) return 'users.bad_role';
+  if (form.role === 'operator' && form.org !== '') return 'users.operator_org';
+  if (form.role === 'admin' && form.org === '') return 'users.admin_org';
+  if (form.org !== '' && !isId('org', form.org)) return 'users.no_org';
+  return null;
+}
+
+export function registerUserPages(router: Router, kit: ConsoleKit): void {
+  const { services } = kit;
+  const { db, clock, config } = services;
+  const words = (ctx: Context) => {
+    const { locale } = kit.state(ctx);
+    return (key: ConsoleMessageKey, values?: Record<string, string>) => consoleMessage(locale, key, values);
+  };
+  const actor = (ctx: Context) => `console:${kit.state(ctx).user.id}`;
+
+  // Only an operator manages console users; to anyone else these pages do not exist.
+  const operatorsOnly = async (ctx: Context, next: Next) => {
+    if (kit.state(ctx).user.role !== 'operator') return kit.refuse(ctx, 404, 'error.not_found');
+    await next();
+  };
+
+  const roleWord = (ctx: Context, role: ConsoleRole) => words(ctx)(`role.${role}`);
+  const orgWord = (ctx: Context, user: { org_id: string | null; org_name?: string | null }) =>
+    user.org_id === null ? words(ctx)('users.all_orgs') : (user.org_name ?? user.org_id);
+
+  const renderList = async (ctx: Context, status: number, notice: string, form: InviteForm) => {
+    const state = kit.state(ctx);
+    const t = words(ctx);
+    const window = pageWindow(ctx.query);
+    const { rows, total } = await pageConsoleUsers(db.reader, window);
+    const cells = rows.map((user) => [
+      `<a href="/console/users/${user.id}">${escapeHtml(user.email)}</a>`,
+      escapeHtml(roleWord(ctx, user.role)),
+      escapeHtml(orgWord(ctx, user)),
+      escapeHtml(t(`users.status.${user.status}`)),
+      escapeHtml(user.totp_secret_sealed !== null ? t('users.yes') : t('users.no')),
+      escapeHtml(atMinute(toIso(user.last_login_at)) || t('keys.never')),
+    ]);
+    const option = (role: ConsoleRole) =>
+      `<option value="${role}"${form.role === role ? ' selected' : ''}>${escapeHtml(roleWord(ctx, role))}</option>`;
+    const invite = `<form method="post" action="/console/users" class="console-form">
+${csrfInput(state.claims.csrf)}
+<fieldset><legend>${escapeHtml(t('users.invite'))}</legend>
+<label for="invite-email">${escapeHtml(t('signin.email'))}</label>
+<input id="invite-email" name="email" type="email" required maxlength="254" autocomplete="off" value="${escapeHtml(form.email)}">
+<label for="invite-role">${escapeHtml(t('users.role'))}</label>
+<select id="invite-role" name="role">${CONSOLE_ROLES.map(option).join('')}</select>
+<label for="invite-org">${escapeHtml(t('users.org_label'))}</label>
+<input id="invite-org" name="org" maxlength="24" autocomplete="off" aria-describedby="invite-org-hint" value="${escapeHtml(form.org)}">
+<p id="invite-org-hint" class="hint">${escapeHtml(t('users.org_hint'))}</p>
+<button type="submit" class="primary">${escapeHtml(t('users.invite_submit'))}</button>
+</fieldset>
+</form>`;
+    kit.send(
+      ctx,
+      status,
+      layout(
+        kit.pageContext(ctx),
+        t('users.title'),
+        notice +
+          table(
+            t('users.caption'),
+            [
+              t('signin.email'),
+              t('users.role'),
+              t('users.org'),
+              t('keys.status'),
+              t('users.totp'),
+              t('users.last_sign_in'),
+            ],
+            cells,
+            t('users.empty'),
+          ) +
+          pager('/console/users', ctx.query, window.page, total, pagerWords(state.locale)) +
+          invite,
+      ),
+    );
+  };
+
+  /** The user of the URL, or 404 (an id that is not a console user's is a page that does not exist). */
+  const userOfUrl = async (ctx: Context): Promise<ConsoleUserRow & { org_name: string | null }> => {
+    const id = (ctx.params as { user: string }).user;
+    if (!isId('cu', id)) throw new FormProblem(404, 'error.not_found');
+    const user = await findConsoleUser(db.reader, id).catch(() => null);
+    if (!user || user.id !== id) throw new FormProblem(404, 'error.not_found');
+    const org = user.org_id ? await getOrganisation(db.reader, user.org_id).catch(() => null) : null;
+    return { ...user, org_name: org?.name ?? null };
+  };
+
+  const renderUser = async (ctx: Context, status: number, notice: string) => {
+    const state = kit.state(ctx);
+    const t = words(ctx);
+    const user = await userOfUrl(ctx);
+    const csrf = state.claims.csrf;
+    const facts: [string, string][] = [
+      [t('signin.email'), user.email],
+      [t('users.role'), roleWord(ctx, user.role)],
+      [t('users.org'), orgWord(ctx, user)],
+      [t('keys.status'), t(`users.status.${user.status}`)],
+      [t('users.totp'), user.totp_secret_sealed !== null ? t('users.yes') : t('users.no')],
+      [t('users.last_sign_in'), atMinute(toIso(user.last_login_at)) || t('keys.never')],
+      [t('keys.created'), atMinute(toIso(user.created_at))],
+    ];
+    const self = user.id === state.user.id;
+    const forms =
+      user.status === 'disabled' || self
+        ? ''
+        : `<form method="post" action="/console/users/${user.id}/reset" class="console-form">${csrfInput(csrf)}
+<fieldset><legend>${escapeHtml(t('users.reset'))}</legend>
+<p>${escapeHtml(t('users.reset_explained'))}</p>
+${user.totp_secret_sealed !== null ? `<label class="check"><input type="checkbox" name="remove_totp" value="yes"> ${escapeHtml(t('users.reset_remove_totp'))}</label>` : ''}
+<label class="check"><input type="checkbox" name="confirm" value="yes" required> ${escapeHtml(t('users.reset_confirm'))}</label>
+<button type="submit">${escapeHtml(t('users.reset'))}</button></fieldset></form>
+<form method="post" action="/console/users/${user.id}/disable" class="console-form">${csrfInput(csrf)}
+<fieldset class="danger"><legend>${escapeHtml(t('users.disable'))}</legend>
+<label class="check"><input type="checkbox" name="confirm" value="yes" required> ${escapeHtml(t('users.disable_confirm'))}</label>
+<button type="submit" class="danger">${escapeHtml(t('users.disable'))}</button></fieldset></form>`;
+    kit.send(
+      ctx,
+      status,
+      layout(
+        kit.pageContext(ctx),
+        user.email,
+        `<p><a href="/console/users">${escapeHtml(t('users.back'))}</a></p>
+${notice}
+<dl class="facts">${facts.map(([term, value]) => `<dt>${escapeHtml(term)}</dt><dd>${escapeHtml(value)}</dd>`).join('')}</dl>
+${self ? `<p>${escapeHtml(t('users.self'))}</p>` : ''}
+${forms}`,
+      ),
+    );
+  };
+
+  /** A link shown once, with its copy button, and when it stops working. */
+  const linkOnce = (ctx: Context, label: string, token: string) => {
+    const t = words(ctx);
+    return secretOnce(label, consoleLink(config, 'accept', token), t('users.once_warning'), t('keys.copy'));
+  };
+
+  /** Runs a change; a refusal of the request is shown on the page with its status, nothing written. */
+  const guarded =
+    (
+      work: (ctx: Context) => Promise<void>,
+      onProblem: (ctx: Context, problem: string, status: number) => Promise<void>,
+    ) =>
+    async (ctx: Context) => {
+      try {
+        await work(ctx);
+      } catch (error) {
+        if (error instanceof FormProblem && error.status === 404) return kit.refuse(ctx, 404, error.key);
+        if (error instanceof FormProblem) return onProblem(ctx, words(ctx)(error.key), error.status);
+        if (error instanceof ApiError && error.status < 500)
+          return onProblem(ctx, error.message, error.status === 404 ? 400 : error.status);
+        throw error;
+      }
+    };
+
+  router.get('/users', operatorsOnly, (ctx) => renderList(ctx, 200, '', EMPTY_FORM));
+
+  router.post(
+    '/users',
+    operatorsOnly,
+    guarded(
+      async (ctx) => {
+        const fields = inviteFields(kit.state(ctx).form);
+        const problem = inviteProblem(fields);
+        if (problem) throw new FormProblem(400, problem);
+        if (fields.org !== '' && !(await getOrganisation(db.reader, fields.org).catch(() => null)))
+          throw new FormProblem(400, 'users.no_org');
+        const now = clock.now();
+        const invited = await db
+          .transaction((trx) =>
+            inviteConsoleUser(trx, {
+              email: fields.email,
+              role: fields.role as ConsoleRole,
+              orgId: fields.org === '' ? null : fields.org,
+              actor: actor(ctx),
+              now,
+            }),
+          )
+          .catch((error: unknown) => {
+            if (error instanceof ApiError && error.status === 409) throw new FormProblem(409, 'users.exists');
+            throw error;
+          });
+        const label = words(ctx)('users.invited_once', {
+          email: invited.user.email,
+          role: roleWord(ctx, invited.user.role),
+          until: `${atMinute(toIso(now + INVITATION_TTL_MS))} UTC`,
+        });
+        await renderList(ctx, 200, linkOnce(ctx, label, invited.token), EMPTY_FORM);
+      },
+      // The form comes back as it was sent (cut to the fields' widths), with what to fix above it.
+      (ctx, message, status) => {
+        const fields = inviteFields(kit.state(ctx).form);
+        return renderList(ctx, status, problemHtml(message), {
+          ...fields,
+          email: fields.email.slice(0, 254),
+          org: fields.org.slice(0, 24),
+        });
+      },
+    ),
+  );
+
+  router.get(
+    '/users/:user',
+    operatorsOnly,
+    guarded(
+      (ctx) => renderUser(ctx, 200, ''),
+      (ctx, message, status) => renderUser(ctx, status, problemHtml(message)),
+    ),
+  );
+
+  /** A change to one user: confirmed, never to oneself (an operator must not lock themself out). */
+  const change = (work: (ctx: Context, user: ConsoleUserRow) => Promise<string>) =>
+    guarded(
+      async (ctx) => {
+        const user = await userOfUrl(ctx);
+        if (user.id === kit.state(ctx).user.id) throw new FormProblem(400, 'users.self');
+        if (kit.state(ctx).form.confirm !== 'yes') throw new FormProblem(400, 'error.confirm');
+        await renderUser(ctx, 200, await work(ctx, user));
+      },
+      (ctx, message, status) => renderUser(ctx, status, problemHtml(message)),
+    );
+
+  router.post(
+    '/users/:user/reset',
+    operatorsOnly,
+    change(async (ctx, user) => {
+      const now = clock.now();
+      const reset = await db.transaction((trx) =>
+        resetConsoleUser(trx, user.id, {
+          actor: actor(ctx),
+          now,
+          removeTotp: kit.state(ctx).form.remove_totp === 'yes',
+        }),
+      );
+      const until = `${atMinute(toIso(now + (reset.purpose === 'invite' ? INVITATION_TTL_MS : RESET_TTL_MS)))} UTC`;
+      return linkOnce(
+        ctx,
+        words(ctx)(reset.purpose === 'invite' ? 'users.reinvited_once' : 'users.reset_once', {
+          email: user.email,
+          until,
+        }),
+        reset.token,
+      );
+    }),
+  );
+
+  router.post(
+    '/users/:user/disable',
+    operatorsOnly,
+    change(async (ctx, user) => {
+      await db.transaction((trx) => disableConsoleUser(trx, user.id, actor(ctx), clock.now()));
+      return noticeHtml(words(ctx)('users.disabled_done', { email: user.email }));
+    }),
+  );
+}
