@@ -252,6 +252,8 @@ const TABLES = [
   'jobs',
   'idempotency_keys',
   'audit_log',
+  'console_users',
+  'console_tokens',
 ];
 
 /** Row counts of every resource table: a rejected request must leave them as they were. */
