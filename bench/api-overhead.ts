@@ -31,7 +31,7 @@ import { createApiKey } from '../src/keys/keys.js';
 const BARE = fileURLToPath(new URL('./bare-server.js', import.meta.url));
 const UNGUARDED = fileURLToPath(new URL('./unguarded-server.js', import.meta.url));
 const DURATION_SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
-const CONNECTIONS = 32;
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 // e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile the server (its children inherit the flags).
 const SERVER_NODE_ARGS = (process.env.BENCH_SERVER_NODE_ARGS ?? '').split(' ').filter(Boolean);
