@@ -90,8 +90,8 @@ ${form}`,
 <li>${escapeHtml(t('totp.enrol_app'))}</li>
 <li>${escapeHtml(t('totp.enrol_add'))}
 <dl class="facts">
-<dt>${escapeHtml(t('totp.secret'))}</dt><dd><code id="totp-secret" class="secret">${escapeHtml(groupedSecret(secret))}</code></dd>
-<dt>${escapeHtml(t('totp.uri'))}</dt><dd><code class="secret">${escapeHtml(uri)}</code></dd>
+<dt>${escapeHtml(t('totp.secret'))}</dt><dd><code id="totp-secret" class="totp-key">${escapeHtml(groupedSecret(secret))}</code></dd>
+<dt>${escapeHtml(t('totp.uri'))}</dt><dd><code class="totp-uri">${escapeHtml(uri)}</code></dd>
 </dl></li>
 <li>${escapeHtml(t('totp.enrol_code'))}</li>
 </ol>

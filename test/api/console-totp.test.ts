@@ -48,7 +48,7 @@ function sessionFrom(response: Page): string | null {
 
 const csrfOf = (html: string) => /name="_csrf" value="([^"]+)"/.exec(html)?.[1] ?? '';
 const enrolmentOf = (html: string) => /name="enrolment" value="([^"]+)"/.exec(html)?.[1] ?? '';
-const shownKeyOf = (html: string) => /id="totp-secret" class="secret">([A-Z2-7 ]+)</.exec(html)?.[1] ?? '';
+const shownKeyOf = (html: string) => /id="totp-secret" class="totp-key">([A-Z2-7 ]+)</.exec(html)?.[1] ?? '';
 
 /** A six-digit code that is none of the three a secret accepts at `now`. */
 function wrongCode(secret: Buffer, now: number): string {
