@@ -437,7 +437,12 @@ export async function enableTotp(
     session_epoch: user.session_epoch + 1,
     updated_at: input.now,
   };
-  await trx('console_users').where({ id: user.id }).update(changes);
+  // Only while it is still off: of two confirmations racing, one turns it on and the other is told so.
+  const turnedOn = await trx('console_users')
+    .where({ id: user.id })
+    .whereNull('totp_secret_sealed')
+    .update(changes);
+  if (turnedOn === 0) throw errors.conflict('console_totp_on', 'The second factor is already on.');
   await recordAudit(
     trx,
     {
