@@ -221,7 +221,12 @@ export function consoleRouter(services: AppServices): Router {
     const result = await signIn(db, {
       email,
       password: (fields.password ?? '').slice(0, 1024),
-      checkTotp: codeChecker(secrets, fields.totp?.slice(0, 16), now),
+      checkTotp: codeChecker(secrets, fields.totp?.slice(0, 16), now, (user) =>
+        services.logger.warn(
+          { user },
+          "a console user's second factor does not open (a master key this process lacks, or a damaged row); svc console users reset --remove-totp removes it",
+        ),
+      ),
       now,
     });
     if (result.ok) {

@@ -185,9 +185,15 @@ export function openEnrolment(
 
 /**
  * The second-factor check users.ts's signIn and disableTotp take, for the code a form gave: 'missing' when
- * it gave none, false when the code is wrong, spent, or the secret does not open.
+ * it gave none, false when the code is wrong, spent, or the secret does not open (then `unreadable` is told
+ * whose, for the operator's log: the user cannot sign in until the master key is fixed or the factor reset).
  */
-export function codeChecker(box: SecretBox, code: string | undefined, nowMs: number) {
+export function codeChecker(
+  box: SecretBox,
+  code: string | undefined,
+  nowMs: number,
+  unreadable: (userId: string) => void = () => undefined,
+) {
   return (factor: {
     userId: string;
     sealed: string;
@@ -195,7 +201,10 @@ export function codeChecker(box: SecretBox, code: string | undefined, nowMs: num
   }): number | false | 'missing' => {
     if (!code || !code.trim()) return 'missing';
     const secret = openTotpSecret(box, factor.userId, factor.sealed);
-    if (!secret) return false;
+    if (!secret) {
+      unreadable(factor.userId);
+      return false;
+    }
     return acceptedStep(secret, code, nowMs, factor.lastStep) ?? false;
   };
 }

@@ -120,6 +120,9 @@ forEachEngine(t, async (t, engine) => {
     t.match(account.text, 'The second factor is off.');
     t.match(account.text, 'aria-current="page">Account</a>');
     t.equal((await page(app, 'GET', '/console/account')).status, 303, 'not without a session');
+    const spanish = await page(app, 'GET', '/console/account?lang=es', { cookie });
+    t.match(spanish.text, '<a href="/console/account" aria-current="page">Cuenta</a>');
+    t.match(spanish.text, 'El segundo factor está desactivado.');
   });
 
   await t.test('a wrong code at enrolment stores nothing; the right one turns the factor on', async (t) => {

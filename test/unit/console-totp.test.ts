@@ -132,11 +132,10 @@ t.test('the saved and the pending secret are sealed, bound to their user and ses
   t.equal(check(right), totpStep(now));
   t.equal(check(right, totpStep(now)), false, 'spent');
   t.equal(check(right === '000000' ? '000001' : '000000'), false, 'wrong');
-  t.equal(
-    codeChecker(box, right, now)({ userId: 'cu_a', sealed: `${sealed}x`, lastStep: null }),
-    false,
-    'a damaged secret',
-  );
+  const unreadable: string[] = [];
+  const damaged = codeChecker(box, right, now, (userId) => unreadable.push(userId));
+  t.equal(damaged({ userId: 'cu_a', sealed: `${sealed}x`, lastStep: null }), false, 'a damaged secret');
+  t.same(unreadable, ['cu_a'], 'is reported, by user');
   t.equal(TOTP_STEP_MS, 30_000);
 });
 
