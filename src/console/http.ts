@@ -28,6 +28,8 @@ import { registerLinkPages } from './links-pages.js';
 import { registerHistoryPages } from './history-pages.js';
 import { registerOverviewPage } from './overview-page.js';
 import { registerUserPages } from './users-pages.js';
+import { registerAccountPages } from './account-pages.js';
+import { codeChecker } from './totp.js';
 import { pageWindow, pager, pagerWords, table } from './views.js';
 import { getOrganisation, pageOrganisations } from '../orgs/orgs.js';
 
@@ -62,6 +64,8 @@ export interface ConsoleKit {
   pageContext(ctx: Context, section?: string): PageContext;
   refuse(ctx: Context, status: number, key: ConsoleMessageKey): void;
   state(ctx: Context): ConsoleState & { scope: ConsoleScope };
+  /** A new session for `user` (after a change that moved their session epoch on), as this response's cookie. */
+  startSession(ctx: Context, user: ConsoleUserRow): void;
 }
 
 function sessionCookie(token: string, maxAgeMs: number): string {
@@ -153,6 +157,11 @@ export function consoleRouter(services: AppServices): Router {
     pageContext: (ctx, section) => pageContext(ctx, ctx.state.console as ConsoleState, section),
     refuse: (ctx, status, key) => refuse(ctx, status, key),
     state: (ctx) => ctx.state.console as ConsoleState & { scope: ConsoleScope },
+    startSession: (ctx, user) => {
+      const claims = newSession(user.id, Number(user.session_epoch), clock.now());
+      ctx.append('Set-Cookie', sessionCookie(signSession(secrets, claims), SESSION_TTL_MS));
+      (ctx.state.console as ConsoleState).claims = claims;
+    },
   };
 
   // Every console response: never cached, never framed, no referrer (an invitation's URL holds its token).
@@ -211,11 +220,20 @@ export function consoleRouter(services: AppServices): Router {
       values?: Record<string, string>,
       askTotp = false,
     ) => send(ctx, status, signInPage(pageContext(ctx), { email, problem, problemValues: values, askTotp }));
-    if (!throttle.allows(ctx.ip, now)) return page(429, 'signin.throttled');
+    // The code field is there once the page has asked for it: from then on every answer asks again, and a
+    // wrong password or code gets one message, so this step does not tell which of the two was wrong. The
+    // password is typed again each time (a password manager fills it): it is never sent back in the page.
+    const askedTotp = fields.totp !== undefined;
+    if (!throttle.allows(ctx.ip, now)) return page(429, 'signin.throttled', undefined, askedTotp);
     const result = await signIn(db, {
       email,
       password: (fields.password ?? '').slice(0, 1024),
-      checkTotp: () => 'missing',
+      checkTotp: codeChecker(secrets, fields.totp?.slice(0, 16), now, (user) =>
+        services.logger.warn(
+          { user },
+          "a console user's second factor does not open (a master key this process lacks, or a damaged row); svc console users reset --remove-totp removes it",
+        ),
+      ),
       now,
     });
     if (result.ok) {
@@ -232,7 +250,7 @@ export function consoleRouter(services: AppServices): Router {
       return page(423, 'signin.locked', { time: new Date(result.lockedUntil!).toISOString().slice(11, 16) });
     // Each failure in a row answers more slowly: 0.25 s, 0.5 s, 1 s, 2 s (then the account locks).
     await sleep(Math.min(250 * 2 ** Math.max(0, result.failures - 1), 4_000));
-    return page(401, 'signin.wrong');
+    return askedTotp ? page(401, 'totp.wrong', undefined, true) : page(401, 'signin.wrong');
   });
 
   router.get('/accept/:token', async (ctx) => {
@@ -335,6 +353,7 @@ export function consoleRouter(services: AppServices): Router {
   registerLinkPages(router, kit);
   registerHistoryPages(router, kit);
   registerUserPages(router, kit);
+  registerAccountPages(router, kit);
 
   router.post('/logout', async (ctx) => {
     const state = ctx.state.console as ConsoleState;

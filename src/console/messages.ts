@@ -181,7 +181,8 @@ const es = {
   'error.not_found': 'No encontramos esta página.',
   'error.csrf':
     'El formulario caducó o no viene de esta consola. Vuelve a cargar la página e inténtalo otra vez.',
-  'error.api_key': 'La consola no acepta claves de API: inicia sesión. Las claves funcionan en /v1.', // Overview and users
+  'error.api_key': 'La consola no acepta claves de API: inicia sesión. Las claves funcionan en /v1.',
+  // Overview and users
   'overview.links': 'Conexiones',
   'overview.links_active': 'Activas',
   'overview.links_paused': '({n} en pausa)',
@@ -247,6 +248,35 @@ const es = {
     '{email} no había aceptado su invitación; esta nueva la reemplaza y funciona hasta {until}. Cópiala ahora:',
   'users.reset_once': 'Sesiones de {email} cerradas. Enlace para su nueva contraseña, válido hasta {until}:',
   'users.disabled_done': '{email} desactivado: sus sesiones terminaron.',
+  // Second factor
+  'nav.account': 'Cuenta',
+  'account.title': 'Tu cuenta',
+  'totp.heading': 'Segundo factor',
+  'totp.is_on': 'El segundo factor está activado.',
+  'totp.is_off': 'El segundo factor está desactivado.',
+  'totp.about':
+    'Actívalo para que iniciar sesión pida, además de la contraseña, un código de 6 dígitos de una aplicación de autenticación (Google Authenticator, Microsoft Authenticator, 1Password, Aegis u otra).',
+  'totp.lost':
+    'Al iniciar sesión pedimos también el código de tu aplicación. Si la pierdes, pide a quien opera la consola que quite el segundo factor.',
+  'totp.turn_on': 'Activar el segundo factor',
+  'totp.enrol_title': 'Activar el segundo factor',
+  'totp.enrol_app': 'Abre tu aplicación de autenticación en el teléfono.',
+  'totp.enrol_add':
+    'Agrega una cuenta con esta clave (escríbela o cópiala; los espacios no importan) o importa el enlace otpauth:',
+  'totp.enrol_code': 'Escribe el código de 6 dígitos que muestra la aplicación para confirmar.',
+  'totp.secret': 'Clave',
+  'totp.uri': 'Enlace otpauth',
+  'totp.confirm': 'Confirmar y activar',
+  'totp.cancel': 'Cancelar',
+  'totp.wrong_code':
+    'El código no es correcto. Revisa que la hora del teléfono sea la correcta y escribe el código que se muestra ahora.',
+  'totp.expired': 'Esta activación caducó o no es de esta sesión. Empieza de nuevo.',
+  'totp.enabled_done': 'Segundo factor activado. Se cerraron tus otras sesiones.',
+  'totp.turn_off': 'Desactivar el segundo factor',
+  'totp.turn_off_intro':
+    'Para desactivarlo, escribe tu contraseña y el código que muestra ahora tu aplicación.',
+  'totp.wrong': 'La contraseña o el código no son correctos. Cada código sirve una sola vez.',
+  'totp.disabled_done': 'Segundo factor desactivado. Se cerraron tus otras sesiones.',
 };
 
 const en: typeof es = {
@@ -427,7 +457,8 @@ const en: typeof es = {
   'error.forbidden': 'Your role does not allow this.',
   'error.not_found': 'We could not find this page.',
   'error.csrf': 'The form expired or did not come from this console. Reload the page and try again.',
-  'error.api_key': 'The console does not accept API keys: sign in. Keys work on /v1.', // Overview and users
+  'error.api_key': 'The console does not accept API keys: sign in. Keys work on /v1.',
+  // Overview and users
   'overview.links': 'Links',
   'overview.links_active': 'Active',
   'overview.links_paused': '({n} paused)',
@@ -491,6 +522,34 @@ const en: typeof es = {
     '{email} had not accepted their invitation; this new one replaces it and works until {until}. Copy it now:',
   'users.reset_once': "{email}'s sessions have ended. The link to their new password, valid until {until}:",
   'users.disabled_done': '{email} disabled: their sessions have ended.',
+  // Second factor
+  'nav.account': 'Account',
+  'account.title': 'Your account',
+  'totp.heading': 'Second factor',
+  'totp.is_on': 'The second factor is on.',
+  'totp.is_off': 'The second factor is off.',
+  'totp.about':
+    'Turn it on to have signing in ask for a 6-digit code from an authenticator app (Google Authenticator, Microsoft Authenticator, 1Password, Aegis or another) as well as your password.',
+  'totp.lost':
+    'Signing in also asks for the code from your app. If you lose it, ask whoever runs the console to remove the second factor.',
+  'totp.turn_on': 'Turn on the second factor',
+  'totp.enrol_title': 'Turn on the second factor',
+  'totp.enrol_app': 'Open your authenticator app on your phone.',
+  'totp.enrol_add':
+    'Add an account with this key (type or copy it; spaces do not matter) or import the otpauth link:',
+  'totp.enrol_code': 'Type the 6-digit code the app shows to confirm.',
+  'totp.secret': 'Key',
+  'totp.uri': 'otpauth link',
+  'totp.confirm': 'Confirm and turn on',
+  'totp.cancel': 'Cancel',
+  'totp.wrong_code':
+    "The code is wrong. Check that the phone's clock is right and type the code it shows now.",
+  'totp.expired': 'This enrolment expired or is not from this session. Start again.',
+  'totp.enabled_done': 'Second factor on. Your other sessions have ended.',
+  'totp.turn_off': 'Turn off the second factor',
+  'totp.turn_off_intro': 'To turn it off, type your password and the code your app shows now.',
+  'totp.wrong': 'The password or the code is wrong. Each code works once.',
+  'totp.disabled_done': 'Second factor off. Your other sessions have ended.',
 };
 
 export type ConsoleMessageKey = keyof typeof es;

@@ -15,6 +15,8 @@ export interface PageContext {
   session: { csrf: string; email: string; seesAllOrganisations: boolean; managesUsers?: boolean } | null;
   /** The organisation and mode the page is about, and the path of the page in it (for the mode switch). */
   scope?: ConsoleScope & { section: string };
+  /** A page of the header's own (not an organisation's), marked as the current one there. */
+  current?: 'account';
 }
 
 type Translate = (key: ConsoleMessageKey, values?: Record<string, string>) => string;
@@ -65,6 +67,7 @@ export function layout(context: PageContext, title: string, body: string): strin
     ? `<nav class="console-nav" aria-label="${t('console.title')}">
   ${session.seesAllOrganisations ? `<a href="/console/orgs">${t('nav.organisations')}</a>` : ''}
   ${session.managesUsers ? `<a href="/console/users">${t('nav.users')}</a>` : ''}
+  <a href="/console/account"${context.current === 'account' ? ' aria-current="page"' : ''}>${t('nav.account')}</a>
   <span class="who">${escapeHtml(session.email)}</span>
   <form method="post" action="/console/logout">${csrfField(session.csrf)}<button type="submit" class="link-button">${t('nav.signout')}</button></form>
 </nav>`

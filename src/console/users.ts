@@ -28,6 +28,8 @@ export interface ConsoleUserRow {
   status: ConsoleUserStatus;
   password_hash: string | null;
   totp_secret_sealed: string | null;
+  /** The TOTP step of the last code accepted from this user (totp.ts): no code is accepted twice. */
+  totp_last_step: number | null;
   session_epoch: number;
   failed_logins: number;
   locked_until: number | null;
@@ -123,6 +125,7 @@ export async function inviteConsoleUser(
     status: 'invited',
     password_hash: null,
     totp_secret_sealed: null,
+    totp_last_step: null,
     session_epoch: 0,
     failed_logins: 0,
     locked_until: null,
@@ -242,7 +245,7 @@ export async function resetConsoleUser(
     failed_logins: 0,
     locked_until: null,
     updated_at: options.now,
-    ...(options.removeTotp ? { totp_secret_sealed: null } : {}),
+    ...(options.removeTotp ? { totp_secret_sealed: null, totp_last_step: null } : {}),
   };
   await trx('console_users').where({ id: user.id }).update(changes);
   const purpose: TokenPurpose = user.status === 'invited' ? 'invite' : 'reset';
@@ -334,17 +337,47 @@ export type SignInResult =
   | { ok: false; reason: 'wrong' | 'locked' | 'second_factor'; lockedUntil?: number; failures: number };
 
 /**
- * Checks an email and password (and the second factor through `checkTotp`, for a user who has one).
- * Failures in a row lock the account for LOCK_MS after LOCK_AFTER_FAILURES; a locked account answers
- * `locked` without checking anything. An unknown email costs the same hash as a known one.
+ * What a second factor's check answers: the TOTP step the code was accepted for (to be recorded so that it
+ * is not accepted again), false for a wrong or spent code, 'missing' when none was given.
+ */
+export type FactorCheck = number | false | 'missing';
+
+/** A user's second factor as a check needs it: the sealed secret (bound to the user's id) and last step. */
+export interface SecondFactor {
+  userId: string;
+  sealed: string;
+  lastStep: number | null;
+}
+
+/** A bigint column: a string from PostgreSQL, a number from SQLite. */
+const asStep = (value: unknown): number | null =>
+  value === null || value === undefined ? null : Number(value);
+
+const factorOf = (user: ConsoleUserRow, sealed: string): SecondFactor => ({
+  userId: user.id,
+  sealed,
+  lastStep: asStep(user.totp_last_step),
+});
+
+/**
+ * Checks an email and password, and the second factor through `checkTotp` for a user who has one (given
+ * the sealed secret and the last step accepted). Failures in a row, a wrong code as much as a wrong
+ * password, lock the account for LOCK_MS after LOCK_AFTER_FAILURES; a locked account answers `locked`
+ * without checking anything. An unknown email costs the same hash as a known one. A right password with no
+ * code is not a failure (it is the first half of signing in) and counts nothing.
  */
 export async function signIn(
   db: Database,
-  input: { email: string; password: string; checkTotp: (sealed: string) => boolean | 'missing'; now: number },
+  input: {
+    email: string;
+    password: string;
+    checkTotp: (factor: SecondFactor) => FactorCheck;
+    now: number;
+  },
 ): Promise<SignInResult> {
   const email = normaliseEmail(input.email);
   const user: ConsoleUserRow | undefined = await db.knex('console_users').where({ email }).first();
-  if (user && user.locked_until !== null && Number(user.locked_until) > input.now) {
+  if (user && isLocked(user, input.now)) {
     return {
       ok: false,
       reason: 'locked',
@@ -357,15 +390,24 @@ export async function signIn(
     user?.status === 'active' ? user.password_hash : null,
   );
   if (!user) return { ok: false, reason: 'wrong', failures: 0 };
-  const factor =
-    passwordOk && user.totp_secret_sealed !== null ? input.checkTotp(user.totp_secret_sealed) : true;
-  if (passwordOk && factor === 'missing')
-    return { ok: false, reason: 'second_factor', failures: user.failed_logins };
-  if (passwordOk && factor === true) {
-    await db.transaction(async (trx) => {
-      await trx('console_users')
-        .where({ id: user.id })
-        .update({ failed_logins: 0, locked_until: null, last_login_at: input.now });
+  // false: a failure; null: no second factor to check; a step: the code was right for it.
+  const factor: FactorCheck | null = !passwordOk
+    ? false
+    : user.totp_secret_sealed !== null
+      ? input.checkTotp(factorOf(user, user.totp_secret_sealed))
+      : null;
+  if (factor === 'missing') return { ok: false, reason: 'second_factor', failures: user.failed_logins };
+  if (factor !== false) {
+    const signedIn = await db.transaction(async (trx) => {
+      // The step is claimed in the same statement that checks it is newer than the last one, so two
+      // sign-ins racing with one code cannot both win.
+      const claimed = await spendStep(trx, user.id, factor).update({
+        failed_logins: 0,
+        locked_until: null,
+        last_login_at: input.now,
+        ...(factor === null ? {} : { totp_last_step: factor }),
+      });
+      if (claimed === 0) return false;
       await recordAudit(
         trx,
         {
@@ -377,30 +419,144 @@ export async function signIn(
         },
         input.now,
       );
+      return true;
     });
-    return { ok: true, user };
+    if (signedIn) return { ok: true, user };
   }
+  return db.transaction((trx) => recordFailure(trx, user, input.now));
+}
+
+function isLocked(user: ConsoleUserRow, now: number): boolean {
+  return user.locked_until !== null && Number(user.locked_until) > now;
+}
+
+/** An update of the user that applies only while `step` (when there is one) is later than their last. */
+function spendStep(trx: Knex, userId: string, step: number | null) {
+  const query = trx('console_users').where({ id: userId });
+  if (step !== null) query.where((q) => q.whereNull('totp_last_step').orWhere('totp_last_step', '<', step));
+  return query;
+}
+
+/** One more failure in a row (a wrong password or code): audited, and at LOCK_AFTER_FAILURES a lock. */
+async function recordFailure(
+  trx: Knex,
+  user: ConsoleUserRow,
+  now: number,
+): Promise<Extract<SignInResult, { ok: false }>> {
   const failures = user.failed_logins + 1;
-  const lockedUntil = failures >= LOCK_AFTER_FAILURES ? input.now + LOCK_MS : null;
-  await db.transaction(async (trx) => {
-    await trx('console_users')
-      .where({ id: user.id })
-      .update({ failed_logins: lockedUntil === null ? failures : 0, locked_until: lockedUntil });
-    await recordAudit(
-      trx,
-      {
-        orgId: user.org_id,
-        actor: 'console:anonymous',
-        action: lockedUntil === null ? 'console.sign_in_failed' : 'console.locked_out',
-        targetType: 'console_user',
-        targetId: user.id,
-      },
-      input.now,
-    );
-  });
+  const lockedUntil = failures >= LOCK_AFTER_FAILURES ? now + LOCK_MS : null;
+  await trx('console_users')
+    .where({ id: user.id })
+    .update({ failed_logins: lockedUntil === null ? failures : 0, locked_until: lockedUntil });
+  await recordAudit(
+    trx,
+    {
+      orgId: user.org_id,
+      actor: 'console:anonymous',
+      action: lockedUntil === null ? 'console.sign_in_failed' : 'console.locked_out',
+      targetType: 'console_user',
+      targetId: user.id,
+    },
+    now,
+  );
   return lockedUntil === null
     ? { ok: false, reason: 'wrong', failures }
     : { ok: false, reason: 'locked', lockedUntil, failures };
+}
+
+/**
+ * Turns the second factor on for a signed-in user whose app has just shown the code of step `step` for the
+ * secret sealed in `sealed`. Every other session of theirs ends (the session epoch moves on): they were
+ * opened without the factor. Answers the user as it now is, for a new session cookie.
+ */
+export async function enableTotp(
+  trx: Knex,
+  input: { userId: string; sealed: string; step: number; now: number },
+): Promise<ConsoleUserRow> {
+  const user = await findConsoleUser(trx, input.userId);
+  if (user.totp_secret_sealed !== null)
+    throw errors.conflict('console_totp_on', 'The second factor is already on.');
+  const changes = {
+    totp_secret_sealed: input.sealed,
+    totp_last_step: input.step,
+    session_epoch: user.session_epoch + 1,
+    updated_at: input.now,
+  };
+  // Only while it is still off: of two confirmations racing, one turns it on and the other is told so.
+  const turnedOn = await trx('console_users')
+    .where({ id: user.id })
+    .whereNull('totp_secret_sealed')
+    .update(changes);
+  if (turnedOn === 0) throw errors.conflict('console_totp_on', 'The second factor is already on.');
+  await recordAudit(
+    trx,
+    {
+      orgId: user.org_id,
+      actor: `console:${user.id}`,
+      action: 'console.totp_enabled',
+      targetType: 'console_user',
+      targetId: user.id,
+    },
+    input.now,
+  );
+  return { ...user, ...changes };
+}
+
+export type DisableTotpResult =
+  { ok: true; user: ConsoleUserRow } | { ok: false; reason: 'wrong' | 'locked'; lockedUntil?: number };
+
+/**
+ * Turns the second factor off, for a signed-in user who gives their password and a current code again (a
+ * session left open on a shared machine must not be enough). A wrong password or code counts as a failed
+ * sign-in, toward the lock-out, so the form is no way around it to guess either. Every other session ends.
+ */
+export async function disableTotp(
+  db: Database,
+  input: {
+    userId: string;
+    password: string;
+    checkTotp: (factor: SecondFactor) => FactorCheck;
+    now: number;
+  },
+): Promise<DisableTotpResult> {
+  const user = await findConsoleUser(db.knex, input.userId);
+  if (user.totp_secret_sealed === null)
+    throw errors.conflict('console_totp_off', 'The second factor is already off.');
+  if (isLocked(user, input.now))
+    return { ok: false, reason: 'locked', lockedUntil: Number(user.locked_until) };
+  const passwordOk = await verifyPassword(input.password, user.password_hash);
+  const factor = passwordOk ? input.checkTotp(factorOf(user, user.totp_secret_sealed)) : false;
+  if (typeof factor === 'number') {
+    const changes = {
+      totp_secret_sealed: null,
+      totp_last_step: null,
+      session_epoch: user.session_epoch + 1,
+      failed_logins: 0,
+      updated_at: input.now,
+    };
+    const done = await db.transaction(async (trx) => {
+      if ((await spendStep(trx, user.id, factor).update(changes)) === 0) return false;
+      await recordAudit(
+        trx,
+        {
+          orgId: user.org_id,
+          actor: `console:${user.id}`,
+          action: 'console.totp_disabled',
+          targetType: 'console_user',
+          targetId: user.id,
+        },
+        input.now,
+      );
+      return true;
+    });
+    if (done) return { ok: true, user: { ...user, ...changes } };
+  }
+  const failed = await db.transaction((trx) => recordFailure(trx, user, input.now));
+  return {
+    ok: false,
+    reason: failed.reason === 'locked' ? 'locked' : 'wrong',
+    lockedUntil: failed.lockedUntil,
+  };
 }
 
 /** The user a verified session belongs to, while it is still theirs: active, and the same session epoch. */

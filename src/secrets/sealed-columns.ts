@@ -44,4 +44,6 @@ export const SEALED_TABLES: readonly SealedTable[] = [
     columns: ['response_body'],
     context: idempotencyContext,
   },
+  // The console's second factor (src/console/totp.ts).
+  { table: 'console_users', key: ['id'], columns: ['totp_secret_sealed'], context: byId },
 ];

@@ -9,7 +9,7 @@ import type { Config } from '../../src/config/defaults.js';
 import { loadConfig } from '../../src/config/load-config.js';
 import { openDatabase, type Database } from '../../src/db/database.js';
 import { migrateUp } from '../../src/db/migrations.js';
-import { silentLogger } from '../../src/logging/logger.js';
+import { silentLogger, type Logger } from '../../src/logging/logger.js';
 import { buildServices } from '../../src/processes/services.js';
 import { startApiServer, type ApiServer } from '../../src/api/server.js';
 import type { AppServices } from '../../src/api/services.js';
@@ -145,6 +145,8 @@ export async function startTestApp(
     clock?: ManualClock;
     extraRoutes?: AnyRoute[];
     connectors?: ConnectorResolver;
+    /** Instead of a silent one: to read what the app logs. */
+    logger?: Logger;
   } = {},
 ): Promise<TestApp> {
   const database = options.database ?? (await freshDatabase(t, engine));
@@ -155,7 +157,7 @@ export async function startTestApp(
   const services = buildServices(config, 'api', {
     db,
     clock,
-    logger: silentLogger,
+    logger: options.logger ?? silentLogger,
     secrets: new SecretBox({ id: 'mk_test', key: randomBytes(32) }),
     connectors: options.connectors,
   });

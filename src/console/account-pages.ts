@@ -1,0 +1,161 @@
+import type Router from '@koa/router';
+import type { Context } from 'koa';
+import { escapeHtml } from '../widget/page.js';
+import type { ConsoleState, ConsoleKit } from './http.js';
+import { consoleMessage, type ConsoleMessageKey } from './messages.js';
+import { layout } from './pages.js';
+import {
+  acceptedStep,
+  base32Decode,
+  codeChecker,
+  groupedSecret,
+  newTotpSecret,
+  openEnrolment,
+  otpauthUri,
+  sealEnrolment,
+  sealTotpSecret,
+} from './totp.js';
+import { disableTotp, enableTotp } from './users.js';
+import { csrfInput, noticeHtml, problemHtml } from './views.js';
+
+/*
+ * The signed-in user's own account: whether their second factor (TOTP, totp.ts) is on, turning it on (a
+ * new secret shown once, confirmed by a code from the app before anything is saved) and off (password and
+ * a current code). Every user has this page, whatever their role; nobody sees or changes anyone else's
+ * factor here: an operator removes a lost one with `svc console users reset --remove-totp`.
+ */
+
+const ACCOUNT = '/console/account';
+
+/** The code field of both forms: six digits, as the sign-in page asks for them. */
+function codeField(label: string): string {
+  return `<label for="totp">${escapeHtml(label)}</label>
+<input id="totp" name="totp" inputmode="numeric" autocomplete="one-time-code" pattern="[0-9]{6}" maxlength="6" required>`;
+}
+
+export function registerAccountPages(router: Router, kit: ConsoleKit): void {
+  const { db, clock, secrets, config } = kit.services;
+  const state = (ctx: Context) => ctx.state.console as ConsoleState;
+  const words = (ctx: Context) => (key: ConsoleMessageKey, values?: Record<string, string>) =>
+    consoleMessage(state(ctx).locale, key, values);
+  const pageContext = (ctx: Context) => ({ ...kit.pageContext(ctx), current: 'account' as const });
+
+  /** The account page, with `notice` (HTML) above: what just changed, or why it was refused. */
+  const renderAccount = (ctx: Context, status: number, notice: string) => {
+    const { user, claims } = state(ctx);
+    const t = words(ctx);
+    const on = user.totp_secret_sealed !== null;
+    const form = on
+      ? `<form method="post" action="${ACCOUNT}/totp/disable" class="console-form">${csrfInput(claims.csrf)}
+<fieldset><legend>${escapeHtml(t('totp.turn_off'))}</legend>
+<p>${escapeHtml(t('totp.turn_off_intro'))}</p>
+<input type="hidden" name="email" autocomplete="username" value="${escapeHtml(user.email)}">
+<label for="password">${escapeHtml(t('signin.password'))}</label>
+<input id="password" name="password" type="password" autocomplete="current-password" required maxlength="256">
+${codeField(t('signin.totp'))}
+<button type="submit" class="danger">${escapeHtml(t('totp.turn_off'))}</button>
+</fieldset></form>`
+      : `<form method="post" action="${ACCOUNT}/totp/start" class="console-form">${csrfInput(claims.csrf)}
+<button type="submit" class="primary">${escapeHtml(t('totp.turn_on'))}</button>
+</form>`;
+    kit.send(
+      ctx,
+      status,
+      layout(
+        pageContext(ctx),
+        t('account.title'),
+        `${notice}
+<p>${escapeHtml(t('overview.signed_in', { email: user.email, role: t(`role.${user.role}`) }))}</p>
+<h2>${escapeHtml(t('totp.heading'))}</h2>
+<p><strong>${escapeHtml(t(on ? 'totp.is_on' : 'totp.is_off'))}</strong></p>
+<p>${escapeHtml(t(on ? 'totp.lost' : 'totp.about'))}</p>
+${form}`,
+      ),
+    );
+  };
+
+  /** The enrolment page for `secret` (base32), carried to the next step sealed in `sealed`. */
+  const renderEnrolment = (ctx: Context, status: number, secret: string, sealed: string, problem = '') => {
+    const { user, claims } = state(ctx);
+    const t = words(ctx);
+    const uri = otpauthUri(config.widget.name, user.email, secret);
+    kit.send(
+      ctx,
+      status,
+      layout(
+        pageContext(ctx),
+        t('totp.enrol_title'),
+        `${problem}
+<ol class="steps">
+<li>${escapeHtml(t('totp.enrol_app'))}</li>
+<li>${escapeHtml(t('totp.enrol_add'))}
+<dl class="facts">
+<dt>${escapeHtml(t('totp.secret'))}</dt><dd><code id="totp-secret" class="totp-key">${escapeHtml(groupedSecret(secret))}</code></dd>
+<dt>${escapeHtml(t('totp.uri'))}</dt><dd><code class="totp-uri">${escapeHtml(uri)}</code></dd>
+</dl></li>
+<li>${escapeHtml(t('totp.enrol_code'))}</li>
+</ol>
+<form method="post" action="${ACCOUNT}/totp/confirm" class="console-form">${csrfInput(claims.csrf)}
+<input type="hidden" name="enrolment" value="${escapeHtml(sealed)}">
+${codeField(t('signin.totp'))}
+<button type="submit" class="primary">${escapeHtml(t('totp.confirm'))}</button>
+</form>
+<p><a href="${ACCOUNT}">${escapeHtml(t('totp.cancel'))}</a></p>`,
+      ),
+    );
+  };
+
+  router.get('/account', (ctx) => renderAccount(ctx, 200, ''));
+
+  // A new secret: shown on the page and carried back sealed (totp.ts says why); nothing is saved yet.
+  router.post('/account/totp/start', (ctx) => {
+    const { user, claims } = state(ctx);
+    if (user.totp_secret_sealed !== null)
+      return renderAccount(ctx, 409, problemHtml(words(ctx)('totp.is_on')));
+    const secret = newTotpSecret();
+    const sealed = sealEnrolment(secrets, { userId: user.id, csrf: claims.csrf }, secret, clock.now());
+    renderEnrolment(ctx, 200, secret, sealed);
+  });
+
+  // The app's code proves it holds the secret: only then is the secret saved, sealed.
+  router.post('/account/totp/confirm', async (ctx) => {
+    const { user, claims, form } = state(ctx);
+    const t = words(ctx);
+    if (user.totp_secret_sealed !== null) return renderAccount(ctx, 409, problemHtml(t('totp.is_on')));
+    const now = clock.now();
+    const sealed = (form.enrolment ?? '').slice(0, 1024);
+    const secret = openEnrolment(secrets, { userId: user.id, csrf: claims.csrf }, sealed, now);
+    if (!secret) return renderAccount(ctx, 400, problemHtml(t('totp.expired')));
+    const step = acceptedStep(base32Decode(secret)!, form.totp ?? '', now, null);
+    if (step === null) return renderEnrolment(ctx, 400, secret, sealed, problemHtml(t('totp.wrong_code')));
+    const updated = await db.transaction((trx) =>
+      enableTotp(trx, { userId: user.id, sealed: sealTotpSecret(secrets, user.id, secret), step, now }),
+    );
+    kit.startSession(ctx, updated);
+    state(ctx).user = updated;
+    renderAccount(ctx, 200, noticeHtml(t('totp.enabled_done')));
+  });
+
+  router.post('/account/totp/disable', async (ctx) => {
+    const { user, form } = state(ctx);
+    const t = words(ctx);
+    if (user.totp_secret_sealed === null) return renderAccount(ctx, 409, problemHtml(t('totp.is_off')));
+    const now = clock.now();
+    const result = await disableTotp(db, {
+      userId: user.id,
+      password: (form.password ?? '').slice(0, 1024),
+      checkTotp: codeChecker(secrets, form.totp?.slice(0, 16), now),
+      now,
+    });
+    if (!result.ok) {
+      const problem =
+        result.reason === 'locked'
+          ? t('signin.locked', { time: new Date(result.lockedUntil!).toISOString().slice(11, 16) })
+          : t('totp.wrong');
+      return renderAccount(ctx, result.reason === 'locked' ? 423 : 400, problemHtml(problem));
+    }
+    kit.startSession(ctx, result.user);
+    state(ctx).user = result.user;
+    renderAccount(ctx, 200, noticeHtml(t('totp.disabled_done')));
+  });
+}

@@ -1,0 +1,111 @@
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import t from 'tap';
+import type { Page } from 'playwright-core';
+import { base32Decode, hotp, totpCode, totpStep, TOTP_STEP_MS } from '../../src/console/totp.js';
+import { inviteConsoleUser } from '../../src/console/users.js';
+import { seriousViolations } from '../helpers/axe.js';
+import { launchChromium, requireChromium } from '../helpers/browser.js';
+import { createTenant, forEachEngine, startTestApp } from '../helpers/harness.js';
+
+/*
+ * The console's second factor in headless Chromium, on both engines: from the header's Account link a
+ * user turns TOTP on (a wrong code first, then the code computed from the key the page shows), signs out,
+ * and signs in again, asked for the code after the password. Every page is checked with axe-core and saved
+ * at desktop and phone widths in test-output/screenshots/console/ (totp-*).
+ */
+
+const SHOTS = join(process.cwd(), 'test-output', 'screenshots', 'console');
+const PASSWORD = 'a long and quiet password';
+
+forEachEngine(t, async (t, engine) => {
+  if (!requireChromium(t)) return;
+  mkdirSync(SHOTS, { recursive: true });
+  const app = await startTestApp(t, engine);
+  const tenant = await createTenant(app);
+  const { token } = await app.db.transaction((trx) =>
+    inviteConsoleUser(trx, {
+      email: 'ana@lender.cl',
+      role: 'admin',
+      orgId: tenant.orgId,
+      actor: 'cli:test',
+      now: app.clock.now(),
+    }),
+  );
+  const context = await launchChromium(t);
+  const page = await context.newPage();
+
+  const look = async (page: Page, name: string) => {
+    const violations = await seriousViolations(page);
+    t.same(violations, [], `${name}: no serious or critical accessibility violation`);
+    if (engine !== 'sqlite') return;
+    for (const [size, viewport] of [
+      ['desktop', { width: 1280, height: 800 }],
+      ['phone', { width: 390, height: 844 }],
+    ] as const) {
+      await page.setViewportSize(viewport);
+      await page.screenshot({ path: join(SHOTS, `totp-${name}-${size}.png`), fullPage: true });
+      const overflow = (await page.evaluate(
+        'document.documentElement.scrollWidth - window.innerWidth',
+      )) as number;
+      t.ok(overflow <= 1, `${name} at ${size} width has no sideways scroll (${overflow}px)`);
+    }
+    await page.setViewportSize({ width: 1280, height: 800 });
+  };
+
+  let secret: Buffer = Buffer.alloc(0);
+  await t.test('the user turns the second factor on from the Account page', async (t) => {
+    await page.goto(`${app.url}/console/accept/${token}`);
+    await page.getByLabel('New password').fill(PASSWORD);
+    await page.getByLabel('Repeat the password').fill(PASSWORD);
+    await page.getByRole('button', { name: 'Save and sign in' }).click();
+    await page.waitForURL(`**/console/o/${tenant.orgId}/test`);
+    await page.getByRole('link', { name: 'Account' }).click();
+    await page.waitForURL('**/console/account');
+    t.match(await page.locator('main').innerText(), 'The second factor is off.');
+    await look(page, 'account-off');
+
+    await page.getByRole('button', { name: 'Turn on the second factor' }).click();
+    const shown = await page.locator('#totp-secret').innerText();
+    t.match(shown, /^([A-Z2-7]{4} ){7}[A-Z2-7]{4}$/);
+    secret = base32Decode(shown)!;
+    t.match(await page.locator('main').innerText(), 'otpauth://totp/');
+    await look(page, 'enrol');
+
+    const step = totpStep(app.clock.now());
+    const near = new Set([-1, 0, 1].map((offset) => hotp(secret, step + offset)));
+    const wrong = ['000000', '111111', '222222', '333333'].find((code) => !near.has(code))!;
+    await page.getByLabel('Verification code (6 digits)').fill(wrong);
+    await page.getByRole('button', { name: 'Confirm and turn on' }).click();
+    await page.locator('.error').waitFor();
+    t.match(await page.locator('.error').innerText(), 'The code is wrong.');
+    t.equal(await page.locator('#totp-secret').innerText(), shown, 'the same key, to try again');
+    await look(page, 'enrol-wrong');
+
+    await page.getByLabel('Verification code (6 digits)').fill(totpCode(secret, app.clock.now()));
+    await page.getByRole('button', { name: 'Confirm and turn on' }).click();
+    await page.locator('.notice').waitFor();
+    t.match(await page.locator('main').innerText(), 'The second factor is on.');
+    await look(page, 'account-on');
+  });
+
+  await t.test('signing in again asks for the code after the password', async (t) => {
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.waitForURL('**/console/login');
+    await page.getByLabel('Email').fill('ana@lender.cl');
+    await page.getByLabel('Password').fill(PASSWORD);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByLabel('Verification code (6 digits)').waitFor();
+    t.match(await page.locator('.error').innerText(), 'Enter the code from your authenticator app.');
+    t.equal(await page.getByLabel('Email').inputValue(), 'ana@lender.cl');
+    t.equal(await page.getByLabel('Password').inputValue(), '', 'the password is not sent back');
+    await look(page, 'signin-code');
+
+    app.clock.advance(TOTP_STEP_MS);
+    await page.getByLabel('Password').fill(PASSWORD);
+    await page.getByLabel('Verification code (6 digits)').fill(totpCode(secret, app.clock.now()));
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.waitForURL(`**/console/o/${tenant.orgId}/test`);
+    t.match(await page.locator('main').innerText(), 'Signed in as ana@lender.cl (admin)');
+  });
+});
