@@ -175,7 +175,7 @@ forEachEngine(t, async (t, engine) => {
     await supportPage.getByLabel('Password').fill(PASSWORD);
     await supportPage.getByRole('button', { name: 'Sign in' }).click();
     await supportPage.getByRole('link', { name: 'Links' }).click();
-    await supportPage.getByLabel('Find by id, external_user_id or holder name').fill('customer-4711');
+    await supportPage.getByLabel('Find by id, RUT, external_user_id or holder name').fill('customer-4711');
     await supportPage.getByRole('button', { name: 'Find' }).click();
     await look(supportPage, 'links-found');
     const rows = supportPage.locator('tbody tr');
