@@ -26,6 +26,7 @@ import { seesOrganisation, type ConsoleScope } from './access.js';
 import { registerKeyPages } from './keys-pages.js';
 import { registerLinkPages } from './links-pages.js';
 import { registerHistoryPages } from './history-pages.js';
+import { registerWebhookPages } from './webhooks-pages.js';
 import { pageWindow, pager, pagerWords, table } from './views.js';
 import { getOrganisation, pageOrganisations } from '../orgs/orgs.js';
 
@@ -341,6 +342,7 @@ export function consoleRouter(services: AppServices): Router {
   registerKeyPages(router, kit);
   registerLinkPages(router, kit);
   registerHistoryPages(router, kit);
+  registerWebhookPages(router, kit);
 
   router.post('/logout', async (ctx) => {
     const state = ctx.state.console as ConsoleState;
