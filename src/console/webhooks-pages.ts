@@ -59,8 +59,17 @@ const LINK_ID = /^link_[0-9a-f]{16}$/;
 /** The API's own bounds (routes.ts): a longer URL or description is refused, not cut. */
 const URL_MAX = 2048;
 const DESCRIPTION_MAX = 500;
-/** Event types are checkboxes named `event:<type>` (the form parser keeps one value per name). */
+/**
+ * Event types are checkboxes named `event:<type>` with its dots as colons: the form parser keeps one value
+ * per name, and reads a dot in a name as a nested object.
+ */
 const EVENT_FIELD = 'event:';
+const eventField = (type: string) => `${EVENT_FIELD}${type.replaceAll('.', ':')}`;
+/** The event types ticked in a form, as typed (the services check them against the catalogue). */
+const eventsOfForm = (form: Record<string, string>): string[] =>
+  Object.keys(form)
+    .filter((name) => name.startsWith(EVENT_FIELD))
+    .map((name) => name.slice(EVENT_FIELD.length).replaceAll(':', '.'));
 const EVENT_CHOICES = ['*', ...EVENT_TYPES];
 /** Grace periods offered when rolling a secret, in hours: 0 stops the old secret at once. */
 const GRACE_HOURS = [0, 1, 24, 72, 168];
@@ -135,9 +144,7 @@ export function registerWebhookPages(router: Router, kit: ConsoleKit): void {
 
   /** The event types ticked in a form, at most as many as there are choices (more is no form of ours). */
   const tickedEvents = (ctx: Context): string[] => {
-    const ticked = Object.keys(kit.state(ctx).form)
-      .filter((name) => name.startsWith(EVENT_FIELD))
-      .map((name) => name.slice(EVENT_FIELD.length));
+    const ticked = eventsOfForm(kit.state(ctx).form);
     if (ticked.length === 0)
       throw errors.missingParameter('enabled_events', words(ctx)('webhooks.no_events'));
     if (ticked.length > EVENT_CHOICES.length)
@@ -165,7 +172,7 @@ export function registerWebhookPages(router: Router, kit: ConsoleKit): void {
     const boxes = EVENT_CHOICES.map((type) => {
       const id = `event-${type.replace(/[^a-z_]/g, '-')}`;
       const label = type === '*' ? t('webhooks.all_events') : type;
-      return `<label class="check" for="${id}"><input type="checkbox" id="${id}" name="${EVENT_FIELD}${type}" value="1"${checked.includes(type) ? ' checked' : ''}> ${escapeHtml(label)}</label>`;
+      return `<label class="check" for="${id}"><input type="checkbox" id="${id}" name="${eventField(type)}" value="1"${checked.includes(type) ? ' checked' : ''}> ${escapeHtml(label)}</label>`;
     }).join('\n');
     return `<fieldset class="event-choices"><legend>${escapeHtml(t('webhooks.events'))}</legend>
 <p class="hint">${escapeHtml(t('webhooks.events_hint'))}</p>
@@ -278,10 +285,7 @@ ${eventChoices(ctx, draft?.events ?? [])}
     const draft = {
       url: (form.url ?? '').slice(0, URL_MAX),
       description: (form.description ?? '').slice(0, DESCRIPTION_MAX),
-      events: Object.keys(form)
-        .filter((name) => name.startsWith(EVENT_FIELD))
-        .map((name) => name.slice(EVENT_FIELD.length))
-        .filter((type) => EVENT_CHOICES.includes(type)),
+      events: eventsOfForm(form).filter((type) => EVENT_CHOICES.includes(type)),
     };
     await change(
       'manage',
