@@ -170,7 +170,7 @@ export function registerWebhookPages(router: Router, kit: ConsoleKit): void {
   const eventChoices = (ctx: Context, checked: readonly string[]) => {
     const t = words(ctx);
     const boxes = EVENT_CHOICES.map((type) => {
-      const id = `event-${type.replace(/[^a-z_]/g, '-')}`;
+      const id = type === '*' ? 'event-all' : `event-${type.replace(/[^a-z_]/g, '-')}`;
       const label = type === '*' ? t('webhooks.all_events') : type;
       return `<label class="check" for="${id}"><input type="checkbox" id="${id}" name="${eventField(type)}" value="1"${checked.includes(type) ? ' checked' : ''}> ${escapeHtml(label)}</label>`;
     }).join('\n');
@@ -210,7 +210,7 @@ ${boxes}</fieldset>`;
     const csrf = state.claims.csrf;
     const rows = data.map((endpoint) => [
       `<a href="${base(ctx)}/${endpoint.id}"><code>${endpoint.id}</code></a>`,
-      `<code class="wrap">${escapeHtml(endpoint.url)}</code>`,
+      `<code class="wrap url">${escapeHtml(endpoint.url)}</code>`,
       escapeHtml(endpoint.enabled_events.join(', ')),
       escapeHtml(health(ctx, endpoint, now)),
       escapeHtml(atMinute(endpoint.created_at)),
@@ -394,7 +394,7 @@ ${eventChoices(ctx, draft?.events ?? [])}
     const t = words(ctx);
     const delivery = await scopedDelivery(ctx);
     const facts: [string, string][] = [
-      [t('webhooks.event'), `<code>${delivery.event_id}</code>`],
+      [t('webhooks.event_id'), `<code>${delivery.event_id}</code>`],
       [t('webhooks.event_type'), escapeHtml(delivery.event_type)],
       [
         t('webhooks.endpoint'),
@@ -500,13 +500,14 @@ ${csrfInput(state.claims.csrf)}
     if (outcomes.length === 0) return `<p>${escapeHtml(t('webhooks.fire_nobody'))}</p>`;
     const rows = outcomes.map((outcome) => [
       `<a href="${base(ctx)}/${outcome.endpoint_id}"><code>${outcome.endpoint_id}</code></a>`,
-      `<code class="wrap">${escapeHtml(outcome.url)}</code>`,
+      `<code class="wrap url">${escapeHtml(outcome.url)}</code>`,
       `<a href="${base(ctx)}/deliveries/${outcome.delivery_id}"><code>${outcome.delivery_id}</code></a>`,
       escapeHtml(outcome.status),
       text(outcome.attempts),
       lastAnswer(outcome),
     ]);
     return (
+      `<h2>${escapeHtml(t('webhooks.fire_outcomes'))}</h2>` +
       table(
         t('webhooks.fire_outcomes'),
         [
@@ -519,7 +520,8 @@ ${csrfInput(state.claims.csrf)}
         ],
         rows,
         '',
-      ) + (complete ? '' : `<p>${escapeHtml(t('webhooks.fire_waiting'))}</p>`)
+      ) +
+      (complete ? '' : `<p>${escapeHtml(t('webhooks.fire_waiting'))}</p>`)
     );
   };
 
@@ -739,12 +741,9 @@ ${forms}`,
   );
 }
 
-/** The last attempt's HTTP status, or why it got none. */
-function lastAnswer(
-  delivery: Pick<WebhookDelivery, 'last_response_status' | 'last_error' | 'status'>,
-): string {
-  if (delivery.last_response_status !== null)
-    return `HTTP ${delivery.last_response_status}${delivery.status !== 'succeeded' && delivery.last_error ? `: ${escapeHtml(delivery.last_error)}` : ''}`;
+/** The last attempt's HTTP status, or why it got none (the attempts table has the rest). */
+function lastAnswer(delivery: Pick<WebhookDelivery, 'last_response_status' | 'last_error'>): string {
+  if (delivery.last_response_status !== null) return `HTTP ${delivery.last_response_status}`;
   return escapeHtml(delivery.last_error ?? '-');
 }
 
