@@ -190,8 +190,10 @@ ${boxes}</fieldset>`;
     return t('webhooks.state.enabled');
   };
 
-  const deliveriesLink = (ctx: Context, filter: Record<string, string>, label: string) =>
-    `<a href="${escapeHtml(`${base(ctx)}/deliveries?${new URLSearchParams(filter).toString()}`)}">${escapeHtml(label)}</a>`;
+  const deliveriesLink = (ctx: Context, filter: Record<string, string>, label: string) => {
+    const query = new URLSearchParams(filter).toString();
+    return `<a href="${escapeHtml(`${base(ctx)}/deliveries${query ? `?${query}` : ''}`)}">${escapeHtml(label)}</a>`;
+  };
 
   // ---------------------------------------------------------------- endpoints
 
@@ -341,11 +343,11 @@ ${eventChoices(ctx, draft?.events ?? [])}
       .map(presentDelivery)
       .map((delivery) => [
         `<a href="${base(ctx)}/deliveries/${delivery.id}"><code>${delivery.id}</code></a>`,
+        escapeHtml(delivery.status),
+        lastAnswer(delivery),
         escapeHtml(delivery.event_type),
         `<a href="${base(ctx)}/${delivery.endpoint_id}"><code>${delivery.endpoint_id}</code></a>`,
-        escapeHtml(delivery.status),
         text(delivery.attempts),
-        lastAnswer(delivery),
         escapeHtml(when(delivery.created_at)),
       ]);
     const filters = `<form method="get" action="${base(ctx)}/deliveries" class="search-form">
@@ -374,11 +376,11 @@ ${eventChoices(ctx, draft?.events ?? [])}
             t('webhooks.deliveries_caption'),
             [
               'ID',
+              t('webhooks.status'),
+              t('webhooks.last_answer'),
               t('webhooks.event_type'),
               t('webhooks.endpoint'),
-              t('webhooks.status'),
               t('webhooks.attempts'),
-              t('webhooks.last_answer'),
               t('webhooks.created'),
             ],
             cells,
@@ -498,13 +500,14 @@ ${csrfInput(state.claims.csrf)}
   const outcomesHtml = (ctx: Context, outcomes: DeliveryOutcome[], complete: boolean) => {
     const t = words(ctx);
     if (outcomes.length === 0) return `<p>${escapeHtml(t('webhooks.fire_nobody'))}</p>`;
+    // Where it stands first: on a phone the table scrolls, and the outcome is what was asked.
     const rows = outcomes.map((outcome) => [
       `<a href="${base(ctx)}/${outcome.endpoint_id}"><code>${outcome.endpoint_id}</code></a>`,
-      `<code class="wrap url">${escapeHtml(outcome.url)}</code>`,
-      `<a href="${base(ctx)}/deliveries/${outcome.delivery_id}"><code>${outcome.delivery_id}</code></a>`,
       escapeHtml(outcome.status),
-      text(outcome.attempts),
       lastAnswer(outcome),
+      text(outcome.attempts),
+      `<a href="${base(ctx)}/deliveries/${outcome.delivery_id}"><code>${outcome.delivery_id}</code></a>`,
+      `<code class="wrap url">${escapeHtml(outcome.url)}</code>`,
     ]);
     return (
       `<h2>${escapeHtml(t('webhooks.fire_outcomes'))}</h2>` +
@@ -512,11 +515,11 @@ ${csrfInput(state.claims.csrf)}
         t('webhooks.fire_outcomes'),
         [
           t('webhooks.endpoint'),
-          t('webhooks.url'),
-          t('webhooks.delivery'),
           t('webhooks.status'),
-          t('webhooks.attempts'),
           t('webhooks.last_answer'),
+          t('webhooks.attempts'),
+          t('webhooks.delivery'),
+          t('webhooks.url'),
         ],
         rows,
         '',

@@ -124,7 +124,7 @@ forEachEngine(t, async (t, engine) => {
       .locator('tbody tr')
       .allInnerTexts();
     t.equal(outcome.length, 1, 'one endpoint subscribed');
-    t.match(outcome[0], /failed\s+1\s+HTTP 500/);
+    t.match(outcome[0], /we_[0-9a-f]{16}\s+failed\s+HTTP 500\s+1\s/);
     t.equal(receiver.received.length, 1, 'the receiver got it');
     t.equal(
       independentlyVerified(
