@@ -19,6 +19,7 @@ import {
   createEndpoint,
   getEndpoint,
   listEndpoints,
+  previousSecretSignsUntil,
   rollEndpointSecret,
   updateEndpoint,
   type EndpointPolicy,
@@ -590,11 +591,7 @@ ${csrfInput(state.claims.csrf)}
         );
       }),
     );
-    const previous: { previous_secret_expires_at: number | null } | undefined = await db
-      .reader('webhook_endpoints')
-      .where({ id: endpoint.id })
-      .first('previous_secret_expires_at');
-    const previousUntil = Number(previous?.previous_secret_expires_at ?? 0);
+    const previousUntil = await previousSecretSignsUntil(db.reader, endpoint.id, now);
     const facts: [string, string][] = [
       [t('webhooks.url'), `<code class="wrap">${escapeHtml(endpoint.url)}</code>`],
       [t('webhooks.description'), text(endpoint.description)],
@@ -604,7 +601,7 @@ ${csrfInput(state.claims.csrf)}
       [t('webhooks.deliveries'), counts.join(' · ')],
       [t('webhooks.created'), escapeHtml(when(endpoint.created_at))],
       [t('webhooks.updated'), escapeHtml(when(endpoint.updated_at))],
-      ...(previousUntil > now
+      ...(previousUntil !== null
         ? ([[t('webhooks.previous_secret'), escapeHtml(`${when(toIso(previousUntil))} UTC`)]] as [
             string,
             string,
