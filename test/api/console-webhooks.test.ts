@@ -7,6 +7,7 @@ import {
   createTenant,
   forEachEngine,
   linkBody,
+  RAISED_LIMITS,
   startTestApp,
   tableCounts,
   type TestApp,
@@ -345,6 +346,42 @@ forEachEngine(t, async (t, engine) => {
     });
     t.equal(fire.status, 404, 'no firing in live mode');
     t.same(await tableCounts(app.db), before, 'nothing was written');
+  });
+
+  await t.test('endpoints and deliveries come 30 a page', async (t) => {
+    const c = await createTenant(app, { rateLimits: RAISED_LIMITS });
+    const adminC = await signedIn(app, 'admin', c.orgId, 'admin@c.cl');
+    const key = c.keys.sk_test.secret;
+    for (let i = 0; i < 31; i++) {
+      const made = await app.request('POST', '/v1/webhook_endpoints', {
+        key,
+        body: { url: `${receiver.url}/${i}`, enabled_events: ['link.deleted'] },
+      });
+      t.equal(made.status, 200);
+    }
+    const linkC = await app.request('POST', '/v1/links', { key, body: linkBody() });
+    const fired = await app.request('POST', '/v1/sandbox/events/fire', {
+      key,
+      body: { type: 'link.deleted', link_id: linkC.body.id },
+    });
+    t.equal(fired.status, 200);
+    for (const path of [hooks(c.orgId), `${hooks(c.orgId)}/deliveries`]) {
+      const first = await adminC('GET', path);
+      t.match(first.text, '1–30 of 31', path);
+      t.equal(first.text.match(/<tbody>[\s\S]*?<\/tbody>/)![0].match(/<tr>/g)!.length, 30);
+      t.match(first.text, 'rel="next"');
+      const second = await adminC('GET', `${path}?page=2`);
+      t.match(second.text, '31–31 of 31');
+      t.equal(second.text.match(/<tbody>[\s\S]*?<\/tbody>/)![0].match(/<tr>/g)!.length, 1);
+    }
+    const oneEndpoint = /<option value="(we_[0-9a-f]{16})">/.exec(
+      (await adminC('GET', `${hooks(c.orgId)}/deliveries`)).text,
+    )![1]!;
+    const filtered = await adminC(
+      'GET',
+      `${hooks(c.orgId)}/deliveries?endpoint_id=${oneEndpoint}&event_id=${fired.body.id}`,
+    );
+    t.match(filtered.text, '1–1 of 1', 'filtered by endpoint and event');
   });
 
   await t.test('without the CSRF token nothing changes', async (t) => {
