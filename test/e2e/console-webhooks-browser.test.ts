@@ -205,4 +205,23 @@ forEachEngine(t, async (t, engine) => {
     t.equal(await page.getByRole('button', { name: 'Fire', exact: true }).count(), 0, 'no fire form');
     await look(page, 'webhooks-live');
   });
+
+  await t.test('in Spanish, from the browser’s language', async (t) => {
+    const spanish = await launchChromium(t, { width: 1280, height: 800 }, 'es-CL');
+    const page = await spanish.newPage();
+    await page.goto(`${app.url}/console/login`);
+    await page.getByLabel('Correo electrónico').fill('ana@lender.cl');
+    await page.getByLabel('Contraseña').fill(PASSWORD);
+    await page.getByRole('button', { name: 'Entrar' }).click();
+    await page.waitForURL(`**/console/o/${tenant.orgId}/test`);
+    await page.getByRole('link', { name: 'Webhooks' }).click();
+    const main = await page.locator('main').innerText();
+    t.match(main, 'Crear un endpoint');
+    t.match(main, 'Disparar un evento de prueba');
+    await look(page, 'webhooks-es');
+    await page.getByRole('link', { name: 'Ver todas las entregas' }).click();
+    await page.getByRole('link', { name: /^wd_/ }).first().click();
+    t.match(await page.locator('main').innerText(), 'Volver a entregar');
+    await look(page, 'webhook-delivery-es');
+  });
 });
