@@ -278,6 +278,15 @@ forEachEngine(t, async (t, engine) => {
     const audit = await audited('webhook_delivery.redeliver', deliveryId);
     t.equal(audit.actor, `console:${supportA.userId}`);
     t.match(JSON.parse(audit.details), { new_delivery: queued });
+
+    // A disabled endpoint would be sent nothing: the redelivery is refused on the page, nothing queued.
+    await adminA('POST', `${endpoint}/disable`);
+    const countsBefore = await tableCounts(app.db);
+    const refused = await supportA('POST', `${hooks(a.orgId)}/deliveries/${deliveryId}/redeliver`);
+    t.equal(refused.status, 409);
+    t.match(refused.text, /<p class="error" role="alert">The endpoint we_[0-9a-f]{16} is disabled/);
+    t.same(await tableCounts(app.db), countsBefore, 'nothing was written');
+    await adminA('POST', `${endpoint}/enable`);
   });
 
   await t.test(
