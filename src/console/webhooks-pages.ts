@@ -529,6 +529,12 @@ ${csrfInput(state.claims.csrf)}
     );
   };
 
+  // The address a fire's answer leaves in the browser: opened again (a reload, a bookmark), the form's page.
+  router.get('/o/:org/:mode/webhooks/fire', kit.scoped, (ctx) => {
+    ctx.redirect(base(ctx));
+    ctx.status = 303;
+  });
+
   router.post('/o/:org/:mode/webhooks/fire', kit.scoped, async (ctx) => {
     // Sandbox events are test mode's alone: in live mode there is nothing here.
     if (kit.state(ctx).scope.mode !== 'test') return kit.refuse(ctx, 404, 'error.not_found');

@@ -220,6 +220,8 @@ forEachEngine(t, async (t, engine) => {
     t.match(fired.text, 'HTTP 500', 'the failing answer');
     t.notMatch(fired.text, endpointB.body.id, "no other organisation's endpoint");
     deliveryId = /deliveries\/(wd_[0-9a-f]{16})/.exec(fired.text)![1]!;
+    const reopened = await adminA('GET', `${hooks(a.orgId)}/fire`);
+    t.equal(reopened.status, 303, "the fire's address, opened again, leads back to the webhooks");
     t.match(await audited('sandbox.fire', /evt_[0-9a-f]{16}/.exec(fired.text)![0]), {
       actor: `console:${adminA.userId}`,
     });
