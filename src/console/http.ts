@@ -30,6 +30,7 @@ import { registerOverviewPage } from './overview-page.js';
 import { registerUserPages } from './users-pages.js';
 import { registerAccountPages } from './account-pages.js';
 import { codeChecker } from './totp.js';
+import { registerWebhookPages } from './webhooks-pages.js';
 import { pageWindow, pager, pagerWords, table } from './views.js';
 import { getOrganisation, pageOrganisations } from '../orgs/orgs.js';
 
@@ -354,6 +355,7 @@ export function consoleRouter(services: AppServices): Router {
   registerHistoryPages(router, kit);
   registerUserPages(router, kit);
   registerAccountPages(router, kit);
+  registerWebhookPages(router, kit);
 
   router.post('/logout', async (ctx) => {
     const state = ctx.state.console as ConsoleState;

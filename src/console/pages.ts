@@ -36,15 +36,18 @@ const SECTIONS: [string, ConsoleMessageKey][] = [
   ['/keys', 'nav.keys'],
   ['/events', 'nav.events'],
   ['/audit', 'nav.audit'],
+  ['/webhooks', 'nav.webhooks'],
 ];
 
 function scopeNav(context: PageContext, t: Translate): string {
   const scope = context.scope;
   if (!scope) return '';
   const base = scopePath(scope);
+  // A page inside a section (`/webhooks/deliveries`) marks its section too.
+  const current = (path: string) =>
+    scope.section === path || (path !== '' && scope.section.startsWith(`${path}/`));
   const sections = SECTIONS.map(
-    ([path, key]) =>
-      `<a href="${base}${path}"${scope.section === path ? ' aria-current="page"' : ''}>${t(key)}</a>`,
+    ([path, key]) => `<a href="${base}${path}"${current(path) ? ' aria-current="page"' : ''}>${t(key)}</a>`,
   ).join('');
   const modes = (['test', 'live'] as const)
     .map(

@@ -283,6 +283,20 @@ export async function rollEndpointSecret(
   return presentEndpoint({ ...row, ...changes }, secret);
 }
 
+/**
+ * Until when an endpoint's previous secret still signs beside the current one (after a roll with a grace
+ * period), or null: no previous secret, or its grace is over. Never the secret itself.
+ */
+export async function previousSecretSignsUntil(db: Knex, id: string, now: number): Promise<number | null> {
+  const row: Pick<WebhookEndpointRow, 'previous_secret_expires_at'> | undefined = await db(
+    'webhook_endpoints',
+  )
+    .where({ id })
+    .first('previous_secret_expires_at');
+  const until = Number(row?.previous_secret_expires_at ?? 0);
+  return until > now ? until : null;
+}
+
 export type EndpointSecrets = Pick<
   WebhookEndpointRow,
   'id' | 'secret_encrypted' | 'previous_secret_encrypted' | 'previous_secret_expires_at'

@@ -634,6 +634,33 @@ forEachEngine(t, async (t, engine) => {
     outputs.at(-1)!.allowed.push(key);
     t.equal((await api('GET', '/v1/links', { key })).status, 200, 'the key issued in the console works');
     await consolePage('GET', `/console/o/${org}/test/keys`, undefined, signedIn.cookie);
+
+    // A webhook endpoint made in the console, and its secret rolled there: each secret is in the one answer
+    // that hands it out, and in no other page, log line or table.
+    const hooks = `/console/o/${org}/test/webhooks`;
+    const made = await consolePage(
+      'POST',
+      hooks,
+      { _csrf: csrf, url: receiver.url, description: 'from the console', 'event:link:deleted': '1' },
+      signedIn.cookie,
+    );
+    t.equal(made.status, 200, 'the console creates an endpoint');
+    const hookSecret = /<code id="secret-value">([^<]+)<\/code>/.exec(made.text)![1]!;
+    canaries.set('console endpoint secret', hookSecret);
+    outputs.at(-1)!.allowed.push(hookSecret);
+    const hookId = /<strong>[^<]*?(we_[0-9a-f]{16})/.exec(made.text)![1]!;
+    const rolledHere = await consolePage(
+      'POST',
+      `${hooks}/${hookId}/roll`,
+      { _csrf: csrf, grace_hours: '1' },
+      signedIn.cookie,
+    );
+    const rolledHookSecret = /<code id="secret-value">([^<]+)<\/code>/.exec(rolledHere.text)![1]!;
+    t.not(rolledHookSecret, hookSecret, 'the roll hands out a new secret');
+    canaries.set('console-rolled endpoint secret', rolledHookSecret);
+    outputs.at(-1)!.allowed.push(rolledHookSecret);
+    for (const path of [hooks, `${hooks}/${hookId}`, `${hooks}/deliveries`, `/console/o/${org}/test/audit`])
+      await consolePage('GET', path, undefined, signedIn.cookie);
   });
 
   t.test('no canary is anywhere it was not handed out', async (t) => {
