@@ -33,10 +33,10 @@ export function csrfField(csrf: string): string {
 const SECTIONS: [string, ConsoleMessageKey][] = [
   ['', 'nav.overview'],
   ['/links', 'nav.links'],
+  ['/webhooks', 'nav.webhooks'],
   ['/keys', 'nav.keys'],
   ['/events', 'nav.events'],
   ['/audit', 'nav.audit'],
-  ['/webhooks', 'nav.webhooks'],
 ];
 
 function scopeNav(context: PageContext, t: Translate): string {
