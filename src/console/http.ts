@@ -10,6 +10,7 @@ import { ApiError } from '../errors/api-error.js';
 import { chooseLocale, type Locale } from '../widget/messages.js';
 import { escapeHtml } from '../widget/page.js';
 import { consoleMessage, type ConsoleMessageKey } from './messages.js';
+import { PasswordChecksBusy } from './passwords.js';
 import { acceptPage, layout, messagePage, signInPage, type PageContext } from './pages.js';
 import {
   csrfMatches,
@@ -182,6 +183,10 @@ export function consoleRouter(services: AppServices): Router {
     try {
       await next();
     } catch (error) {
+      if (error instanceof PasswordChecksBusy) {
+        ctx.set('Retry-After', String(error.retryAfterSeconds));
+        return refuse(ctx, 503, 'error.busy');
+      }
       if (!(error instanceof ApiError)) throw error;
       send(
         ctx,

@@ -182,6 +182,7 @@ const es = {
   'error.csrf':
     'El formulario caducó o no viene de esta consola. Vuelve a cargar la página e inténtalo otra vez.',
   'error.api_key': 'La consola no acepta claves de API: inicia sesión. Las claves funcionan en /v1.',
+  'error.busy': 'Hay demasiados inicios de sesión en curso. Vuelve a intentarlo en unos segundos.',
   // Overview and users
   'overview.links': 'Conexiones',
   'overview.links_active': 'Activas',
@@ -549,6 +550,7 @@ const en: typeof es = {
   'error.not_found': 'We could not find this page.',
   'error.csrf': 'The form expired or did not come from this console. Reload the page and try again.',
   'error.api_key': 'The console does not accept API keys: sign in. Keys work on /v1.',
+  'error.busy': 'Too many sign-ins are being checked right now. Try again in a few seconds.',
   // Overview and users
   'overview.links': 'Links',
   'overview.links_active': 'Active',

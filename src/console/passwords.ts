@@ -13,15 +13,30 @@ const BLOCK_SIZE = 8;
 const PARALLELISM = 1;
 const KEY_LENGTH = 32;
 const MAX_CONCURRENT = 2;
+/**
+ * Checks allowed to wait for a turn: at a third of a second each, two at a time, the last waits about 5 s.
+ * Beyond that a check is refused at once (PasswordChecksBusy), so that a flood of sign-ins from many
+ * addresses (each under the per-address throttle) holds neither memory nor people's sign-ins for minutes.
+ */
+export const MAX_WAITING = 32;
 /** Shortest and longest password accepted: NIST SP 800-63B's floor, and a bound on the work a hash does. */
 export const PASSWORD_MIN_LENGTH = 12;
 export const PASSWORD_MAX_LENGTH = 256;
+
+/** Too many password checks are waiting: the caller answers 503 with Retry-After. */
+export class PasswordChecksBusy extends Error {
+  override name = 'PasswordChecksBusy';
+  readonly retryAfterSeconds = 5;
+}
 
 let running = 0;
 const waiting: (() => void)[] = [];
 
 async function limited<T>(work: () => Promise<T>): Promise<T> {
-  if (running >= MAX_CONCURRENT) await new Promise<void>((resolve) => waiting.push(resolve));
+  if (running >= MAX_CONCURRENT) {
+    if (waiting.length >= MAX_WAITING) throw new PasswordChecksBusy('too many password checks waiting');
+    await new Promise<void>((resolve) => waiting.push(resolve));
+  }
   running++;
   try {
     return await work();
