@@ -7,6 +7,7 @@ import { inspectLink, type Finding } from '../links/inspect.js';
 import { deleteLink, pauseLink, resumeLink } from '../links/links.js';
 import { rutSearchDigests } from '../links/rut-search.js';
 import { findLink, searchLinks, type LinkStatus } from '../links/store.js';
+import { recentMovementsOfAccounts } from '../movements/store.js';
 import { requestRefresh } from '../refresh/refresh.js';
 import { escapeHtml } from '../widget/page.js';
 import { consolePrincipal, may, scopePath, type ConsoleAction } from './access.js';
@@ -34,6 +35,8 @@ import {
 /** A time, or '-' for none. */
 const when = (iso: string | null | undefined) => atMinute(iso) || '-';
 const STATUSES: LinkStatus[] = ['active', 'expired'];
+/** Movements shown on a link's page: enough to see whether money is arriving, not a statement. */
+const RECENT_MOVEMENTS = 10;
 
 type Words = (key: ConsoleMessageKey, values?: Record<string, string>) => string;
 
@@ -136,6 +139,11 @@ export function registerLinkPages(router: Router, kit: ConsoleKit): void {
     const t = words(ctx);
     const row = await scopedLink(ctx);
     const inspection = await inspectLink(db.reader, row.id, clock.now());
+    const movements = await recentMovementsOfAccounts(
+      db.reader,
+      inspection.accounts.map((account) => account.id),
+      RECENT_MOVEMENTS,
+    );
     const link = inspection.link;
     const base = `${scopePath(state.scope)}/links/${row.id}`;
     const csrf = state.claims.csrf;
@@ -195,6 +203,13 @@ ${section(
   ],
   inspection.accounts.map((a) =>
     [a.id, a.name, a.type, a.currency, a.last_4, a.movements, a.pending, when(a.refreshed_at)].map(text),
+  ),
+)}
+${section(
+  'link.movements',
+  [t('col.posted'), t('col.account'), t('col.description'), t('col.amount')],
+  movements.map((m) =>
+    [when(toIso(m.posted_at)), m.account_id, m.description, `${m.amount} ${m.currency}`].map(text),
   ),
 )}
 ${section(

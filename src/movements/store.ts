@@ -187,3 +187,30 @@ export async function movementCounts(
     visible: Number(counts.find((c) => !c.pending)?.n ?? 0),
   };
 }
+
+/**
+ * The newest confirmed movements of some accounts (a link's, for the console), newest first: `limit` from
+ * each account through the list's index, then the newest `limit` of those, so the cost is bounded by the
+ * number of accounts whatever their history.
+ */
+export async function recentMovementsOfAccounts(
+  db: Knex,
+  accountIds: string[],
+  limit: number,
+): Promise<MovementRow[]> {
+  const perAccount = await Promise.all(
+    accountIds.map((accountId) =>
+      db<MovementRow>('movements')
+        .where({ account_id: accountId, status: 'normal', pending: false })
+        .orderBy([
+          { column: 'posted_at', order: 'desc' },
+          { column: 'id', order: 'desc' },
+        ])
+        .limit(limit),
+    ),
+  );
+  return perAccount
+    .flat()
+    .sort((a, b) => Number(b.posted_at) - Number(a.posted_at) || (a.id < b.id ? 1 : -1))
+    .slice(0, limit);
+}

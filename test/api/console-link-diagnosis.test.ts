@@ -49,6 +49,29 @@ forEachEngine(t, async (t, engine) => {
   t.match(healthy, /^Healthy: last synced \d{4}-\d\d-\d\d \d\d:\d\d, next sync \d{4}-\d\d-\d\d \d\d:\d\d\.$/);
   t.match((await diagnosis(spanish))[0], /^Sana: última sincronización \d{4}-/);
 
+  // The newest confirmed movements of the link's accounts, ten at most, newest first.
+  const newest = await app.db
+    .knex('movements')
+    .where({ link_id: linkId, status: 'normal', pending: false })
+    .orderBy([
+      { column: 'posted_at', order: 'desc' },
+      { column: 'id', order: 'desc' },
+    ])
+    .limit(10)
+    .select('description', 'amount');
+  t.ok(newest.length === 10, 'the sandbox synced more than a page of movements');
+  const shown = /<h2>Recent movements \(confirmed\)<\/h2>.*?<tbody>(.*?)<\/tbody>/s.exec(
+    (await english('GET', path)).text,
+  )?.[1];
+  const rows = [...(shown ?? '').matchAll(/<tr>(.*?)<\/tr>/gs)].map((row) =>
+    [...row[1]!.matchAll(/<td[^>]*>(.*?)<\/td>/gs)].map((cell) => cell[1]!),
+  );
+  t.same(
+    rows.map((cells) => [cells[2], cells[3]]),
+    newest.map((m: { description: string; amount: number }) => [m.description, `${m.amount} CLP`]),
+    'the page lists them, newest first',
+  );
+
   t.equal((await english('POST', `${path}/pause`)).status, 200, 'paused from the console');
   t.match(await diagnosis(english), [
     /^Paused since \d{4}-\d\d-\d\d \d\d:\d\d: the scheduler skips it\. Use Resume/,
