@@ -122,7 +122,16 @@ export abstract class BaseCommand extends Command {
 
   /** Maps an error to a message and exit code once; with `--json`, the error is printed as JSON on stdout. */
   protected override async catch(error: Error & { exitCode?: number; oclif?: unknown }): Promise<unknown> {
-    if (error.oclif && !(error instanceof ApiError)) return super.catch(error);
+    if (error.oclif && !(error instanceof ApiError)) {
+      // A usage mistake (an unknown flag, a missing argument): oclif's own `--json` answer is the whole
+      // parse context (hundreds of lines of its configuration); a script needs the code and the message.
+      const usageExit = (error.oclif as { exit?: number }).exit;
+      if (this.jsonEnabled() && usageExit !== undefined && usageExit !== 0) {
+        this.logJson({ error: { code: 'usage', message: this.masked(error.message) } });
+        this.exit(usageExit);
+      }
+      return super.catch(error);
+    }
     const { code, exit } =
       error instanceof ConfigError
         ? { code: 'invalid_configuration', exit: 78 }

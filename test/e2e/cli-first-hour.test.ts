@@ -112,6 +112,19 @@ t.test('svc help, svc help COMMAND, topics and suggestions', async (t) => {
       message: /Did you mean svc keys list\?/,
     },
   });
+  const usageMistakes: [string, string[]][] = [
+    ['--name', ['orgs', 'create', '--name', 'Acme', '--json']],
+    ['--bogus', ['keys', 'list', '--bogus', '--json']],
+  ];
+  for (const [flag, args] of usageMistakes) {
+    const usage = await runCli(args, { home, timeoutMs: 30_000 });
+    t.equal(usage.code, 2, `svc ${args.join(' ')}: a usage mistake exits 2`);
+    t.same(
+      JSON.parse(usage.stdout),
+      { error: { code: 'usage', message: `Nonexistent flag: ${flag}\nSee more help with --help` } },
+      "and --json answers the code and message alone, not oclif's parse context",
+    );
+  }
   const nothingClose = await runCli(['frobnicate'], { home, timeoutMs: 30_000 });
   t.not(nothingClose.code, 0);
   t.notMatch(nothingClose.message, /Did you mean/, 'no random suggestion when nothing is close');
