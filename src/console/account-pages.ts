@@ -2,7 +2,6 @@ import type Router from '@koa/router';
 import type { Context } from 'koa';
 import { escapeHtml } from '../widget/page.js';
 import type { ConsoleState, ConsoleKit } from './http.js';
-import { consoleMessage, type ConsoleMessageKey } from './messages.js';
 import { layout } from './pages.js';
 import {
   acceptedStep,
@@ -36,8 +35,7 @@ function codeField(label: string): string {
 export function registerAccountPages(router: Router, kit: ConsoleKit): void {
   const { db, clock, secrets, config } = kit.services;
   const state = (ctx: Context) => ctx.state.console as ConsoleState;
-  const words = (ctx: Context) => (key: ConsoleMessageKey, values?: Record<string, string>) =>
-    consoleMessage(state(ctx).locale, key, values);
+  const { words } = kit;
   const pageContext = (ctx: Context) => ({ ...kit.pageContext(ctx), current: 'account' as const });
 
   /** The account page, with `notice` (HTML) above: what just changed, or why it was refused. */

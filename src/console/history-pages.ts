@@ -1,12 +1,10 @@
 import type Router from '@koa/router';
-import type { Context } from 'koa';
 import { pageAuditLog } from '../audit/audit-log.js';
 import { EVENT_TYPES } from '../events/catalogue.js';
 import { listEvents } from '../events/store.js';
 import { escapeHtml } from '../widget/page.js';
 import { consolePrincipal, scopePath } from './access.js';
 import type { ConsoleKit } from './http.js';
-import { consoleMessage, type ConsoleMessageKey } from './messages.js';
 import { layout } from './pages.js';
 import { atSecond, pageWindow, pager, pagerWords, table } from './views.js';
 
@@ -20,10 +18,7 @@ const AUDIT_VALUE = /^[\w.:@-]{1,100}$/;
 
 export function registerHistoryPages(router: Router, kit: ConsoleKit): void {
   const { db } = kit.services;
-  const words = (ctx: Context) => {
-    const { locale } = kit.state(ctx);
-    return (key: ConsoleMessageKey, values?: Record<string, string>) => consoleMessage(locale, key, values);
-  };
+  const { words } = kit;
   const text = (value: unknown) => (typeof value === 'string' ? value : '');
 
   router.get('/o/:org/:mode/events', kit.scoped, async (ctx) => {

@@ -9,7 +9,7 @@ import type { AppServices } from '../api/services.js';
 import { ApiError } from '../errors/api-error.js';
 import { chooseLocale, type Locale } from '../widget/messages.js';
 import { escapeHtml } from '../widget/page.js';
-import { consoleMessage, type ConsoleMessageKey } from './messages.js';
+import { consoleMessage, wordsFor, type ConsoleMessageKey, type Words } from './messages.js';
 import { PasswordChecksBusy } from './passwords.js';
 import { acceptPage, layout, messagePage, signInPage, type PageContext } from './pages.js';
 import {
@@ -68,6 +68,8 @@ export interface ConsoleKit {
   state(ctx: Context): ConsoleState & { scope: ConsoleScope };
   /** A new session for `user` (after a change that moved their session epoch on), as this response's cookie. */
   startSession(ctx: Context, user: ConsoleUserRow): void;
+  /** The signed-in user's translator. */
+  words(ctx: Context): Words;
 }
 
 function sessionCookie(token: string, maxAgeMs: number): string {
@@ -159,6 +161,7 @@ export function consoleRouter(services: AppServices): Router {
     pageContext: (ctx, section) => pageContext(ctx, ctx.state.console as ConsoleState, section),
     refuse: (ctx, status, key) => refuse(ctx, status, key),
     state: (ctx) => ctx.state.console as ConsoleState & { scope: ConsoleScope },
+    words: (ctx) => wordsFor((ctx.state.console as ConsoleState).locale),
     startSession: (ctx, user) => {
       const claims = newSession(user.id, Number(user.session_epoch), clock.now());
       ctx.append('Set-Cookie', sessionCookie(signSession(secrets, claims), SESSION_TTL_MS));
@@ -335,8 +338,7 @@ export function consoleRouter(services: AppServices): Router {
     if (state.user.org_id !== null) return refuse(ctx, 404, 'error.not_found');
     const window = pageWindow(ctx.query);
     const { data, total } = await pageOrganisations(db.reader, window);
-    const t = (key: ConsoleMessageKey, values?: Record<string, string>) =>
-      consoleMessage(state.locale, key, values);
+    const t = wordsFor(state.locale);
     const rows = data.map((org) => [
       `<a href="/console/o/${org.id}/test">${escapeHtml(org.name)}</a>`,
       `<code>${org.id}</code>`,

@@ -14,7 +14,6 @@ import {
 import { escapeHtml } from '../widget/page.js';
 import { may, scopePath } from './access.js';
 import type { ConsoleKit } from './http.js';
-import { consoleMessage, type ConsoleMessageKey } from './messages.js';
 import { layout } from './pages.js';
 import {
   atMinute,
@@ -42,10 +41,7 @@ export function registerKeyPages(router: Router, kit: ConsoleKit): void {
   const { services } = kit;
   const { db, clock, config } = services;
 
-  const words = (ctx: Context) => {
-    const { locale } = kit.state(ctx);
-    return (key: ConsoleMessageKey, values?: Record<string, string>) => consoleMessage(locale, key, values);
-  };
+  const { words } = kit;
 
   /** The keys page, with `notice` (HTML) above the table: a secret shown once, or what just changed. */
   const renderKeys = async (ctx: Context, status: number, notice: string) => {

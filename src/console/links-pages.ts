@@ -12,7 +12,7 @@ import { requestRefresh } from '../refresh/refresh.js';
 import { escapeHtml } from '../widget/page.js';
 import { consolePrincipal, may, scopePath, type ConsoleAction } from './access.js';
 import type { ConsoleKit } from './http.js';
-import { consoleMessage, stateWord, type ConsoleMessageKey } from './messages.js';
+import { stateWord, type ConsoleMessageKey, type Words } from './messages.js';
 import { layout } from './pages.js';
 import {
   atMinute,
@@ -37,8 +37,6 @@ const when = (iso: string | null | undefined) => atMinute(iso) || '-';
 const STATUSES: LinkStatus[] = ['active', 'expired'];
 /** Movements shown on a link's page: enough to see whether money is arriving, not a statement. */
 const RECENT_MOVEMENTS = 10;
-
-type Words = (key: ConsoleMessageKey, values?: Record<string, string>) => string;
 
 /** A finding of `inspect` for support: in their language, pointing at this page's buttons, not the CLI. */
 export function findingText(t: Words, finding: Finding): string {
@@ -70,10 +68,7 @@ export function findingText(t: Words, finding: Finding): string {
 export function registerLinkPages(router: Router, kit: ConsoleKit): void {
   const { services } = kit;
   const { db, clock, config } = services;
-  const words = (ctx: Context) => {
-    const { locale } = kit.state(ctx);
-    return (key: ConsoleMessageKey, values?: Record<string, string>) => consoleMessage(locale, key, values);
-  };
+  const { words } = kit;
 
   router.get('/o/:org/:mode/links', kit.scoped, async (ctx) => {
     const state = kit.state(ctx);

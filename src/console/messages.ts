@@ -747,6 +747,13 @@ const en: typeof es = {
 export type ConsoleMessageKey = keyof typeof es;
 export const CONSOLE_CATALOGUES: Record<Locale, typeof es> = { es, en };
 
+/** A page's translator: a message in the page's language, placeholders filled (not escaped). */
+export type Words = (key: ConsoleMessageKey, values?: Record<string, string>) => string;
+
+export function wordsFor(locale: Locale): Words {
+  return (key, values) => consoleMessage(locale, key, values);
+}
+
 /** A state's word (`state.expired`), or the value itself for one the catalogue does not know. */
 export function stateWord(locale: Locale, value: string): string {
   const key = `state.${value}`;

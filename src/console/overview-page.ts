@@ -9,7 +9,7 @@ import { failingDeliveryCounts } from '../webhooks/deliveries.js';
 import { escapeHtml } from '../widget/page.js';
 import { scopePath } from './access.js';
 import type { ConsoleKit } from './http.js';
-import { consoleMessage, type ConsoleMessageKey } from './messages.js';
+import { type ConsoleMessageKey } from './messages.js';
 import { layout } from './pages.js';
 import { table } from './views.js';
 
@@ -67,8 +67,7 @@ export function registerOverviewPage(router: Router, kit: ConsoleKit): void {
   router.get('/o/:org/:mode', kit.scoped, async (ctx) => {
     const state = kit.state(ctx);
     const { scope } = state;
-    const t = (key: ConsoleMessageKey, values?: Record<string, string>) =>
-      consoleMessage(state.locale, key, values);
+    const t = kit.words(ctx);
     const now = clock.now();
     const since = now - RECENT_MS;
     const [links, failedSyncs, deliveries, health, keys] = await Promise.all([

@@ -7,7 +7,7 @@ import { getOrganisation } from '../orgs/orgs.js';
 import { escapeHtml } from '../widget/page.js';
 import type { ConsoleKit } from './http.js';
 import { consoleLink } from './links.js';
-import { consoleMessage, type ConsoleMessageKey } from './messages.js';
+import { type ConsoleMessageKey } from './messages.js';
 import { layout } from './pages.js';
 import {
   CONSOLE_ROLES,
@@ -82,10 +82,7 @@ export function inviteProblem(form: InviteForm): ConsoleMessageKey | null {
 export function registerUserPages(router: Router, kit: ConsoleKit): void {
   const { services } = kit;
   const { db, clock, config } = services;
-  const words = (ctx: Context) => {
-    const { locale } = kit.state(ctx);
-    return (key: ConsoleMessageKey, values?: Record<string, string>) => consoleMessage(locale, key, values);
-  };
+  const { words } = kit;
   const actor = (ctx: Context) => `console:${kit.state(ctx).user.id}`;
 
   // Only an operator manages console users; to anyone else these pages do not exist.

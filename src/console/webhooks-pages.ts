@@ -30,7 +30,6 @@ import { fireSandboxEvent } from '../webhooks/sandbox-events.js';
 import { escapeHtml } from '../widget/page.js';
 import { consolePrincipal, may, scopePath, type ConsoleAction } from './access.js';
 import type { ConsoleKit } from './http.js';
-import { consoleMessage, type ConsoleMessageKey } from './messages.js';
 import { layout } from './pages.js';
 import {
   atMinute,
@@ -93,10 +92,7 @@ export function registerWebhookPages(router: Router, kit: ConsoleKit): void {
   const { db, clock, config } = services;
   const policy: EndpointPolicy = { secrets: services.secrets, addresses: config.webhooks };
 
-  const words = (ctx: Context) => {
-    const { locale } = kit.state(ctx);
-    return (key: ConsoleMessageKey, values?: Record<string, string>) => consoleMessage(locale, key, values);
-  };
+  const { words } = kit;
   const principal = (ctx: Context) => consolePrincipal(kit.state(ctx).scope, kit.state(ctx).user);
   const base = (ctx: Context) => `${scopePath(kit.state(ctx).scope)}/webhooks`;
   const audit = (

@@ -1,6 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
-import { inviteConsoleUser, setPasswordWithToken, type ConsoleRole } from '../../src/console/users.js';
 import { CONSOLE_CATALOGUES } from '../../src/console/messages.js';
 import { Dispatcher } from '../../src/webhooks/dispatcher.js';
 import {
@@ -10,8 +9,8 @@ import {
   RAISED_LIMITS,
   startTestApp,
   tableCounts,
-  type TestApp,
 } from '../helpers/harness.js';
+import { signedIn } from '../helpers/console.js';
 import { startReceiver } from '../helpers/receiver.js';
 
 /*
@@ -22,35 +21,7 @@ import { startReceiver } from '../helpers/receiver.js';
  * refused request leaves the database as it was; every change is in the audit log with the console user.
  */
 
-const PASSWORD = 'a long and quiet password';
 const SECRET = /whsec_[A-Za-z0-9]{40}/;
-
-async function signedIn(app: TestApp, role: ConsoleRole, orgId: string | null, email: string) {
-  const { token } = await app.db.transaction((trx) =>
-    inviteConsoleUser(trx, { email, role, orgId, actor: 'cli:test', now: app.clock.now() }),
-  );
-  const user = await app.db.transaction((trx) => setPasswordWithToken(trx, token, PASSWORD, app.clock.now()));
-  const response = await fetch(`${app.url}/console/login`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/x-www-form-urlencoded' },
-    body: new URLSearchParams({ email, password: PASSWORD }).toString(),
-    redirect: 'manual',
-  });
-  const cookie = response.headers.getSetCookie()[0]!.split(';')[0]!;
-  const home = await fetch(`${app.url}/console/orgs`, { headers: { cookie }, redirect: 'manual' });
-  const csrf = /name="_csrf" value="([^"]+)"/.exec(await home.text())?.[1] ?? '';
-  /** A console request as this user; POSTs carry the session's CSRF token unless `_csrf` says otherwise. */
-  const send = async (method: 'GET' | 'POST', path: string, form: Record<string, string> = {}) => {
-    const init: RequestInit = { method, headers: { cookie, 'accept-language': 'en' }, redirect: 'manual' };
-    if (method === 'POST') {
-      init.body = new URLSearchParams({ _csrf: csrf, ...form }).toString();
-      (init.headers as Record<string, string>)['content-type'] = 'application/x-www-form-urlencoded';
-    }
-    const answer = await fetch(`${app.url}${path}`, init);
-    return { status: answer.status, text: await answer.text() };
-  };
-  return Object.assign(send, { userId: user.id });
-}
 
 /** The form fields that tick these event types. */
 const ticked = (...types: string[]) =>

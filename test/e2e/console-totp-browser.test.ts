@@ -1,10 +1,7 @@
-import { mkdirSync } from 'node:fs';
-import { join } from 'node:path';
 import t from 'tap';
-import type { Page } from 'playwright-core';
 import { base32Decode, hotp, totpCode, totpStep, TOTP_STEP_MS } from '../../src/console/totp.js';
 import { inviteConsoleUser } from '../../src/console/users.js';
-import { seriousViolations } from '../helpers/axe.js';
+import { consoleLook } from '../helpers/console-browser.js';
 import { launchChromium, requireChromium } from '../helpers/browser.js';
 import { createTenant, forEachEngine, startTestApp } from '../helpers/harness.js';
 
@@ -15,12 +12,10 @@ import { createTenant, forEachEngine, startTestApp } from '../helpers/harness.js
  * at desktop and phone widths in test-output/screenshots/console/ (totp-*).
  */
 
-const SHOTS = join(process.cwd(), 'test-output', 'screenshots', 'console');
 const PASSWORD = 'a long and quiet password';
 
 forEachEngine(t, async (t, engine) => {
   if (!requireChromium(t)) return;
-  mkdirSync(SHOTS, { recursive: true });
   const app = await startTestApp(t, engine);
   const tenant = await createTenant(app);
   const { token } = await app.db.transaction((trx) =>
@@ -35,23 +30,7 @@ forEachEngine(t, async (t, engine) => {
   const context = await launchChromium(t);
   const page = await context.newPage();
 
-  const look = async (page: Page, name: string) => {
-    const violations = await seriousViolations(page);
-    t.same(violations, [], `${name}: no serious or critical accessibility violation`);
-    if (engine !== 'sqlite') return;
-    for (const [size, viewport] of [
-      ['desktop', { width: 1280, height: 800 }],
-      ['phone', { width: 390, height: 844 }],
-    ] as const) {
-      await page.setViewportSize(viewport);
-      await page.screenshot({ path: join(SHOTS, `totp-${name}-${size}.png`), fullPage: true });
-      const overflow = (await page.evaluate(
-        'document.documentElement.scrollWidth - window.innerWidth',
-      )) as number;
-      t.ok(overflow <= 1, `${name} at ${size} width has no sideways scroll (${overflow}px)`);
-    }
-    await page.setViewportSize({ width: 1280, height: 800 });
-  };
+  const look = consoleLook(t, engine, 'totp-');
 
   let secret: Buffer = Buffer.alloc(0);
   await t.test('the user turns the second factor on from the Account page', async (t) => {

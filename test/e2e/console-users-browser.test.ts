@@ -1,9 +1,6 @@
-import { mkdirSync } from 'node:fs';
-import { join } from 'node:path';
 import t from 'tap';
-import type { Page } from 'playwright-core';
 import { inviteConsoleUser, setPasswordWithToken } from '../../src/console/users.js';
-import { seriousViolations } from '../helpers/axe.js';
+import { consoleLook } from '../helpers/console-browser.js';
 import { launchChromium, requireChromium } from '../helpers/browser.js';
 import { createTenant, forEachEngine, linkBody, runSyncs, startTestApp } from '../helpers/harness.js';
 
@@ -15,12 +12,10 @@ import { createTenant, forEachEngine, linkBody, runSyncs, startTestApp } from '.
  * test-output/screenshots/console/ (users-*.png), and has no sideways scroll on a phone.
  */
 
-const SHOTS = join(process.cwd(), 'test-output', 'screenshots', 'console');
 const PASSWORD = 'a long and quiet password';
 
 forEachEngine(t, async (t, engine) => {
   if (!requireChromium(t)) return;
-  mkdirSync(SHOTS, { recursive: true });
   const app = await startTestApp(t, engine);
   const tenant = await createTenant(app);
   // Something to count: a healthy link and one whose bank is down.
@@ -44,24 +39,7 @@ forEachEngine(t, async (t, engine) => {
     await setPasswordWithToken(trx, token, PASSWORD, app.clock.now());
   });
 
-  /** Checks the page with axe, then saves it at both widths and checks a phone does not scroll sideways. */
-  const look = async (page: Page, name: string) => {
-    const violations = await seriousViolations(page);
-    t.same(violations, [], `${name}: no serious or critical accessibility violation`);
-    for (const [size, viewport] of [
-      ['desktop', { width: 1280, height: 800 }],
-      ['phone', { width: 390, height: 844 }],
-    ] as const) {
-      await page.setViewportSize(viewport);
-      if (engine === 'sqlite')
-        await page.screenshot({ path: join(SHOTS, `users-${name}-${size}.png`), fullPage: true });
-      const overflow = (await page.evaluate(
-        'document.documentElement.scrollWidth - window.innerWidth',
-      )) as number;
-      t.ok(overflow <= 1, `${name} at ${size} width has no sideways scroll (${overflow}px)`);
-    }
-    await page.setViewportSize({ width: 1280, height: 800 });
-  };
+  const look = consoleLook(t, engine, 'users-');
 
   const operatorBrowser = await launchChromium(t);
   await operatorBrowser.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: app.url });

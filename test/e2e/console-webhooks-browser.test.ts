@@ -1,11 +1,8 @@
-import { mkdirSync } from 'node:fs';
-import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
-import type { Page } from 'playwright-core';
 import { inviteConsoleUser } from '../../src/console/users.js';
 import { Dispatcher } from '../../src/webhooks/dispatcher.js';
-import { seriousViolations } from '../helpers/axe.js';
+import { consoleLook } from '../helpers/console-browser.js';
 import { launchChromium, requireChromium } from '../helpers/browser.js';
 import { createTenant, forEachEngine, linkBody, startTestApp } from '../helpers/harness.js';
 import { independentlyVerified, ok, startReceiver } from '../helpers/receiver.js';
@@ -19,12 +16,10 @@ import { independentlyVerified, ok, startReceiver } from '../helpers/receiver.js
  * in test-output/screenshots/console/, with no sideways scroll on a phone.
  */
 
-const SHOTS = join(process.cwd(), 'test-output', 'screenshots', 'console');
 const PASSWORD = 'a long and quiet password';
 
 forEachEngine(t, async (t, engine) => {
   if (!requireChromium(t)) return;
-  mkdirSync(SHOTS, { recursive: true });
   // One attempt per delivery: a failing receiver's delivery is `failed` at once, not retried in a minute.
   const app = await startTestApp(t, engine, { config: { dispatcher: { retryScheduleSeconds: [0] } } });
   const tenant = await createTenant(app);
@@ -40,24 +35,7 @@ forEachEngine(t, async (t, engine) => {
   const context = await launchChromium(t);
   const page = await context.newPage();
 
-  /** Checks the page with axe, then saves it at both widths. */
-  const look = async (page: Page, name: string) => {
-    const violations = await seriousViolations(page);
-    t.same(violations, [], `${name}: no serious or critical accessibility violation`);
-    if (engine !== 'sqlite') return;
-    for (const [size, viewport] of [
-      ['desktop', { width: 1280, height: 800 }],
-      ['phone', { width: 390, height: 844 }],
-    ] as const) {
-      await page.setViewportSize(viewport);
-      await page.screenshot({ path: join(SHOTS, `${name}-${size}.png`), fullPage: true });
-      const overflow = (await page.evaluate(
-        'document.documentElement.scrollWidth - window.innerWidth',
-      )) as number;
-      t.ok(overflow <= 1, `${name} at ${size} width has no sideways scroll (${overflow}px)`);
-    }
-    await page.setViewportSize({ width: 1280, height: 800 });
-  };
+  const look = consoleLook(t, engine);
 
   /** Does `action` while sending what falls due, as a running dispatcher would (the page waits for it). */
   const dispatching = async (action: () => Promise<unknown>) => {

@@ -15,7 +15,7 @@ export async function signedIn(
   const { token } = await app.db.transaction((trx) =>
     inviteConsoleUser(trx, { email, role, orgId, actor: 'cli:test', now: app.clock.now() }),
   );
-  await app.db.transaction((trx) => setPasswordWithToken(trx, token, PASSWORD, app.clock.now()));
+  const user = await app.db.transaction((trx) => setPasswordWithToken(trx, token, PASSWORD, app.clock.now()));
   const response = await fetch(`${app.url}/console/login`, {
     method: 'POST',
     headers: { 'content-type': 'application/x-www-form-urlencoded' },
@@ -25,8 +25,8 @@ export async function signedIn(
   const cookie = response.headers.getSetCookie()[0]!.split(';')[0]!;
   const home = await fetch(`${app.url}/console/orgs`, { headers: { cookie }, redirect: 'manual' });
   const csrf = /name="_csrf" value="([^"]+)"/.exec(await home.text())?.[1] ?? '';
-  /** A console request as this user; POSTs carry the session's CSRF token. */
-  return async (method: 'GET' | 'POST', path: string, form: Record<string, string> = {}) => {
+  /** A console request as this user; POSTs carry the session's CSRF token unless `form._csrf` says otherwise. */
+  const send = async (method: 'GET' | 'POST', path: string, form: Record<string, string> = {}) => {
     const init: RequestInit = {
       method,
       headers: { cookie, 'accept-language': language },
@@ -39,4 +39,5 @@ export async function signedIn(
     const answer = await fetch(`${app.url}${path}`, init);
     return { status: answer.status, text: await answer.text() };
   };
+  return Object.assign(send, { userId: user.id });
 }
