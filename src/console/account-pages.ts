@@ -1,7 +1,7 @@
 import type Router from '@koa/router';
 import type { Context } from 'koa';
 import { escapeHtml } from '../widget/page.js';
-import type { ConsoleState, ConsoleKit } from './http.js';
+import type { ConsoleState, ConsoleKit } from './kit.js';
 import { layout } from './pages.js';
 import {
   acceptedStep,

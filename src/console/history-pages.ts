@@ -4,7 +4,7 @@ import { EVENT_TYPES } from '../events/catalogue.js';
 import { listEvents } from '../events/store.js';
 import { escapeHtml } from '../widget/page.js';
 import { consolePrincipal, scopePath } from './access.js';
-import type { ConsoleKit } from './http.js';
+import type { ConsoleKit } from './kit.js';
 import { layout } from './pages.js';
 import { atSecond, pageWindow, pager, pagerWords, table } from './views.js';
 

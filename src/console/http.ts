@@ -4,12 +4,13 @@ import { fileURLToPath } from 'node:url';
 import Router from '@koa/router';
 import type { Context, Next } from 'koa';
 import { koaBody } from 'koa-body';
+import type { ConsoleKit, ConsoleState } from './kit.js';
 import { recordAudit } from '../audit/audit-log.js';
 import type { AppServices } from '../api/services.js';
 import { ApiError } from '../errors/api-error.js';
 import { chooseLocale, type Locale } from '../widget/messages.js';
 import { escapeHtml } from '../widget/page.js';
-import { consoleMessage, wordsFor, type ConsoleMessageKey, type Words } from './messages.js';
+import { consoleMessage, wordsFor, type ConsoleMessageKey } from './messages.js';
 import { PasswordChecksBusy } from './passwords.js';
 import { acceptPage, layout, messagePage, signInPage, type PageContext } from './pages.js';
 import {
@@ -19,7 +20,6 @@ import {
   signSession,
   verifySession,
   SESSION_TTL_MS,
-  type SessionClaims,
 } from './session-token.js';
 import { setPasswordWithToken, signIn, userOfSession, userOfToken, type ConsoleUserRow } from './users.js';
 import { LoginThrottle } from './throttle.js';
@@ -45,32 +45,6 @@ export const SESSION_COOKIE = 'svc_console';
 const STATIC_DIR = fileURLToPath(new URL('../../../src/console/static/', import.meta.url));
 /** Forms are a few fields: a larger body is no form of ours. */
 const FORM_LIMIT = '16kb';
-
-export interface ConsoleState {
-  user: ConsoleUserRow;
-  claims: SessionClaims;
-  locale: Locale;
-  /** The organisation and mode of a page under /console/o/{org}/{mode}. */
-  scope?: ConsoleScope;
-  /** The POST's fields, read once by the CSRF check. */
-  form: Record<string, string>;
-}
-
-/** What each page module (keys-pages.ts, …) renders and answers with. */
-export interface ConsoleKit {
-  services: AppServices;
-  /** Route middleware of every page under /o/:org/:mode: resolves the scope, or answers 404. */
-  scoped(ctx: Context, next: Next): Promise<void>;
-  send(ctx: Context, status: number, html: string): void;
-  /** The page context of a signed-in page; `section` is the page's path inside its scope (for the mode switch). */
-  pageContext(ctx: Context, section?: string): PageContext;
-  refuse(ctx: Context, status: number, key: ConsoleMessageKey): void;
-  state(ctx: Context): ConsoleState & { scope: ConsoleScope };
-  /** A new session for `user` (after a change that moved their session epoch on), as this response's cookie. */
-  startSession(ctx: Context, user: ConsoleUserRow): void;
-  /** The signed-in user's translator. */
-  words(ctx: Context): Words;
-}
 
 function sessionCookie(token: string, maxAgeMs: number): string {
   // Set by hand: Koa's cookies refuse `Secure` on a plain-HTTP connection, and the console behind a TLS

@@ -13,7 +13,7 @@ import {
 } from '../keys/keys.js';
 import { escapeHtml } from '../widget/page.js';
 import { may, scopePath } from './access.js';
-import type { ConsoleKit } from './http.js';
+import type { ConsoleKit } from './kit.js';
 import { layout } from './pages.js';
 import {
   atMinute,

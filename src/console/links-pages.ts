@@ -11,7 +11,7 @@ import { recentMovementsOfAccounts } from '../movements/store.js';
 import { requestRefresh } from '../refresh/refresh.js';
 import { escapeHtml } from '../widget/page.js';
 import { consolePrincipal, may, scopePath, type ConsoleAction } from './access.js';
-import type { ConsoleKit } from './http.js';
+import type { ConsoleKit } from './kit.js';
 import { stateWord, type ConsoleMessageKey, type Words } from './messages.js';
 import { layout } from './pages.js';
 import {

@@ -8,7 +8,7 @@ import { linkFiguresOfScope } from '../links/store.js';
 import { failingDeliveryCounts } from '../webhooks/deliveries.js';
 import { escapeHtml } from '../widget/page.js';
 import { scopePath } from './access.js';
-import type { ConsoleKit } from './http.js';
+import type { ConsoleKit } from './kit.js';
 import { type ConsoleMessageKey } from './messages.js';
 import { layout } from './pages.js';
 import { table } from './views.js';

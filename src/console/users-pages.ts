@@ -5,7 +5,7 @@ import { ApiError } from '../errors/api-error.js';
 import { isId } from '../ids/ids.js';
 import { getOrganisation } from '../orgs/orgs.js';
 import { escapeHtml } from '../widget/page.js';
-import type { ConsoleKit } from './http.js';
+import type { ConsoleKit } from './kit.js';
 import { consoleLink } from './links.js';
 import { type ConsoleMessageKey } from './messages.js';
 import { layout } from './pages.js';

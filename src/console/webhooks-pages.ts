@@ -29,7 +29,7 @@ import { waitForOutcomes, type DeliveryOutcome } from '../webhooks/operator.js';
 import { fireSandboxEvent } from '../webhooks/sandbox-events.js';
 import { escapeHtml } from '../widget/page.js';
 import { consolePrincipal, may, scopePath, type ConsoleAction } from './access.js';
-import type { ConsoleKit } from './http.js';
+import type { ConsoleKit } from './kit.js';
 import { layout } from './pages.js';
 import {
   atMinute,

@@ -1,7 +1,7 @@
 import type { Clock } from '../clock/clock.js';
 import type { Config } from '../config/defaults.js';
 import type { Database } from '../db/database.js';
-import { fillRutDigests } from '../links/rut-search.js';
+import { fillRutDigests } from '../links/rut-digest-fill.js';
 import type { Logger } from '../logging/logger.js';
 import type { SecretBox } from '../secrets/secret-box.js';
 import { expireMfaWaits } from '../refresh/refresh.js';

@@ -7,7 +7,9 @@ import { findOwned } from '../auth/ownership.js';
 import { fetchPage, NEWEST_FIRST } from '../db/paging.js';
 import { addToTallies, compactTallies, deleteReturning, sumOfTallies } from '../db/tallies.js';
 import { notifyOnCommit } from '../db/notify.js';
-import { DELIVERY_CHANNEL } from './fan-out.js';
+
+/** The channel on which new deliveries are announced (see src/db/notify.ts). */
+export const DELIVERY_CHANNEL = 'svc_webhook_deliveries';
 
 export type DeliveryStatus = 'pending' | 'succeeded' | 'failed';
 export const DELIVERY_STATUSES: readonly DeliveryStatus[] = ['pending', 'succeeded', 'failed'];

@@ -2,11 +2,8 @@ import type { Knex } from 'knex';
 import { newId } from '../ids/ids.js';
 import { notifyOnCommit } from '../db/notify.js';
 import { subscribes } from '../events/catalogue.js';
-import { countDeliveries } from './deliveries.js';
+import { countDeliveries, DELIVERY_CHANNEL } from './deliveries.js';
 import { recordEvent, type EventInput, type EventRecord } from '../events/store.js';
-
-/** The channel on which new deliveries are announced (see src/db/notify.ts). */
-export const DELIVERY_CHANNEL = 'svc_webhook_deliveries';
 
 /**
  * The transactional outbox: the event row and one delivery row per subscribed, enabled endpoint are

@@ -1,6 +1,6 @@
 import type { Config } from '../config/defaults.js';
 import { watchCommits, type CommitWatcher } from '../db/notify.js';
-import { DELIVERY_CHANNEL } from './fan-out.js';
+import { DELIVERY_CHANNEL } from './deliveries.js';
 import type { Logger } from '../logging/logger.js';
 
 /**

@@ -1,0 +1,40 @@
+import type { Context, Next } from 'koa';
+import type { AppServices } from '../api/services.js';
+import type { Locale } from '../widget/messages.js';
+import type { ConsoleScope } from './access.js';
+import type { ConsoleMessageKey, Words } from './messages.js';
+import type { PageContext } from './pages.js';
+import type { SessionClaims } from './session-token.js';
+import type { ConsoleUserRow } from './users.js';
+
+/*
+ * What the console's router (http.ts) hands each page module (keys-pages.ts, …): the request's console state
+ * and the kit of answers every page uses. Types only, so that the pages need not import the router that
+ * registers them.
+ */
+
+export interface ConsoleState {
+  user: ConsoleUserRow;
+  claims: SessionClaims;
+  locale: Locale;
+  /** The organisation and mode of a page under /console/o/{org}/{mode}. */
+  scope?: ConsoleScope;
+  /** The POST's fields, read once by the CSRF check. */
+  form: Record<string, string>;
+}
+
+/** What each page module (keys-pages.ts, …) renders and answers with. */
+export interface ConsoleKit {
+  services: AppServices;
+  /** Route middleware of every page under /o/:org/:mode: resolves the scope, or answers 404. */
+  scoped(ctx: Context, next: Next): Promise<void>;
+  send(ctx: Context, status: number, html: string): void;
+  /** The page context of a signed-in page; `section` is the page's path inside its scope (for the mode switch). */
+  pageContext(ctx: Context, section?: string): PageContext;
+  refuse(ctx: Context, status: number, key: ConsoleMessageKey): void;
+  state(ctx: Context): ConsoleState & { scope: ConsoleScope };
+  /** A new session for `user` (after a change that moved their session epoch on), as this response's cookie. */
+  startSession(ctx: Context, user: ConsoleUserRow): void;
+  /** The signed-in user's translator. */
+  words(ctx: Context): Words;
+}
