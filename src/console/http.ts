@@ -43,6 +43,21 @@ import { getOrganisation, pageOrganisations } from '../orgs/orgs.js';
 
 export const SESSION_COOKIE = 'svc_console';
 const STATIC_DIR = fileURLToPath(new URL('../../../src/console/static/', import.meta.url));
+/** The last step of every action's address (`…/keys/{id}/revoke`): each is a POST. */
+const ACTIONS = new Set([
+  'rotate',
+  'revoke',
+  'limits',
+  'pause',
+  'resume',
+  'refresh',
+  'delete',
+  'redeliver',
+  'roll',
+  'disable',
+  'enable',
+  'reset',
+]);
 /** Forms are a few fields: a larger body is no form of ours. */
 const FORM_LIMIT = '16kb';
 
@@ -337,6 +352,19 @@ export function consoleRouter(services: AppServices): Router {
   registerUserPages(router, kit);
   registerAccountPages(router, kit);
   registerWebhookPages(router, kit);
+
+  // An action's address opened again (a reload after its POST, a bookmark, the back button): actions are
+  // POSTs only, so show what the action was about rather than "page not found". That page checks access.
+  for (const path of [
+    '/o/:org/:mode/:section/:id/:action',
+    '/o/:org/:mode/:section/:kind/:id/:action',
+    '/users/:id/:action',
+  ])
+    router.get(path, (ctx, next) => {
+      if (!ACTIONS.has(ctx.params.action!)) return next();
+      ctx.redirect(ctx.path.slice(0, ctx.path.lastIndexOf('/')));
+      ctx.status = 303;
+    });
 
   router.post('/logout', async (ctx) => {
     const state = ctx.state.console as ConsoleState;

@@ -73,6 +73,9 @@ forEachEngine(t, async (t, engine) => {
   );
 
   t.equal((await english('POST', `${path}/pause`)).status, 200, 'paused from the console');
+  const reloaded = await english('GET', `${path}/pause`);
+  t.equal(reloaded.status, 303, "the action's address opened again (a reload) leads back to the link");
+  t.equal(reloaded.location, path);
   t.match(await diagnosis(english), [
     /^Paused since \d{4}-\d\d-\d\d \d\d:\d\d: the scheduler skips it\. Use Resume/,
   ]);

@@ -37,7 +37,7 @@ export async function signedIn(
       (init.headers as Record<string, string>)['content-type'] = 'application/x-www-form-urlencoded';
     }
     const answer = await fetch(`${app.url}${path}`, init);
-    return { status: answer.status, text: await answer.text() };
+    return { status: answer.status, text: await answer.text(), location: answer.headers.get('location') };
   };
   return Object.assign(send, { userId: user.id });
 }
