@@ -235,6 +235,8 @@ async function setUp(url: string, receiverUrl: string, overrides: Record<string,
       webhooks: { allowPrivateAddressesInTestMode: true }, // the receiver is on loopback
     },
   });
+  // The configuration wants a home; nothing is written there (the database is `url`, the key made below).
+  rmSync(home, { recursive: true, force: true });
   const db = openDatabase({ url });
   await migrateUp(db);
   const secrets = new SecretBox({ id: 'mk_bench', key: randomBytes(32) });
