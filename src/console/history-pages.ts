@@ -6,7 +6,7 @@ import { escapeHtml } from '../widget/page.js';
 import { consolePrincipal, scopePath } from './access.js';
 import type { ConsoleKit } from './kit.js';
 import { layout } from './pages.js';
-import { atSecond, pageWindow, pager, pagerWords, table } from './views.js';
+import { atSecond, filterSelect, pager, pagerWords, pageWindow, table } from './views.js';
 
 /*
  * What happened: an organisation's events in a mode (as GET /v1/events lists them, filtered by type and
@@ -43,7 +43,11 @@ export function registerHistoryPages(router: Router, kit: ConsoleKit): void {
     ]);
     const filters = `<form method="get" action="${base}" class="search-form">
 <label for="type">${escapeHtml(t('events.type'))}</label>
-<select id="type" name="type"><option value="">${escapeHtml(t('events.any_type'))}</option>${EVENT_TYPES.map((known) => `<option${known === type ? ' selected' : ''}>${known}</option>`).join('')}</select>
+${filterSelect(
+  { id: 'type', name: 'type', any: t('events.any_type') },
+  EVENT_TYPES.map((known) => [known, known]),
+  type,
+)}
 <label for="link">${escapeHtml(t('events.link'))}</label>
 <input id="link" name="link_id" value="${escapeHtml(linkId ?? '')}" maxlength="21" pattern="link_[0-9a-f]{16}">
 <button type="submit">${escapeHtml(t('filter.submit'))}</button>

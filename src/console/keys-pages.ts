@@ -18,11 +18,12 @@ import { layout } from './pages.js';
 import {
   atMinute,
   csrfInput,
+  factsHtml,
   noticeHtml,
-  problemHtml,
-  pageWindow,
   pager,
   pagerWords,
+  pageWindow,
+  problemHtml,
   secretOnce,
   table,
 } from './views.js';
@@ -177,7 +178,7 @@ ${csrfInput(csrf)}
         kit.pageContext(ctx, '/keys'),
         key.id,
         `<p><a href="${base}">${escapeHtml(t('keys.back'))}</a></p>
-<dl class="facts">${facts.map(([term, value]) => `<dt>${escapeHtml(term)}</dt><dd>${value}</dd>`).join('')}</dl>
+${factsHtml(facts)}
 ${forms}`,
       ),
     );

@@ -17,10 +17,12 @@ import { layout } from './pages.js';
 import {
   atMinute,
   csrfInput,
+  factsHtml,
+  filterSelect,
   noticeHtml,
-  pageWindow,
   pager,
   pagerWords,
+  pageWindow,
   problemHtml,
   table,
 } from './views.js';
@@ -91,7 +93,11 @@ export function registerLinkPages(router: Router, kit: ConsoleKit): void {
 <label for="q">${escapeHtml(t('links.search'))}</label>
 <input id="q" name="q" type="search" value="${escapeHtml(query)}" maxlength="200">
 <label for="status">${escapeHtml(t('links.status_label'))}</label>
-<select id="status" name="status"><option value="">${escapeHtml(t('links.status_any'))}</option>${STATUSES.map((value) => `<option value="${value}"${value === status ? ' selected' : ''}>${escapeHtml(stateWord(state.locale, value))}</option>`).join('')}</select>
+${filterSelect(
+  { id: 'status', name: 'status', any: t('links.status_any') },
+  STATUSES.map((value) => [value, stateWord(state.locale, value)]),
+  status,
+)}
 <button type="submit">${escapeHtml(t('links.search_submit'))}</button>
 </form>`;
     kit.send(
@@ -182,7 +188,7 @@ export function registerLinkPages(router: Router, kit: ConsoleKit): void {
 ${notice}
 <h2>${escapeHtml(t('link.diagnosis'))}</h2>
 <ul class="diagnosis">${inspection.findings.map((finding) => `<li>${escapeHtml(findingText(t, finding))}</li>`).join('')}</ul>
-<dl class="facts">${facts.map(([term, value]) => `<dt>${escapeHtml(term)}</dt><dd>${escapeHtml(value)}</dd>`).join('')}</dl>
+${factsHtml(facts.map(([term, value]) => [term, escapeHtml(value)]))}
 <div class="actions">${actions}</div>
 ${section(
   'link.accounts',

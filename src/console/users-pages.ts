@@ -25,10 +25,11 @@ import {
 import {
   atMinute,
   csrfInput,
+  factsHtml,
   noticeHtml,
-  pageWindow,
   pager,
   pagerWords,
+  pageWindow,
   problemHtml,
   secretOnce,
   table,
@@ -195,7 +196,7 @@ ${user.totp_secret_sealed !== null ? `<label class="check"><input type="checkbox
         user.email,
         `<p><a href="/console/users">${escapeHtml(t('users.back'))}</a></p>
 ${notice}
-<dl class="facts">${facts.map(([term, value]) => `<dt>${escapeHtml(term)}</dt><dd>${escapeHtml(value)}</dd>`).join('')}</dl>
+${factsHtml(facts.map(([term, value]) => [term, escapeHtml(value)]))}
 ${self ? `<p>${escapeHtml(t('users.self'))}</p>` : ''}
 ${forms}`,
       ),

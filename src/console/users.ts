@@ -318,15 +318,10 @@ export async function setPasswordWithToken(
     updated_at: now,
   };
   await trx('console_users').where({ id: found.user.id }).update(changes);
-  await recordAudit(
+  await auditOwnAction(
     trx,
-    {
-      orgId: found.user.org_id,
-      actor: `console:${found.user.id}`,
-      action: found.purpose === 'invite' ? 'console_user.invitation_accepted' : 'console_user.password_reset',
-      targetType: 'console_user',
-      targetId: found.user.id,
-    },
+    found.user,
+    found.purpose === 'invite' ? 'console_user.invitation_accepted' : 'console_user.password_reset',
     now,
   );
   return { ...found.user, ...changes };
@@ -408,17 +403,7 @@ export async function signIn(
         ...(factor === null ? {} : { totp_last_step: factor }),
       });
       if (claimed === 0) return false;
-      await recordAudit(
-        trx,
-        {
-          orgId: user.org_id,
-          actor: `console:${user.id}`,
-          action: 'console.signed_in',
-          targetType: 'console_user',
-          targetId: user.id,
-        },
-        input.now,
-      );
+      await auditOwnAction(trx, user, 'console.signed_in', input.now);
       return true;
     });
     if (signedIn) return { ok: true, user };
@@ -488,17 +473,7 @@ export async function enableTotp(
     .whereNull('totp_secret_sealed')
     .update(changes);
   if (turnedOn === 0) throw errors.conflict('console_totp_on', 'The second factor is already on.');
-  await recordAudit(
-    trx,
-    {
-      orgId: user.org_id,
-      actor: `console:${user.id}`,
-      action: 'console.totp_enabled',
-      targetType: 'console_user',
-      targetId: user.id,
-    },
-    input.now,
-  );
+  await auditOwnAction(trx, user, 'console.totp_enabled', input.now);
   return { ...user, ...changes };
 }
 
@@ -536,17 +511,7 @@ export async function disableTotp(
     };
     const done = await db.transaction(async (trx) => {
       if ((await spendStep(trx, user.id, factor).update(changes)) === 0) return false;
-      await recordAudit(
-        trx,
-        {
-          orgId: user.org_id,
-          actor: `console:${user.id}`,
-          action: 'console.totp_disabled',
-          targetType: 'console_user',
-          targetId: user.id,
-        },
-        input.now,
-      );
+      await auditOwnAction(trx, user, 'console.totp_disabled', input.now);
       return true;
     });
     if (done) return { ok: true, user: { ...user, ...changes } };
@@ -567,4 +532,24 @@ export async function userOfSession(
   const user: ConsoleUserRow | undefined = await db('console_users').where({ id: claims.sub }).first();
   if (!user || user.status !== 'active' || Number(user.session_epoch) !== claims.epoch) return null;
   return user;
+}
+
+/** An audit entry for something a console user did to their own account, as that user. */
+function auditOwnAction(
+  trx: Knex,
+  user: Pick<ConsoleUserRow, 'id' | 'org_id'>,
+  action: string,
+  now: number,
+): Promise<void> {
+  return recordAudit(
+    trx,
+    {
+      orgId: user.org_id,
+      actor: `console:${user.id}`,
+      action,
+      targetType: 'console_user',
+      targetId: user.id,
+    },
+    now,
+  );
 }

@@ -91,6 +91,27 @@ export const atMinute = (iso: string | null | undefined): string =>
 /** The same to the second (`2026-06-15 15:00:07`), where events follow each other closely. */
 export const atSecond = (iso: string): string => iso.slice(0, 19).replace('T', ' ');
 
+/** A page's facts as a term list; values are HTML (escape text before). */
+export const factsHtml = (facts: readonly (readonly [term: string, valueHtml: string])[]): string =>
+  `<dl class="facts">${facts.map(([term, value]) => `<dt>${escapeHtml(term)}</dt><dd>${value}</dd>`).join('')}</dl>`;
+
+/**
+ * A list filter's choice: "any" (the empty value) first, then each `[value, label]`, the current one selected.
+ */
+export function filterSelect(
+  field: { id: string; name: string; any: string },
+  options: readonly (readonly [value: string, label: string])[],
+  selected: string | undefined,
+): string {
+  const choices = options
+    .map(
+      ([value, label]) =>
+        `<option value="${escapeHtml(value)}"${value === selected ? ' selected' : ''}>${escapeHtml(label)}</option>`,
+    )
+    .join('');
+  return `<select id="${field.id}" name="${field.name}"><option value="">${escapeHtml(field.any)}</option>${choices}</select>`;
+}
+
 /** What a change did, or why it was refused, above the page it changed. */
 export const noticeHtml = (message: string) => `<p class="notice" role="status">${escapeHtml(message)}</p>`;
 export const problemHtml = (message: string) => `<p class="error" role="alert">${escapeHtml(message)}</p>`;

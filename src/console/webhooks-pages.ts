@@ -30,15 +30,18 @@ import { fireSandboxEvent } from '../webhooks/sandbox-events.js';
 import { escapeHtml } from '../widget/page.js';
 import { consolePrincipal, may, scopePath, type ConsoleAction } from './access.js';
 import type { ConsoleKit } from './kit.js';
+import { stateWord } from './messages.js';
 import { layout } from './pages.js';
 import {
   atMinute,
   atSecond,
   csrfInput,
+  factsHtml,
+  filterSelect,
   noticeHtml,
-  pageWindow,
   pager,
   pagerWords,
+  pageWindow,
   problemHtml,
   secretOnce,
   table,
@@ -340,7 +343,7 @@ ${eventChoices(ctx, draft?.events ?? [])}
       .map(presentDelivery)
       .map((delivery) => [
         `<a href="${base(ctx)}/deliveries/${delivery.id}"><code>${delivery.id}</code></a>`,
-        escapeHtml(delivery.status),
+        escapeHtml(stateWord(state.locale, delivery.status)),
         lastAnswer(delivery),
         escapeHtml(delivery.event_type),
         `<a href="${base(ctx)}/${delivery.endpoint_id}"><code>${delivery.endpoint_id}</code></a>`,
@@ -349,14 +352,17 @@ ${eventChoices(ctx, draft?.events ?? [])}
       ]);
     const filters = `<form method="get" action="${base(ctx)}/deliveries" class="search-form">
 <label for="endpoint">${escapeHtml(t('webhooks.endpoint'))}</label>
-<select id="endpoint" name="endpoint_id"><option value="">${escapeHtml(t('webhooks.any_endpoint'))}</option>${endpoints.data
-      .map(
-        (endpoint) =>
-          `<option value="${endpoint.id}"${endpoint.id === endpointId ? ' selected' : ''}>${escapeHtml(shortUrl(endpoint.url))} (${endpoint.id})</option>`,
-      )
-      .join('')}</select>
+${filterSelect(
+  { id: 'endpoint', name: 'endpoint_id', any: t('webhooks.any_endpoint') },
+  endpoints.data.map((endpoint) => [endpoint.id, `${shortUrl(endpoint.url)} (${endpoint.id})`]),
+  endpointId,
+)}
 <label for="status">${escapeHtml(t('webhooks.status'))}</label>
-<select id="status" name="status"><option value="">${escapeHtml(t('webhooks.any_status'))}</option>${DELIVERY_STATUSES.map((known) => `<option${known === status ? ' selected' : ''}>${known}</option>`).join('')}</select>
+${filterSelect(
+  { id: 'status', name: 'status', any: t('webhooks.any_status') },
+  DELIVERY_STATUSES.map((known) => [known, stateWord(state.locale, known)]),
+  status,
+)}
 <label for="event">${escapeHtml(t('webhooks.event'))}</label>
 <input id="event" name="event_id" value="${escapeHtml(eventId ?? '')}" maxlength="20" pattern="evt_[0-9a-f]{16}">
 <button type="submit">${escapeHtml(t('filter.submit'))}</button>
@@ -399,7 +405,7 @@ ${eventChoices(ctx, draft?.events ?? [])}
         t('webhooks.endpoint'),
         `<a href="${base(ctx)}/${delivery.endpoint_id}"><code>${delivery.endpoint_id}</code></a>`,
       ],
-      [t('webhooks.status'), escapeHtml(delivery.status)],
+      [t('webhooks.status'), escapeHtml(stateWord(state.locale, delivery.status))],
       [t('webhooks.attempts'), text(delivery.attempts)],
       [t('webhooks.next_attempt'), escapeHtml(when(delivery.next_attempt_at))],
       [t('webhooks.last_answer'), lastAnswer(delivery)],
@@ -424,7 +430,7 @@ ${eventChoices(ctx, draft?.events ?? [])}
         delivery.id,
         `<p><a href="${base(ctx)}/deliveries">${escapeHtml(t('webhooks.back_deliveries'))}</a></p>
 ${notice}
-<dl class="facts">${facts.map(([term, value]) => `<dt>${escapeHtml(term)}</dt><dd>${value}</dd>`).join('')}</dl>
+${factsHtml(facts)}
 <div class="actions">${redeliverForm}</div>
 <h2>${escapeHtml(t('webhooks.attempt_history'))}</h2>
 ${table(
@@ -500,7 +506,7 @@ ${csrfInput(state.claims.csrf)}
     // Where it stands first: on a phone the table scrolls, and the outcome is what was asked.
     const rows = outcomes.map((outcome) => [
       `<a href="${base(ctx)}/${outcome.endpoint_id}"><code>${outcome.endpoint_id}</code></a>`,
-      escapeHtml(outcome.status),
+      escapeHtml(stateWord(kit.state(ctx).locale, outcome.status)),
       lastAnswer(outcome),
       text(outcome.attempts),
       `<a href="${base(ctx)}/deliveries/${outcome.delivery_id}"><code>${outcome.delivery_id}</code></a>`,
@@ -641,7 +647,7 @@ ${eventChoices(ctx, endpoint.enabled_events)}
         endpoint.id,
         `<p><a href="${base(ctx)}">${escapeHtml(t('webhooks.back'))}</a></p>
 ${notice}
-<dl class="facts">${facts.map(([term, value]) => `<dt>${escapeHtml(term)}</dt><dd>${value}</dd>`).join('')}</dl>
+${factsHtml(facts)}
 <p>${deliveriesLink(ctx, { endpoint_id: endpoint.id }, t('webhooks.its_deliveries'))}</p>
 ${forms}`,
       ),

@@ -5,7 +5,8 @@ import {
   resetConsoleUser,
   LOCK_AFTER_FAILURES,
 } from '../../src/console/users.js';
-import { createTenant, forEachEngine, startTestApp, type TestApp } from '../helpers/harness.js';
+import { consolePage as page, csrfOf, sessionFrom } from '../helpers/console.js';
+import { createTenant, forEachEngine, startTestApp } from '../helpers/harness.js';
 
 /*
  * The console's sign-in and session over real HTTP (issue 18): an invitation link sets the password and
@@ -16,39 +17,6 @@ import { createTenant, forEachEngine, startTestApp, type TestApp } from '../help
  */
 
 const PASSWORD = 'correct horse battery staple';
-
-interface Page {
-  status: number;
-  headers: Headers;
-  text: string;
-}
-
-async function page(
-  app: TestApp,
-  method: string,
-  path: string,
-  options: { cookie?: string; form?: Record<string, string>; headers?: Record<string, string> } = {},
-): Promise<Page> {
-  const headers: Record<string, string> = { 'accept-language': 'en', ...(options.headers ?? {}) };
-  if (options.cookie) headers.cookie = options.cookie;
-  let body: string | undefined;
-  if (options.form) {
-    body = new URLSearchParams(options.form).toString();
-    headers['content-type'] = 'application/x-www-form-urlencoded';
-  }
-  const response = await fetch(app.url + path, { method, headers, body, redirect: 'manual' });
-  return { status: response.status, headers: response.headers, text: await response.text() };
-}
-
-/** The session cookie a response set, as a `Cookie` header's value (`svc_console=…`), or null. */
-function sessionFrom(response: Page): string | null {
-  const set = response.headers.getSetCookie().find((cookie) => cookie.startsWith('svc_console='));
-  if (!set) return null;
-  const value = set.split(';')[0]!;
-  return value === 'svc_console=' ? null : value;
-}
-
-const csrfOf = (html: string) => /name="_csrf" value="([^"]+)"/.exec(html)?.[1] ?? '';
 
 forEachEngine(t, async (t, engine) => {
   const app = await startTestApp(t, engine);

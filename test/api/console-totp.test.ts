@@ -3,8 +3,8 @@ import t from 'tap';
 import { createLogger } from '../../src/logging/logger.js';
 import { base32Decode, hotp, totpCode, totpStep, TOTP_STEP_MS } from '../../src/console/totp.js';
 import { inviteConsoleUser, resetConsoleUser, LOCK_AFTER_FAILURES } from '../../src/console/users.js';
-import type { Database } from '../../src/db/database.js';
-import { createTenant, forEachEngine, startTestApp, type TestApp } from '../helpers/harness.js';
+import { consolePage as page, csrfOf, sessionFrom } from '../helpers/console.js';
+import { createTenant, dumpTables, forEachEngine, startTestApp } from '../helpers/harness.js';
 
 /*
  * The console's optional second factor over real HTTP (issue 18): a user turns TOTP on from their account
@@ -16,37 +16,6 @@ import { createTenant, forEachEngine, startTestApp, type TestApp } from '../help
 
 const PASSWORD = 'correct horse battery staple';
 
-interface Page {
-  status: number;
-  headers: Headers;
-  text: string;
-}
-
-async function page(
-  app: TestApp,
-  method: string,
-  path: string,
-  options: { cookie?: string; form?: Record<string, string> } = {},
-): Promise<Page> {
-  const headers: Record<string, string> = { 'accept-language': 'en' };
-  if (options.cookie) headers.cookie = options.cookie;
-  let body: string | undefined;
-  if (options.form) {
-    body = new URLSearchParams(options.form).toString();
-    headers['content-type'] = 'application/x-www-form-urlencoded';
-  }
-  const response = await fetch(app.url + path, { method, headers, body, redirect: 'manual' });
-  return { status: response.status, headers: response.headers, text: await response.text() };
-}
-
-function sessionFrom(response: Page): string | null {
-  const set = response.headers.getSetCookie().findLast((cookie) => cookie.startsWith('svc_console='));
-  if (!set) return null;
-  const value = set.split(';')[0]!;
-  return value === 'svc_console=' ? null : value;
-}
-
-const csrfOf = (html: string) => /name="_csrf" value="([^"]+)"/.exec(html)?.[1] ?? '';
 const enrolmentOf = (html: string) => /name="enrolment" value="([^"]+)"/.exec(html)?.[1] ?? '';
 const shownKeyOf = (html: string) => /id="totp-secret" class="totp-key">([A-Z2-7 ]+)</.exec(html)?.[1] ?? '';
 
@@ -55,23 +24,6 @@ function wrongCode(secret: Buffer, now: number): string {
   const step = totpStep(now);
   const near = new Set([-1, 0, 1].map((offset) => hotp(secret, step + offset)));
   for (let n = 123456; ; n++) if (!near.has(String(n))) return String(n);
-}
-
-async function dumpTables(db: Database): Promise<string> {
-  const names: { name: string }[] =
-    db.engine === 'sqlite'
-      ? await db
-          .knex('sqlite_master')
-          .where({ type: 'table' })
-          .whereNot('name', 'like', 'sqlite_%')
-          .select('name')
-      : (
-          await db.knex.raw(
-            'select table_name as name from information_schema.tables where table_schema = current_schema()',
-          )
-        ).rows;
-  const rows = await Promise.all(names.map(({ name }) => db.knex(name).select('*')));
-  return JSON.stringify(rows);
 }
 
 forEachEngine(t, async (t, engine) => {
@@ -160,7 +112,7 @@ forEachEngine(t, async (t, engine) => {
     t.match(wrong.text, 'The code is wrong.');
     t.equal(shownKeyOf(wrong.text), shown, 'the same key, to try again');
     t.equal((await row()).totp_secret_sealed, null, 'a wrong code stores nothing');
-    t.notMatch(await dumpTables(app.db), base32, 'the pending key is in no table');
+    t.notMatch(JSON.stringify(await dumpTables(app.db)), base32, 'the pending key is in no table');
 
     const tampered = await page(app, 'POST', '/console/account/totp/confirm', {
       cookie,
@@ -344,7 +296,7 @@ forEachEngine(t, async (t, engine) => {
         ['console.totp_enabled', `console:${user.id}`, user.id],
       ],
     );
-    const tables = await dumpTables(app.db);
+    const tables = JSON.stringify(await dumpTables(app.db));
     const logs = logged.join('');
     t.ok(logged.length > 20, `${logged.length} log lines to search`);
     t.equal(keysShown.length, 2);

@@ -198,8 +198,10 @@ forEachEngine(t, async (t, engine) => {
     t.match(main, 'Disparar un evento de prueba');
     await look(page, 'webhooks-es');
     await page.getByRole('link', { name: 'Ver todas las entregas' }).click();
+    t.match(await page.locator('tbody').innerText(), /exitosa/, 'states in Spanish in the list');
     await page.getByRole('link', { name: /^wd_/ }).first().click();
     t.match(await page.locator('main').innerText(), 'Volver a entregar');
+    t.match(await page.locator('.facts').innerText(), /Estado\s+exitosa/, 'and on the delivery');
     await look(page, 'webhook-delivery-es');
   });
 });

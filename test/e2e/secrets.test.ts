@@ -6,10 +6,10 @@ import type { Test } from 'tap';
 import type { Connector, LoginRequest } from '../../src/banks/connector.js';
 import { startBankGateway } from '../../src/banks/gateway/gateway.js';
 import { createSandboxConnector } from '../../src/banks/sandbox/sandbox-connector.js';
-import type { Database } from '../../src/db/database.js';
 import { rotateMasterKey, type RetireReport, type RotationReport } from '../../src/secrets/rotate.js';
 import {
   HANG_GUARD_MS,
+  dumpTables,
   forEachEngine,
   freshDatabase,
   linkBody,
@@ -64,25 +64,6 @@ function flipBit(sealed: string): string {
   body[0] = body[0]! ^ 1;
   parts[4] = body.toString('base64url');
   return parts.join('.');
-}
-
-/** Every table's rows as JSON text, read as an operator with a SQL client would. */
-async function dumpTables(db: Database): Promise<Record<string, string>> {
-  const names: { name: string }[] =
-    db.engine === 'sqlite'
-      ? await db
-          .knex('sqlite_master')
-          .where({ type: 'table' })
-          .whereNot('name', 'like', 'sqlite_%')
-          .select('name')
-      : (
-          await db.knex.raw(
-            'select table_name as name from information_schema.tables where table_schema = current_schema()',
-          )
-        ).rows;
-  const dump: Record<string, string> = {};
-  for (const { name } of names) dump[name] = JSON.stringify(await db.knex(name).select('*'));
-  return dump;
 }
 
 const SEALED = /\bv1\.(mk_[A-Za-z0-9]+)\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*/g;

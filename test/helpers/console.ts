@@ -41,3 +41,38 @@ export async function signedIn(
   };
   return Object.assign(send, { userId: user.id });
 }
+
+/** A console answer as a test reads it. */
+export interface ConsolePage {
+  status: number;
+  headers: Headers;
+  text: string;
+}
+
+/** One console request with no session of its own: `cookie` and `form` say what to send. */
+export async function consolePage(
+  app: TestApp,
+  method: string,
+  path: string,
+  options: { cookie?: string; form?: Record<string, string>; headers?: Record<string, string> } = {},
+): Promise<ConsolePage> {
+  const headers: Record<string, string> = { 'accept-language': 'en', ...(options.headers ?? {}) };
+  if (options.cookie) headers.cookie = options.cookie;
+  let body: string | undefined;
+  if (options.form) {
+    body = new URLSearchParams(options.form).toString();
+    headers['content-type'] = 'application/x-www-form-urlencoded';
+  }
+  const response = await fetch(app.url + path, { method, headers, body, redirect: 'manual' });
+  return { status: response.status, headers: response.headers, text: await response.text() };
+}
+
+/** The session cookie a response set last, as a `Cookie` header's value (`svc_console=…`), or null. */
+export function sessionFrom(response: ConsolePage): string | null {
+  const set = response.headers.getSetCookie().findLast((cookie) => cookie.startsWith('svc_console='));
+  if (!set) return null;
+  const value = set.split(';')[0]!;
+  return value === 'svc_console=' ? null : value;
+}
+
+export const csrfOf = (html: string) => /name="_csrf" value="([^"]+)"/.exec(html)?.[1] ?? '';

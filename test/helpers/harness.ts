@@ -347,3 +347,22 @@ export const RAISED_LIMITS = {
   resource_write: { perMinute: 1_000_000, burst: 100_000 },
   webhook_deliveries: { perMinute: 1_000_000, burst: 100_000 },
 };
+
+/** Every table's rows as JSON text, read as an operator with a SQL client would. */
+export async function dumpTables(db: Database): Promise<Record<string, string>> {
+  const names: { name: string }[] =
+    db.engine === 'sqlite'
+      ? await db
+          .knex('sqlite_master')
+          .where({ type: 'table' })
+          .whereNot('name', 'like', 'sqlite_%')
+          .select('name')
+      : (
+          await db.knex.raw(
+            'select table_name as name from information_schema.tables where table_schema = current_schema()',
+          )
+        ).rows;
+  const dump: Record<string, string> = {};
+  for (const { name } of names) dump[name] = JSON.stringify(await db.knex(name).select('*'));
+  return dump;
+}
