@@ -35,6 +35,8 @@ const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 // e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile the server (its children inherit the flags).
 const SERVER_NODE_ARGS = (process.env.BENCH_SERVER_NODE_ARGS ?? '').split(' ').filter(Boolean);
+// e.g. `authed` to profile one target alone; the others are then skipped and their figures left out.
+const ONLY = process.env.BENCH_TARGETS?.split(',');
 
 const measure = (url: string, headers: Record<string, string>, server: number) =>
   measureWith(url, headers, DURATION_SECONDS, CONNECTIONS, server);
@@ -122,9 +124,14 @@ async function main(): Promise<void> {
     ) as Record<keyof typeof targets, Measurement[]>;
     for (let round = 0; round <= ROUNDS; round++) {
       for (const [name, run] of Object.entries(targets)) {
+        if (ONLY && !ONLY.includes(name)) continue;
         const measured = await run();
         if (round > 0) rounds[name as keyof typeof targets].push(measured); // round 0 warms up
       }
+    }
+    if (ONLY) {
+      for (const name of ONLY) console.log(name, median(rounds[name as keyof typeof targets]));
+      return;
     }
     const health = median(rounds.health);
     const authed = median(rounds.authed);

@@ -90,9 +90,4 @@ export function defineRoute(route: unknown): AnyRoute {
   return route as AnyRoute;
 }
 
-/** `/v1/links/{linkId}` → `/v1/links/:linkId` for the router. */
-export function koaPath(path: string): string {
-  return path.replace(/\{(\w+)\}/g, ':$1');
-}
-
 export type Transaction = Knex.Transaction;

@@ -1,6 +1,5 @@
 import { unescape } from 'node:querystring';
-import Router from '@koa/router';
-import type { Context, Next } from 'koa';
+import type { Context, Middleware } from 'koa';
 import { ApiError, errors } from '../errors/api-error.js';
 import type { RateGroup, RateLimit } from '../config/defaults.js';
 import { rateGroupFor } from '../ratelimit/groups.js';
@@ -10,7 +9,8 @@ import type { CredentialKind, Principal } from '../auth/principal.js';
 import { jsonBodyReader } from './body.js';
 import { allowPageToRead, answerPreflight } from './cors.js';
 import { withIdempotency } from './middleware/idempotency.js';
-import { koaPath, type AnyRoute, type JsonSchema } from './route.js';
+import type { AnyRoute, JsonSchema } from './route.js';
+import { RouteTable, type TableEntry } from './route-table.js';
 import type { AppServices } from './services.js';
 import { compileValidator, type Validator } from './validation.js';
 
@@ -21,84 +21,146 @@ const KIND_NAMES: Record<string, string> = {
   exchange_token: 'an exchange token',
 };
 
-export function buildRouter(
+/** What answers one method and path: the route's handler, or a browser route's preflight. */
+type Endpoint = (ctx: Context, params: Record<string, string>) => Promise<void> | void;
+
+/** koa-router's list: a method outside it, on a known path, is 501 (app.ts turns it into our envelope). */
+const KNOWN_METHODS = ['HEAD', 'OPTIONS', 'GET', 'PUT', 'PATCH', 'POST', 'DELETE'];
+
+/**
+ * The API's routes as one middleware: a request for a route is answered here and goes no further; any other
+ * passes on (the widget's and the console's routers, then the 404). A known path asked with another method
+ * is answered here too: OPTIONS with `Allow`, a method of the list with 405, any other with 501.
+ */
+export function apiRoutes(
   services: AppServices,
   routes: AnyRoute[],
   components: Record<string, JsonSchema>,
-): Router {
-  const router = new Router();
-  const readBody = jsonBodyReader(services.config.api.bodyLimitBytes);
-  const refusals = new RefusalLimiter(services.config.auth.refusedRequests);
+): Middleware {
+  const entries: TableEntry<Endpoint>[] = [];
   const allowedOrigins = services.config.widget.allowedOrigins;
-
+  const context = {
+    services,
+    readBody: jsonBodyReader(services.config.api.bodyLimitBytes),
+    refusals: new RefusalLimiter(services.config.auth.refusedRequests),
+  };
   for (const route of routes) {
-    const validate = {
-      params: route.params ? compileValidator(route.params, 'params', components) : null,
-      query: route.query
-        ? compileValidator(route.query, 'query', components)
-        : compileValidator({ type: 'object', additionalProperties: false }, 'query', components),
-      body: route.body ? compileValidator(route.body, 'body', components) : null,
-    } satisfies Record<string, Validator | null>;
-    const validQueries = new ValidQueries();
-    const group = route.rateGroup ?? rateGroupFor(route.method, route.path);
-    const hasBody = route.method === 'post' || route.method === 'patch';
-
-    const handle = async (ctx: Context) => {
-      const principal =
-        route.auth === 'none' ? undefined : await authorise(ctx, services, refusals, route.auth, group);
-      let body: unknown = undefined;
-      if (hasBody && !isEmptyBody(ctx)) {
-        rejectNonJson(ctx);
-        body = await readBody(ctx);
-      }
-      // An idempotent POST runs with a database that keeps its answer with its change (idempotency.ts).
-      const run = async (requestServices: AppServices = services) => {
-        const known = validQueries.get(ctx.querystring);
-        if (!known) rejectMalformedQuery(ctx.querystring);
-        const input = {
-          params: validate.params ? validate.params({ ...ctx.params }) : ctx.params,
-          query: known
-            ? copyQuery(known)
-            : validQueries.remember(ctx.querystring, validate.query({ ...ctx.query })),
-          body: validate.body ? validate.body(isEmptyBody(ctx) ? undefined : body) : undefined,
-          principal: principal!,
-          services: requestServices,
-          ctx,
-          now: services.clock.now(),
-        };
-        if (!validate.body && hasBody && !isEmptyBody(ctx) && !isEmptyObject(body)) {
-          throw errors.badRequest('parameter_invalid', 'This endpoint takes no request body.');
-        }
-        const result = await route.handler(input);
-        ctx.status = result.status ?? 200;
-        for (const [name, value] of Object.entries(result.headers ?? {})) ctx.set(name, value);
-        ctx.body = result.body;
-      };
-      if (principal && route.method === 'post') await withIdempotency(ctx, services, principal, body, run);
-      else await run();
-    };
-
     if (route.browser) {
-      router.options(koaPath(route.path), async (ctx: Context, next: Next) => {
-        ctx.state.routePath = route.path;
-        answerPreflight(ctx, route.method.toUpperCase(), allowedOrigins);
-        return next();
+      entries.push({
+        method: 'OPTIONS',
+        path: route.path,
+        route: (ctx) => {
+          ctx.state.routePath = route.path;
+          answerPreflight(ctx, route.method.toUpperCase(), allowedOrigins);
+        },
       });
     }
-    // The route answers, so nothing after it runs: the widget's router, the 405/501 envelope and
-    // `allowedMethods` (app.ts) act only on requests no route answered (no two routes match one request), and
-    // passing every answered request through them cost a second router's match and three middleware calls.
-    router[route.method](koaPath(route.path), async (ctx: Context) => {
-      ctx.state.routePath = route.path;
-      try {
-        await handle(ctx);
-      } finally {
-        // Errors included: a page must be able to read why its request was refused.
-        if (route.browser) allowPageToRead(ctx, allowedOrigins);
-      }
+    const handle = routeHandler(route, components, context);
+    entries.push({
+      method: route.method.toUpperCase(),
+      path: route.path,
+      route: route.browser
+        ? async (ctx, params) => {
+            try {
+              await handle(ctx, params);
+            } finally {
+              // Errors included: a page must be able to read why its request was refused.
+              allowPageToRead(ctx, allowedOrigins);
+            }
+          }
+        : handle,
     });
   }
-  return router;
+  const table = new RouteTable(entries);
+
+  return (ctx, next) => {
+    const found = table.match(ctx.method, ctx.path);
+    if (found.kind === 'route') return found.route(ctx, found.params);
+    if (found.kind === 'none') return next();
+    const allow = found.allowed.join(', ');
+    ctx.set('Allow', allow);
+    if (!KNOWN_METHODS.includes(ctx.method)) throw methodRefused(501, allow);
+    if (ctx.method !== 'OPTIONS') throw methodRefused(405, allow);
+    ctx.status = 200;
+    ctx.body = '';
+  };
+}
+
+/** The envelope for a known path asked with a method it does not have (405) or no route has (501). */
+export function methodRefused(status: 405 | 501, allow: string): ApiError {
+  if (status === 501)
+    return errors.badRequest('method_not_implemented', 'This HTTP method is not supported.');
+  return new ApiError(
+    405,
+    'invalid_request_error',
+    'method_not_allowed',
+    'This method is not allowed on this URL; see the Allow header.',
+    undefined,
+    { Allow: allow },
+  );
+}
+
+interface RouterContext {
+  services: AppServices;
+  readBody: (ctx: Context) => Promise<unknown>;
+  refusals: RefusalLimiter;
+}
+
+function routeHandler(
+  route: AnyRoute,
+  components: Record<string, JsonSchema>,
+  { services, readBody, refusals }: RouterContext,
+): Endpoint {
+  const validate = {
+    params: route.params ? compileValidator(route.params, 'params', components) : null,
+    query: route.query
+      ? compileValidator(route.query, 'query', components)
+      : compileValidator({ type: 'object', additionalProperties: false }, 'query', components),
+    body: route.body ? compileValidator(route.body, 'body', components) : null,
+  } satisfies Record<string, Validator | null>;
+  const validQueries = new KnownValid();
+  const validParams = new KnownValid();
+  const group = route.rateGroup ?? rateGroupFor(route.method, route.path);
+  const hasBody = route.method === 'post' || route.method === 'patch';
+  const validParamsOf = (params: Record<string, string>) => {
+    const text = paramsText(params);
+    return validParams.get(text) ?? validParams.remember(text, validate.params!({ ...params }));
+  };
+
+  return async (ctx, params) => {
+    ctx.state.routePath = route.path;
+    ctx.params = params;
+    const principal =
+      route.auth === 'none' ? undefined : await authorise(ctx, services, refusals, route.auth, group);
+    let body: unknown = undefined;
+    if (hasBody && !isEmptyBody(ctx)) {
+      rejectNonJson(ctx);
+      body = await readBody(ctx);
+    }
+    // An idempotent POST runs with a database that keeps its answer with its change (idempotency.ts).
+    const run = async (requestServices: AppServices = services) => {
+      const knownQuery = validQueries.get(ctx.querystring);
+      if (!knownQuery) rejectMalformedQuery(ctx.querystring);
+      const input = {
+        params: validate.params ? validParamsOf(params) : params,
+        query: knownQuery ?? validQueries.remember(ctx.querystring, validate.query({ ...ctx.query })),
+        body: validate.body ? validate.body(isEmptyBody(ctx) ? undefined : body) : undefined,
+        principal: principal!,
+        services: requestServices,
+        ctx,
+        now: services.clock.now(),
+      };
+      if (!validate.body && hasBody && !isEmptyBody(ctx) && !isEmptyObject(body)) {
+        throw errors.badRequest('parameter_invalid', 'This endpoint takes no request body.');
+      }
+      const result = await route.handler(input);
+      ctx.status = result.status ?? 200;
+      for (const [name, value] of Object.entries(result.headers ?? {})) ctx.set(name, value);
+      ctx.body = result.body;
+    };
+    if (principal && route.method === 'post') await withIdempotency(ctx, services, principal, body, run);
+    else await run();
+  };
 }
 
 /**
@@ -166,35 +228,43 @@ function enforce(ctx: Context, decision: Decision, what: string, limit: RateLimi
   }
 }
 
-/** Query strings a route kept at most: a client's few shapes of request, not every page it reads. */
-const QUERIES_KEPT = 1000;
+/** Texts a route kept at most: a client's few shapes of request and the ids it reads most, not every one. */
+const INPUTS_KEPT = 1000;
 
 /**
- * A route's valid query strings and what validation made of each. The validator's answer is a function of
- * the query string alone (the text is parsed, coerced and defaulted, nothing else is read), so a query
- * string seen before is not parsed and validated again: that cost about a tenth of the stack's own CPU on a
- * list request (bench/movements.ts). Only valid ones are kept; an invalid one is refused afresh each time.
+ * A route's valid query strings, or path parameters, and what validation made of each. The validator's
+ * answer is a function of the text alone (it is parsed, coerced and defaulted, nothing else is read), so a
+ * text seen before is not parsed and validated again: that cost about a tenth of the stack's own CPU on a
+ * list request (bench/movements.ts), and 3 µs of a one-row GET's. Only valid ones are kept; an invalid one is
+ * refused afresh each time.
  */
-class ValidQueries {
-  private readonly queries = new Map<string, Record<string, unknown>>();
+class KnownValid {
+  private readonly inputs = new Map<string, Record<string, unknown>>();
 
   get(text: string): Record<string, unknown> | undefined {
-    return this.queries.get(text);
+    const known = this.inputs.get(text);
+    return known && copyInput(known);
   }
 
-  /** Keeps a copy of `query`, the validator's answer for `text` (the request has `query` itself). */
-  remember(text: string, query: unknown): Record<string, unknown> {
-    if (this.queries.size >= QUERIES_KEPT) this.queries.clear();
-    this.queries.set(text, copyQuery(query as Record<string, unknown>));
-    return query as Record<string, unknown>;
+  /** Keeps a copy of `input`, the validator's answer for `text` (the request has `input` itself). */
+  remember(text: string, input: unknown): Record<string, unknown> {
+    if (this.inputs.size >= INPUTS_KEPT) this.inputs.clear();
+    this.inputs.set(text, copyInput(input as Record<string, unknown>));
+    return input as Record<string, unknown>;
   }
 }
 
-/** A request's own copy of a validated query: its values are text, numbers, booleans or lists of them. */
-function copyQuery(query: Record<string, unknown>): Record<string, unknown> {
+/** Path parameters as one text: the one value, or the list of them (a value may hold any character). */
+function paramsText(params: Record<string, string>): string {
+  const values = Object.values(params);
+  return values.length === 1 ? values[0]! : JSON.stringify(values);
+}
+
+/** A request's own copy of a validated input: its values are text, numbers, booleans or lists of them. */
+function copyInput(input: Record<string, unknown>): Record<string, unknown> {
   const copy: Record<string, unknown> = {};
-  for (const name in query) {
-    const value = query[name];
+  for (const name in input) {
+    const value = input[name];
     copy[name] = Array.isArray(value) ? [...(value as unknown[])] : value;
   }
   return copy;

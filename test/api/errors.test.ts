@@ -197,6 +197,23 @@ forEachEngine(t, async (t, engine) => {
     t.notMatch(response.headers.get('allow'), /\bPOST\b/, 'and not POST');
   });
 
+  t.test(
+    "OPTIONS lists a path's methods; a method no route has is refused, with the same list",
+    async (t) => {
+      const options = await app.request('OPTIONS', '/v1/links');
+      t.equal(options.status, 200, 'OPTIONS answers');
+      t.equal(options.headers.get('allow'), 'POST, HEAD, GET', 'with every method of the path');
+      const response = await expectError(
+        t,
+        app,
+        () => app.request('PROPFIND', '/v1/links/lnk_missing'),
+        { status: 400, type: 'invalid_request_error', code: 'method_not_implemented' },
+        'PROPFIND',
+      );
+      t.equal(response.headers.get('allow'), 'HEAD, GET, DELETE', 'Allow lists what the path has');
+    },
+  );
+
   t.test('a valid request goes through (and writes)', async (t) => {
     const before = await tableCounts(app.db);
     const response = await app.request('POST', post, {

@@ -1,30 +1,29 @@
-import type { Context, Next } from 'koa';
+import type { Context } from 'koa';
 import { ApiError, errors } from '../../errors/api-error.js';
 import { isUnavailableError } from '../../db/errors.js';
 
-/** Maps every failure to the spec's envelope exactly once; nothing else writes an error body. */
-export function errorMiddleware() {
-  return async (ctx: Context, next: Next) => {
-    try {
-      await next();
-      if (ctx.status === 404 && ctx.body === undefined) {
-        throw new ApiError(
-          404,
-          'invalid_request_error',
-          'resource_missing',
-          `Unrecognized request URL (${ctx.method}: ${ctx.path}).`,
-        );
-      }
-    } catch (caught) {
-      const error = toApiError(caught);
-      if (error.status >= 500) {
-        ctx.state.logger?.error({ err: caught, request_id: ctx.state.requestId }, 'request failed');
-      }
-      ctx.status = error.status;
-      for (const [name, value] of Object.entries(error.headers)) ctx.set(name, value);
-      ctx.body = error.toEnvelope(ctx.state.requestId as string | undefined);
-    }
-  };
+/**
+ * Answers a failed request with the spec's envelope; the request frame (request-context.ts) calls it for
+ * every failure, so nothing else writes an error body.
+ */
+export function answerWithError(ctx: Context, caught: unknown): void {
+  const error = toApiError(caught);
+  if (error.status >= 500) {
+    ctx.state.logger?.error({ err: caught, request_id: ctx.state.requestId }, 'request failed');
+  }
+  ctx.status = error.status;
+  for (const [name, value] of Object.entries(error.headers)) ctx.set(name, value);
+  ctx.body = error.toEnvelope(ctx.state.requestId as string | undefined);
+}
+
+/** What a request no route answered is. */
+export function unrecognised(ctx: Context): ApiError {
+  return new ApiError(
+    404,
+    'invalid_request_error',
+    'resource_missing',
+    `Unrecognized request URL (${ctx.method}: ${ctx.path}).`,
+  );
 }
 
 export function toApiError(caught: unknown): ApiError {

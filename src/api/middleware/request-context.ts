@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Context, Next } from 'koa';
 import { accessLogWriter } from '../../logging/logger.js';
+import { answerWithError, unrecognised } from './errors.js';
 import type { AppServices } from '../services.js';
 
 const INCOMING_ID = /^[A-Za-z0-9._-]{8,64}$/;
@@ -14,18 +15,25 @@ export function nextRequestId(): string {
   return `req_${processPrefix}${counter.toString(16).padStart(8, '0')}`;
 }
 
-/** Request id, access log line and metrics for every request, matched or not. */
+/**
+ * Every request's frame, matched or not: its id, the error envelope for any failure (errors.ts), its access
+ * log line and its metrics. One middleware rather than one per concern: each costs an async call and its
+ * promises on every request.
+ */
 export function requestContextMiddleware(services: AppServices) {
   const writeAccessLine = accessLogWriter(services.logger);
   return async (ctx: Context, next: Next) => {
     const started = process.hrtime.bigint();
-    const incoming = ctx.get('X-Request-Id');
-    const requestId = INCOMING_ID.test(incoming) ? incoming : nextRequestId();
+    const incoming = ctx.req.headers['x-request-id'];
+    const requestId = typeof incoming === 'string' && INCOMING_ID.test(incoming) ? incoming : nextRequestId();
     ctx.state.requestId = requestId;
     ctx.state.logger = services.logger;
     ctx.set('X-Request-Id', requestId);
     try {
       await next();
+      if (ctx.status === 404 && ctx.body === undefined) throw unrecognised(ctx);
+    } catch (caught) {
+      answerWithError(ctx, caught);
     } finally {
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
       const route = (ctx.state.routePath as string | undefined) ?? 'unmatched';
