@@ -178,7 +178,7 @@ async function authorise(
   const now = services.clock.now();
   let principal: Principal;
   try {
-    principal = await services.authenticator.authenticate(ctx.get('Authorization') || undefined);
+    principal = await services.authenticator.authenticate(ctx.req.headers.authorization || undefined);
   } catch (error) {
     if (error instanceof ApiError && error.status === 401)
       enforce(

@@ -7,10 +7,12 @@ export type { Logger };
  * redaction of the likely top-level names is a second line of defence. Wildcard paths would double the
  * cost of every line (measured 111k against 250k lines/s), so the paths stay flat.
  *
- * Lines are written in batches of 4 KiB rather than one write per line: one asynchronous write per request
- * took a third of a small request's time. A batch is also written once it is a second old, so that a quiet
- * process's lines (its start, a warning at night) reach the journal at once; `flushLogger` empties the
- * batch on a clean exit.
+ * Lines are handed to the file or stdout in batches of 16 KiB rather than one write per line: one
+ * asynchronous write per request took a third of a small request's time, and even sonic-boom's own batching
+ * (`minLength`) cost 5 µs a line, as it measures the whole waiting batch again for each line it adds. A batch
+ * is also written once it is a second old, so that a quiet process's lines (its start, a warning at night)
+ * reach the journal at once; `flushLogger` empties the batch on a clean exit. Every line goes through the
+ * one batch, so lines keep their order.
  */
 export function createLogger(options: {
   level: string;
@@ -41,17 +43,46 @@ export function createLogger(options: {
 }
 
 const BATCH_MAX_AGE_MS = 1000;
+const BATCH_BYTES = 16 * 1024;
 
 function batchedDestination(file: string | undefined): DestinationStream {
-  const stream = destination({ dest: file || 1, mkdir: true, append: true, sync: false, minLength: 4096 });
+  const batch = new LineBatch(destination({ dest: file || 1, mkdir: true, append: true, sync: false }));
   setInterval(() => {
     try {
-      stream.flush();
+      batch.flush();
     } catch {
       // not open yet, or already closed: nothing to write
     }
   }, BATCH_MAX_AGE_MS).unref();
-  return stream;
+  return batch;
+}
+
+/** Log lines waiting in memory, handed to the destination together. */
+class LineBatch implements DestinationStream {
+  private lines: string[] = [];
+  private length = 0;
+
+  constructor(private readonly target: ReturnType<typeof destination>) {}
+
+  write(line: string): void {
+    this.lines.push(line);
+    this.length += line.length;
+    if (this.length >= BATCH_BYTES) this.handOver();
+  }
+
+  /** pino's `logger.flush(cb)` calls this. */
+  flush(done?: (error?: Error) => void): void {
+    this.handOver();
+    this.target.flush(done);
+  }
+
+  private handOver(): void {
+    if (this.lines.length === 0) return;
+    const text = this.lines.join('');
+    this.lines = [];
+    this.length = 0;
+    this.target.write(text);
+  }
 }
 
 /** Writes out the batched lines; call it before a process exits. */
@@ -108,7 +139,8 @@ export function accessLogWriter(logger: Logger): (line: AccessLine) => void {
     names.every((name) => !serializers[name] && !stringifiers[name]);
   if (!plain) return (line) => logger.info(line, 'request');
   const levels = internal[symbols.lsCacheSym] as Record<number, string>;
-  const time = internal[symbols.timeSym] as () => string;
+  const configuredTime = internal[symbols.timeSym] as () => string;
+  const time = configuredTime === stdTimeFunctions.isoTime ? isoTimeField : configuredTime;
   const end = internal[symbols.endSym] as string;
   const info = logger.levels.values.info!;
   return (line) => {
@@ -121,4 +153,21 @@ export function accessLogWriter(logger: Logger): (line: AccessLine) => void {
       `${levels[info]}${time()}${bindings},"request_id":${JSON.stringify(line.request_id)},"method":${JSON.stringify(line.method)},"route":${JSON.stringify(line.route)},"status":${line.status},"ms":${line.ms}${credential},"msg":"request"${end}`,
     );
   };
+}
+
+let isoSecond = NaN;
+let isoSecondText = '';
+
+/**
+ * pino's `isoTime` field, `,"time":"2026-11-26T01:40:00.123Z"`, from the text of the current second and the
+ * milliseconds: formatting a Date for each line was a third of an access line's CPU (about 1 µs).
+ */
+export function isoTimeField(now = Date.now()): string {
+  const ms = now % 1000;
+  const second = now - ms;
+  if (second !== isoSecond) {
+    isoSecond = second;
+    isoSecondText = `,"time":"${new Date(second).toISOString().slice(0, 20)}`;
+  }
+  return `${isoSecondText}${ms < 10 ? '00' : ms < 100 ? '0' : ''}${ms}Z"`;
 }

@@ -1,6 +1,6 @@
 import t from 'tap';
 import { pino } from 'pino';
-import { accessLogWriter, createLogger, type AccessLine } from '../../src/logging/logger.js';
+import { accessLogWriter, createLogger, isoTimeField, type AccessLine } from '../../src/logging/logger.js';
 
 /** A destination that keeps what is written to it. */
 function capture(): { lines: string[]; write(line: string): void } {
@@ -53,6 +53,17 @@ t.test("the access line is the bytes pino's own info line would be", async (t) =
     t.equal(timeless(destination.lines[i + 1]!), timeless(destination.lines[i]!));
     t.ok(JSON.parse(destination.lines[i + 1]!).time, 'with its time');
   }
+});
+
+t.test("the time is pino's isoTime, to the millisecond, across seconds", async (t) => {
+  const start = Date.UTC(2026, 10, 26, 23, 59, 59, 990);
+  const wrong: string[] = [];
+  // Across a second and a day, and back again.
+  for (const now of [start, start + 5, start + 10, start + 15, start + 110, start - 900, 0, 99, 1000, 1001]) {
+    const expected = `,"time":"${new Date(now).toISOString()}"`;
+    if (isoTimeField(now) !== expected) wrong.push(`${now}: ${isoTimeField(now)} instead of ${expected}`);
+  }
+  t.same(wrong, []);
 });
 
 t.test('nothing is written below the logger level, as pino would not', async (t) => {

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
 import type { Context, Next } from 'koa';
 import { accessLogWriter } from '../../logging/logger.js';
 import { answerWithError, unrecognised } from './errors.js';
@@ -23,7 +24,7 @@ export function nextRequestId(): string {
 export function requestContextMiddleware(services: AppServices) {
   const writeAccessLine = accessLogWriter(services.logger);
   return async (ctx: Context, next: Next) => {
-    const started = process.hrtime.bigint();
+    const started = performance.now();
     const incoming = ctx.req.headers['x-request-id'];
     const requestId = typeof incoming === 'string' && INCOMING_ID.test(incoming) ? incoming : nextRequestId();
     ctx.state.requestId = requestId;
@@ -35,7 +36,7 @@ export function requestContextMiddleware(services: AppServices) {
     } catch (caught) {
       answerWithError(ctx, caught);
     } finally {
-      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+      const seconds = (performance.now() - started) / 1000;
       const route = (ctx.state.routePath as string | undefined) ?? 'unmatched';
       services.metrics.observe(ctx.method, route, ctx.status, seconds);
       writeAccessLine({
