@@ -1,7 +1,7 @@
+import Router from '@koa/router';
 import Koa from 'koa';
 import { allRoutes, components } from './catalogue.js';
 import { requestContextMiddleware } from './middleware/request-context.js';
-import Router from '@koa/router';
 import { apiRoutes, methodRefused } from './router.js';
 import { widgetRouter } from '../widget/http.js';
 import { consoleRouter } from '../console/http.js';

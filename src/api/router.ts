@@ -24,7 +24,7 @@ const KIND_NAMES: Record<string, string> = {
 /** What answers one method and path: the route's handler, or a browser route's preflight. */
 type Endpoint = (ctx: Context, params: Record<string, string>) => Promise<void> | void;
 
-/** koa-router's list: a method outside it, on a known path, is 501 (app.ts turns it into our envelope). */
+/** koa-router's list of methods, kept: on a known path, a method outside it is 501 rather than 405. */
 const KNOWN_METHODS = ['HEAD', 'OPTIONS', 'GET', 'PUT', 'PATCH', 'POST', 'DELETE'];
 
 /**

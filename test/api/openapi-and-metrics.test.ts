@@ -114,6 +114,19 @@ forEachEngine(t, async (t, engine) => {
       text,
       /svc_http_request_duration_seconds_bucket\{le="0.005",method="GET",route="\/v1\/webhook_endpoints\/\{endpointId\}",status="200"\} 1/,
     );
+    t.match(
+      text,
+      /svc_http_request_duration_seconds_bucket\{le="\+Inf",method="GET",route="\/v1\/webhook_endpoints\/\{endpointId\}",status="200"\} 2/,
+      'the buckets are cumulative, up to +Inf',
+    );
+    t.match(
+      text,
+      /svc_http_request_duration_seconds_sum\{method="GET",route="\/v1\/webhook_endpoints\/\{endpointId\}",status="200"\} 0\.01\b/,
+    );
+    t.match(
+      text,
+      /svc_http_request_duration_seconds_count\{method="GET",route="\/v1\/webhook_endpoints\/\{endpointId\}",status="200"\} 2/,
+    );
     t.match(text, /svc_up 1/);
     t.match(text, /svc_queue_depth\{queue="sync_jobs_queued"\} 0/);
     t.match(text, /svc_queue_depth\{queue="webhook_deliveries_pending"\} 0/);
