@@ -21,7 +21,10 @@ export function createHttpMetrics(
   readRetentionTotals: RetentionTotalsReader | null = null,
 ): HttpMetrics {
   const registry = new Registry();
-  collectDefaultMetrics({ register: registry, prefix: 'svc_' });
+  // The event loop's delay is sampled every 100 ms rather than prom-client's 10 ms: its 100 wake-ups a second
+  // kept an idle API process at 1.45% of a core (290 ms of CPU in 20 s, against 30 ms), and cost about 4 µs
+  // of each request at 3,500 requests a second. The lag figures stay; they are sampled less often.
+  collectDefaultMetrics({ register: registry, prefix: 'svc_', eventLoopMonitoringPrecision: 100 });
   const requests = new RequestSeries();
   for (const metric of requests.metrics()) registry.registerMetric(metric);
   new Gauge({ name: 'svc_up', help: '1 while the process serves', registers: [registry] }).set(1);

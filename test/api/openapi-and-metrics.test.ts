@@ -131,6 +131,7 @@ forEachEngine(t, async (t, engine) => {
     t.match(text, /svc_queue_depth\{queue="sync_jobs_queued"\} 0/);
     t.match(text, /svc_queue_depth\{queue="webhook_deliveries_pending"\} 0/);
     t.match(text, /svc_process_cpu_seconds_total/);
+    t.match(text, /svc_nodejs_eventloop_lag_p99_seconds \d/, "the event loop's lag is reported");
     t.equal((await fetch(`http://127.0.0.1:${port}/other`)).status, 404);
   });
 
