@@ -47,6 +47,12 @@ export function hexId(db: Database, prefix: string, expr: string): string {
     : `printf('${prefix}_%016x', ${expr})`;
 }
 
+/** The `attempt_history` of a delivery attempted once, at `at` + 400 ms, answered `status` (SQL). */
+function oneAttempt(at: string, status: string): string {
+  return `'[{"number":1,"started_at":' || (${at} + 400) || ',"duration_ms":100,"status_code":' || (${status}) ||
+    ',"error":null,"response_excerpt":"ok"}]'`;
+}
+
 export function hexOf(prefix: string, i: number): string {
   return `${prefix}_${i.toString(16).padStart(16, '0')}`;
 }
@@ -289,6 +295,7 @@ export async function seedSetBased(
           'last_response_status',
           'created_at',
           'updated_at',
+          'attempt_history',
         ],
         `${hexId(db, 'wd', 'i')}, ${org}, 'test', ${hexId(db, 'evt', 'i')}, ${type}, '${endpointId}',
          CASE WHEN ${isPending} THEN 'pending' WHEN i % 100 = 0 THEN 'failed' ELSE 'succeeded' END,
@@ -296,22 +303,10 @@ export async function seedSetBased(
          CASE WHEN ${isPending} THEN ${now - 1000} END,
          CASE WHEN ${isPending} THEN NULL ELSE at + 500 END,
          CASE WHEN ${isPending} THEN NULL WHEN i % 100 = 0 THEN 500 ELSE 200 END,
-         at, at + 500`,
+         at, at + 500,
+         CASE WHEN ${isPending} THEN NULL ELSE ${oneAttempt('at', 'CASE WHEN i % 100 = 0 THEN 500 ELSE 200 END')} END`,
         0,
         E,
-        `${at} AS at`,
-      ),
-    );
-    progress(`webhook_attempts (${E - pending})`);
-    await withoutIndexes(db, 'webhook_attempts', () =>
-      insertSeries(
-        db,
-        'webhook_attempts',
-        ['id', 'delivery_id', 'number', 'started_at', 'duration_ms', 'status_code', 'response_excerpt'],
-        `${hexId(db, 'wa', 'i')}, ${hexId(db, 'wd', 'i')}, 1, at + 400, 100,
-         CASE WHEN i % 100 = 0 THEN 500 ELSE 200 END, 'ok'`,
-        0,
-        E - pending,
         `${at} AS at`,
       ),
     );
@@ -417,18 +412,10 @@ export async function seedDay(
         'last_response_status',
         'created_at',
         'updated_at',
+        'attempt_history',
       ],
       `${hexId(db, 'wd', 'i')}, ${org}, 'test', ${hexId(db, 'evt', 'i')}, ${type}, '${shape.endpointId}',
-       'succeeded', 1, at + 500, 200, at, at + 500`,
-      first,
-      first + events,
-      `${at} AS at`,
-    );
-    await insertSeries(
-      db,
-      'webhook_attempts',
-      ['id', 'delivery_id', 'number', 'started_at', 'duration_ms', 'status_code', 'response_excerpt'],
-      `${hexId(db, 'wa', 'i')}, ${hexId(db, 'wd', 'i')}, 1, at + 400, 100, 200, 'ok'`,
+       'succeeded', 1, at + 500, 200, at, at + 500, ${oneAttempt('at', '200')}`,
       first,
       first + events,
       `${at} AS at`,

@@ -525,7 +525,7 @@ async function drain(instance: Instance, maxPasses: number, maxRowsPerPass?: num
   return passes;
 }
 
-const PRUNED_TABLES = ['events', 'webhook_deliveries', 'webhook_attempts', 'jobs'];
+const PRUNED_TABLES = ['events', 'webhook_deliveries', 'jobs'];
 
 /** Whether the database is Postgres with autovacuum turned off. */
 async function autovacuumOff(db: Database): Promise<boolean> {
@@ -740,7 +740,7 @@ async function main() {
     );
     console.log(
       engine === 'postgres'
-        ? `| day | rows pruned | ${PRUNED_TABLES.join(' | ')} | all tables |\n| --- | --- | --- | --- | --- | --- | --- |`
+        ? `| day | rows pruned | ${PRUNED_TABLES.join(' | ')} | all tables |\n${'| --- '.repeat(PRUNED_TABLES.length + 3)}|`
         : '| day | rows pruned | file + WAL before checkpoint | file | in use |\n| --- | --- | --- | --- | --- |',
     );
     let next = EVENTS + 1000;

@@ -20,7 +20,6 @@ export const OWNERS = {
   jobs: 'src/jobs/',
   webhook_deliveries: 'src/webhooks/',
   webhook_endpoints: 'src/webhooks/',
-  webhook_attempts: 'src/webhooks/',
   events: 'src/events/',
   widget_sessions: 'src/widget/',
   widget_tokens: 'src/widget/',

@@ -82,8 +82,12 @@ export async function deleteReturning<T>(
 function sumByKey(changes: readonly TallyChange[]): TallyChange[] {
   const byKey = new Map<string, TallyChange>();
   for (const change of changes) {
-    const id = JSON.stringify(Object.entries(change.key));
-    byKey.set(id, { key: change.key, n: (byKey.get(id)?.n ?? 0) + change.n });
+    // One call's changes have the same columns, made in the same order: their values name the key. (As
+    // JSON of the entries, the key cost the dispatcher about 2 µs a delivery.)
+    const id = Object.values(change.key).join('\u0000');
+    const sum = byKey.get(id);
+    if (sum) sum.n += change.n;
+    else byKey.set(id, { key: change.key, n: change.n });
   }
   return [...byKey.keys()].sort().map((id) => byKey.get(id)!);
 }

@@ -4,7 +4,7 @@ import { errors } from '../errors/api-error.js';
 import { newId } from '../ids/ids.js';
 import type { Principal } from '../auth/principal.js';
 import { findOwned } from '../auth/ownership.js';
-import { fetchPage, NEWEST_FIRST } from '../db/paging.js';
+import { countRows, fetchPage, NEWEST_FIRST } from '../db/paging.js';
 import { addToTallies, compactTallies, deleteReturning, sumOfTallies } from '../db/tallies.js';
 import { notifyOnCommit } from '../db/notify.js';
 
@@ -31,7 +31,32 @@ export interface DeliveryRow {
   locked_until: number | null;
   created_at: number;
   updated_at: number;
+  /** Its attempts, oldest first: a JSON array of `StoredAttempt` (null before the first). */
+  attempt_history?: string | null;
 }
+
+/**
+ * A delivery's columns but its attempt history, for lists and joins: the history is read only with the one
+ * delivery it belongs to.
+ */
+export const DELIVERY_COLUMNS = [
+  'id',
+  'org_id',
+  'mode',
+  'event_id',
+  'event_type',
+  'endpoint_id',
+  'status',
+  'attempts',
+  'next_attempt_at',
+  'last_attempt_at',
+  'last_response_status',
+  'last_error',
+  'locked_by',
+  'locked_until',
+  'created_at',
+  'updated_at',
+] as const;
 
 /** How many deliveries wait to be sent (due or backing off), for metrics and `svc status`. */
 export async function pendingDeliveryCount(db: Knex): Promise<number> {
@@ -76,12 +101,11 @@ export async function recentDeliveriesOfLink(
     .where('events.link_id', linkId)
     .orderBy('webhook_deliveries.created_at', 'desc')
     .limit(limit)
-    .select('webhook_deliveries.*');
+    .select(DELIVERY_COLUMNS.map((column) => `webhook_deliveries.${column}`));
 }
 
-export interface AttemptRow {
-  id: string;
-  delivery_id: string;
+/** One attempt as `attempt_history` keeps it (record.ts appends them). */
+export interface StoredAttempt {
   number: number;
   started_at: number;
   duration_ms: number;
@@ -136,7 +160,7 @@ export function presentDelivery(row: DeliveryRow): WebhookDelivery {
   };
 }
 
-export function presentAttempt(row: AttemptRow): WebhookAttempt {
+export function presentAttempt(row: StoredAttempt): WebhookAttempt {
   return {
     object: 'webhook_attempt',
     number: row.number,
@@ -185,19 +209,22 @@ export async function listDeliveries(
           if (filter.status) query.where('webhook_delivery_tallies.status', filter.status);
         }),
     );
-  return fetchPage<DeliveryRow>(scoped, NEWEST_FIRST, offset, limit, filter.eventId ? undefined : tallied);
+  return fetchPage<DeliveryRow>(
+    () => scoped().select(DELIVERY_COLUMNS),
+    NEWEST_FIRST,
+    offset,
+    limit,
+    filter.eventId ? () => countRows(scoped()) : tallied,
+  );
 }
 
 export async function getDelivery(db: Knex, principal: Principal, id: string): Promise<WebhookDelivery> {
   const row = await findOwned<DeliveryRow>(db, 'webhook_deliveries', id, principal, 'webhook delivery');
-  return withHistory(db, row);
+  return withHistory(row);
 }
 
-export async function withHistory(db: Knex, row: DeliveryRow): Promise<WebhookDelivery> {
-  const attempts: AttemptRow[] = await db('webhook_attempts')
-    .where({ delivery_id: row.id })
-    .orderBy('number')
-    .orderBy('started_at');
+export function withHistory(row: DeliveryRow): WebhookDelivery {
+  const attempts: StoredAttempt[] = row.attempt_history ? JSON.parse(row.attempt_history) : [];
   return { ...presentDelivery(row), attempt_history: attempts.map(presentAttempt) };
 }
 
@@ -325,26 +352,24 @@ export function pendingDeliveriesOf(db: Knex, eventIdColumn: string): Knex.Query
 }
 
 /**
- * Retention: removes the finished deliveries of these events and their attempts (the event goes next, in
- * the same transaction). A pending delivery is never removed.
+ * Retention: removes the finished deliveries of these events, and so their attempts (the event goes next,
+ * in the same transaction). A pending delivery is never removed.
  */
 export async function deleteDeliveriesOfEvents(
   trx: Knex,
   eventIds: string[],
 ): Promise<{ deliveries: number; attempts: number }> {
   if (eventIds.length === 0) return { deliveries: 0, attempts: 0 };
-  const finished = () =>
-    trx('webhook_deliveries').select('id').whereIn('event_id', eventIds).whereNot('status', 'pending');
-  const attempts = await trx('webhook_attempts').whereIn('delivery_id', finished()).delete();
-  const deliveries = await deleteReturning<{ endpoint_id: string; status: DeliveryStatus }>(
+  const deliveries = await deleteReturning<{ endpoint_id: string; status: DeliveryStatus; attempts: number }>(
     trx,
     trx('webhook_deliveries').whereIn('event_id', eventIds).whereNot('status', 'pending'),
-    ['endpoint_id', 'status'],
+    ['endpoint_id', 'status', 'attempts'],
   );
   await countDeliveries(
     trx,
     deliveries.map((row) => ({ endpointId: row.endpoint_id, status: row.status, n: -1 })),
   );
+  const attempts = deliveries.reduce((sum, row) => sum + Number(row.attempts), 0);
   return { deliveries: deliveries.length, attempts };
 }
 

@@ -3,9 +3,20 @@ import type { Clock } from '../clock/clock.js';
 import type { Config } from '../config/defaults.js';
 import type { Engine } from '../db/database.js';
 import type { Logger } from '../logging/logger.js';
-import { countDeliveries, holdDeliveriesUntil } from './deliveries.js';
+import {
+  countDeliveries,
+  holdDeliveriesUntil,
+  type DeliveryCountChange,
+  type StoredAttempt,
+} from './deliveries.js';
 import { backoffUntil, healthChanges } from './endpoint-health.js';
-import { backOffEndpoint, countUnanswered, insertAttempts, recordResults, type ClaimedRow } from './queue.js';
+import {
+  backOffEndpoint,
+  countUnanswered,
+  recordResults,
+  type ClaimedRow,
+  type DeliveryResult,
+} from './queue.js';
 import { afterAttempt, ownRetryDelayMs } from './retry-policy.js';
 import type { SendOutcome } from './sender.js';
 
@@ -35,10 +46,10 @@ export interface RecordContext {
 }
 
 /**
- * Records a batch of finished attempts inside a cycle's transaction: their results on their delivery rows,
- * as the retry policy says (retry-policy.ts), where the lease is still ours; then, for the rows written,
- * their endpoints' health and the attempts' history. Three statements for the whole batch (queue.ts), plus
- * one or two per endpoint it backs off.
+ * Records a batch of finished attempts inside a cycle's transaction: their results and the attempts
+ * themselves on their delivery rows, as the retry policy says (retry-policy.ts), where the lease is still
+ * ours; then, for the rows written, their count by status and their endpoints' health. Three statements for
+ * the whole batch (queue.ts, tallies), plus one or two per endpoint it backs off.
  */
 export async function recordAttempts(
   trx: Knex,
@@ -46,16 +57,29 @@ export async function recordAttempts(
   context: RecordContext,
 ): Promise<void> {
   const { engine, logger, settings } = context;
-  const results = batch.map(({ row, token, outcome, startedAt, finishedAt }) => ({
-    ...afterAttempt(row.attempts, outcome.ok, finishedAt, settings.retryScheduleSeconds),
-    id: row.id,
-    token,
-    lastAttemptAt: startedAt,
-    lastResponseStatus: outcome.statusCode,
-    lastError: outcome.error,
-    updatedAt: finishedAt,
-    endpointId: row.endpoint_id,
-  }));
+  const results = batch.map(({ row, token, outcome, startedAt, finishedAt, durationMs }): DeliveryResult => {
+    const next = afterAttempt(row.attempts, outcome.ok, finishedAt, settings.retryScheduleSeconds);
+    const attempt: StoredAttempt = {
+      number: next.attempts,
+      started_at: startedAt,
+      duration_ms: durationMs,
+      status_code: outcome.statusCode,
+      error: outcome.error,
+      response_excerpt: outcome.excerpt,
+    };
+    return {
+      id: row.id,
+      token,
+      status: next.status,
+      attempts: next.attempts,
+      nextAttemptAt: next.nextAttemptAt,
+      lastAttemptAt: startedAt,
+      lastResponseStatus: outcome.statusCode,
+      lastError: outcome.error,
+      updatedAt: finishedAt,
+      attempt: JSON.stringify(attempt),
+    };
+  });
   const updated = await recordResults(trx, engine, results);
   const kept = batch.filter(({ row }) => {
     if (updated.has(row.id)) return true;
@@ -65,29 +89,15 @@ export async function recordAttempts(
   });
   if (kept.length === 0) return;
   // A claimed row was pending; those that finished move from that count to their status's.
-  await countDeliveries(
-    trx,
-    results
-      .filter((result) => updated.has(result.id) && result.status !== 'pending')
-      .flatMap(({ endpointId, status }) => [
-        { endpointId, status: 'pending' as const, n: -1 },
-        { endpointId, status, n: 1 },
-      ]),
-  );
+  const changes: DeliveryCountChange[] = [];
+  for (let i = 0; i < batch.length; i++) {
+    const { id, status } = results[i]!;
+    if (status === 'pending' || !updated.has(id)) continue;
+    const endpointId = batch[i]!.row.endpoint_id;
+    changes.push({ endpointId, status: 'pending', n: -1 }, { endpointId, status, n: 1 });
+  }
+  await countDeliveries(trx, changes);
   await recordHealth(trx, kept, context);
-  await insertAttempts(
-    trx,
-    engine,
-    kept.map(({ row, outcome, startedAt, durationMs }) => ({
-      deliveryId: row.id,
-      number: row.attempts + 1,
-      startedAt,
-      durationMs,
-      statusCode: outcome.statusCode,
-      error: outcome.error,
-      responseExcerpt: outcome.excerpt,
-    })),
-  );
 }
 
 /**

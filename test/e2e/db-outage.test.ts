@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
 import type { SupervisorState } from '../../src/processes/supervisor.js';
-import { freshDatabase, linkBody } from '../helpers/harness.js';
+import { freshDatabase, linkBody, storedAttempts } from '../helpers/harness.js';
 import { installArgs, runCliJson, startServe, waitFor, withDatabase } from '../helpers/cli.js';
 import { startReceiver } from '../helpers/receiver.js';
 import { startTcpProxy } from '../helpers/tcp-proxy.js';
@@ -274,9 +274,7 @@ if (!process.env.SVC_TEST_DATABASE_URL) {
           [],
           'each delivery owed at the outage succeeded at its first attempt',
         );
-        const attempts = await db
-          .knex('webhook_attempts')
-          .select('delivery_id', 'number', 'status_code', 'error');
+        const attempts = await storedAttempts(db);
         t.same(
           attempts.filter((a) => a.status_code !== 200 || a.error !== null || a.number !== 1),
           [],

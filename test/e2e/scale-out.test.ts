@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
-import { HANG_GUARD_MS, freshDatabase, linkBody } from '../helpers/harness.js';
+import { HANG_GUARD_MS, freshDatabase, linkBody, storedAttempts } from '../helpers/harness.js';
 import {
   installArgs,
   mapLimit,
@@ -296,10 +296,9 @@ if (!process.env.SVC_TEST_DATABASE_URL) {
             [],
             'each succeeded at its first attempt',
           );
-          const attempts: { delivery_id: string; started_at: number; duration_ms: number }[] = await db
-            .knex('webhook_attempts')
-            .orderBy(['delivery_id', 'started_at'])
-            .select('delivery_id', 'started_at', 'duration_ms');
+          const attempts = (await storedAttempts(db)).sort(
+            (a, b) => a.delivery_id.localeCompare(b.delivery_id) || a.started_at - b.started_at,
+          );
           t.equal(attempts.length, deliveries.length, 'one attempt per delivery');
           const overlapping = attempts.filter(
             (a, i) =>

@@ -15,6 +15,7 @@ import { startApiServer, type ApiServer } from '../../src/api/server.js';
 import type { AppServices } from '../../src/api/services.js';
 import type { AnyRoute } from '../../src/api/route.js';
 import { SecretBox } from '../../src/secrets/secret-box.js';
+import type { StoredAttempt } from '../../src/webhooks/deliveries.js';
 import { createOrganisation } from '../../src/orgs/orgs.js';
 import { createApiKey } from '../../src/keys/keys.js';
 import type { Mode, KeyType } from '../../src/keys/key-format.js';
@@ -250,7 +251,6 @@ const TABLES = [
   'webhook_endpoints',
   'events',
   'webhook_deliveries',
-  'webhook_attempts',
   'jobs',
   'idempotency_keys',
   'audit_log',
@@ -266,6 +266,20 @@ export async function tableCounts(db: Database): Promise<Record<string, number>>
     counts[table] = Number((row as { n: number | string }).n);
   }
   return counts;
+}
+
+/** Every attempt the deliveries keep (`attempt_history`), each with its delivery's id. */
+export async function storedAttempts(db: Database): Promise<(StoredAttempt & { delivery_id: string })[]> {
+  const rows: { id: string; attempt_history: string }[] = await db
+    .knex('webhook_deliveries')
+    .whereNotNull('attempt_history')
+    .select('id', 'attempt_history');
+  return rows.flatMap((row) =>
+    (JSON.parse(row.attempt_history) as StoredAttempt[]).map((attempt) => ({
+      delivery_id: row.id,
+      ...attempt,
+    })),
+  );
 }
 
 /** Runs every due sync job now, as the scheduler's workers would. */
