@@ -175,7 +175,8 @@ const RESULT_COLUMNS = [
  * which capped a dispatcher at about 1,000 deliveries a second.
  *
  * The history is a JSON array kept as text, appended to as text (the same functions on both engines): its
- * closing bracket gives way to the new attempt. Neither engine parses it here.
+ * closing bracket gives way to the new attempt. Neither engine parses it here. (Null before the first
+ * attempt; an empty array is never written, but would get no leading comma either.)
  */
 export async function recordResults(
   trx: Knex,
@@ -205,7 +206,7 @@ export async function recordResults(
        next_attempt_at = v.next_attempt_at, last_attempt_at = v.last_attempt_at,
        last_response_status = v.last_response_status, last_error = v.last_error,
        locked_by = NULL, locked_until = NULL, updated_at = v.updated_at,
-       attempt_history = CASE WHEN attempt_history IS NULL THEN '[' || v.attempt || ']'
+       attempt_history = CASE WHEN attempt_history IS NULL OR attempt_history = '[]' THEN '[' || v.attempt || ']'
          ELSE substr(attempt_history, 1, length(attempt_history) - 1) || ',' || v.attempt || ']' END
      FROM ${values.sql} AS v
      WHERE webhook_deliveries.id = v.id AND webhook_deliveries.locked_by = v.token
