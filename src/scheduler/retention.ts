@@ -73,9 +73,11 @@ function pruners(config: RetentionSettings, now: number): Pruner[] {
     single('idempotency_keys', (trx, limit) => pruneExpiredIdempotencyKeys(trx, keysCutoff, limit)),
     settings.eventsDays > 0 && {
       kind: 'events',
-      // An event goes with its deliveries and their attempts, about three rows: 500 events (1,500 rows)
-      // held SQLite's writer ~25 ms, and a dispatcher's claim waited behind it (claim p99 35 ms against 8
-      // quiet, bench/growth.ts). A third as many events keeps a batch near `batchSize` rows.
+      // An event goes with its deliveries (their attempts are in their rows), and was measured when the
+      // attempts were rows of their own, about three rows an event: 500 events (1,500 rows) held SQLite's
+      // writer ~25 ms, and a dispatcher's claim waited behind it (claim p99 35 ms against 8 quiet,
+      // bench/growth.ts). A third as many events kept a batch near `batchSize` rows; with two rows an event
+      // now, batches are a third smaller than that, which only shortens the lock.
       rowsPerItem: 3,
       async batch(trx, limit) {
         const ids = await prunableEventIds(trx, cutoff(settings.eventsDays), limit, (column) =>
