@@ -119,10 +119,13 @@ function routeHandler(
     body: route.body ? compileValidator(route.body, 'body', components) : null,
   } satisfies Record<string, Validator | null>;
   const validQueries = new KnownValid();
-  const validParams = new KnownValid();
+  // Only reads remember their ids: the same ones are read again and again, where a write's may be a
+  // one-time secret (an exchange token is its own path parameter) that must not outlive its request.
+  const validParams = route.method === 'get' ? new KnownValid() : null;
   const group = route.rateGroup ?? rateGroupFor(route.method, route.path);
   const hasBody = route.method === 'post' || route.method === 'patch';
   const validParamsOf = (params: Record<string, string>) => {
+    if (!validParams) return validate.params!({ ...params });
     const text = paramsText(params);
     return validParams.get(text) ?? validParams.remember(text, validate.params!({ ...params }));
   };

@@ -24,15 +24,15 @@ export const NEWEST_FIRST: Order = [
 ];
 
 /**
- * One page of a filtered query, in `order`, and the number of rows the filter matches: counted, unless
- * `total` says it from a cheaper source (src/db/tallies.ts).
+ * One page of a filtered query, in `order`, and the number of rows the filter matches: counted (whatever
+ * columns the query selects for the page), unless `total` says it from a cheaper source (src/db/tallies.ts).
  */
 export async function fetchPage<T>(
   filtered: () => Knex.QueryBuilder,
   order: Order,
   offset: number,
   limit: number,
-  total: () => Promise<number> = () => countRows(filtered()),
+  total: () => Promise<number> = () => countRows(filtered().clearSelect()),
 ): Promise<Page<T>> {
   const page = filtered();
   for (const [column, direction] of order) page.orderBy(column, direction);

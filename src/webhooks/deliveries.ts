@@ -4,7 +4,7 @@ import { errors } from '../errors/api-error.js';
 import { newId } from '../ids/ids.js';
 import type { Principal } from '../auth/principal.js';
 import { findOwned } from '../auth/ownership.js';
-import { countRows, fetchPage, NEWEST_FIRST } from '../db/paging.js';
+import { fetchPage, NEWEST_FIRST } from '../db/paging.js';
 import { addToTallies, compactTallies, deleteReturning, sumOfTallies } from '../db/tallies.js';
 import { notifyOnCommit } from '../db/notify.js';
 
@@ -189,7 +189,7 @@ export async function listDeliveries(
   limit: number,
 ): Promise<{ rows: DeliveryRow[]; total: number }> {
   const scoped = () => {
-    const query = db<DeliveryRow>('webhook_deliveries');
+    const query = db<DeliveryRow>('webhook_deliveries').select(DELIVERY_COLUMNS);
     if (filter.orgId) query.where('org_id', filter.orgId);
     if (filter.mode) query.where('mode', filter.mode);
     if (filter.eventId) query.where('event_id', filter.eventId);
@@ -209,13 +209,7 @@ export async function listDeliveries(
           if (filter.status) query.where('webhook_delivery_tallies.status', filter.status);
         }),
     );
-  return fetchPage<DeliveryRow>(
-    () => scoped().select(DELIVERY_COLUMNS),
-    NEWEST_FIRST,
-    offset,
-    limit,
-    filter.eventId ? () => countRows(scoped()) : tallied,
-  );
+  return fetchPage<DeliveryRow>(scoped, NEWEST_FIRST, offset, limit, filter.eventId ? undefined : tallied);
 }
 
 export async function getDelivery(db: Knex, principal: Principal, id: string): Promise<WebhookDelivery> {
