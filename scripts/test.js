@@ -5,6 +5,7 @@
 // fails the run, by name, and is killed.
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { commandLine, environment, pids, procStat } from './proc.js';
@@ -28,6 +29,14 @@ if (!flags.some((flag) => flag.startsWith('--jobs') || flag.startsWith('-j'))) {
   flags.push(`--jobs=${availableParallelism()}`);
 }
 const args = ['--reporter=tap', ...flags, ...(files.length ? files : ['dist/test/**/*.test.js'])];
+/** tap's limit for a file that sets none: `--timeout=<s>`, else package.json's `tap.timeout`, else tap's 30 s. */
+const DEFAULT_LIMIT_MS =
+  1000 *
+  Number(
+    flags.find((flag) => flag.startsWith('--timeout='))?.slice('--timeout='.length) ??
+      JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).tap?.timeout ??
+      30,
+  );
 const child = spawn('npx', ['--no-install', 'tap', ...args], {
   stdio: ['ignore', 'pipe', 'inherit'],
   env: { ...process.env, [RUN_MARK_NAME]: RUN_MARK_VALUE },
@@ -62,6 +71,7 @@ child.stdout.on('data', (chunk) => {
   buffered = lines.pop();
   for (const line of lines) {
     noteFailure(line);
+    noteFileTime(line);
     // e.g. `# { total: 31, pass: 28, fail: 1, skip: 2 }`
     const match = /^# \{ (total: \d+(?:, \w+: \d+)*) \}/.exec(line);
     if (match)
@@ -84,6 +94,7 @@ child.on('exit', async (code) => {
   // A test skipped with a reason (e.g. Postgres-only tests without SVC_TEST_DATABASE_URL) is not a failure.
   const skipped = summary?.skip ?? 0;
   const failed = (summary ? summary.total - summary.pass - skipped : 1) + leftovers.length;
+  printFileTimes();
   const recap = leafFailures();
   if (recap.length > 0) {
     // A CI log keeps only its tail: what failed must be there, not thousands of lines above.
@@ -111,6 +122,39 @@ function noteFailure(line) {
   }
   const failed = /^\s*not ok \d* ?-? ?(.*?)(?: # time=.*)?$/.exec(line);
   if (failed) failures.push([...openSubtests.slice(0, depth), failed[1]].join(' › '));
+}
+
+/** Each test file's time and its limit (the `# time limit: N ms` comment of test/helpers/harness.ts setTimeLimit). */
+const fileTimes = new Map();
+
+function noteFileTime(line) {
+  const limit = /^ {4}# time limit: (\d+) ms$/.exec(line);
+  if (limit && openSubtests[0]) {
+    fileTimes.set(openSubtests[0], { ...fileTimes.get(openSubtests[0]), limitMs: Number(limit[1]) });
+    return;
+  }
+  const done = /^(?:not )?ok \d+ - (\S+).* # time=([\d.]+)ms/.exec(line);
+  if (done) fileTimes.set(done[1], { ...fileTimes.get(done[1]), ms: Number(done[2]) });
+}
+
+/**
+ * Every file's time beside its limit, the largest share first; a file past half of its limit is flagged
+ * (not failed), so that a file slowing towards its timeout is seen while it still passes on a slow day.
+ */
+function printFileTimes() {
+  const rows = [...fileTimes]
+    .filter(([, times]) => times.ms !== undefined)
+    .map(([file, { ms, limitMs = DEFAULT_LIMIT_MS }]) => ({ file, ms, limitMs, share: ms / limitMs }))
+    .sort((a, b) => b.share - a.share);
+  if (rows.length === 0) return;
+  const over = rows.filter((row) => row.share > 0.5);
+  console.log(`# time per file, against its limit (${over.length} above half of it):`);
+  for (const { file, ms, limitMs, share } of rows) {
+    const figures = `${(ms / 1000).toFixed(1).padStart(6)} s of ${String(limitMs / 1000).padStart(4)} s`;
+    console.log(
+      `#   ${figures} ${String(Math.round(share * 100)).padStart(3)}%${share > 0.5 ? ' SLOW' : '     '} ${file}`,
+    );
+  }
 }
 
 /** Failures that are not merely the parent of another failure (a failing file fails its failing subtest). */

@@ -11,6 +11,7 @@ import { rutCheckDigit } from '../../src/rut/rut.js';
 import { EVENT_TYPES } from '../../src/events/catalogue.js';
 import { contractViolation } from '../helpers/contract.js';
 import {
+  setTimeLimit,
   engines,
   createTenant,
   forEachEngine,
@@ -789,7 +790,7 @@ function count(tally: Tally, operationId: string, status: number, reachedHandler
 
 // The file's limit follows from its cases: 31 operations on each engine, at 60 ms a case (a case took 5 ms
 // idle, and up to 60 ms on Postgres in a soak run), plus a minute to start.
-t.setTimeout(RUNS * 31 * engines().length * 60 + 60_000);
+setTimeLimit(t, RUNS * 31 * engines().length * 60 + 60_000);
 
 forEachEngine(t, async (t, engine) => {
   // Most cases are refused for their credential: the refusals' own bucket is raised too.

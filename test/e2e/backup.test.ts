@@ -19,7 +19,14 @@ import {
   withDatabase,
   type ServeProcess,
 } from '../helpers/cli.js';
-import { HANG_GUARD_MS, engines, forEachEngine, linkBody, type EngineName } from '../helpers/harness.js';
+import {
+  setTimeLimit,
+  HANG_GUARD_MS,
+  engines,
+  forEachEngine,
+  linkBody,
+  type EngineName,
+} from '../helpers/harness.js';
 import { independentlyVerified, startReceiver } from '../helpers/receiver.js';
 
 /*
@@ -29,7 +36,7 @@ import { independentlyVerified, startReceiver } from '../helpers/receiver.js';
  */
 
 // About 50 s per engine on an idle machine (some twenty CLI runs and two serves each): room for a loaded one.
-t.setTimeout(engines().length * 240_000);
+setTimeLimit(t, engines().length * 240_000);
 
 const FAST = {
   SVC_SCHEDULER_CRON: '* * * * * *',

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
 import type { SupervisorState } from '../../src/processes/supervisor.js';
-import { freshDatabase, linkBody, storedAttempts } from '../helpers/harness.js';
+import { setTimeLimit, freshDatabase, linkBody, storedAttempts } from '../helpers/harness.js';
 import { installArgs, runCliJson, startServe, waitFor, withDatabase } from '../helpers/cli.js';
 import { startReceiver } from '../helpers/receiver.js';
 import { startTcpProxy } from '../helpers/tcp-proxy.js';
@@ -25,7 +25,7 @@ interface Sample {
   code: string | null;
 }
 
-t.setTimeout(180_000 + OUTAGE_SECONDS * 1000);
+setTimeLimit(t, 180_000 + OUTAGE_SECONDS * 1000);
 
 if (!process.env.SVC_TEST_DATABASE_URL) {
   t.plan(

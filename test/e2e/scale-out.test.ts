@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
-import { HANG_GUARD_MS, freshDatabase, linkBody, storedAttempts } from '../helpers/harness.js';
+import { setTimeLimit, HANG_GUARD_MS, freshDatabase, linkBody, storedAttempts } from '../helpers/harness.js';
 import {
   installArgs,
   mapLimit,
@@ -32,7 +32,7 @@ const B_EVENTS = ['link.created', 'link.refreshed'];
 /** How long the syncs, and then the deliveries, may take: 200 links' syncs took 33 s idle. */
 const SETTLE_MS = Math.max(2 * HANG_GUARD_MS, LINKS * 1000);
 // Both waits at their longest, plus two minutes to start and to check.
-t.setTimeout(120_000 + 2 * SETTLE_MS);
+setTimeLimit(t, 120_000 + 2 * SETTLE_MS);
 
 if (!process.env.SVC_TEST_DATABASE_URL) {
   t.plan(

@@ -7,6 +7,7 @@ import type { SupervisorState } from '../../src/processes/supervisor.js';
 import { loadSecretBox } from '../../src/secrets/master-key-file.js';
 import type { Test } from 'tap';
 import {
+  setTimeLimit,
   HANG_GUARD_MS,
   RAISED_LIMITS,
   engines,
@@ -36,7 +37,7 @@ export function crashRounds(fallback: number): number {
  * hung file in minutes.
  */
 export function timeLimitForRounds(t: Test, rounds: number, perRoundMs: number, fixedMs: number): void {
-  t.setTimeout(engines().length * (fixedMs + rounds * perRoundMs));
+  setTimeLimit(t, engines().length * (fixedMs + rounds * perRoundMs));
 }
 
 /**

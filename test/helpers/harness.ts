@@ -1,3 +1,4 @@
+import './untracked-children.js';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -39,6 +40,16 @@ export const HANG_GUARD_MS = 60_000;
  * run see the same bank (here: pending card charges on the day, a reversal within the month).
  */
 export const TEST_EPOCH = Date.UTC(2026, 5, 15, 15, 0, 0);
+
+/**
+ * Sets this test file's time limit (tap's, which the runner enforces) and says it in the TAP stream, where
+ * the runner reads it to print each file's time beside its limit (scripts/test.js). Files that do not call
+ * this have tap's default (package.json, 300 s).
+ */
+export function setTimeLimit(t: Test, ms: number): void {
+  t.setTimeout(ms);
+  t.comment(`time limit: ${Math.round(ms)} ms`);
+}
 
 /** SQLite always; Postgres too when SVC_TEST_DATABASE_URL names a server (CI gives one). */
 export function engines(): EngineName[] {

@@ -1,3 +1,4 @@
+import './untracked-children.js';
 import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { onExit } from 'signal-exit';

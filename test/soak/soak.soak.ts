@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { spawnOwned } from '../helpers/processes.js';
 import type { SoakReport } from '../../bench/soak.js';
-import { engines } from '../helpers/harness.js';
+import { setTimeLimit, engines } from '../helpers/harness.js';
 
 /**
  * The load-and-soak benchmark (bench/soak.ts) run as an operator would run it, once per engine, for
@@ -25,7 +25,7 @@ const MEMORY_GROWTH_MB = 64;
  */
 const WAL_LIMIT_MB = 16;
 
-t.setTimeout((MINUTES * 60 + 300) * 1000 * engines().length);
+setTimeLimit(t, (MINUTES * 60 + 300) * 1000 * engines().length);
 
 for (const engine of engines()) {
   t.test(`${engine}: ${MINUTES} min at ${RATE} requests/s`, async (t) => {

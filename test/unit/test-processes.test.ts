@@ -13,6 +13,7 @@ import { groupIsAlive, killGroup } from '../helpers/processes.js';
 const OWNED_FIXTURE = fileURLToPath(new URL('../fixtures/owned-process.js', import.meta.url));
 const LEAK_FIXTURE = fileURLToPath(new URL('../fixtures/leaks-a-process.fixture.js', import.meta.url));
 const FAILING_FIXTURE = fileURLToPath(new URL('../fixtures/fails-once.fixture.js', import.meta.url));
+const SLOW_FIXTURE = fileURLToPath(new URL('../fixtures/slow.fixture.js', import.meta.url));
 const RUNNER = fileURLToPath(new URL('../../../scripts/test.js', import.meta.url));
 const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 
@@ -92,3 +93,28 @@ function outsideTap(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
     Object.entries(env).filter(([name]) => !name.startsWith('TAP') && name !== 'NODE_OPTIONS'),
   );
 }
+
+t.test("the runner prints each file's time beside its limit and flags one past half of it", async (t) => {
+  const runner = spawn(process.execPath, [RUNNER, SLOW_FIXTURE, FAILING_FIXTURE], {
+    cwd: REPO_ROOT,
+    env: outsideTap(process.env),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  t.teardown(() => void runner.kill('SIGKILL'));
+  let stdout = '';
+  runner.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  await new Promise<number | null>((resolve) => runner.once('exit', resolve));
+  const relative = (file: string) => file.slice(REPO_ROOT.length);
+  t.match(stdout, /# time per file, against its limit \(1 above half of it\):/, 'one file is flagged');
+  t.match(
+    stdout,
+    new RegExp(`#\\s+\\d\\.\\d s of\\s+6 s\\s+\\d+% SLOW ${relative(SLOW_FIXTURE)}\\n`),
+    'the slow one, against the limit it set',
+  );
+  t.match(
+    stdout,
+    new RegExp(`#\\s+\\d+\\.\\d s of\\s+300 s\\s+\\d+%\\s+${relative(FAILING_FIXTURE)}\\n`),
+    "the other against tap's default, unflagged",
+  );
+  t.match(stdout, /\n3 passed, 1 failed\n$/, 'a slow file does not fail the run');
+});
