@@ -7,6 +7,8 @@ import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { commandLine, environment, pids, procStat } from './proc.js';
 
@@ -34,7 +36,8 @@ const DEFAULT_LIMIT_MS =
   1000 *
   Number(
     flags.find((flag) => flag.startsWith('--timeout='))?.slice('--timeout='.length) ??
-      JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).tap?.timeout ??
+      JSON.parse(readFileSync(join(dirname(fileURLToPath(import.meta.url)), '..', 'package.json'), 'utf8'))
+        .tap?.timeout ??
       30,
   );
 const child = spawn('npx', ['--no-install', 'tap', ...args], {
