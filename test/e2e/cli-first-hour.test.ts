@@ -96,7 +96,7 @@ t.test('svc help, svc help COMMAND, topics and suggestions', async (t) => {
   t.equal(viaFlag.code, 0);
   t.equal(viaFlag.stdout, keysList.stdout, '--help shows the same');
 
-  const typo = await runCli(['keys', 'lisst'], { home, timeoutMs: 30_000 });
+  const typo = await runCli(['keys', 'lisst'], { home, timeoutMs: 30_000, ownProcess: true });
   t.notOk(typo.timedOut, 'a mistyped command does not wait for an answer without a terminal');
   t.not(typo.code, 0, 'it exits non-zero');
   t.match(typo.message, /Did you mean svc keys list\?/, 'and says what was meant');
@@ -186,7 +186,9 @@ t.test('an unreachable database: one line with engine, host and cause; no passwo
   }
   for (const args of JSON_SAMPLE) {
     const label = `svc ${args.join(' ')} --json`;
-    const json = await runCli([...args, '--json'], { home, timeoutMs: 30_000 });
+    // As processes of their own: a pool left open on a failed connection would keep one from exiting.
+    const json = await runCli([...args, '--json'], { home, timeoutMs: 30_000, ownProcess: true });
+    t.notOk(json.timedOut, `${label} exits by itself`);
     t.equal(json.code, 69, `${label} exits 69`);
     t.match(JSON.parse(json.stdout), {
       error: { code: 'database_unavailable', message: /postgres 127\.0\.0\.1:1\/test/ },

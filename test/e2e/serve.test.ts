@@ -201,14 +201,82 @@ forEachEngine(t, async (t, engine) => {
     t.equal((await next.request('GET', '/health')).status, 200, 'a new svc serve can take the same port');
   });
 
-  await t.test('--roles api starts only the api', async (t) => {
-    const serve = await startServe(t, { home, args: ['--roles', 'api'] });
-    const mine = await children(t, home, serve);
-    t.same([...mine.keys()], ['api'], 'svc status lists only the api');
-    t.equal(mine.get('api')?.status, 'running');
-    const openapi = await serve.request('GET', '/v1/openapi.json', { key: secretKey });
-    t.equal(openapi.status, 200, 'and it serves the API');
-  });
+  await t.test(
+    '--roles api: only the api, metrics off on a taken port, a second serve refused, JSON lines',
+    async (t) => {
+      // One serve for four checks: each start costs seconds on a loaded machine.
+      const metricsPort = await freePort();
+      const squatter = createServer();
+      await new Promise<void>((resolve) => squatter.listen(metricsPort, '127.0.0.1', resolve));
+      t.teardown(() => new Promise<void>((resolve) => squatter.close(() => resolve())));
+      const serve = await startServe(t, {
+        home,
+        args: ['--roles', 'api'],
+        env: { SVC_METRICS_PORT: String(metricsPort) },
+      });
+
+      await t.test('it starts only the api, which serves', async (t) => {
+        const mine = await children(t, home, serve);
+        t.same([...mine.keys()], ['api'], 'svc status lists only the api');
+        t.equal(mine.get('api')?.status, 'running');
+        const openapi = await serve.request('GET', '/v1/openapi.json', { key: secretKey });
+        t.equal(openapi.status, 200, 'and it serves the API');
+      });
+
+      await t.test(
+        'a taken metrics port turns metrics off; the API serves on, never restarted',
+        async (t) => {
+          const said = await waitFor(
+            async () =>
+              serve
+                .stdout()
+                .split('\n')
+                .find((line) => line.includes('metrics off')),
+            SLOW_START_MS,
+          );
+          t.match(
+            JSON.parse(said ?? '{}'),
+            {
+              msg: new RegExp(
+                `metrics off: cannot listen on 127\\.0\\.0\\.1:${metricsPort} \\(EADDRINUSE\\)`,
+              ),
+            },
+            'the log says why metrics are off',
+          );
+          const api = supervisedChildren(home, serve).get('api');
+          t.match(api, { status: 'running', restarts: 0 }, 'the api was never restarted');
+        },
+      );
+
+      await t.test('a second svc serve of the same home on the same port names the first', async (t) => {
+        const second = await runCli(['serve', '--port', String(serve.port)], {
+          home,
+          env: { SVC_METRICS_PORT: '0' },
+          timeoutMs: HANG_GUARD_MS,
+        });
+        t.equal(second.code, 69, 'the second serve exits 69');
+        t.match(second.message, new RegExp(`Port ${serve.port} is already in use`), 'naming the port');
+        t.match(
+          second.message,
+          new RegExp(`svc serve \\(pid ${serve.pid}\\) already runs from this data directory`),
+          'and the svc serve that holds it',
+        );
+        t.equal((await serve.request('GET', '/health')).status, 200, 'the first serves on');
+      });
+
+      await t.test('without a terminal, serve prints JSON lines only (for journald)', async (t) => {
+        process.kill(serve.pid, 'SIGTERM');
+        await within(serve.exited, SLOW_START_MS);
+        const lines = serve.stdout().split('\n').filter(Boolean);
+        t.ok(lines.length > 0, 'it logged');
+        t.same(
+          lines.filter((line) => !line.startsWith('{')),
+          [],
+          'and every line is JSON',
+        );
+      });
+    },
+  );
 
   await t.test('an unknown role is refused', async (t) => {
     const port = await freePort();
@@ -224,36 +292,6 @@ forEachEngine(t, async (t, engine) => {
     t.match(refused.message, /mailer/, 'and quotes what was given');
     t.notOk(refused.leftProcesses, 'no process is left behind');
     t.equal(await fetch(`http://127.0.0.1:${port}/health`).catch(() => null), null, 'no API was started');
-  });
-
-  await t.test('a taken metrics port turns metrics off; the API serves on, never restarted', async (t) => {
-    const metricsPort = await freePort();
-    const squatter = createServer();
-    await new Promise<void>((resolve) => squatter.listen(metricsPort, '127.0.0.1', resolve));
-    t.teardown(() => new Promise<void>((resolve) => squatter.close(() => resolve())));
-
-    const serve = await startServe(t, {
-      home,
-      args: ['--roles', 'api'],
-      env: { SVC_METRICS_PORT: String(metricsPort) },
-    });
-    const openapi = await serve.request('GET', '/v1/openapi.json', { key: secretKey });
-    t.equal(openapi.status, 200, 'the API serves');
-    const said = await waitFor(
-      async () =>
-        serve
-          .stdout()
-          .split('\n')
-          .find((line) => line.includes('metrics off')),
-      SLOW_START_MS,
-    );
-    t.match(
-      JSON.parse(said ?? '{}'),
-      { msg: new RegExp(`metrics off: cannot listen on 127\\.0\\.0\\.1:${metricsPort} \\(EADDRINUSE\\)`) },
-      'the log says why metrics are off',
-    );
-    const api = supervisedChildren(home, serve).get('api');
-    t.match(api, { status: 'running', restarts: 0 }, 'the api was never restarted');
   });
 
   await t.test('a taken API port is refused at once, naming the port and how to change it', async (t) => {
@@ -280,23 +318,6 @@ forEachEngine(t, async (t, engine) => {
     t.notMatch(refused.message, /crashed|restart/, 'no child was started to find out');
     t.equal(refused.stdout, '', 'and no child logged anything');
     t.notOk(refused.leftProcesses, 'no process is left behind');
-  });
-
-  await t.test('a second svc serve of the same home on the same port names the first', async (t) => {
-    const first = await startServe(t, { home, args: ['--roles', 'api'] });
-    const second = await runCli(['serve', '--port', String(first.port)], {
-      home,
-      env: { SVC_METRICS_PORT: '0' },
-      timeoutMs: HANG_GUARD_MS,
-    });
-    t.equal(second.code, 69, 'the second serve exits 69');
-    t.match(second.message, new RegExp(`Port ${first.port} is already in use`), 'naming the port');
-    t.match(
-      second.message,
-      new RegExp(`svc serve \\(pid ${first.pid}\\) already runs from this data directory`),
-      'and the svc serve that holds it',
-    );
-    t.equal((await first.request('GET', '/health')).status, 200, 'the first serves on');
   });
 
   await t.test(
@@ -345,19 +366,6 @@ forEachEngine(t, async (t, engine) => {
       );
     },
   );
-
-  await t.test('without a terminal, serve prints JSON lines only (for journald)', async (t) => {
-    const serve = await startServe(t, { home, args: ['--roles', 'api'] });
-    process.kill(serve.pid, 'SIGTERM');
-    await within(serve.exited, SLOW_START_MS);
-    const lines = serve.stdout().split('\n').filter(Boolean);
-    t.ok(lines.length > 0, 'it logged');
-    t.same(
-      lines.filter((line) => !line.startsWith('{')),
-      [],
-      'and every line is JSON',
-    );
-  });
 
   await t.test(
     'an api whose port is taken while it restarts crash-loops, and serve gives up with the reason',

@@ -15,6 +15,7 @@ import {
   type TestResponse,
 } from './harness.js';
 import { groupIsAlive, killGroup, releaseGroup, spawnOwned } from './processes.js';
+import { runInProcess } from './cli-in-process.js';
 
 export { groupIsAlive, killGroup };
 
@@ -29,6 +30,20 @@ export interface CliOptions {
   env?: Record<string, string>;
   /** Kill the command (and everything it started) after this long; the result then has `timedOut`. */
   timeoutMs?: number;
+  /**
+   * Run it as a process of its own, as a shell would, rather than inside the test process: for tests about
+   * the process (its exit, its signals, what it leaves running). Commands that serve or wait for a signal
+   * always run as processes.
+   */
+  ownProcess?: boolean;
+}
+
+/** Commands that run until they are stopped: a process of their own, always. */
+const LONG_RUNNING = ['serve', 'bank-gateway', 'webhooks listen'];
+
+function needsOwnProcess(args: string[], options: CliOptions): boolean {
+  const command = args.filter((arg) => !arg.startsWith('-')).join(' ');
+  return options.ownProcess === true || LONG_RUNNING.some((name) => command.startsWith(name));
 }
 
 export interface CliResult {
@@ -72,8 +87,27 @@ export function spawnCli(args: string[], options: CliOptions, t?: Test): ChildPr
   );
 }
 
-/** Runs `svc <args>` to completion, as a user would from a shell. */
+/**
+ * Runs `svc <args>` to completion, as a user would from a shell: inside the test process (cli-in-process.ts)
+ * unless the command runs until stopped or the test asks for a process of its own.
+ */
 export async function runCli(args: string[], options: CliOptions): Promise<CliResult> {
+  if (!needsOwnProcess(args, options)) {
+    const started = Date.now();
+    const env = cliEnv(options.home, options.env);
+    const result = await runInProcess(REPO_ROOT, args, env, options.timeoutMs ?? HANG_GUARD_MS);
+    return {
+      ...result,
+      signal: null,
+      message: oneLine(result.stderr),
+      elapsedMs: Date.now() - started,
+      leftProcesses: false,
+    };
+  }
+  return runCliProcess(args, options);
+}
+
+async function runCliProcess(args: string[], options: CliOptions): Promise<CliResult> {
   const started = Date.now();
   const child = spawnCli(args, options);
   let stdout = '';
