@@ -69,7 +69,9 @@ async function runAlone(
         return output.exitCode ?? 1;
       }
     });
-    const timedOut = new Promise<'timed out'>((resolve) => (timer = setTimeout(() => resolve('timed out'), timeoutMs)));
+    const timedOut = new Promise<'timed out'>(
+      (resolve) => (timer = setTimeout(() => resolve('timed out'), timeoutMs)),
+    );
     const code = await Promise.race([finished, timedOut]);
     return code === 'timed out'
       ? { code: 1, stdout: output.stdout, stderr: output.stderr, timedOut: true }
