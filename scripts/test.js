@@ -3,9 +3,9 @@
 // so that a run with no tests cannot pass unseen. Extra arguments select test files; flags go to tap.
 // Every process the run starts carries a mark in its environment; one still alive after tap has ended
 // fails the run, by name, and is killed.
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -13,6 +13,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { commandLine, environment, pids, procStat } from './proc.js';
 
 /** Not `SVC_*`: the tests pass the CLI their environment without those, so the mark goes everywhere. */
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const RUN_MARK_NAME = 'SUITE_RUN_MARK';
 const RUN_MARK_VALUE = randomBytes(8).toString('hex');
 /**
@@ -36,10 +37,15 @@ const DEFAULT_LIMIT_MS =
   1000 *
   Number(
     flags.find((flag) => flag.startsWith('--timeout='))?.slice('--timeout='.length) ??
-      JSON.parse(readFileSync(join(dirname(fileURLToPath(import.meta.url)), '..', 'package.json'), 'utf8'))
-        .tap?.timeout ??
+      JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).tap?.timeout ??
       30,
   );
+// tap builds its test class for package.json's plugins on its first run, but starts that run's test files
+// with the default plugins' loaders, TypeScript's and mock's among them (0.45 s and 0.3 s more per file).
+// After `npm ci` there is no build yet: make it first.
+if (!existsSync(join(ROOT, 'node_modules', '@tapjs', 'test', 'test-built'))) {
+  spawnSync('npx', ['--no-install', 'tap', 'build'], { cwd: ROOT, stdio: ['ignore', 'ignore', 'inherit'] });
+}
 const child = spawn('npx', ['--no-install', 'tap', ...args], {
   stdio: ['ignore', 'pipe', 'inherit'],
   env: { ...process.env, [RUN_MARK_NAME]: RUN_MARK_VALUE },

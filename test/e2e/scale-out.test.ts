@@ -67,8 +67,6 @@ if (!process.env.SVC_TEST_DATABASE_URL) {
       SVC_SCHEDULER_CRON: '*/2 * * * * *',
       SVC_SCHEDULER_SYNC_INTERVAL_MINUTES: String(INTERVAL_SECONDS / 60),
       SVC_SCHEDULER_POLL_INTERVAL_MS: '200',
-      // Children of the supervisor need nothing of tap's process tracker (it doubles their start).
-      NODE_OPTIONS: '',
     };
     const quiet = { ...env, SVC_LOG_LEVEL: 'warn' };
     const syncsByPid = new Map<number, number>();

@@ -42,14 +42,12 @@ export function timeLimitForRounds(t: Test, rounds: number, perRoundMs: number, 
 
 /**
  * `svc serve` settings for being killed over and over: restart a dead child at once and never call it a
- * crash loop. tap preloads its process tracker into every node process through NODE_OPTIONS, which doubles
- * the start of each restarted child (0.45 s → 0.9 s measured); these children need none of it.
+ * crash loop (tap's process tracker is kept out of every process a test starts: untracked-children.ts).
  */
 export const CRASH_SERVE_ENV: Record<string, string> = {
   SVC_SUPERVISOR_RESTART_DELAYS_MS: '[0]',
   SVC_SUPERVISOR_CRASH_LOOP_RESTARTS: '100000',
   SVC_LOG_LEVEL: 'warn',
-  NODE_OPTIONS: '',
 };
 
 /** The harness's raised rate limits as the environment of a real process, for keys without limits of their own. */

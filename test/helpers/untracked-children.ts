@@ -24,9 +24,11 @@ export function withoutTracker(env: Record<string, string>): Record<string, stri
   for (const [name, value] of Object.entries(env)) {
     if (TRACKER_VARIABLE.test(name)) continue;
     if (name === 'NODE_OPTIONS') {
+      // The tracker writes each option in double quotes; none of ours holds a space.
       const options = value
         .split(/\s+/)
-        .filter((option) => option && !TRACKER_IMPORT.test(option.replace(/^"|"$/g, '')));
+        .map((option) => option.replace(/^"(.*)"$/, '$1'))
+        .filter((option) => option && !TRACKER_IMPORT.test(option));
       if (options.length > 0) result[name] = options.join(' ');
       continue;
     }

@@ -37,7 +37,7 @@ for (const engine of engines()) {
     const child = spawnOwned(
       process.execPath,
       args,
-      { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NODE_OPTIONS: '' } },
+      { stdio: ['ignore', 'pipe', 'pipe'], env: process.env },
       t,
     );
     let output = '';

@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
@@ -117,4 +117,24 @@ t.test("the runner prints each file's time beside its limit and flags one past h
     "the other against tap's default, unflagged",
   );
   t.match(stdout, /\n3 passed, 1 failed\n$/, 'a slow file does not fail the run');
+});
+
+t.test("a process a test starts carries none of tap's process tracker", async (t) => {
+  const printed = spawnSync(
+    process.execPath,
+    ['-e', 'console.log(JSON.stringify([process.env.NODE_OPTIONS ?? "", Object.keys(process.env)]))'],
+    { encoding: 'utf8', env: { ...process.env, NODE_OPTIONS: '--max-old-space-size=512' } },
+  );
+  const [nodeOptions, names] = JSON.parse(printed.stdout) as [string, string[]];
+  t.ok(process.env.NODE_OPTIONS?.includes('@tapjs/processinfo'), 'this test file runs with the tracker');
+  t.equal(
+    nodeOptions,
+    '--max-old-space-size=512',
+    "the child's own NODE_OPTIONS are kept, the tracker's dropped",
+  );
+  t.same(
+    names.filter((name) => name.startsWith('_TAPJS_PROCESSINFO_')),
+    [],
+    "and none of the tracker's variables",
+  );
 });
