@@ -5,15 +5,16 @@
 // fails the run, by name, and is killed.
 import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { commandLine, environment, pids, procStat } from './proc.js';
 
-/** Not `SVC_*`: the tests pass the CLI their environment without those, so the mark goes everywhere. */
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
+const packageJson = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'));
+/** Not `SVC_*`: the tests pass the CLI their environment without those, so the mark goes everywhere. */
 const RUN_MARK_NAME = 'SUITE_RUN_MARK';
 const RUN_MARK_VALUE = randomBytes(8).toString('hex');
 /**
@@ -37,14 +38,24 @@ const DEFAULT_LIMIT_MS =
   1000 *
   Number(
     flags.find((flag) => flag.startsWith('--timeout='))?.slice('--timeout='.length) ??
-      JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).tap?.timeout ??
+      packageJson.tap?.timeout ??
       30,
   );
-// tap builds its test class for package.json's plugins on its first run, but starts that run's test files
-// with the default plugins' loaders, TypeScript's and mock's among them (0.45 s and 0.3 s more per file).
-// After `npm ci` there is no build yet: make it first.
-if (!existsSync(join(ROOT, 'node_modules', '@tapjs', 'test', 'test-built'))) {
-  spawnSync('npx', ['--no-install', 'tap', 'build'], { cwd: ROOT, stdio: ['ignore', 'ignore', 'inherit'] });
+// `npm ci` installs tap built with its default plugins. tap rebuilds for package.json's plugins on its
+// first run, but starts that run's test files with the default plugins' loaders, TypeScript's and mock's
+// among them (0.45 s and 0.3 s more per file, and CI has only a first run): build it first, once per
+// install and plugin list (a mark inside node_modules, which `npm ci` removes).
+const plugins = JSON.stringify(packageJson.tap?.plugin ?? []);
+const builtMark = join(ROOT, 'node_modules', '.cache', 'svc-tap-plugins.json');
+if (!existsSync(builtMark) || readFileSync(builtMark, 'utf8') !== plugins) {
+  const built = spawnSync('npx', ['--no-install', 'tap', 'build'], {
+    cwd: ROOT,
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  if (built.status === 0) {
+    mkdirSync(dirname(builtMark), { recursive: true });
+    writeFileSync(builtMark, plugins);
+  }
 }
 const child = spawn('npx', ['--no-install', 'tap', ...args], {
   stdio: ['ignore', 'pipe', 'inherit'],
