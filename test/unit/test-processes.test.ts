@@ -1,7 +1,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { waitFor } from '../helpers/cli.js';
 import { groupIsAlive, killGroup } from '../helpers/processes.js';
 
@@ -37,16 +37,7 @@ for (const signal of ['SIGALRM', 'SIGTERM', 'SIGINT'] as const) {
 }
 
 t.test('the runner names a process its run left running, kills it and fails', async (t) => {
-  const runner = spawn(process.execPath, [RUNNER, LEAK_FIXTURE], {
-    cwd: REPO_ROOT,
-    // A runner of its own, not a child of this tap: without tap's variables, as from a shell.
-    env: { ...outsideTap(process.env), SUITE_LEFTOVER_GRACE_MS: '500' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  t.teardown(() => void runner.kill('SIGKILL'));
-  let stdout = '';
-  runner.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-  const code = await new Promise<number | null>((resolve) => runner.once('exit', resolve));
+  const { code, stdout } = await runRunner(t, [LEAK_FIXTURE], { SUITE_LEFTOVER_GRACE_MS: '500' });
   const leaked = Number(/ok 1 - sleep (\d+) started/.exec(stdout)?.[1]);
   t.ok(leaked, 'the fixture started a sleep');
   t.match(stdout, new RegExp(`not ok - left running after the suite: pid ${leaked}: sleep 600`), 'named');
@@ -56,15 +47,7 @@ t.test('the runner names a process its run left running, kills it and fails', as
 });
 
 t.test('the runner recaps each failing assertion by its path just above the last line', async (t) => {
-  const runner = spawn(process.execPath, [RUNNER, FAILING_FIXTURE], {
-    cwd: REPO_ROOT,
-    env: outsideTap(process.env),
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  t.teardown(() => void runner.kill('SIGKILL'));
-  let stdout = '';
-  runner.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-  const code = await new Promise<number | null>((resolve) => runner.once('exit', resolve));
+  const { code, stdout } = await runRunner(t, [FAILING_FIXTURE]);
   const tail = stdout.trimEnd().split('\n').slice(-3);
   t.same(
     tail,
@@ -88,6 +71,24 @@ function isAlive(pid: number): boolean {
   }
 }
 
+/** scripts/test.js on `files`, as a runner of its own (not a child of this tap: as from a shell). */
+async function runRunner(
+  t: Test,
+  files: string[],
+  env: Record<string, string> = {},
+): Promise<{ code: number | null; stdout: string }> {
+  const runner = spawn(process.execPath, [RUNNER, ...files], {
+    cwd: REPO_ROOT,
+    env: { ...outsideTap(process.env), ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  t.teardown(() => void runner.kill('SIGKILL'));
+  let stdout = '';
+  runner.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  const code = await new Promise<number | null>((resolve) => runner.once('exit', resolve));
+  return { code, stdout };
+}
+
 function outsideTap(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   return Object.fromEntries(
     Object.entries(env).filter(([name]) => !name.startsWith('TAP') && name !== 'NODE_OPTIONS'),
@@ -95,15 +96,7 @@ function outsideTap(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
 }
 
 t.test("the runner prints each file's time beside its limit and flags one past half of it", async (t) => {
-  const runner = spawn(process.execPath, [RUNNER, SLOW_FIXTURE, FAILING_FIXTURE], {
-    cwd: REPO_ROOT,
-    env: outsideTap(process.env),
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  t.teardown(() => void runner.kill('SIGKILL'));
-  let stdout = '';
-  runner.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-  await new Promise<number | null>((resolve) => runner.once('exit', resolve));
+  const { stdout } = await runRunner(t, [SLOW_FIXTURE, FAILING_FIXTURE]);
   const relative = (file: string) => file.slice(REPO_ROOT.length);
   t.match(stdout, /# time per file, against its limit \(1 above half of it\):/, 'one file is flagged');
   t.match(
