@@ -18,8 +18,17 @@ export function compileValidator(
 ): Validator {
   const ajv = where === 'body' ? strictAjv : coercingAjv;
   const validate: ValidateFunction = ajv.compile({ ...schema, components });
+  const numeric = where === 'body' ? [] : numericProperties(schema);
   return (value) => {
     if (where === 'body' && value === undefined && schema.type === 'object') value = {};
+    for (const [name, type] of numeric) {
+      const text = (value as Record<string, unknown> | undefined)?.[name];
+      if (typeof text === 'string' && !DECIMAL[type].test(text))
+        throw errors.invalidParameter(
+          name,
+          `Invalid ${name}: must be ${type === 'integer' ? 'a whole number' : 'a number'} in decimal digits.`,
+        );
+    }
     if (!validate(value)) throw toApiError(validate.errors?.[0], where);
     const withNul = pathToNul(value);
     if (withNul) {
@@ -30,6 +39,23 @@ export function compileValidator(
     }
     return value;
   };
+}
+
+/**
+ * What a number in a query string or a path may look like. ajv's coercion is JavaScript's `Number()`, which
+ * also takes `0x10`, `1e2`, ` 1` and `0b1`: numbers the documentation never promised (api.md: "a whole
+ * number").
+ */
+const DECIMAL = { integer: /^-?[0-9]{1,16}$/, number: /^-?[0-9]{1,16}(\.[0-9]{1,16})?$/ } as const;
+
+/** The query's or path's properties that hold a number, by name. */
+function numericProperties(schema: JsonSchema): [string, keyof typeof DECIMAL][] {
+  const properties = (schema as { properties?: Record<string, { type?: unknown }> }).properties ?? {};
+  return Object.entries(properties).flatMap(([name, property]) =>
+    property.type === 'integer' || property.type === 'number'
+      ? [[name, property.type] as [string, keyof typeof DECIMAL]]
+      : [],
+  );
 }
 
 /**

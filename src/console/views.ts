@@ -11,8 +11,9 @@ export const PER_PAGE = 30;
 
 /** `?page=` as a window of PER_PAGE rows; a bad or absurd page is the first. */
 export function pageWindow(query: Record<string, unknown>): { page: number; offset: number; limit: number } {
-  const raw = Number(query.page);
-  const page = Number.isInteger(raw) && raw >= 1 && raw <= 100_000 ? raw : 1;
+  // Decimal digits only: `Number()` alone would also read `0x10`, `1e2` and ` 1`.
+  const raw = typeof query.page === 'string' && /^[0-9]{1,6}$/.test(query.page) ? Number(query.page) : 1;
+  const page = raw >= 1 && raw <= 100_000 ? raw : 1;
   return { page, offset: (page - 1) * PER_PAGE, limit: PER_PAGE };
 }
 

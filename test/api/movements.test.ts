@@ -253,6 +253,12 @@ forEachEngine(t, async (t, engine) => {
       ['page=Infinity', 'page'],
       ['page=NaN', 'page'],
       ['page=1.5', 'page'],
+      // Decimal digits only: JavaScript's Number() would read each of these as a page (issue 28).
+      ['page=0x10', 'page'],
+      ['page=1e2', 'page'],
+      ['page=%201', 'page'],
+      ['page=+1', 'page'],
+      ['per_page=0b11', 'per_page'],
       ['since=yesterday', 'since'],
       ['until=2026-13-45', 'until'],
       ['since=2026-02-31', 'since'],
