@@ -35,6 +35,8 @@ export const OWNERS = {
   webhook_delivery_tallies: 'src/webhooks/',
   console_users: 'src/console/',
   console_tokens: 'src/console/',
+  console_sign_in_attempts: 'src/console/',
+  console_sessions: 'src/console/',
 };
 const ALLOWED = ['src/db/', 'migrations/'];
 const SCANNED = ['src', 'commands'];

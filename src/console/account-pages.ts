@@ -15,12 +15,13 @@ import {
   sealTotpSecret,
 } from './totp.js';
 import { disableTotp, enableTotp } from './users.js';
+import { verifyPassword } from './passwords.js';
 import { csrfInput, noticeHtml, problemHtml } from './views.js';
 
 /*
  * The signed-in user's own account: whether their second factor (TOTP, totp.ts) is on, turning it on (a
- * new secret shown once, confirmed by a code from the app before anything is saved) and off (password and
- * a current code). Every user has this page, whatever their role; nobody sees or changes anyone else's
+ * new secret shown once, confirmed by the password and a code from the app before anything is saved) and
+ * off (password and a current code). Each check of the password counts as a sign-in attempt. Every user has this page, whatever their role; nobody sees or changes anyone else's
  * factor here: an operator removes a lost one with `svc console users reset --remove-totp`.
  */
 
@@ -95,6 +96,9 @@ ${form}`,
 </ol>
 <form method="post" action="${ACCOUNT}/totp/confirm" class="console-form">${csrfInput(claims.csrf)}
 <input type="hidden" name="enrolment" value="${escapeHtml(sealed)}">
+<input type="hidden" name="email" autocomplete="username" value="${escapeHtml(user.email)}">
+<label for="password">${escapeHtml(t('signin.password'))}</label>
+<input id="password" name="password" type="password" autocomplete="current-password" required maxlength="256">
 ${codeField(t('signin.totp'))}
 <button type="submit" class="primary">${escapeHtml(t('totp.confirm'))}</button>
 </form>
@@ -126,10 +130,20 @@ ${codeField(t('signin.totp'))}
     if (!secret) return renderAccount(ctx, 400, problemHtml(t('totp.expired')));
     const step = acceptedStep(base32Decode(secret)!, form.totp ?? '', now, null);
     if (step === null) return renderEnrolment(ctx, 400, secret, sealed, problemHtml(t('totp.wrong_code')));
+    // A session left open must not be enough to put a factor of someone else's on the account: the
+    // password again, counted as a sign-in attempt.
+    const password = (form.password ?? '').slice(0, 1024);
+    const confirmed = await kit.checkCredentials(ctx, async () =>
+      (await verifyPassword(password, user.password_hash)) ? user : null,
+    );
+    if (confirmed === 'throttled')
+      return renderEnrolment(ctx, 429, secret, sealed, problemHtml(t('signin.throttled')));
+    if (confirmed === null)
+      return renderEnrolment(ctx, 400, secret, sealed, problemHtml(t('totp.wrong_password')));
     const updated = await db.transaction((trx) =>
       enableTotp(trx, { userId: user.id, sealed: sealTotpSecret(secrets, user.id, secret), step, now }),
     );
-    kit.startSession(ctx, updated);
+    await kit.startSession(ctx, updated);
     state(ctx).user = updated;
     renderAccount(ctx, 200, noticeHtml(t('totp.enabled_done')));
   });
@@ -139,21 +153,18 @@ ${codeField(t('signin.totp'))}
     const t = words(ctx);
     if (user.totp_secret_sealed === null) return renderAccount(ctx, 409, problemHtml(t('totp.is_off')));
     const now = clock.now();
-    const result = await disableTotp(db, {
-      userId: user.id,
-      password: (form.password ?? '').slice(0, 1024),
-      checkTotp: codeChecker(secrets, form.totp?.slice(0, 16), now),
-      now,
-    });
-    if (!result.ok) {
-      const problem =
-        result.reason === 'locked'
-          ? t('signin.locked', { time: new Date(result.lockedUntil!).toISOString().slice(11, 16) })
-          : t('totp.wrong');
-      return renderAccount(ctx, result.reason === 'locked' ? 423 : 400, problemHtml(problem));
-    }
-    kit.startSession(ctx, result.user);
-    state(ctx).user = result.user;
+    const result = await kit.checkCredentials(ctx, () =>
+      disableTotp(db, {
+        userId: user.id,
+        password: (form.password ?? '').slice(0, 1024),
+        checkTotp: codeChecker(secrets, form.totp?.slice(0, 16), now),
+        now,
+      }),
+    );
+    if (result === 'throttled') return renderAccount(ctx, 429, problemHtml(t('signin.throttled')));
+    if (result === null) return renderAccount(ctx, 400, problemHtml(t('totp.wrong')));
+    await kit.startSession(ctx, result);
+    state(ctx).user = result;
     renderAccount(ctx, 200, noticeHtml(t('totp.disabled_done')));
   });
 }

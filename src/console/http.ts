@@ -1,5 +1,5 @@
+import { randomBytes, timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import Router from '@koa/router';
 import type { Context, Next } from 'koa';
@@ -13,16 +13,24 @@ import { escapeHtml } from '../widget/page.js';
 import { consoleMessage, wordsFor, type ConsoleMessageKey } from './messages.js';
 import { PasswordChecksBusy } from './passwords.js';
 import { acceptPage, layout, messagePage, signInPage, type PageContext } from './pages.js';
+import { csrfMatches, newSession, renewal, signSession, verifySession } from './session-token.js';
 import {
-  csrfMatches,
-  newSession,
-  renewal,
-  signSession,
-  verifySession,
-  SESSION_TTL_MS,
-} from './session-token.js';
-import { setPasswordWithToken, signIn, userOfSession, userOfToken, type ConsoleUserRow } from './users.js';
-import { LoginThrottle } from './throttle.js';
+  setPasswordWithToken,
+  signIn,
+  userOfEmail,
+  userOfSession,
+  userOfToken,
+  type ConsoleUserRow,
+} from './users.js';
+import { ATTEMPTS_KEY_LABEL, reserveAttempt, settleSuccess } from './sign-in-attempts.js';
+import { endSession, openSession } from './sessions.js';
+import {
+  KNOWN_DEVICE_COOKIE,
+  knownDeviceCookie,
+  newKnownDevice,
+  signKnownDevice,
+  verifyKnownDevice,
+} from './known-device.js';
 import { seesOrganisation, type ConsoleScope } from './access.js';
 import { registerKeyPages } from './keys-pages.js';
 import { registerLinkPages } from './links-pages.js';
@@ -67,6 +75,54 @@ function sessionCookie(token: string, maxAgeMs: number): string {
   return `${SESSION_COOKIE}=${token}; Path=/console; Max-Age=${Math.max(0, Math.floor(maxAgeMs / 1000))}; HttpOnly; Secure; SameSite=Strict`;
 }
 
+/**
+ * The sign-in and invitation forms come before any session, so their CSRF token is a random value of their
+ * own, in a cookie and in the form (the cookie is SameSite=Strict: another site's form carries neither).
+ */
+const FORM_COOKIE = 'svc_console_form';
+const FORM_TOKEN = /^[A-Za-z0-9_-]{24}$/;
+
+function formTokenCookie(token: string): string {
+  return `${FORM_COOKIE}=${token}; Path=/console; Max-Age=7200; HttpOnly; Secure; SameSite=Strict`;
+}
+
+/** This browser's pre-session form token, issued with the page when it has none. */
+function formToken(ctx: Context): string {
+  const held = readCookie(ctx, FORM_COOKIE);
+  if (held && FORM_TOKEN.test(held)) return held;
+  const token = randomBytes(18).toString('base64url');
+  ctx.append('Set-Cookie', formTokenCookie(token));
+  return token;
+}
+
+/** Whether a pre-session form came back with the token its browser holds (compared in constant time). */
+function formTokenMatches(ctx: Context, given: string | undefined): boolean {
+  const held = readCookie(ctx, FORM_COOKIE);
+  if (!held || !FORM_TOKEN.test(held) || typeof given !== 'string') return false;
+  const a = Buffer.from(held);
+  const b = Buffer.from(given);
+  return a.length === b.length && timingSafeEqual(a, b);
+}
+
+/**
+ * Whether a POST comes from the console's own pages as far as the browser says: a browser sends
+ * Sec-Fetch-Site, and Origin on a form's POST; a request with neither (a script, curl) is judged by its
+ * tokens alone. The console's pages send no referrer, so their own forms come with `Origin: null`, which
+ * says nothing and leaves it to Sec-Fetch-Site. The host is compared, not the scheme: behind a TLS proxy the
+ * browser's https is this server's http.
+ */
+function sameOrigin(ctx: Context): boolean {
+  const site = ctx.get('Sec-Fetch-Site');
+  if (site && site !== 'same-origin' && site !== 'none') return false;
+  const origin = ctx.get('Origin');
+  if (!origin || origin === 'null') return true;
+  try {
+    return new URL(origin).host === ctx.host;
+  } catch {
+    return false;
+  }
+}
+
 function readCookie(ctx: Context, name: string): string | null {
   const header = ctx.get('Cookie');
   for (const part of header.split(';')) {
@@ -95,7 +151,6 @@ async function form(ctx: Context): Promise<Record<string, string>> {
 
 export function consoleRouter(services: AppServices): Router {
   const { config, db, clock, secrets } = services;
-  const throttle = new LoginThrottle();
   const css = readFileSync(`${STATIC_DIR}console.css`, 'utf8');
   const js = readFileSync(`${STATIC_DIR}console.js`, 'utf8');
   const router = new Router({ prefix: '/console' });
@@ -143,6 +198,58 @@ export function consoleRouter(services: AppServices): Router {
     state.scope = { orgId: organisation.id, orgName: organisation.name, mode };
     await next();
   };
+  const attemptsKey = secrets.derivedKey(ATTEMPTS_KEY_LABEL)!.key;
+  /**
+   * A password (and code) check, counted before it runs (sign-in-attempts.ts): from a browser known to this
+   * user against the browser's budget, otherwise against the email's; always against the address's. Over a
+   * budget it answers 'throttled' with Retry-After and checks nothing. A success starts the counts again
+   * and makes the browser known to the user.
+   */
+  const guarded = async <T extends { ok: boolean; user?: ConsoleUserRow }>(
+    ctx: Context,
+    email: string,
+    user: ConsoleUserRow | undefined,
+    now: number,
+    check: () => Promise<T>,
+  ): Promise<T | 'throttled'> => {
+    const device = verifyKnownDevice(secrets, readCookie(ctx, KNOWN_DEVICE_COOKIE), now);
+    const knownHere = device !== null && user !== undefined && device.userId === user.id;
+    const reservation = await reserveAttempt(
+      db,
+      attemptsKey,
+      [
+        { kind: 'address', value: ctx.ip },
+        knownHere ? { kind: 'device', value: device.deviceId } : { kind: 'email', value: email },
+      ],
+      now,
+    );
+    if (!reservation.ok) {
+      ctx.set('Retry-After', String(Math.max(1, Math.ceil(reservation.retryAfterMs / 1000))));
+      return 'throttled';
+    }
+    let result: T;
+    try {
+      result = await check();
+    } finally {
+      reservation.release();
+    }
+    if (result.ok && result.user) {
+      await settleSuccess(db, reservation.subjects);
+      const token = signKnownDevice(secrets, knownHere ? device : newKnownDevice(result.user.id, now));
+      ctx.append('Set-Cookie', knownDeviceCookie(token));
+    }
+    return result;
+  };
+  /**
+   * A new session for `user`, as this response's cookie: a row on the server and a token naming it. A
+   * change of credentials passes the session's own sign-in time, so that it never extends the session.
+   */
+  const beginSession = async (ctx: Context, user: ConsoleUserRow, now: number, authTime = now) => {
+    const sid = await db.transaction((trx) => openSession(trx, user.id, authTime, now));
+    const claims = newSession(user.id, sid, Number(user.session_epoch), now, authTime);
+    ctx.append('Set-Cookie', sessionCookie(signSession(secrets, claims), claims.exp - now));
+    return claims;
+  };
   const kit: ConsoleKit = {
     services,
     scoped,
@@ -151,10 +258,17 @@ export function consoleRouter(services: AppServices): Router {
     refuse: (ctx, status, key) => refuse(ctx, status, key),
     state: (ctx) => ctx.state.console as ConsoleState & { scope: ConsoleScope },
     words: (ctx) => wordsFor((ctx.state.console as ConsoleState).locale),
-    startSession: (ctx, user) => {
-      const claims = newSession(user.id, Number(user.session_epoch), clock.now());
-      ctx.append('Set-Cookie', sessionCookie(signSession(secrets, claims), SESSION_TTL_MS));
-      (ctx.state.console as ConsoleState).claims = claims;
+    checkCredentials: async (ctx, check) => {
+      const { user } = ctx.state.console as ConsoleState;
+      const result = await guarded(ctx, user.email, user, clock.now(), async () => {
+        const changed = await check();
+        return changed ? { ok: true, user: changed } : { ok: false };
+      });
+      return result === 'throttled' ? result : (result.user ?? null);
+    },
+    startSession: async (ctx, user) => {
+      const state = ctx.state.console as ConsoleState;
+      state.claims = await beginSession(ctx, user, clock.now(), state.claims.auth_time);
     },
   };
 
@@ -172,6 +286,7 @@ export function consoleRouter(services: AppServices): Router {
     ctx.set('Vary', 'Accept-Language, Cookie');
     // The console's only credential is its session: an API key sent here is a mistake worth naming.
     if (ctx.get('Authorization')) return refuse(ctx, 401, 'error.api_key');
+    if (ctx.method === 'POST' && !sameOrigin(ctx)) return refuse(ctx, 403, 'error.csrf');
     try {
       await next();
     } catch (error) {
@@ -204,7 +319,12 @@ export function consoleRouter(services: AppServices): Router {
     send(
       ctx,
       200,
-      signInPage(pageContext(ctx), { email: '', problem: expired ? 'signin.expired' : null, askTotp: false }),
+      signInPage(pageContext(ctx), {
+        email: '',
+        problem: expired ? 'signin.expired' : null,
+        askTotp: false,
+        formToken: formToken(ctx),
+      }),
     );
   });
 
@@ -217,37 +337,45 @@ export function consoleRouter(services: AppServices): Router {
       problem: ConsoleMessageKey,
       values?: Record<string, string>,
       askTotp = false,
-    ) => send(ctx, status, signInPage(pageContext(ctx), { email, problem, problemValues: values, askTotp }));
+    ) =>
+      send(
+        ctx,
+        status,
+        signInPage(pageContext(ctx), {
+          email,
+          problem,
+          problemValues: values,
+          askTotp,
+          formToken: formToken(ctx),
+        }),
+      );
+    if (!formTokenMatches(ctx, fields._csrf)) return page(403, 'signin.form_expired');
     // The code field is there once the page has asked for it: from then on every answer asks again, and a
     // wrong password or code gets one message, so this step does not tell which of the two was wrong. The
     // password is typed again each time (a password manager fills it): it is never sent back in the page.
     const askedTotp = fields.totp !== undefined;
-    if (!throttle.allows(ctx.ip, now)) return page(429, 'signin.throttled', undefined, askedTotp);
-    const result = await signIn(db, {
-      email,
-      password: (fields.password ?? '').slice(0, 1024),
-      checkTotp: codeChecker(secrets, fields.totp?.slice(0, 16), now, (user) =>
-        services.logger.warn(
-          { user },
-          "a console user's second factor does not open (a master key this process lacks, or a damaged row); svc console users reset --remove-totp removes it",
+    const user = await userOfEmail(db.knex, email);
+    const result = await guarded(ctx, email, user, now, () =>
+      signIn(db, {
+        user,
+        password: (fields.password ?? '').slice(0, 1024),
+        checkTotp: codeChecker(secrets, fields.totp?.slice(0, 16), now, (row) =>
+          services.logger.warn(
+            { user: row },
+            "a console user's second factor does not open (a master key this process lacks, or a damaged row); svc console users reset --remove-totp removes it",
+          ),
         ),
-      ),
-      now,
-    });
+        now,
+      }),
+    );
+    if (result === 'throttled') return page(429, 'signin.throttled', undefined, askedTotp);
     if (result.ok) {
-      throttle.succeeded(ctx.ip);
-      const claims = newSession(result.user.id, Number(result.user.session_epoch), now);
-      ctx.append('Set-Cookie', sessionCookie(signSession(secrets, claims), SESSION_TTL_MS));
+      await beginSession(ctx, result.user, now);
       ctx.redirect('/console');
       ctx.status = 303;
       return;
     }
-    throttle.failed(ctx.ip, now);
     if (result.reason === 'second_factor') return page(401, 'signin.second_factor', undefined, true);
-    if (result.reason === 'locked')
-      return page(423, 'signin.locked', { time: new Date(result.lockedUntil!).toISOString().slice(11, 16) });
-    // Each failure in a row answers more slowly: 0.25 s, 0.5 s, 1 s, 2 s (then the account locks).
-    await sleep(Math.min(250 * 2 ** Math.max(0, result.failures - 1), 4_000));
     return askedTotp ? page(401, 'totp.wrong', undefined, true) : page(401, 'signin.wrong');
   });
 
@@ -257,7 +385,12 @@ export function consoleRouter(services: AppServices): Router {
     send(
       ctx,
       200,
-      acceptPage(pageContext(ctx), { email: found.user.email, token: ctx.params.token!, problem: null }),
+      acceptPage(pageContext(ctx), {
+        email: found.user.email,
+        token: ctx.params.token!,
+        problem: null,
+        formToken: formToken(ctx),
+      }),
     );
   });
 
@@ -267,8 +400,13 @@ export function consoleRouter(services: AppServices): Router {
     const now = clock.now();
     const found = await userOfToken(db.reader, token, now);
     if (!found) return refuse(ctx, 404, 'accept.invalid');
-    const again = (problem: string) =>
-      send(ctx, 400, acceptPage(pageContext(ctx), { email: found.user.email, token, problem }));
+    const again = (problem: string, status = 400) =>
+      send(
+        ctx,
+        status,
+        acceptPage(pageContext(ctx), { email: found.user.email, token, problem, formToken: formToken(ctx) }),
+      );
+    if (!formTokenMatches(ctx, fields._csrf)) return again(text(ctx, 'signin.form_expired'), 403);
     if ((fields.password ?? '') !== (fields.confirm ?? '')) return again(text(ctx, 'accept.mismatch'));
     let user: ConsoleUserRow;
     try {
@@ -277,8 +415,7 @@ export function consoleRouter(services: AppServices): Router {
       if (error instanceof ApiError && error.status === 400) return again(error.message);
       throw error;
     }
-    const claims = newSession(user.id, Number(user.session_epoch), now);
-    ctx.append('Set-Cookie', sessionCookie(signSession(secrets, claims), SESSION_TTL_MS));
+    await beginSession(ctx, user, now);
     ctx.redirect('/console');
     ctx.status = 303;
   });
@@ -294,7 +431,7 @@ export function consoleRouter(services: AppServices): Router {
     const now = clock.now();
     const token = readCookie(ctx, SESSION_COOKIE);
     const claims = token ? verifySession(secrets, token, now) : null;
-    const user = claims ? await userOfSession(db.reader, claims) : null;
+    const user = claims ? await userOfSession(db.reader, claims, now) : null;
     if (!claims || !user) {
       if (token) ctx.append('Set-Cookie', sessionCookie('', 0));
       if (ctx.method === 'GET' || ctx.method === 'HEAD') {
@@ -368,13 +505,14 @@ export function consoleRouter(services: AppServices): Router {
 
   router.post('/logout', async (ctx) => {
     const state = ctx.state.console as ConsoleState;
-    await db.transaction((trx) =>
-      recordAudit(
+    await db.transaction(async (trx) => {
+      await endSession(trx, state.claims.sid);
+      await recordAudit(
         trx,
         { orgId: state.user.org_id, actor: `console:${state.user.id}`, action: 'console.signed_out' },
         clock.now(),
-      ),
-    );
+      );
+    });
     ctx.append('Set-Cookie', sessionCookie('', 0));
     ctx.redirect('/console/login');
     ctx.status = 303;

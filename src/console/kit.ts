@@ -33,8 +33,19 @@ export interface ConsoleKit {
   pageContext(ctx: Context, section?: string): PageContext;
   refuse(ctx: Context, status: number, key: ConsoleMessageKey): void;
   state(ctx: Context): ConsoleState & { scope: ConsoleScope };
-  /** A new session for `user` (after a change that moved their session epoch on), as this response's cookie. */
-  startSession(ctx: Context, user: ConsoleUserRow): void;
+  /**
+   * A new session for `user` (after a change that moved their session epoch on), as this response's cookie;
+   * it ends when the current one would have (a change of credentials extends no session).
+   */
+  startSession(ctx: Context, user: ConsoleUserRow): Promise<void>;
   /** The signed-in user's translator. */
   words(ctx: Context): Words;
+  /**
+   * A check of the signed-in user's password (and code), counted as a sign-in attempt first: the user as the
+   * check leaves them, null for a wrong password or code, 'throttled' (with Retry-After) over the budget.
+   */
+  checkCredentials(
+    ctx: Context,
+    check: () => Promise<ConsoleUserRow | null>,
+  ): Promise<ConsoleUserRow | null | 'throttled'>;
 }

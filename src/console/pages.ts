@@ -111,6 +111,8 @@ export function signInPage(
     problem: ConsoleMessageKey | null;
     problemValues?: Record<string, string>;
     askTotp: boolean;
+    /** The pre-session CSRF token (http.ts), which the form sends back. */
+    formToken: string;
   },
 ): string {
   const t = translator(context.locale);
@@ -126,7 +128,7 @@ export function signInPage(
     context,
     consoleMessage(context.locale, 'signin.title'),
     `${problem}
-<form method="post" action="/console/login" class="console-form"${described}>
+<form method="post" action="/console/login" class="console-form"${described}>${csrfField(form.formToken)}
 <label for="email">${t('signin.email')}</label>
 <input id="email" name="email" type="email" autocomplete="username" required maxlength="254" value="${escapeHtml(form.email)}">
 <label for="password">${t('signin.password')}</label>
@@ -139,7 +141,7 @@ ${totp}
 
 export function acceptPage(
   context: PageContext,
-  form: { email: string; token: string; problem: string | null },
+  form: { email: string; token: string; problem: string | null; formToken: string },
 ): string {
   const t = translator(context.locale);
   const problem = form.problem ? `<p class="error" role="alert">${escapeHtml(form.problem)}</p>` : '';
@@ -148,7 +150,7 @@ export function acceptPage(
     consoleMessage(context.locale, 'accept.title'),
     `<p>${t('accept.intro', { email: form.email })}</p>
 ${problem}
-<form method="post" action="/console/accept/${encodeURIComponent(form.token)}" class="console-form">
+<form method="post" action="/console/accept/${encodeURIComponent(form.token)}" class="console-form">${csrfField(form.formToken)}
 <input type="hidden" name="email" autocomplete="username" value="${escapeHtml(form.email)}">
 <label for="password">${t('accept.password')}</label>
 <input id="password" name="password" type="password" autocomplete="new-password" required minlength="12" maxlength="256">

@@ -6,8 +6,8 @@ import type { SecretBox } from '../secrets/secret-box.js';
  * Signed with a key derived from the master key for this purpose only (its id in the header's `kid`), so
  * every API node of one installation checks every other's sessions and nothing else can make one; an API
  * key, a widget token or a JWT signed for anything else never checks. Short-lived (15 minutes, renewed
- * while in use, 12 hours at most from sign-in), and bound to the user's `session_epoch`, so a reset or a
- * disable ends it at once. It carries the CSRF token the pages put in their forms: a cross-site page can
+ * while in use, 12 hours at most from sign-in), naming its row on the server (sessions.ts), which signing
+ * out removes, and bound to the user's `session_epoch`, so a reset or a disable ends it at once. It carries the CSRF token the pages put in their forms: a cross-site page can
  * neither read the cookie nor the token.
  */
 
@@ -20,6 +20,8 @@ const CLOCK_SKEW_MS = 60_000;
 export interface SessionClaims {
   /** The console user's id. */
   sub: string;
+  /** The session's row on the server (sessions.ts): the session holds while the row is there. */
+  sid: string;
   /** The user's session epoch when the session was signed. */
   epoch: number;
   /** Random, per session: what every change must carry back. */
@@ -39,15 +41,25 @@ export function signSession(secrets: SecretBox, claims: SessionClaims): string {
   return `${unsigned}.${createHmac('sha256', signing.key).update(unsigned).digest('base64url')}`;
 }
 
-/** New claims for a user who just signed in. */
-export function newSession(userId: string, epoch: number, now: number): SessionClaims {
+/**
+ * New claims for session `sid` of a user who signed in at `authTime` (now, or for a change of credentials
+ * the session's own sign-in: such a change never extends how long a session may last).
+ */
+export function newSession(
+  userId: string,
+  sid: string,
+  epoch: number,
+  now: number,
+  authTime = now,
+): SessionClaims {
   return {
     sub: userId,
+    sid,
     epoch,
     csrf: randomBytes(18).toString('base64url'),
     iat: now,
-    exp: now + SESSION_TTL_MS,
-    auth_time: now,
+    exp: Math.min(now + SESSION_TTL_MS, authTime + SESSION_MAX_AGE_MS),
+    auth_time: authTime,
   };
 }
 
@@ -90,6 +102,7 @@ export function verifySession(secrets: SecretBox, token: string, now: number): S
   if (
     !claims ||
     typeof claims.sub !== 'string' ||
+    typeof claims.sid !== 'string' ||
     typeof claims.csrf !== 'string' ||
     !Number.isSafeInteger(claims.epoch) ||
     !Number.isSafeInteger(claims.iat) ||

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Knex } from 'knex';
 import { recordAudit } from '../audit/audit-log.js';
 import { toIso } from '../clock/clock.js';
+import { endSessionsOf, sessionIsOpen } from './sessions.js';
 import type { Database } from '../db/database.js';
 import { fetchPage, type PageWindow } from '../db/paging.js';
 import { errors } from '../errors/api-error.js';
@@ -11,8 +12,8 @@ import { hashPassword, passwordProblem, verifyPassword } from './passwords.js';
 
 /*
  * Console users and what happens to them: invited and reset from the CLI (the appliance sends no mail, so
- * the CLI prints the link), a password set through that link, signing in with throttling and lock-out, and
- * disabling. Every change is written to the audit log with who made it.
+ * the CLI prints the link), a password set through that link, signing in (its guessing budgets are in
+ * sign-in-attempts.ts), and disabling. Every change is written to the audit log with who made it.
  */
 
 export type ConsoleRole = 'operator' | 'admin' | 'support';
@@ -49,7 +50,6 @@ export function presentConsoleUser(row: ConsoleUserRow) {
     org_id: row.org_id,
     status: row.status,
     totp: row.totp_secret_sealed !== null,
-    locked_until: toIso(row.locked_until),
     last_login_at: toIso(row.last_login_at),
     created_at: toIso(row.created_at)!,
   };
@@ -58,9 +58,6 @@ export function presentConsoleUser(row: ConsoleUserRow) {
 /** An invitation is good for a week; a reset link for an hour (it replaces a forgotten password). */
 export const INVITATION_TTL_MS = 7 * 86_400_000;
 export const RESET_TTL_MS = 3_600_000;
-/** Failed sign-ins in a row before an account locks, and how long it stays locked. */
-export const LOCK_AFTER_FAILURES = 5;
-export const LOCK_MS = 15 * 60_000;
 
 const EMAIL = /^[^\s@<>"']{1,64}@[^\s@<>"']{1,189}\.[^\s@<>"']{2,}$/;
 
@@ -213,6 +210,7 @@ export async function disableConsoleUser(
   await trx('console_users')
     .where({ id: user.id })
     .update({ status: 'disabled', session_epoch: user.session_epoch + 1, updated_at: now });
+  await endSessionsOf(trx, user.id);
   await trx('console_tokens').where({ user_id: user.id }).whereNull('used_at').delete();
   await recordAudit(
     trx,
@@ -230,7 +228,7 @@ export async function disableConsoleUser(
 
 /**
  * A password reset: a link to set a new password (an invited user gets a new invitation instead). Ends the
- * user's sessions and lifts a lock-out; `removeTotp` also removes a second factor the user lost.
+ * user's sessions; `removeTotp` also removes a second factor the user lost.
  */
 export async function resetConsoleUser(
   trx: Knex,
@@ -242,12 +240,11 @@ export async function resetConsoleUser(
     throw errors.conflict('console_user_disabled', `${user.email} is disabled; it cannot be reset.`);
   const changes = {
     session_epoch: user.session_epoch + 1,
-    failed_logins: 0,
-    locked_until: null,
     updated_at: options.now,
     ...(options.removeTotp ? { totp_secret_sealed: null, totp_last_step: null } : {}),
   };
   await trx('console_users').where({ id: user.id }).update(changes);
+  await endSessionsOf(trx, user.id);
   const purpose: TokenPurpose = user.status === 'invited' ? 'invite' : 'reset';
   const token = await issueToken(trx, user.id, purpose, options.now);
   await recordAudit(
@@ -311,13 +308,12 @@ export async function setPasswordWithToken(
     password_hash: passwordHash,
     status: 'active' as const,
     session_epoch: found.user.session_epoch + 1,
-    failed_logins: 0,
-    locked_until: null,
     // The link signs them in (the console's accept page): the users list shows it as their last sign-in.
     last_login_at: now,
     updated_at: now,
   };
   await trx('console_users').where({ id: found.user.id }).update(changes);
+  await endSessionsOf(trx, found.user.id);
   await auditOwnAction(
     trx,
     found.user,
@@ -328,8 +324,7 @@ export async function setPasswordWithToken(
 }
 
 export type SignInResult =
-  | { ok: true; user: ConsoleUserRow }
-  | { ok: false; reason: 'wrong' | 'locked' | 'second_factor'; lockedUntil?: number; failures: number };
+  { ok: true; user: ConsoleUserRow } | { ok: false; reason: 'wrong' | 'second_factor' };
 
 /**
  * What a second factor's check answers: the TOTP step the code was accepted for (to be recorded so that it
@@ -354,51 +349,46 @@ const factorOf = (user: ConsoleUserRow, sealed: string): SecondFactor => ({
   lastStep: asStep(user.totp_last_step),
 });
 
+/** The user an email names, whatever their status; the sign-in check takes the same time without one. */
+export async function userOfEmail(db: Knex, email: string): Promise<ConsoleUserRow | undefined> {
+  return db('console_users')
+    .where({ email: normaliseEmail(email) })
+    .first();
+}
+
 /**
- * Checks an email and password, and the second factor through `checkTotp` for a user who has one (given
- * the sealed secret and the last step accepted). Failures in a row, a wrong code as much as a wrong
- * password, lock the account for LOCK_MS after LOCK_AFTER_FAILURES; a locked account answers `locked`
- * without checking anything. An unknown email costs the same hash as a known one. A right password with no
- * code is not a failure (it is the first half of signing in) and counts nothing.
+ * Checks a password, and the second factor through `checkTotp` for a user who has one (given the sealed
+ * secret and the last step accepted). An unknown email or a disabled user costs the same hash and answers
+ * as a wrong password does. How often anyone may try is sign-in-attempts.ts's business, counted before this
+ * runs. A wrong password or code of a user is audited.
  */
 export async function signIn(
   db: Database,
   input: {
-    email: string;
+    user: ConsoleUserRow | undefined;
     password: string;
     checkTotp: (factor: SecondFactor) => FactorCheck;
     now: number;
   },
 ): Promise<SignInResult> {
-  const email = normaliseEmail(input.email);
-  const user: ConsoleUserRow | undefined = await db.knex('console_users').where({ email }).first();
-  if (user && isLocked(user, input.now)) {
-    return {
-      ok: false,
-      reason: 'locked',
-      lockedUntil: Number(user.locked_until),
-      failures: user.failed_logins,
-    };
-  }
+  const { user } = input;
   const passwordOk = await verifyPassword(
     input.password,
     user?.status === 'active' ? user.password_hash : null,
   );
-  if (!user) return { ok: false, reason: 'wrong', failures: 0 };
+  if (!user) return { ok: false, reason: 'wrong' };
   // false: a failure; null: no second factor to check; a step: the code was right for it.
   const factor: FactorCheck | null = !passwordOk
     ? false
     : user.totp_secret_sealed !== null
       ? input.checkTotp(factorOf(user, user.totp_secret_sealed))
       : null;
-  if (factor === 'missing') return { ok: false, reason: 'second_factor', failures: user.failed_logins };
+  if (factor === 'missing') return { ok: false, reason: 'second_factor' };
   if (factor !== false) {
     const signedIn = await db.transaction(async (trx) => {
       // The step is claimed in the same statement that checks it is newer than the last one, so two
       // sign-ins racing with one code cannot both win.
       const claimed = await spendStep(trx, user.id, factor).update({
-        failed_logins: 0,
-        locked_until: null,
         last_login_at: input.now,
         ...(factor === null ? {} : { totp_last_step: factor }),
       });
@@ -408,11 +398,8 @@ export async function signIn(
     });
     if (signedIn) return { ok: true, user };
   }
-  return db.transaction((trx) => recordFailure(trx, user, input.now));
-}
-
-function isLocked(user: ConsoleUserRow, now: number): boolean {
-  return user.locked_until !== null && Number(user.locked_until) > now;
+  await db.transaction((trx) => recordFailure(trx, user, input.now));
+  return { ok: false, reason: 'wrong' };
 }
 
 /** An update of the user that applies only while `step` (when there is one) is later than their last. */
@@ -422,31 +409,19 @@ function spendStep(trx: Knex, userId: string, step: number | null) {
   return query;
 }
 
-/** One more failure in a row (a wrong password or code): audited, and at LOCK_AFTER_FAILURES a lock. */
-async function recordFailure(
-  trx: Knex,
-  user: ConsoleUserRow,
-  now: number,
-): Promise<Extract<SignInResult, { ok: false }>> {
-  const failures = user.failed_logins + 1;
-  const lockedUntil = failures >= LOCK_AFTER_FAILURES ? now + LOCK_MS : null;
-  await trx('console_users')
-    .where({ id: user.id })
-    .update({ failed_logins: lockedUntil === null ? failures : 0, locked_until: lockedUntil });
-  await recordAudit(
+/** A wrong password or code of a known user, in the audit log (never what was typed). */
+function recordFailure(trx: Knex, user: ConsoleUserRow, now: number): Promise<void> {
+  return recordAudit(
     trx,
     {
       orgId: user.org_id,
       actor: 'console:anonymous',
-      action: lockedUntil === null ? 'console.sign_in_failed' : 'console.locked_out',
+      action: 'console.sign_in_failed',
       targetType: 'console_user',
       targetId: user.id,
     },
     now,
   );
-  return lockedUntil === null
-    ? { ok: false, reason: 'wrong', failures }
-    : { ok: false, reason: 'locked', lockedUntil, failures };
 }
 
 /**
@@ -473,17 +448,16 @@ export async function enableTotp(
     .whereNull('totp_secret_sealed')
     .update(changes);
   if (turnedOn === 0) throw errors.conflict('console_totp_on', 'The second factor is already on.');
+  await endSessionsOf(trx, user.id);
   await auditOwnAction(trx, user, 'console.totp_enabled', input.now);
   return { ...user, ...changes };
 }
 
-export type DisableTotpResult =
-  { ok: true; user: ConsoleUserRow } | { ok: false; reason: 'wrong' | 'locked'; lockedUntil?: number };
-
 /**
  * Turns the second factor off, for a signed-in user who gives their password and a current code again (a
- * session left open on a shared machine must not be enough). A wrong password or code counts as a failed
- * sign-in, toward the lock-out, so the form is no way around it to guess either. Every other session ends.
+ * session left open on a shared machine must not be enough). The caller counts the attempt as a sign-in
+ * attempt (sign-in-attempts.ts), so the form is no way around the sign-in's budget. Every other session
+ * ends. Answers the user as it now is, or null for a wrong password or code.
  */
 export async function disableTotp(
   db: Database,
@@ -493,12 +467,10 @@ export async function disableTotp(
     checkTotp: (factor: SecondFactor) => FactorCheck;
     now: number;
   },
-): Promise<DisableTotpResult> {
+): Promise<ConsoleUserRow | null> {
   const user = await findConsoleUser(db.knex, input.userId);
   if (user.totp_secret_sealed === null)
     throw errors.conflict('console_totp_off', 'The second factor is already off.');
-  if (isLocked(user, input.now))
-    return { ok: false, reason: 'locked', lockedUntil: Number(user.locked_until) };
   const passwordOk = await verifyPassword(input.password, user.password_hash);
   const factor = passwordOk ? input.checkTotp(factorOf(user, user.totp_secret_sealed)) : false;
   if (typeof factor === 'number') {
@@ -506,32 +478,32 @@ export async function disableTotp(
       totp_secret_sealed: null,
       totp_last_step: null,
       session_epoch: user.session_epoch + 1,
-      failed_logins: 0,
       updated_at: input.now,
     };
     const done = await db.transaction(async (trx) => {
       if ((await spendStep(trx, user.id, factor).update(changes)) === 0) return false;
+      await endSessionsOf(trx, user.id);
       await auditOwnAction(trx, user, 'console.totp_disabled', input.now);
       return true;
     });
-    if (done) return { ok: true, user: { ...user, ...changes } };
+    if (done) return { ...user, ...changes };
   }
-  const failed = await db.transaction((trx) => recordFailure(trx, user, input.now));
-  return {
-    ok: false,
-    reason: failed.reason === 'locked' ? 'locked' : 'wrong',
-    lockedUntil: failed.lockedUntil,
-  };
+  await db.transaction((trx) => recordFailure(trx, user, input.now));
+  return null;
 }
 
-/** The user a verified session belongs to, while it is still theirs: active, and the same session epoch. */
+/**
+ * The user a verified session belongs to, while it is still theirs: active, the same session epoch, and the
+ * session's row still there (not signed out, not past its lifetime).
+ */
 export async function userOfSession(
   db: Knex,
-  claims: { sub: string; epoch: number },
+  claims: { sub: string; sid: string; epoch: number },
+  now: number,
 ): Promise<ConsoleUserRow | null> {
   const user: ConsoleUserRow | undefined = await db('console_users').where({ id: claims.sub }).first();
   if (!user || user.status !== 'active' || Number(user.session_epoch) !== claims.epoch) return null;
-  return user;
+  return (await sessionIsOpen(db, claims.sid, user.id, now)) ? user : null;
 }
 
 /** An audit entry for something a console user did to their own account, as that user. */

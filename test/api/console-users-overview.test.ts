@@ -13,6 +13,7 @@ import {
   type TestApp,
 } from '../helpers/harness.js';
 import { startReceiver } from '../helpers/receiver.js';
+import { preSessionToken } from '../helpers/console.js';
 
 /*
  * The console's overview and its user management, over real HTTP on both engines (issue 18). The overview's
@@ -35,14 +36,18 @@ type Client = (
 
 /** Signs in with a password through the form and answers a console client with that session. */
 async function signIn(app: TestApp, email: string): Promise<Client> {
+  const form = await preSessionToken(app.url);
   const response = await fetch(`${app.url}/console/login`, {
     method: 'POST',
-    headers: { 'content-type': 'application/x-www-form-urlencoded' },
-    body: new URLSearchParams({ email, password: PASSWORD }).toString(),
+    headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: form.cookie },
+    body: new URLSearchParams({ _csrf: form.token, email, password: PASSWORD }).toString(),
     redirect: 'manual',
   });
   if (response.status !== 303) throw new Error(`sign-in of ${email}: ${response.status}`);
-  const cookie = response.headers.getSetCookie()[0]!.split(';')[0]!;
+  const cookie = response.headers
+    .getSetCookie()
+    .find((set) => set.startsWith('svc_console='))!
+    .split(';')[0]!;
   const home = await fetch(`${app.url}/console/orgs`, { headers: { cookie }, redirect: 'manual' });
   const csrf = /name="_csrf" value="([^"]+)"/.exec(await home.text())?.[1] ?? '';
   return async (method, path, form = {}) => {
@@ -284,10 +289,11 @@ forEachEngine(t, async (t, engine) => {
     const accept = await fetch(`${app.url}/console/accept/${token}`);
     t.equal(accept.status, 200, 'the link opens the accept page');
     t.match(await accept.text(), 'ana@lender.cl');
+    const form = await preSessionToken(app.url);
     const chosen = await fetch(`${app.url}/console/accept/${token}`, {
       method: 'POST',
-      headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      body: new URLSearchParams({ password: PASSWORD, confirm: PASSWORD }).toString(),
+      headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: form.cookie },
+      body: new URLSearchParams({ _csrf: form.token, password: PASSWORD, confirm: PASSWORD }).toString(),
       redirect: 'manual',
     });
     t.equal(chosen.status, 303, 'a password chosen signs them in');

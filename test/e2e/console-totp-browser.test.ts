@@ -54,6 +54,7 @@ forEachEngine(t, async (t, engine) => {
     const step = totpStep(app.clock.now());
     const near = new Set([-1, 0, 1].map((offset) => hotp(secret, step + offset)));
     const wrong = ['000000', '111111', '222222', '333333'].find((code) => !near.has(code))!;
+    await page.getByLabel('Password').fill(PASSWORD);
     await page.getByLabel('Verification code (6 digits)').fill(wrong);
     await page.getByRole('button', { name: 'Confirm and turn on' }).click();
     await page.locator('.error').waitFor();
@@ -61,6 +62,7 @@ forEachEngine(t, async (t, engine) => {
     t.equal(await page.locator('#totp-secret').innerText(), shown, 'the same key, to try again');
     await look(page, 'enrol-wrong');
 
+    await page.getByLabel('Password').fill(PASSWORD);
     await page.getByLabel('Verification code (6 digits)').fill(totpCode(secret, app.clock.now()));
     await page.getByRole('button', { name: 'Confirm and turn on' }).click();
     await page.locator('.notice').waitFor();

@@ -27,6 +27,7 @@ import {
   withDatabase,
 } from '../helpers/cli.js';
 import { independentlyVerified, startReceiver } from '../helpers/receiver.js';
+import { preSessionToken } from '../helpers/console.js';
 
 /*
  * Canaries: unique random values used as bank passwords, MFA codes, webhook secrets, widget tokens and API
@@ -567,15 +568,20 @@ forEachEngine(t, async (t, engine) => {
     canaries.set('console password', password);
     canaries.set('wrong console password', wrongPassword);
     /** A console request; its answer (body and headers) is searched at the end like every other. */
+    const preSession = await preSessionToken(serve.url);
     const consolePage = async (method: string, path: string, form?: Record<string, string>, cookie = '') => {
+      // The sign-in and invitation forms carry the pre-session token the sign-in page handed out.
+      const beforeSession = path === '/console/login' || path.startsWith('/console/accept/');
       const response = await fetch(`${serve.url}${path}`, {
         method,
         redirect: 'manual',
         headers: {
-          cookie,
+          cookie: beforeSession ? preSession.cookie : cookie,
           ...(form ? { 'content-type': 'application/x-www-form-urlencoded' } : {}),
         },
-        body: form ? new URLSearchParams(form).toString() : undefined,
+        body: form
+          ? new URLSearchParams(beforeSession ? { _csrf: preSession.token, ...form } : form).toString()
+          : undefined,
       });
       const text = await response.text();
       outputs.push({
@@ -586,7 +592,11 @@ forEachEngine(t, async (t, engine) => {
       return {
         status: response.status,
         text,
-        cookie: response.headers.getSetCookie()[0]?.split(';')[0] ?? '',
+        cookie:
+          response.headers
+            .getSetCookie()
+            .find((set) => set.startsWith('svc_console='))
+            ?.split(';')[0] ?? '',
       };
     };
     const accepted = await consolePage('POST', `/console/accept/${invitation}`, {

@@ -1,3 +1,4 @@
+import { Agent, fetch as undiciFetch } from 'undici';
 import { inviteConsoleUser, setPasswordWithToken, type ConsoleRole } from '../../src/console/users.js';
 import type { TestApp } from './harness.js';
 
@@ -16,13 +17,17 @@ export async function signedIn(
     inviteConsoleUser(trx, { email, role, orgId, actor: 'cli:test', now: app.clock.now() }),
   );
   const user = await app.db.transaction((trx) => setPasswordWithToken(trx, token, PASSWORD, app.clock.now()));
+  const form = await preSessionToken(app.url);
   const response = await fetch(`${app.url}/console/login`, {
     method: 'POST',
-    headers: { 'content-type': 'application/x-www-form-urlencoded' },
-    body: new URLSearchParams({ email, password: PASSWORD }).toString(),
+    headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: form.cookie },
+    body: new URLSearchParams({ _csrf: form.token, email, password: PASSWORD }).toString(),
     redirect: 'manual',
   });
-  const cookie = response.headers.getSetCookie()[0]!.split(';')[0]!;
+  const cookie = response.headers
+    .getSetCookie()
+    .find((set) => set.startsWith('svc_console='))!
+    .split(';')[0]!;
   const home = await fetch(`${app.url}/console/orgs`, { headers: { cookie }, redirect: 'manual' });
   const csrf = /name="_csrf" value="([^"]+)"/.exec(await home.text())?.[1] ?? '';
   /** A console request as this user; POSTs carry the session's CSRF token unless `form._csrf` says otherwise. */
@@ -49,12 +54,29 @@ export interface ConsolePage {
   text: string;
 }
 
-/** One console request with no session of its own: `cookie` and `form` say what to send. */
+/** Connections from one loopback address each (127.0.0.2, …): clients the server tells apart by address. */
+const fromAddress = new Map<string, Agent>();
+
+function agentFrom(address: string): Agent {
+  let agent = fromAddress.get(address);
+  if (!agent) fromAddress.set(address, (agent = new Agent({ localAddress: address })));
+  return agent;
+}
+
+/**
+ * One console request with no session of its own: `cookie` and `form` say what to send, `from` the loopback
+ * address it comes from (127.0.0.1 by default).
+ */
 export async function consolePage(
   app: TestApp,
   method: string,
   path: string,
-  options: { cookie?: string; form?: Record<string, string>; headers?: Record<string, string> } = {},
+  options: {
+    cookie?: string;
+    form?: Record<string, string>;
+    headers?: Record<string, string>;
+    from?: string;
+  } = {},
 ): Promise<ConsolePage> {
   const headers: Record<string, string> = { 'accept-language': 'en', ...(options.headers ?? {}) };
   if (options.cookie) headers.cookie = options.cookie;
@@ -63,16 +85,64 @@ export async function consolePage(
     body = new URLSearchParams(options.form).toString();
     headers['content-type'] = 'application/x-www-form-urlencoded';
   }
+  if (
+    method === 'POST' &&
+    options.form &&
+    options.form._csrf === undefined &&
+    (path === '/console/login' || path.startsWith('/console/accept/'))
+  ) {
+    // As a browser would: the form's page first, for the pre-session token it sends back.
+    const { cookie, token } = await preSessionToken(app.url, { from: options.from, cookie: options.cookie });
+    headers.cookie = options.cookie ? `${options.cookie}; ${cookie}` : cookie;
+    body = new URLSearchParams({ _csrf: token, ...options.form }).toString();
+  }
+  if (options.from) {
+    const agent = agentFrom(options.from);
+    const response = await undiciFetch(app.url + path, {
+      method,
+      headers,
+      body,
+      redirect: 'manual',
+      dispatcher: agent,
+    });
+    return {
+      status: response.status,
+      headers: response.headers as unknown as Headers,
+      text: await response.text(),
+    };
+  }
   const response = await fetch(app.url + path, { method, headers, body, redirect: 'manual' });
   return { status: response.status, headers: response.headers, text: await response.text() };
 }
 
+/**
+ * What a browser holds after opening the sign-in page: the pre-session form token's cookie (as a `Cookie`
+ * header's value) and the token its forms send back.
+ */
+export async function preSessionToken(
+  baseUrl: string,
+  options: { from?: string; cookie?: string } = {},
+): Promise<{ cookie: string; token: string }> {
+  const headers: Record<string, string> = options.cookie ? { cookie: options.cookie } : {};
+  const init = { headers, redirect: 'manual' as const };
+  const response = options.from
+    ? await undiciFetch(`${baseUrl}/console/login`, { ...init, dispatcher: agentFrom(options.from) })
+    : await fetch(`${baseUrl}/console/login`, init);
+  const set = response.headers.getSetCookie().find((c) => c.startsWith('svc_console_form='));
+  const held = options.cookie?.split('; ').find((c) => c.startsWith('svc_console_form='));
+  return { cookie: set?.split(';')[0] ?? held ?? '', token: csrfOf(await response.text()) };
+}
+
+/** The cookie a response set under `name`, as a `Cookie` header's value (`name=…`), or null. */
+export function cookieFrom(response: ConsolePage, name: string): string | null {
+  const set = response.headers.getSetCookie().findLast((cookie) => cookie.startsWith(`${name}=`));
+  const value = set?.split(';')[0];
+  return value && value !== `${name}=` ? value : null;
+}
+
 /** The session cookie a response set last, as a `Cookie` header's value (`svc_console=…`), or null. */
 export function sessionFrom(response: ConsolePage): string | null {
-  const set = response.headers.getSetCookie().findLast((cookie) => cookie.startsWith('svc_console='));
-  if (!set) return null;
-  const value = set.split(';')[0]!;
-  return value === 'svc_console=' ? null : value;
+  return cookieFrom(response, 'svc_console');
 }
 
 export const csrfOf = (html: string) => /name="_csrf" value="([^"]+)"/.exec(html)?.[1] ?? '';

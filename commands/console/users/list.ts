@@ -31,13 +31,9 @@ export default class ConsoleUsersList extends BaseCommand {
       user.org_id ?? 'all',
       user.status,
       user.totp ? 'yes' : 'no',
-      user.locked_until ?? '-',
       user.last_login_at ?? 'never',
     ]);
-    for (const line of formatTable(
-      ['ID', 'EMAIL', 'ROLE', 'ORG', 'STATUS', 'TOTP', 'LOCKED UNTIL', 'LAST SIGN-IN'],
-      rows,
-    ))
+    for (const line of formatTable(['ID', 'EMAIL', 'ROLE', 'ORG', 'STATUS', 'TOTP', 'LAST SIGN-IN'], rows))
       this.log(line);
     return users;
   }

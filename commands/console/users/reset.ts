@@ -2,8 +2,7 @@ import { Args, Flags } from '@oclif/core';
 import { BaseCommand } from '../../../src/cli/base-command.js';
 
 export default class ConsoleUsersReset extends BaseCommand {
-  static override summary =
-    "Print a link to set a new password (ends the user's sessions and lifts a lock-out)";
+  static override summary = "Print a link to set a new password (ends the user's sessions)";
   static override examples = [
     '<%= config.bin %> console users reset ana@lender.cl',
     '<%= config.bin %> console users reset cu_0123456789abcdef --remove-totp',
