@@ -141,7 +141,7 @@ export async function createWidgetToken(
   if (input.redirect_uri !== undefined) {
     const problem = redirectUriProblem(input.redirect_uri, options.allowedRedirectUris, principal.mode);
     if (problem) throw errors.invalidParameter('redirect_uri', problem);
-    redirectUri = input.redirect_uri;
+    redirectUri = new URL(input.redirect_uri).href;
   }
   if (input.state !== undefined && redirectUri === null)
     throw errors.invalidParameter(
@@ -198,7 +198,8 @@ const LOOPBACK_HOSTS = new Set(['127.0.0.1', 'localhost', '[::1]']);
  * without credentials or fragment, `https` (plain `http` only to a loopback host, and only in test mode), and
  * match an entry of `widget.allowedRedirectUris`: exactly, or, for an entry ending in `/`, by having the
  * entry's origin and its path as a prefix of its own (the query is free). Paths are compared after URL
- * parsing, so `/cb/../admin` is `/admin` and cannot slip under `/cb/`.
+ * parsing, so `/cb/../admin` is `/admin` and cannot slip under `/cb/`; and a path that a server would read as
+ * another once it decodes it is refused (pathDecodingProblem). The caller keeps the parsed (normalised) URL.
  */
 export function redirectUriProblem(
   value: string,
@@ -218,6 +219,8 @@ export function redirectUriProblem(
     return mode === 'test'
       ? 'redirect_uri must use https (http only to 127.0.0.1, localhost or [::1] in test mode).'
       : 'redirect_uri must use https in live mode.';
+  const decoding = pathDecodingProblem(url.pathname);
+  if (decoding) return `redirect_uri ${decoding}`;
   for (const entry of allowed) {
     let base: URL;
     try {
@@ -237,4 +240,35 @@ export function redirectUriProblem(
   return allowed.length === 0
     ? 'This appliance accepts no redirect_uri: the operator has not set widget.allowedRedirectUris.'
     : `redirect_uri ${url.origin}${url.pathname} is not in the operator's widget.allowedRedirectUris.`;
+}
+
+/** Decodings tried on a path segment: `%252F` is `%2F` after one and `/` after two. */
+const MAX_DECODINGS = 3;
+
+/**
+ * Why a parsed URL path would name another path once a server percent-decodes it, or null. The URL parser
+ * has already resolved `.`, `..` and their `%2e` spellings; what it leaves are segments that decode to a
+ * separator (`..%2Fadmin` is `../admin` to a server that decodes before routing), to a dot segment
+ * (`%252e%252e`), and empty segments (`/hooks//evil.example/`, which some routers and redirects read as a
+ * host). Each segment is decoded until it stops changing.
+ */
+export function pathDecodingProblem(pathname: string): string | null {
+  const segments = pathname.split('/').slice(1);
+  for (const [index, segment] of segments.entries()) {
+    if (segment === '' && index < segments.length - 1) return 'may not have a doubled slash in its path.';
+    let decoded = segment;
+    for (let round = 0; round < MAX_DECODINGS; round++) {
+      let next: string;
+      try {
+        next = decodeURIComponent(decoded);
+      } catch {
+        return 'has malformed percent-encoding in its path.';
+      }
+      if (/[/\\]/.test(next)) return 'may not have an encoded separator (%2F, %5C) in its path.';
+      if (next === '.' || next === '..') return 'may not have an encoded dot segment in its path.';
+      if (next === decoded) break;
+      decoded = next;
+    }
+  }
+  return null;
 }

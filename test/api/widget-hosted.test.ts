@@ -103,6 +103,17 @@ forEachEngine(t, async (t, engine) => {
       [{ redirect_uri: `${PREFIX}x#fragment` }, 'redirect_uri', /fragment/],
       [{ redirect_uri: 'https://user:pw@app.example.com/hooks/x' }, 'redirect_uri', /credentials/],
       [{ redirect_uri: 'javascript:alert(1)//' }, 'redirect_uri', /https/],
+      // Under the allowed prefix as parsed, outside it once a server decodes the path.
+      [{ redirect_uri: `${PREFIX}..%2Fadmin` }, 'redirect_uri', /encoded separator/],
+      [{ redirect_uri: `${PREFIX}..%2fadmin` }, 'redirect_uri', /encoded separator/],
+      [{ redirect_uri: `${PREFIX}..%5Cadmin` }, 'redirect_uri', /encoded separator/],
+      [{ redirect_uri: `${PREFIX}x%252F..%252Fadmin` }, 'redirect_uri', /encoded separator/],
+      [{ redirect_uri: `${PREFIX}%2E%2E/admin` }, 'redirect_uri', /allowedRedirectUris/],
+      [{ redirect_uri: `${PREFIX}%252e%252e/admin` }, 'redirect_uri', /dot segment/],
+      [{ redirect_uri: `${PREFIX}.%2e` }, 'redirect_uri', /allowedRedirectUris/],
+      [{ redirect_uri: `${PREFIX}/evil.example/x` }, 'redirect_uri', /doubled slash/],
+      [{ redirect_uri: `${PREFIX}a//b` }, 'redirect_uri', /doubled slash/],
+      [{ redirect_uri: `${PREFIX}a%ZZ` }, 'redirect_uri', /percent/],
       [{ redirect_uri: LOOPBACK }, 'redirect_uri', /https in live mode/, tenant.keys.sk_live.secret],
       [{ state: 'abc' }, 'state', /redirect_uri/],
       [{ redirect_uri: CALLBACK, state: 'x'.repeat(501) }, 'state', /500|long|characters/],
@@ -138,6 +149,20 @@ forEachEngine(t, async (t, engine) => {
       });
       t.equal(ok.status, 200, uri);
       t.match(ok.body, { redirect_uri: uri, state: 'st-1' });
+    }
+
+    // Stored and returned as the URL parser normalises it: what the widget redirects to is what was checked.
+    for (const [sent, normalised] of [
+      ['HTTPS://App.Example.COM:443/hooks/x?q=a b', `${PREFIX}x?q=a%20b`],
+      [`${PREFIX}a/./b/../c`, `${PREFIX}a/c`],
+      [`${PREFIX}a/%2e/b`, `${PREFIX}a/b`],
+      [`${PREFIX}caf\u00e9`, `${PREFIX}caf%C3%A9`],
+    ]) {
+      const ok = await app.request('POST', '/v1/widget_tokens', { key: sk, body: { redirect_uri: sent } });
+      t.equal(ok.status, 200, sent);
+      t.equal(ok.body.redirect_uri, normalised, `${sent} is kept as ${normalised}`);
+      const stored = await app.db.knex('widget_tokens').where({ id: ok.body.id }).first();
+      t.equal(stored?.redirect_uri, normalised, 'and stored so');
     }
   });
 
