@@ -152,7 +152,7 @@ forEachEngine(t, async (t, engine) => {
     }
 
     // Stored and returned as the URL parser normalises it: what the widget redirects to is what was checked.
-    for (const [sent, normalised] of [
+    for (const [sent, normalised] of <[string, string][]>[
       ['HTTPS://App.Example.COM:443/hooks/x?q=a b', `${PREFIX}x?q=a%20b`],
       [`${PREFIX}a/./b/../c`, `${PREFIX}a/c`],
       [`${PREFIX}a/%2e/b`, `${PREFIX}a/b`],
