@@ -41,7 +41,12 @@ export const configSchema = {
       },
     },
     metrics: { type: 'object', additionalProperties: false, properties: { host: { type: 'string' }, port } },
-    console: { type: 'object', additionalProperties: false, properties: { enabled: { type: 'boolean' } } },
+    console: {
+      type: 'object',
+      additionalProperties: false,
+      /** `actions`: what one console user may change (issue a key, redeliver, fire a test event, …) per minute. */
+      properties: { enabled: { type: 'boolean' }, actions: rateLimit },
+    },
     /** `file` empty: JSON lines on stdout (journald under systemd); otherwise appended to that file. */
     log: {
       type: 'object',

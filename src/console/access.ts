@@ -5,11 +5,12 @@ import type { ConsoleUserRow } from './users.js';
 /*
  * Who may do what in the console. Reading is every role's; `operate` (pause, resume and refresh a link,
  * redeliver) is support's too; `manage` (keys, endpoints, deleting a link, firing test events) is an
- * operator's or an organisation admin's. An organisation the user does not belong to does not exist for
+ * operator's or an organisation admin's; `govern` (an organisation's rate-limit ceilings, within which its
+ * admins set their keys' limits) is the operator's alone. An organisation the user does not belong to does not exist for
  * them: its pages answer 404, as the API's do for another tenant's resources.
  */
 
-export type ConsoleAction = 'read' | 'operate' | 'manage';
+export type ConsoleAction = 'read' | 'operate' | 'manage' | 'govern';
 
 export interface ConsoleScope {
   orgId: string;
@@ -23,6 +24,7 @@ export function seesOrganisation(user: Pick<ConsoleUserRow, 'org_id'>, orgId: st
 }
 
 export function may(user: Pick<ConsoleUserRow, 'role'>, action: ConsoleAction): boolean {
+  if (action === 'govern') return user.role === 'operator';
   if (action === 'manage') return user.role === 'operator' || user.role === 'admin';
   return true;
 }

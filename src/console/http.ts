@@ -447,6 +447,20 @@ export function consoleRouter(services: AppServices): Router {
       state.form = await form(ctx);
       if (!csrfMatches(claims, state.form._csrf ?? ctx.get('X-CSRF-Token')))
         return refuse(ctx, 403, 'error.csrf', state);
+      // Every change a user makes takes a token from their own bucket, on every API node alike (the API's
+      // limiter): a stolen session or a script cannot issue keys or fire events without end. Signing out
+      // always works.
+      if (ctx.path !== '/console/logout') {
+        const decision = await services.rateLimiter.take(
+          `console:${user.id}:actions`,
+          config.console.actions,
+          now,
+        );
+        if (!decision.allowed) {
+          ctx.set('Retry-After', String(decision.retryAfter));
+          return refuse(ctx, 429, 'error.too_many_actions', state);
+        }
+      }
     }
     const renewed = renewal(claims, now);
     if (renewed) ctx.append('Set-Cookie', sessionCookie(signSession(secrets, renewed), renewed.exp - now));

@@ -1,7 +1,8 @@
 import type Router from '@koa/router';
 import type { Context } from 'koa';
 import { RATE_GROUPS } from '../config/defaults.js';
-import { parseRateLimitOverrides, type RateLimitOverrides } from '../ratelimit/overrides.js';
+import { aboveCeiling, parseRateLimitOverrides, type RateLimitOverrides } from '../ratelimit/overrides.js';
+import { organisationCeilings, setOrganisationCeilings } from '../orgs/orgs.js';
 import { ApiError, errors } from '../errors/api-error.js';
 import {
   createApiKey,
@@ -73,6 +74,23 @@ export function registerKeyPages(router: Router, kit: ConsoleKit): void {
       t('keys.last_used'),
       t('keys.expires'),
     ];
+    const ceilings = await organisationCeilings(db.reader, state.scope.orgId, config.rateLimits);
+    const ceilingFacts = factsHtml([
+      [
+        t('keys.ceilings'),
+        escapeHtml(
+          Object.entries(ceilings)
+            .map(([group, limit]) => `${group}=${limit.perMinute}:${limit.burst}`)
+            .join(', '),
+        ),
+      ],
+    ]);
+    const govern = may(state.user, 'govern')
+      ? `<form method="post" action="${scopePath(state.scope)}/ceilings" class="console-form">${csrfInput(csrf)}
+<fieldset><legend>${escapeHtml(t('keys.ceilings_set'))}</legend>
+${limitFields(t, 'ceiling')}
+<button type="submit">${escapeHtml(t('keys.ceilings_set'))}</button></fieldset></form>`
+      : '';
     const issue = manage
       ? `<form method="post" action="${base}" class="console-form">
 ${csrfInput(csrf)}
@@ -94,7 +112,9 @@ ${csrfInput(csrf)}
         notice +
           table(t('keys.caption'), headers, rows, t('keys.empty')) +
           pager(base, ctx.query, window.page, total, pagerWords(state.locale)) +
-          issue,
+          issue +
+          ceilingFacts +
+          govern,
       ),
     );
   };
@@ -158,12 +178,7 @@ ${csrfInput(csrf)}
 <button type="submit">${escapeHtml(t('keys.rotate'))}</button></fieldset></form>`,
             `<form method="post" action="${base}/${key.id}/limits" class="console-form">${csrfInput(csrf)}
 <fieldset><legend>${escapeHtml(t('keys.limits'))}</legend>
-<label for="group">${escapeHtml(t('keys.limits_group'))}</label>
-<select id="group" name="group">${RATE_GROUPS.map((group) => `<option>${group}</option>`).join('')}</select>
-<label for="per-minute">${escapeHtml(t('keys.limits_per_minute'))}</label>
-<input id="per-minute" name="per_minute" type="number" min="1" max="1000000" required>
-<label for="burst">${escapeHtml(t('keys.limits_burst'))}</label>
-<input id="burst" name="burst" type="number" min="1" max="1000000">
+${limitFields(t, 'limit')}
 <button type="submit">${escapeHtml(t('keys.limits_set'))}</button></fieldset></form>`,
             `<form method="post" action="${base}/${key.id}/revoke" class="console-form">${csrfInput(csrf)}
 <fieldset class="danger"><legend>${escapeHtml(t('keys.revoke'))}</legend>
@@ -258,27 +273,29 @@ ${forms}`,
     kit.scoped,
     change(async (ctx) => {
       const key = await scopedKey(ctx);
-      const { form } = kit.state(ctx);
-      const group = form.group ?? '';
-      const burst = form.burst ? `:${form.burst}` : '';
-      let rateLimits: RateLimitOverrides;
-      try {
-        // As `svc keys limits` reads them: a burst left out scales with the group's default.
-        rateLimits = parseRateLimitOverrides(
-          [`${group}=${form.per_minute ?? ''}${burst}`],
-          config.rateLimits,
-        );
-      } catch (error) {
-        throw errors.invalidParameter('per_minute', (error as Error).message);
-      }
-      const updated = await db.transaction((trx) =>
-        setKeyRateLimits(trx, {
+      const rateLimits = limitOfForm(ctx);
+      const { user, scope } = kit.state(ctx);
+      const updated = await db.transaction(async (trx) => {
+        // An admin works within the operator's ceilings; the operator sets them and is not bound.
+        const above = may(user, 'govern')
+          ? null
+          : aboveCeiling(rateLimits, await organisationCeilings(trx, scope.orgId, config.rateLimits));
+        if (above)
+          throw errors.invalidParameter(
+            'per_minute',
+            words(ctx)('keys.above_ceiling', {
+              group: above.group,
+              per_minute: String(above.ceiling.perMinute),
+              burst: String(above.ceiling.burst),
+            }),
+          );
+        return setKeyRateLimits(trx, {
           keyId: key.id,
           rateLimits,
           actor: actor(ctx),
           now: clock.now(),
-        }),
-      );
+        });
+      });
       services.authenticator.forgetKey(key.id);
       const limits = Object.entries(updated.rate_limits ?? {})
         .map(([name, limit]) => `${name}=${limit.perMinute}:${limit.burst}`)
@@ -286,4 +303,53 @@ ${forms}`,
       return noticeHtml(words(ctx)('keys.limits_changed', { id: key.id, limits }));
     }),
   );
+
+  router.post(
+    '/o/:org/:mode/ceilings',
+    kit.scoped,
+    change(async (ctx) => {
+      const { user, scope } = kit.state(ctx);
+      if (!may(user, 'govern'))
+        throw new ApiError(403, 'permission_error', 'forbidden', words(ctx)('error.forbidden'));
+      const ceiling = limitOfForm(ctx);
+      const updated = await db.transaction((trx) =>
+        setOrganisationCeilings(trx, {
+          orgId: scope.orgId,
+          ceilings: ceiling,
+          reset: false,
+          actor: actor(ctx),
+          now: clock.now(),
+        }),
+      );
+      const limits = Object.entries(updated.rate_limit_ceilings ?? {})
+        .map(([name, limit]) => `${name}=${limit.perMinute}:${limit.burst}`)
+        .join(', ');
+      return noticeHtml(words(ctx)('keys.ceilings_changed', { limits }));
+    }),
+  );
+
+  /** One group's limit from a form's group, per_minute and burst, read as `svc keys limits` reads them. */
+  const limitOfForm = (ctx: Context): RateLimitOverrides => {
+    const { form } = kit.state(ctx);
+    const burst = form.burst ? `:${form.burst}` : '';
+    try {
+      // A burst left out scales with the group's default.
+      return parseRateLimitOverrides(
+        [`${form.group ?? ''}=${form.per_minute ?? ''}${burst}`],
+        config.rateLimits,
+      );
+    } catch (error) {
+      throw errors.invalidParameter('per_minute', (error as Error).message);
+    }
+  };
+}
+
+/** A group's select and its rate and burst inputs; `id` keeps two such forms' labels apart. */
+function limitFields(t: ReturnType<ConsoleKit['words']>, id: string): string {
+  return `<label for="${id}-group">${escapeHtml(t('keys.limits_group'))}</label>
+<select id="${id}-group" name="group">${RATE_GROUPS.map((group) => `<option>${group}</option>`).join('')}</select>
+<label for="${id}-per-minute">${escapeHtml(t('keys.limits_per_minute'))}</label>
+<input id="${id}-per-minute" name="per_minute" type="number" min="1" max="1000000000" required>
+<label for="${id}-burst">${escapeHtml(t('keys.limits_burst'))}</label>
+<input id="${id}-burst" name="burst" type="number" min="1" max="1000000000">`;
 }

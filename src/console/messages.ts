@@ -176,6 +176,11 @@ const es = {
   'keys.limits_set': 'Fijar límite',
   'keys.limits_default': 'los del grupo por omisión',
   'keys.limits_changed': 'Límites de {id}: {limits}.',
+  'keys.above_ceiling':
+    'El límite de {group} de esta organización llega a {per_minute} por minuto con ráfaga de {burst}. Pide al operador que lo suba.',
+  'keys.ceilings': 'Techos de la organización',
+  'keys.ceilings_set': 'Fijar techo',
+  'keys.ceilings_changed': 'Techos fijados por el operador: {limits}.',
   'keys.back': 'Volver a las claves',
   'error.confirm': 'Marca la casilla para confirmar.',
   'overview.signed_in': 'Sesión iniciada como {email} ({role}).',
@@ -188,6 +193,7 @@ const es = {
     'El formulario caducó o no viene de esta consola. Vuelve a cargar la página e inténtalo otra vez.',
   'error.api_key': 'La consola no acepta claves de API: inicia sesión. Las claves funcionan en /v1.',
   'error.busy': 'Hay demasiados inicios de sesión en curso. Vuelve a intentarlo en unos segundos.',
+  'error.too_many_actions': 'Hiciste demasiados cambios seguidos. Espera un minuto y vuelve a intentarlo.',
   // Overview and users
   'overview.links': 'Conexiones',
   'overview.links_active': 'Activas',
@@ -551,6 +557,11 @@ const en: typeof es = {
   'keys.limits_set': 'Set limit',
   'keys.limits_default': 'the defaults',
   'keys.limits_changed': 'Limits of {id}: {limits}.',
+  'keys.above_ceiling':
+    "This organisation's ceiling for {group} is {per_minute} a minute with a burst of {burst}. Ask the operator to raise it.",
+  'keys.ceilings': "The organisation's ceilings",
+  'keys.ceilings_set': 'Set ceiling',
+  'keys.ceilings_changed': 'Ceilings set by the operator: {limits}.',
   'keys.back': 'Back to the keys',
   'error.confirm': 'Tick the box to confirm.',
   'overview.signed_in': 'Signed in as {email} ({role}).',
@@ -562,6 +573,7 @@ const en: typeof es = {
   'error.csrf': 'The form expired or did not come from this console. Reload the page and try again.',
   'error.api_key': 'The console does not accept API keys: sign in. Keys work on /v1.',
   'error.busy': 'Too many sign-ins are being checked right now. Try again in a few seconds.',
+  'error.too_many_actions': 'You made too many changes in a row. Wait a minute and try again.',
   // Overview and users
   'overview.links': 'Links',
   'overview.links_active': 'Active',

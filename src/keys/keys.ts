@@ -6,7 +6,8 @@ import { errors } from '../errors/api-error.js';
 import { newId } from '../ids/ids.js';
 import { recordAudit } from '../audit/audit-log.js';
 import { sha256Hex } from '../secrets/secret-box.js';
-import type { RateLimitOverrides } from '../ratelimit/overrides.js';
+import type { RateGroup, RateLimit } from '../config/defaults.js';
+import { aboveCeiling, type RateLimitOverrides } from '../ratelimit/overrides.js';
 import { generateApiKey, type KeyType, type Mode } from './key-format.js';
 
 export interface ApiKeyRow {
@@ -338,4 +339,23 @@ export async function keyFiguresOfScope(
     publishable: of('publishable'),
     ownLimits: rows.reduce((sum, row) => sum + Number(row.own_limits ?? 0), 0),
   };
+}
+
+/** The organisation's live keys whose own limits are above `ceilings` (kept when the operator lowers one). */
+export async function keysAboveCeilings(
+  db: Knex,
+  orgId: string,
+  ceilings: Record<RateGroup, RateLimit>,
+  now: number,
+): Promise<string[]> {
+  const rows: Pick<ApiKeyRow, 'id' | 'rate_limits'>[] = await db('api_keys')
+    .where({ org_id: orgId })
+    .whereNotNull('rate_limits')
+    .whereNull('revoked_at')
+    .where((live) => live.whereNull('expires_at').orWhere('expires_at', '>', now))
+    .orderBy('id')
+    .select('id', 'rate_limits');
+  return rows
+    .filter((row) => aboveCeiling(JSON.parse(row.rate_limits!) as RateLimitOverrides, ceilings) !== null)
+    .map((row) => row.id);
 }

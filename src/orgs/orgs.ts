@@ -4,24 +4,33 @@ import { errors } from '../errors/api-error.js';
 import { newId } from '../ids/ids.js';
 import { recordAudit } from '../audit/audit-log.js';
 import { fetchPage, type PageWindow } from '../db/paging.js';
+import type { RateGroup, RateLimit } from '../config/defaults.js';
+import { effectiveLimits, type RateLimitOverrides } from '../ratelimit/overrides.js';
 
 export interface Organisation {
   object: 'organisation';
   id: string;
   name: string;
+  /** The groups whose ceiling the operator set; the others' is the configured default. */
+  rate_limit_ceilings: RateLimitOverrides | null;
   created_at: string;
 }
 
 interface OrganisationRow {
   id: string;
   name: string;
+  rate_limit_ceilings: string | null;
   created_at: number;
 }
+
+const storedCeilings = (row: Pick<OrganisationRow, 'rate_limit_ceilings'> | undefined) =>
+  row?.rate_limit_ceilings ? (JSON.parse(row.rate_limit_ceilings) as RateLimitOverrides) : null;
 
 const present = (row: OrganisationRow): Organisation => ({
   object: 'organisation',
   id: row.id,
   name: row.name,
+  rate_limit_ceilings: storedCeilings(row),
   created_at: toIso(row.created_at)!,
 });
 
@@ -35,7 +44,12 @@ export async function createOrganisation(
   if (trimmed.length === 0 || trimmed.length > 200) {
     throw errors.invalidParameter('name', 'An organisation name must have 1 to 200 characters.');
   }
-  const row: OrganisationRow = { id: newId('org'), name: trimmed, created_at: now };
+  const row: OrganisationRow = {
+    id: newId('org'),
+    name: trimmed,
+    rate_limit_ceilings: null,
+    created_at: now,
+  };
   await trx('organisations').insert(row);
   await recordAudit(
     trx,
@@ -82,4 +96,49 @@ export async function lockOrganisation(trx: Knex, orgId: string): Promise<void> 
   await trx('organisations')
     .where({ id: orgId })
     .update({ name: trx.ref('name') });
+}
+
+/**
+ * The most an organisation admin may give a key of the organisation, per group: what the operator set, else
+ * the configured default. The operator's own changes (`svc keys limits`, the console as operator) are not
+ * bound by them.
+ */
+export async function organisationCeilings(
+  db: Knex,
+  orgId: string,
+  defaults: Record<RateGroup, RateLimit>,
+): Promise<Record<RateGroup, RateLimit>> {
+  const row: Pick<OrganisationRow, 'rate_limit_ceilings'> | undefined = await db('organisations')
+    .where({ id: orgId })
+    .first('rate_limit_ceilings');
+  if (!row) throw errors.notFound(`No organisation ${orgId}.`, 'org');
+  return effectiveLimits(defaults, storedCeilings(row));
+}
+
+/**
+ * Sets the operator's ceilings for some groups (the others keep theirs), or with `reset` returns every group
+ * to the configured default. Keys already above a lowered ceiling keep their limits (the caller lists them).
+ */
+export async function setOrganisationCeilings(
+  trx: Knex,
+  input: { orgId: string; ceilings: RateLimitOverrides; reset: boolean; actor: string; now: number },
+): Promise<Organisation> {
+  const row: OrganisationRow | undefined = await trx('organisations').where({ id: input.orgId }).first();
+  if (!row) throw errors.notFound(`No organisation ${input.orgId}.`, 'org');
+  const merged = { ...(input.reset ? {} : (storedCeilings(row) ?? {})), ...input.ceilings };
+  const stored = Object.keys(merged).length > 0 ? JSON.stringify(merged) : null;
+  await trx('organisations').where({ id: row.id }).update({ rate_limit_ceilings: stored });
+  await recordAudit(
+    trx,
+    {
+      orgId: row.id,
+      actor: input.actor,
+      action: 'organisation.rate_limit_ceilings_changed',
+      targetType: 'organisation',
+      targetId: row.id,
+      details: { rate_limit_ceilings: stored ? merged : null },
+    },
+    input.now,
+  );
+  return present({ ...row, rate_limit_ceilings: stored });
 }

@@ -43,3 +43,15 @@ export function effectiveLimits(
 ): Record<RateGroup, RateLimit> {
   return { ...defaults, ...(overrides ?? {}) };
 }
+
+/** The first group whose limit in `overrides` is above its ceiling, with that ceiling; null when none is. */
+export function aboveCeiling(
+  overrides: RateLimitOverrides,
+  ceilings: Record<RateGroup, RateLimit>,
+): { group: RateGroup; ceiling: RateLimit } | null {
+  for (const [group, limit] of Object.entries(overrides) as [RateGroup, RateLimit][]) {
+    const ceiling = ceilings[group];
+    if (limit.perMinute > ceiling.perMinute || limit.burst > ceiling.burst) return { group, ceiling };
+  }
+  return null;
+}

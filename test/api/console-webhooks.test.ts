@@ -7,6 +7,7 @@ import {
   forEachEngine,
   linkBody,
   RAISED_LIMITS,
+  RAISED_CONSOLE_ACTIONS,
   startTestApp,
   tableCounts,
 } from '../helpers/harness.js';
@@ -35,7 +36,7 @@ t.test('every webhooks word is in both languages', async (t) => {
 });
 
 forEachEngine(t, async (t, engine) => {
-  const app = await startTestApp(t, engine);
+  const app = await startTestApp(t, engine, { config: RAISED_CONSOLE_ACTIONS });
   const a = await createTenant(app);
   const b = await createTenant(app);
   const adminA = await signedIn(app, 'admin', a.orgId, 'admin@a.cl');

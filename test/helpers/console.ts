@@ -42,7 +42,12 @@ export async function signedIn(
       (init.headers as Record<string, string>)['content-type'] = 'application/x-www-form-urlencoded';
     }
     const answer = await fetch(`${app.url}${path}`, init);
-    return { status: answer.status, text: await answer.text(), location: answer.headers.get('location') };
+    return {
+      status: answer.status,
+      text: await answer.text(),
+      location: answer.headers.get('location'),
+      retryAfter: answer.headers.get('retry-after'),
+    };
   };
   return Object.assign(send, { userId: user.id });
 }

@@ -361,6 +361,9 @@ export function spiedSandbox(): {
   };
 }
 
+/** A console user's budget of changes high enough for a test that makes many (console-ceilings tests the default). */
+export const RAISED_CONSOLE_ACTIONS = { console: { actions: { perMinute: 1_000_000, burst: 100_000 } } };
+
 /**
  * Limits high enough to keep rate limiting out of a test's way; tests of the limits themselves use a fresh
  * tenant with the defaults.

@@ -1,0 +1,19 @@
+import type { Knex } from 'knex';
+
+/*
+ * Frozen snapshot:
+ * - `organisations.rate_limit_ceilings`: the operator's ceilings on the rate limits of the organisation's
+ *   keys, as JSON `{ group: { perMinute, burst } }` for the groups the operator set; null, and any group left
+ *   out, is the configured default (src/orgs/orgs.ts). No key of the organisation is allowed more.
+ */
+export async function up(knex: Knex): Promise<void> {
+  await knex.schema.alterTable('organisations', (t) => {
+    t.text('rate_limit_ceilings').nullable();
+  });
+}
+
+export async function down(knex: Knex): Promise<void> {
+  await knex.schema.alterTable('organisations', (t) => {
+    t.dropColumn('rate_limit_ceilings');
+  });
+}
