@@ -69,13 +69,18 @@ export default class Serve extends BaseCommand {
 
 /**
  * What `svc serve` runs, for the person at the terminal, with the database password masked:
- * `svc serve: API on http://127.0.0.1:8080; roles api, scheduler, dispatcher; data /root/.svc; database sqlite /root/.svc/svc.db. Ctrl-C stops it.`
+ * `svc serve: API on http://127.0.0.1:8080, console http://127.0.0.1:8080/console; roles api, scheduler, dispatcher; data /root/.svc; database sqlite /root/.svc/svc.db. Ctrl-C stops it.`
  */
 function runningLine(config: Readonly<Config>, roles: readonly RoleName[]): string {
   const database = config.databaseUrl.startsWith('sqlite')
     ? `sqlite ${config.databaseUrl.replace(/^sqlite:(\/\/)?/, '')}`
     : maskUrl(config.databaseUrl);
   const host = config.api.host.includes(':') ? `[${config.api.host}]` : config.api.host;
-  const what = roles.includes('api') ? `API on http://${host}:${config.api.port}` : 'no API in this process';
+  const address = `http://${host}:${config.api.port}`;
+  const what = !roles.includes('api')
+    ? 'no API in this process'
+    : config.console.enabled
+      ? `API on ${address}, console ${address}/console`
+      : `API on ${address}`;
   return `svc serve: ${what}; roles ${roles.join(', ')}; data ${config.home}; database ${database}. Ctrl-C stops it.`;
 }

@@ -18,7 +18,15 @@ export function createApp(services: AppServices, extraRoutes: AnyRoute[] = []): 
   // The hosted widget's page, files and JSON API (not part of the OpenAPI document: see src/widget/http.ts).
   app.use(widgetRouter(services).routes());
   // The operator's web console (src/console/): its own pages and session, never an API key.
-  if (services.config.console.enabled) app.use(consoleRouter(services).routes());
+  if (services.config.console.enabled) {
+    app.use(consoleRouter(services).routes());
+    // A person who types the bare address finds the console (an API client never asks for `/`).
+    const door = new Router().get('/', (ctx) => {
+      ctx.redirect('/console');
+      ctx.status = 303;
+    });
+    app.use(door.routes());
+  }
   // koa-router's `allowedMethods` (below) answers a widget or console path asked with another method with a
   // bare 405 or 501 and `Allow`; this turns it into our envelope, as the API's own routes do.
   app.use(async (ctx, next) => {

@@ -21,6 +21,17 @@ forEachEngine(t, async (t, engine) => {
       t.equal(response.headers.get(header), null, `no ${header}`);
   });
 
+  t.test('/ leads a person to the console; without the console it is the API 404', async (t) => {
+    const door = await fetch(`${app.url}/`, { redirect: 'manual' });
+    t.equal(door.status, 303);
+    t.equal(door.headers.get('location'), '/console');
+    t.equal((await fetch(`${app.url}/`, { method: 'POST', redirect: 'manual' })).status, 405, 'GET only');
+    const closed = await startTestApp(t, engine, { config: { console: { enabled: false } } });
+    const missing = await closed.request('GET', '/');
+    t.equal(missing.status, 404);
+    t.equal(missing.body.error.code, 'resource_missing');
+  });
+
   t.test('a key sent to /health is not needed and not checked', async (t) => {
     const response = await app.request('GET', '/health', { key: 'svc_sk_test_nonsense' });
     t.equal(response.status, 200);

@@ -351,9 +351,12 @@ forEachEngine(t, async (t, engine) => {
       const database = engine === 'sqlite' ? `sqlite ${join(home, 'svc.db')}` : maskUrl(url);
       t.equal(
         line,
-        `svc serve: API on http://127.0.0.1:${port}; roles api, scheduler, dispatcher; data ${home}; database ${database}. Ctrl-C stops it.`,
+        `svc serve: API on http://127.0.0.1:${port}, console http://127.0.0.1:${port}/console; roles api, scheduler, dispatcher; data ${home}; database ${database}. Ctrl-C stops it.`,
         'one line says it all',
       );
+      const door = await fetch(`http://127.0.0.1:${port}/`, { redirect: 'manual' });
+      t.equal(door.status, 303, '/ is a door');
+      t.equal(door.headers.get('location'), '/console', 'to the console');
       if (engine === 'postgres') t.notMatch(line ?? '', /:[^@/]*@/, 'with no password');
       t.equal((await request(`http://127.0.0.1:${port}`, 'GET', '/health')).status, 200, 'and it is true');
       t.ok(servePid, 'svc status names the supervisor');
