@@ -288,6 +288,29 @@ if (requireChromium(t)) {
       await page.setViewportSize(DESKTOP);
     });
 
+    t.test(
+      'closing with × on the Connected screen hands over the exchange token as Continue does',
+      async (t) => {
+        await openWidget(await widgetToken(app, sk, { external_user_id: 'closes-early' }));
+        await screen(frame, 'Select your bank');
+        await frame.getByRole('button', { name: 'Banco Falabella' }).click();
+        await screen(frame, 'Log in to Banco Falabella');
+        await frame.getByLabel('RUT', { exact: true }).pressSequentially('123456785');
+        await frame.getByLabel('Password', { exact: true }).fill('sandbox');
+        await frame.getByRole('button', { name: 'Connect', exact: true }).click();
+        await screen(frame, 'Connecting to Banco Falabella');
+        await runSyncs(app);
+        await screen(frame, 'Connected');
+        await frame.locator('#widget-close').click();
+        const success = await waitForEvent(page, 'success');
+        t.match(success.exchangeToken, /^et_[0-9A-Za-z]{40}$/, 'onSuccess got the exchange token');
+        t.equal(await page.locator('iframe').count(), 0, 'the overlay closed');
+        const link = await app.request('POST', `/v1/exchange_tokens/${success.exchangeToken}`, { key: sk });
+        t.equal(link.status, 200);
+        t.match(link.body, { object: 'link', bank_id: 'falabella', external_user_id: 'closes-early' });
+      },
+    );
+
     t.test('a used link shows a clear error page', async (t) => {
       const token = await widgetToken(app, sk);
       await openWidget(token);

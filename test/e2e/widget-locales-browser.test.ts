@@ -45,6 +45,8 @@ const WORDS = {
     close: 'Cerrar esta ventana',
     lang: 'es-CL',
     matches: '4 bancos',
+    individual: 'Persona',
+    business: 'Empresa',
   },
   en: {
     frame: 'Connect your bank',
@@ -66,6 +68,8 @@ const WORDS = {
     close: 'Close this window',
     lang: 'en',
     matches: '4 banks',
+    individual: 'Personal',
+    business: 'Business',
   },
 } as const;
 
@@ -200,7 +204,16 @@ if (requireChromium(t)) {
           await page.keyboard.press('Enter');
           await screen(frame, words.login);
           const connect = frame.getByRole('button', { name: words.connect, exact: true });
-          if (size === 'desktop') await aboveTheFold(t, page, connect, `${words.connect} at 1280x800`);
+          const consent = frame.locator('#consent');
+          for (const holder of [words.business, words.individual]) {
+            await frame.getByLabel(holder, { exact: true }).check();
+            const form = `${size}, ${holder}`;
+            await aboveTheFold(t, page, consent, `the consent text (${form})`);
+            await aboveTheFold(t, page, connect, `${words.connect} (${form})`);
+            const [text, button] = [await consent.boundingBox(), await connect.boundingBox()];
+            t.ok(text!.y + text!.height <= button!.y, `the consent text is read before the button (${form})`);
+            if (holder === words.business) await shot('2-credentials-business');
+          }
           await frame.getByLabel('RUT', { exact: true }).pressSequentially('111111111');
           await frame.getByLabel(words.password, { exact: true }).fill('sandbox-mfa');
           await shot('2-credentials');

@@ -57,7 +57,8 @@
         border: '0',
         background: '#ffffff',
         width: phone ? '100%' : '420px',
-        height: phone ? '100%' : 'min(680px, calc(100% - 32px))',
+        // 760 px fits the business form with its consent and button on a 1280x800 screen.
+        height: phone ? '100%' : 'min(760px, calc(100% - 32px))',
         'border-radius': phone ? '0' : '16px',
         'box-shadow': '0 24px 64px rgba(0, 0, 0, 0.35)',
       });
