@@ -121,7 +121,7 @@ export function refuseUnderRunningServers(
       [
         `${count === 1 ? 'svc serve' : `${count} svc serve processes`}${change.kind === 'rollback' ? '' : ' of another build'} ${count === 1 ? 'is' : 'are'} using this database: ${described.join('; ')}.`,
         `${change.kind === 'rollback' ? 'Rolling back' : 'Migrating'} under ${count === 1 ? 'it' : 'them'} would break ${count === 1 ? 'its' : 'their'} writes.`,
-        `Stop ${count === 1 ? 'it' : 'them'} first (\`systemctl stop svc\`, or Ctrl-C or SIGTERM to \`svc serve\`), then run \`${command}\`, then start the new build.`,
+        `Stop ${count === 1 ? 'it' : 'them'} first (\`systemctl stop svc\`, or Ctrl-C or SIGTERM to \`svc serve\`), then run \`${command}\`, then start the build that matches the schema.`,
         lapses.length > 0
           ? `A server killed without stopping counts until ${lapses.map((s) => `${s} s`).join(' or ')} after its last heartbeat.`
           : '',

@@ -144,6 +144,34 @@ forEachEngine(t, async (t, engine) => {
   );
 
   await t.test(
+    'the first upgrade: a server that records no heartbeat is seen on its host through its state file',
+    async (t) => {
+      const { url, home } = await installed(t, engine);
+      // A server that renews its row only every 300 s: with the row and its table gone, the database looks
+      // as a build from before serve_instances left it, beside a running svc serve.
+      const serve = await startServe(t, { home, env: { SVC_SUPERVISOR_HEARTBEAT_SECONDS: '300' } });
+      await withDatabase(url, async (db) => {
+        await db.knex.schema.dropTable('serve_instances');
+        await db.knex('knex_migrations').where({ name: head }).delete();
+      });
+      const newer = newerBuild(t);
+
+      const refused = await runCli(['migrate'], { home, root: newer });
+      t.not(refused.code, 0, 'svc migrate of the newer build refuses');
+      t.match(refused.message, `pid ${serve.pid} on ${hostname()}`, 'naming the server');
+      t.match(refused.message, /records no heartbeat/, 'and saying its build is unknown');
+      t.match(refused.message, /systemctl stop svc/);
+      t.notOk((await applied(url)).includes(NEWER_MIGRATION), 'nothing was migrated');
+
+      serve.process.kill('SIGTERM');
+      await serve.exited;
+      const migrated = await runCli(['migrate'], { home, root: newer });
+      t.equal(migrated.code, 0, 'once it has stopped, the newer build migrates');
+      t.same((await applied(url)).slice(-2), [head, NEWER_MIGRATION]);
+    },
+  );
+
+  await t.test(
     'a server whose schema is moved ahead stops its scheduler and dispatcher with one line',
     async (t) => {
       const { url, home } = await installed(t, engine);
