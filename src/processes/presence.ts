@@ -22,6 +22,20 @@ import { runningSupervisors } from './status.js';
  */
 export const MISSED_HEARTBEATS = 3;
 
+/** How long a stopping server waits for the database to take its row away (and for a beat in flight). */
+export const STOP_WAIT_MS = 2000;
+
+/** `work`'s value, or undefined once `ms` have passed; a failure of `work` within them is thrown. */
+export async function atMost<T>(work: Promise<T>, ms: number): Promise<T | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), ms)));
+  try {
+    return await Promise.race([work, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** What a server of this code expects of the database, captured once: an install under it replaces dist/. */
 export interface Build {
   version: string;
@@ -76,10 +90,13 @@ export class ServePresence {
     return schemaMismatch(await migrationStatus(this.db, this.build.migrations));
   }
 
-  /** Removes the row (a clean stop frees a migration at once) and closes the database. */
+  /**
+   * Removes the row (a clean stop frees a migration at once) and closes the database. Waits for the database
+   * at most `STOP_WAIT_MS`: with it away, a stop must not wait out the pool's 10 s, and the row lapses anyway.
+   */
   async stop(): Promise<void> {
     try {
-      if (this.row) await removeServeInstance(this.db, this.row.id);
+      if (this.row) await atMost(removeServeInstance(this.db, this.row.id), STOP_WAIT_MS);
     } finally {
       await this.db.close();
     }

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Config } from '../config/defaults.js';
 import type { Logger } from '../logging/logger.js';
+import { atMost, STOP_WAIT_MS } from './presence.js';
 import type { RoleName } from './roles.js';
 
 const CHILD_ENTRY = fileURLToPath(new URL('./child.js', import.meta.url));
@@ -118,7 +119,9 @@ export class Supervisor {
       process.off('SIGTERM', onSignal);
       process.off('SIGINT', onSignal);
       if (this.heartbeatTimer) clearTimeout(this.heartbeatTimer);
-      await this.beating;
+      // A beat that renews after the row's removal writes it again, to lapse after 3 heartbeats: waited for,
+      // but not for long when the database is away (and then the removal fails too).
+      await atMost(this.beating, STOP_WAIT_MS);
       rmSync(this.stateFile, { force: true });
     });
   }
