@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Config } from '../config/defaults.js';
 import type { Logger } from '../logging/logger.js';
-import { atMost, STOP_WAIT_MS } from './presence.js';
+import { atMost, MISSED_HEARTBEATS, STOP_WAIT_MS } from './presence.js';
 import type { RoleName } from './roles.js';
 
 const CHILD_ENTRY = fileURLToPath(new URL('./child.js', import.meta.url));
@@ -143,7 +143,7 @@ export class Supervisor {
     } catch (error) {
       // Once per outage: the children say for themselves what the database's absence does to their work.
       if (this.beatFailures === 0) {
-        const lapse = this.config.supervisor.heartbeatSeconds * 3;
+        const lapse = this.config.supervisor.heartbeatSeconds * MISSED_HEARTBEATS;
         this.logger.warn(
           { err: error },
           `could not record the heartbeat: after ${lapse} s without one, svc migrate no longer sees this server`,
@@ -180,12 +180,22 @@ export class Supervisor {
       }
     }
     this.writeState();
+    setTimeout(() => {
+      for (const child of this.children) {
+        if (child.halted && child.process) {
+          this.logger.warn({ child: child.role }, 'shutdown timeout: killing');
+          child.process.kill('SIGKILL');
+        }
+      }
+    }, this.config.supervisor.shutdownTimeoutSeconds * 1000).unref();
     const what =
-      stopped.length > 0 ? `its ${stopped.join(' and ')} stopped` : 'it runs no scheduler or dispatcher';
+      stopped.length > 0
+        ? `This svc serve stopped its ${stopped.join(' and ')}`
+        : 'This svc serve runs no scheduler or dispatcher';
     const api = this.roles.includes('api') ? '; its API keeps serving' : '';
     this.logger.error(
       { stopped, reason: problem },
-      `The database schema changed under this svc serve: ${problem} So ${what}${api}. Restart svc serve with the build that matches the database.`,
+      `${problem} ${what}${api}. Restart svc serve with the build that matches the database.`,
     );
   }
 
