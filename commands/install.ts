@@ -30,6 +30,7 @@ export default class Install extends BaseCommand {
       brand: flags.brand,
       clock: systemClock,
       actor: this.actor(),
+      version: this.config.version,
     });
     this.log(`Data directory  ${result.home}`);
     this.log(`Config          ${result.configFile}`);

@@ -22,6 +22,7 @@ export default class Migrate extends BaseCommand {
     const { flags } = await this.parse(Migrate);
     const config = this.appConfig(flags.home);
     const { migrateRollback, migrateUp, migrationStatus } = await import('../src/db/migrations.js');
+    const { currentBuild, refuseUnderRunningServers } = await import('../src/processes/presence.js');
     return this.withDatabase(config, async (db) => {
       if (flags.status) {
         const status = await migrationStatus(db);
@@ -36,12 +37,17 @@ export default class Migrate extends BaseCommand {
         if (rows.length > 0) for (const line of formatTable(['STATE', 'MIGRATION'], rows)) this.log(line);
         return status;
       }
+      // Not under a running svc serve of another build (of any build, for a rollback): the README's upgrade.
+      const build = currentBuild(this.config.version);
       if (flags.rollback) {
-        const reverted = await migrateRollback(db);
+        const guard = refuseUnderRunningServers(db, build, config.home, 'svc migrate --rollback');
+        const reverted = await migrateRollback(db, { guard });
         this.log(reverted.length ? `Rolled back ${reverted.join(', ')}` : 'Nothing to roll back.');
         return { reverted };
       }
-      const applied = await migrateUp(db);
+      const applied = await migrateUp(db, {
+        guard: refuseUnderRunningServers(db, build, config.home, 'svc migrate'),
+      });
       this.log(applied.length ? `Applied ${applied.join(', ')}` : 'Already up to date.');
       return { applied };
     });

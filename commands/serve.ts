@@ -41,8 +41,25 @@ export default class Serve extends BaseCommand {
       if (taken) throw new CliError('port_unavailable', taken, 69);
     }
     const { migrationStatus, schemaMismatch } = await import('../src/db/migrations.js');
-    const problem = await this.withDatabase(config, async (db) => schemaMismatch(await migrationStatus(db)));
+    const { ServePresence, currentBuild } = await import('../src/processes/presence.js');
+    // The migrations this build knows, read once: installing another build under a running server replaces
+    // them on disk, and this server's row and heartbeat must go on naming the code it runs.
+    const build = currentBuild(this.config.version);
+    const problem = await this.withDatabase(config, async (db) =>
+      schemaMismatch(await migrationStatus(db, build.migrations)),
+    );
     if (problem) this.error(problem, { exit: 78 });
+    // This server's row, so that `svc migrate` of another build refuses while it runs (docs: README, Upgrading).
+    const presence = new ServePresence(
+      await this.openDatabase(config),
+      build,
+      roles,
+      config.supervisor.heartbeatSeconds,
+    );
+    await presence.start().catch(async (error: unknown) => {
+      await presence.stop().catch(() => undefined);
+      throw error;
+    });
 
     const { Supervisor } = await import('../src/processes/supervisor.js');
     const { createLogger, flushLogger } = await import('../src/logging/logger.js');
@@ -60,8 +77,17 @@ export default class Serve extends BaseCommand {
     );
     // A person at a terminal gets one line saying what runs where; journald and log files keep the JSON.
     const announce = process.stdout.isTTY ? () => this.log(runningLine(config, roles)) : () => undefined;
-    const supervisor = new Supervisor(config, roles, env, logger, announce);
-    const code = await supervisor.run();
+    const supervisor = new Supervisor(config, roles, env, logger, announce, presence);
+    let code: number;
+    try {
+      code = await supervisor.run();
+    } finally {
+      await presence
+        .stop()
+        .catch((error: Error) =>
+          logger.warn({ err: error }, 'could not remove this server from the database'),
+        );
+    }
     await flushLogger(logger);
     if (code !== 0) this.error(supervisor.failureReason ?? 'a child process failed', { exit: code });
   }

@@ -37,6 +37,7 @@ export const OWNERS = {
   console_tokens: 'src/console/',
   console_sign_in_attempts: 'src/console/',
   console_sessions: 'src/console/',
+  serve_instances: 'src/processes/',
 };
 const ALLOWED = ['src/db/', 'migrations/'];
 const SCANNED = ['src', 'commands'];

@@ -1,6 +1,7 @@
 /**
  * Errors a command stops with that are about the installation rather than the request: each has a stable
- * `code` for `--json` and an exit code (sysexits: 69 a service is unavailable, 78 configuration), mapped
+ * `code` for `--json` and an exit code (sysexits: 69 a service is unavailable, 75 try again later, as when a
+ * running server holds a migration back, 78 configuration), mapped
  * once in BaseCommand's `catch`.
  */
 export class CliError extends Error {

@@ -47,6 +47,7 @@ export function defaultConfig(home: string): Config {
       crashLoopRestarts: 5,
       crashLoopWindowSeconds: 60,
       shutdownTimeoutSeconds: 30,
+      heartbeatSeconds: 5,
     },
     scheduler: {
       cron: '* * * * *',

@@ -90,6 +90,11 @@ export const configSchema = {
         crashLoopRestarts: { type: 'integer', minimum: 1 },
         crashLoopWindowSeconds: { type: 'integer', minimum: 1 },
         shutdownTimeoutSeconds: { type: 'integer', minimum: 1 },
+        /**
+         * How often `svc serve` renews its row in the database and compares the schema with its build: a
+         * server that misses 3 counts as gone, and one whose schema moved stops its workers within one.
+         */
+        heartbeatSeconds: { type: 'integer', minimum: 1, maximum: 300 },
       },
     },
     scheduler: {

@@ -30,8 +30,14 @@ const source: Knex.MigrationSource<string> = {
 
 const config: Knex.MigratorConfig = { migrationSource: source, tableName: TABLE };
 
-export async function migrationStatus(db: Database): Promise<MigrationStatus> {
-  const known = migrationNames();
+/**
+ * The database's migrations against `known`, by default those of the code on disk. A running `svc serve`
+ * passes the list it read when it started: a build installed under it replaces dist/ and so the list on disk.
+ */
+export async function migrationStatus(
+  db: Database,
+  known: readonly string[] = migrationNames(),
+): Promise<MigrationStatus> {
   const applied = (await db.knex.schema.hasTable(TABLE))
     ? (await db.knex(TABLE).select('name').orderBy('id')).map((row: { name: string }) => row.name)
     : [];
@@ -45,17 +51,34 @@ export async function migrationStatus(db: Database): Promise<MigrationStatus> {
   };
 }
 
+/** What a migration run is about to change, for a guard to refuse. */
+export type SchemaChange = { kind: 'migrate'; pending: string[] } | { kind: 'rollback' };
+
+export interface MigrateOptions {
+  /**
+   * Runs under the migration lock before anything changes, when something will; throws to refuse. `svc
+   * migrate` and `svc install` refuse under a running server of another build (src/processes/presence.ts).
+   */
+  guard?: (change: SchemaChange) => Promise<void>;
+}
+
 /** Applies every pending migration. On Postgres, concurrent callers wait on an advisory lock. */
-export async function migrateUp(db: Database): Promise<string[]> {
+export async function migrateUp(db: Database, options: MigrateOptions = {}): Promise<string[]> {
   return withMigrationLock(db, async () => {
+    if (options.guard) {
+      const { pending } = await migrationStatus(db);
+      if (pending.length > 0) await options.guard({ kind: 'migrate', pending });
+    }
     const [, applied] = (await db.knex.migrate.latest(config)) as [number, string[]];
     return applied;
   });
 }
 
 /** Reverts the last batch of migrations. */
-export async function migrateRollback(db: Database): Promise<string[]> {
+export async function migrateRollback(db: Database, options: MigrateOptions = {}): Promise<string[]> {
   return withMigrationLock(db, async () => {
+    if (options.guard && (await migrationStatus(db)).applied.length > 0)
+      await options.guard({ kind: 'rollback' });
     const [, reverted] = (await db.knex.migrate.rollback(config)) as [number, string[]];
     return reverted;
   });

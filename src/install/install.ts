@@ -13,6 +13,7 @@ import { CONFIG_FILE, loadConfig, maskUrl } from '../config/load-config.js';
 import { openDatabase } from '../db/database.js';
 import { checkDatabaseUrl } from './check-database-url.js';
 import { migrateUp } from '../db/migrations.js';
+import { currentBuild, refuseUnderRunningServers } from '../processes/presence.js';
 import { createApiKey } from '../keys/keys.js';
 import { createOrganisation, type Organisation } from '../orgs/orgs.js';
 import { createMasterKeyFile } from '../secrets/master-key-file.js';
@@ -24,6 +25,8 @@ export interface InstallOptions {
   brand?: string;
   clock: Clock;
   actor: string;
+  /** svc's version, for messages; the migrations on disk say which build a running server must match. */
+  version?: string;
 }
 
 export interface InstallResult {
@@ -62,7 +65,14 @@ export async function install(options: InstallOptions): Promise<InstallResult> {
   const config = loadConfig({ home: options.home, env: options.env });
   const db = openDatabase({ url: config.databaseUrl });
   try {
-    const applied = await migrateUp(db);
+    // An upgrade's install.sh runs this: it migrates only with no server of another build running.
+    const guard = refuseUnderRunningServers(
+      db,
+      currentBuild(options.version ?? 'unknown'),
+      options.home,
+      'svc install',
+    );
+    const applied = await migrateUp(db, { guard });
     const hasOrganisations = (await db.knex('organisations').first('id')) !== undefined;
 
     let createdMasterKey = false;

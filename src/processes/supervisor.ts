@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Config } from '../config/defaults.js';
 import type { Logger } from '../logging/logger.js';
+import { atMost, MISSED_HEARTBEATS, STOP_WAIT_MS } from './presence.js';
 import type { RoleName } from './roles.js';
 
 const CHILD_ENTRY = fileURLToPath(new URL('./child.js', import.meta.url));
@@ -34,7 +35,20 @@ interface Child extends ChildState {
   crashes: number[];
   stderrTail: string[];
   restartTimer: NodeJS.Timeout | null;
+  /** Stopped for good because the schema moved under this build: not restarted. */
+  halted: boolean;
 }
+
+/**
+ * This server's row in the database (presence.ts): renewed every `supervisor.heartbeatSeconds`; each beat
+ * answers why the schema no longer fits this build, or null.
+ */
+export interface Heartbeat {
+  beat(): Promise<string | null>;
+}
+
+/** The roles that write in the background, unseen by any caller: stopped when the schema moves on. */
+const WORKER_ROLES: readonly RoleName[] = ['scheduler', 'dispatcher'];
 
 /**
  * Starts one process per role, restarts a crashed one with backoff, and gives up (exit 1, with the reason)
@@ -49,14 +63,23 @@ export class Supervisor {
   private finished!: (code: number) => void;
   private readonly stateFile: string;
   private announced = false;
+  private heartbeatTimer: NodeJS.Timeout | null = null;
+  /** The beat in progress: the row is removed after it, never under it (which would write it again). */
+  private beating: Promise<void> = Promise.resolve();
+  private beatFailures = 0;
+  private schemaMoved = false;
 
-  /** `onRunning` is called once, the first time every child has said it is ready. */
+  /**
+   * `onRunning` is called once, the first time every child has said it is ready. Without a `heartbeat`
+   * (tests of the supervisor alone) nothing is written to the database.
+   */
   constructor(
     private readonly config: Readonly<Config>,
     private readonly roles: RoleName[],
     private readonly env: Record<string, string | undefined>,
     private readonly logger: Logger,
     private readonly onRunning: () => void = () => undefined,
+    private readonly heartbeat: Heartbeat | null = null,
   ) {
     this.children = roles.map((role) => ({
       role,
@@ -70,6 +93,7 @@ export class Supervisor {
       crashes: [],
       stderrTail: [],
       restartTimer: null,
+      halted: false,
     }));
     mkdirSync(join(config.home, 'run'), { recursive: true });
     this.stateFile = join(config.home, 'run', `serve-${process.pid}.json`);
@@ -90,11 +114,89 @@ export class Supervisor {
     process.on('SIGTERM', onSignal);
     process.on('SIGINT', onSignal);
     for (const child of this.children) this.spawn(child);
-    return done.finally(() => {
+    this.scheduleBeat();
+    return done.finally(async () => {
       process.off('SIGTERM', onSignal);
       process.off('SIGINT', onSignal);
+      if (this.heartbeatTimer) clearTimeout(this.heartbeatTimer);
+      // A beat that renews after the row's removal writes it again, to lapse after 3 heartbeats: waited for,
+      // but not for long when the database is away (and then the removal fails too).
+      await atMost(this.beating, STOP_WAIT_MS);
       rmSync(this.stateFile, { force: true });
     });
+  }
+
+  private scheduleBeat(): void {
+    if (!this.heartbeat || this.stopping) return;
+    this.heartbeatTimer = setTimeout(() => {
+      this.heartbeatTimer = null;
+      this.beating = this.beat().finally(() => this.scheduleBeat());
+    }, this.config.supervisor.heartbeatSeconds * 1000);
+  }
+
+  private async beat(): Promise<void> {
+    try {
+      const problem = await this.heartbeat!.beat();
+      if (this.beatFailures > 0) this.logger.info({ failed: this.beatFailures }, 'heartbeat recorded again');
+      this.beatFailures = 0;
+      if (problem && !this.schemaMoved && !this.stopping) this.haltWorkers(problem);
+    } catch (error) {
+      // Once per outage: the children say for themselves what the database's absence does to their work.
+      if (this.beatFailures === 0) {
+        const lapse = this.config.supervisor.heartbeatSeconds * MISSED_HEARTBEATS;
+        this.logger.warn(
+          { err: error },
+          `could not record the heartbeat: after ${lapse} s without one, svc migrate no longer sees this server`,
+        );
+      }
+      this.beatFailures += 1;
+    }
+  }
+
+  /**
+   * The database's schema no longer fits this build: a newer build migrated it (or it was rolled back). The
+   * scheduler and the dispatcher would fail write after write, and a delivery whose attempt cannot be
+   * recorded is sent again; they drain and stay stopped. The API keeps serving: its callers see each answer,
+   * and an expand migration, the kind a newer node runs beside older ones, leaves its reads and writes
+   * working. One line says so; restarting svc serve with the matching build starts them again.
+   */
+  private haltWorkers(problem: string): void {
+    this.schemaMoved = true;
+    const stopped: RoleName[] = [];
+    for (const child of this.children) {
+      if (!WORKER_ROLES.includes(child.role) || child.status === 'failed' || child.status === 'stopped')
+        continue;
+      child.halted = true;
+      stopped.push(child.role);
+      if (child.restartTimer) {
+        clearTimeout(child.restartTimer);
+        child.restartTimer = null;
+      }
+      if (child.process) {
+        child.status = 'stopping';
+        child.process.kill('SIGTERM');
+      } else {
+        child.status = 'stopped';
+      }
+    }
+    this.writeState();
+    setTimeout(() => {
+      for (const child of this.children) {
+        if (child.halted && child.process) {
+          this.logger.warn({ child: child.role }, 'shutdown timeout: killing');
+          child.process.kill('SIGKILL');
+        }
+      }
+    }, this.config.supervisor.shutdownTimeoutSeconds * 1000).unref();
+    const what =
+      stopped.length > 0
+        ? `This svc serve stopped its ${stopped.join(' and ')}`
+        : 'This svc serve runs no scheduler or dispatcher';
+    const api = this.roles.includes('api') ? '; its API keeps serving' : '';
+    this.logger.error(
+      { stopped, reason: problem },
+      `${problem} ${what}${api}. Restart svc serve with the build that matches the database.`,
+    );
   }
 
   get failureReason(): string | null {
@@ -138,6 +240,12 @@ export class Supervisor {
     child.pid = null;
     child.last_exit = signal ? `signal ${signal}` : `exit code ${code}`;
     child.last_exit_at = new Date().toISOString();
+    if (child.halted) {
+      child.status = 'stopped';
+      this.writeState();
+      if (this.stopping) this.finishIfAllStopped();
+      return;
+    }
     if (this.stopping) {
       child.status = 'stopped';
       this.writeState();
@@ -173,6 +281,7 @@ export class Supervisor {
   private stop(): void {
     if (this.stopping) return;
     this.stopping = true;
+    if (this.heartbeatTimer) clearTimeout(this.heartbeatTimer);
     for (const child of this.children) {
       if (child.restartTimer) clearTimeout(child.restartTimer);
       if (child.process) {

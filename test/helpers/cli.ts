@@ -36,6 +36,11 @@ export interface CliOptions {
    * always run as processes.
    */
   ownProcess?: boolean;
+  /**
+   * The checkout of another build of svc to run (other-build.ts) instead of this one: always a process of
+   * its own, so that its modules never mix with this build's.
+   */
+  root?: string;
 }
 
 /** Commands that run until they are stopped: a process of their own, always. */
@@ -43,7 +48,11 @@ const LONG_RUNNING = ['serve', 'bank-gateway', 'webhooks listen'];
 
 function needsOwnProcess(args: string[], options: CliOptions): boolean {
   const command = args.filter((arg) => !arg.startsWith('-')).join(' ');
-  return options.ownProcess === true || LONG_RUNNING.some((name) => command.startsWith(name));
+  return (
+    options.ownProcess === true ||
+    options.root !== undefined ||
+    LONG_RUNNING.some((name) => command.startsWith(name))
+  );
 }
 
 export interface CliResult {
@@ -79,10 +88,11 @@ export function oneLine(text: string): string {
 
 /** `svc <args>` in a process group of its own (processes.ts), owned until `t` ends when one is given. */
 export function spawnCli(args: string[], options: CliOptions, t?: Test): ChildProcess {
+  const root = options.root ?? REPO_ROOT;
   return spawnOwned(
     process.execPath,
-    [CLI_ENTRY, ...args],
-    { cwd: REPO_ROOT, env: cliEnv(options.home, options.env), stdio: ['ignore', 'pipe', 'pipe'] },
+    [options.root ? join(options.root, 'bin', 'run.js') : CLI_ENTRY, ...args],
+    { cwd: root, env: cliEnv(options.home, options.env), stdio: ['ignore', 'pipe', 'pipe'] },
     t,
   );
 }
