@@ -130,7 +130,7 @@ async function dumpSqlite(url: string, directory: string, options: ToolOptions):
   return { engine: 'sqlite', format: 'sqlite', file, schema: null, migrations, rowCounts: counts, location };
 }
 
-async function checkSqlite(db: Database, file: string): Promise<void> {
+export async function checkSqlite(db: Database, file: string): Promise<void> {
   const rows: Record<string, string>[] = await db.knex.raw('PRAGMA quick_check');
   const problems = rows.map((row) => Object.values(row)[0]).filter((value) => value !== 'ok');
   if (problems.length > 0)
@@ -182,7 +182,7 @@ export function findTool(name: 'pg_dump' | 'pg_restore', env: Record<string, str
 }
 
 /** Runs a client tool with the password in PGPASSWORD (never on its command line), reporting its progress. */
-async function runTool(
+export async function runTool(
   name: 'pg_dump' | 'pg_restore',
   args: string[],
   connection: ReturnType<typeof libpqConnection>,
