@@ -379,6 +379,19 @@ forEachEngine(t, async (t, engine) => {
       const table = join(dir, 'table.tar.gz');
       await runCliJson(t, ['backup', '--no-encrypt', '--out', table], { home: evilHome });
       await refuse(t, table, /holds table stowaway/);
+      // One of svc's indexes redefined with an expression of the archive's.
+      const redefined = await withDatabase(`sqlite://${join(evilHome, 'svc.db')}`, async (db) => {
+        await db.knex.raw('DROP TABLE stowaway');
+        const [index] = (await db.knex.raw(
+          "select name, tbl_name from sqlite_master where type = 'index' and tbl_name = 'api_keys' and sql is not null limit 1",
+        )) as { name: string; tbl_name: string }[];
+        await db.knex.raw(`DROP INDEX "${index!.name}"`);
+        await db.knex.raw(`CREATE INDEX "${index!.name}" ON "${index!.tbl_name}" (abs(length(token_hash)))`);
+        return index!.name;
+      });
+      const indexed = join(dir, 'index.tar.gz');
+      await runCliJson(t, ['backup', '--no-encrypt', '--out', indexed], { home: evilHome });
+      await refuse(t, indexed, new RegExp(`index ${redefined} defined otherwise than svc's`));
     });
   }
 
