@@ -100,7 +100,9 @@ export default class Backup extends BaseCommand {
       this.log(
         `  ${member.name.padEnd(14)}${formatBytes(member.size).padStart(11)}  sha256 ${member.sha256}`,
       );
-    this.logToStderr(`Restore with: svc restore ${result.file} --home NEW_HOME (docs/backup.md)`);
+    this.logToStderr(
+      `Restore with: svc restore ${result.file} --home NEW_HOME${result.encrypted ? ' (it asks for the passphrase, or takes --passphrase-file)' : ''} (docs/backup.md)`,
+    );
     return result;
   }
 
