@@ -1,10 +1,14 @@
 import { rmSync } from 'node:fs';
+import { join } from 'node:path';
 import { Flags } from '@oclif/core';
 import { BaseCommand } from '../src/cli/base-command.js';
 import type { BackupProgress, BackupResult } from '../src/backup/backup.js';
 
 export const BACKUP_WARNING =
   'WARNING: this archive holds the master key. Anyone who has it can read every stored bank credential and webhook signing secret: store it like the key itself (encrypted, offline, few readers). It is created with mode 0600.';
+
+export const ENCRYPTED_NOTE =
+  'This archive holds the master key, encrypted with your passphrase (scrypt, AES-256-GCM). Without the passphrase it cannot be restored: keep the passphrase apart from the archive, as safely as the key. It is created with mode 0600.';
 
 export const ENVIRONMENT_KEY_NOTE =
   'The master key comes from SVC_MASTER_KEY and is NOT in this archive: without it the restored secrets cannot be read, so keep it apart, as safely. The archive is created with mode 0600: it holds the sealed secrets and config.json.';
@@ -13,27 +17,54 @@ export default class Backup extends BaseCommand {
   static override summary =
     'Write one archive with a consistent copy of the database, config.json and the master key, while svc serve runs';
   static override description =
-    'SQLite is copied with VACUUM INTO (one read transaction beside the running writers); PostgreSQL with pg_dump --format=custom (install postgresql-client). The archive is a .tar.gz (tar -tzf lists it) with a manifest.json holding the svc version, the engine, the migration level and the SHA-256 of every member. See docs/backup.md.';
+    'SQLite is copied with VACUUM INTO (one read transaction beside the running writers); PostgreSQL with pg_dump --format=custom (install postgresql-client). The archive is a .tar.gz with a manifest.json holding the svc version, the engine, the migration level and the SHA-256 of every member, encrypted by default with a passphrase (scrypt, AES-256-GCM) from --passphrase-file, SVC_BACKUP_PASSPHRASE or a prompt. It goes to <home>/backups (0700) unless --out says otherwise. See docs/backup.md.';
   static override examples = [
-    '<%= config.bin %> backup',
-    '<%= config.bin %> backup --out /var/backups/svc/svc-$(date +%F).tar.gz',
+    '<%= config.bin %> backup --passphrase-file /root/svc-backup.pass',
+    '<%= config.bin %> backup --out /var/backups/svc/svc-$(date +%F).tar.gz.enc',
+    '<%= config.bin %> backup --no-encrypt --out /var/backups/svc/plain.tar.gz',
     '<%= config.bin %> backup --json',
   ];
   static override flags = {
     out: Flags.string({
-      description: 'archive to write; it must not exist (default: ./svc-backup-<UTC time>.tar.gz)',
+      description:
+        'archive to write; it must not exist (default: <home>/backups/svc-backup-<UTC time>.tar.gz.enc)',
+    }),
+    encrypt: Flags.boolean({
+      default: true,
+      allowNo: true,
+      description:
+        'encrypt the archive with a passphrase (--no-encrypt: a plain .tar.gz holding the master key)',
+    }),
+    'passphrase-file': Flags.string({
+      description:
+        'read the passphrase from the first line of this file (else SVC_BACKUP_PASSPHRASE, else a prompt)',
     }),
   };
 
   async run(): Promise<BackupResult> {
     const { flags } = await this.parse(Backup);
     const config = this.appConfig(flags.home);
-    const { createBackup, defaultArchiveName } = await import('../src/backup/backup.js');
+    const { createBackup, defaultArchiveName, defaultBackupDirectory } =
+      await import('../src/backup/backup.js');
+    const { readPassphrase } = await import('../src/backup/passphrase.js');
     const clock = this.clock(config);
     const now = () => new Date(clock.now());
-    const out = flags.out ?? defaultArchiveName(now());
+    // Asked before anything is copied: a refusal here leaves nothing behind.
+    const passphrase = flags.encrypt
+      ? await readPassphrase({
+          file: flags['passphrase-file'],
+          env: process.env,
+          terminal: { input: process.stdin, output: process.stderr },
+          confirm: true,
+          purpose: 'backup',
+        })
+      : null;
+    const out =
+      flags.out ?? join(defaultBackupDirectory(config.home), defaultArchiveName(now(), passphrase !== null));
     // Straight to stderr: oclif mutes logToStderr under --json, and this warning must never be muted.
-    process.stderr.write(`${config.masterKey === '' ? BACKUP_WARNING : ENVIRONMENT_KEY_NOTE}\n`);
+    process.stderr.write(
+      `${config.masterKey !== '' ? ENVIRONMENT_KEY_NOTE : passphrase !== null ? ENCRYPTED_NOTE : BACKUP_WARNING}\n`,
+    );
     // Ctrl-C or a SIGTERM: the working directory holds a copy of the database and a partial archive with the
     // master key; remove it rather than leave it behind.
     let staging: string | null = null;
@@ -47,6 +78,7 @@ export default class Backup extends BaseCommand {
     const result = await createBackup({
       config,
       out,
+      passphrase,
       svcVersion: this.config.version,
       env: process.env,
       now,
@@ -58,7 +90,9 @@ export default class Backup extends BaseCommand {
     if (process.stderr.isTTY) process.stderr.write('\n');
     const { formatBytes } = await import('../src/cli/views/format.js');
     const { manifest } = result;
-    this.log(`Wrote ${result.file} (${formatBytes(result.bytes)}, mode 0600)`);
+    this.log(
+      `Wrote ${result.file} (${formatBytes(result.bytes)}, mode 0600, ${result.encrypted ? 'encrypted' : 'NOT encrypted'})`,
+    );
     this.log(
       `  database    ${manifest.source.database}, schema ${manifest.database.schema_version ?? '(empty)'}`,
     );
@@ -66,7 +100,9 @@ export default class Backup extends BaseCommand {
       this.log(
         `  ${member.name.padEnd(14)}${formatBytes(member.size).padStart(11)}  sha256 ${member.sha256}`,
       );
-    this.logToStderr(`Restore with: svc restore ${result.file} --home NEW_HOME (docs/backup.md)`);
+    this.logToStderr(
+      `Restore with: svc restore ${result.file} --home NEW_HOME${result.encrypted ? ' (it asks for the passphrase, or takes --passphrase-file)' : ''} (docs/backup.md)`,
+    );
     return result;
   }
 

@@ -6,9 +6,9 @@ import type { RestoreResult } from '../src/backup/restore.js';
 export default class Restore extends BaseCommand {
   static override summary = 'Restore an archive of svc backup into a fresh data directory (and database)';
   static override description =
-    'Every member is checked against the SHA-256 in the archive before anything is written. The database is restored (SQLite: the file; PostgreSQL: pg_restore into --database-url, or the URL of the archived config), then the master key and config.json, private to this user (0600, 0700), then the migrations this svc has beyond the archive. It refuses a home that holds an installation, a database that holds data (unless --force), and a home that svc serve is running on.';
+    "The archive is untrusted input: an encrypted one is authenticated in full before anything is unpacked; members are unpacked, bounded by the sizes the manifest declares and --max-size, into a staging directory inside the home and checked against their SHA-256. The database is rebuilt by svc's own migrations and only the archive's table data is loaded into it (SQLite: <home>/svc.db or --database-url; PostgreSQL: --database-url), then the master key (<home>/master.key) and config.json, with every path in it dropped, private to this user (0600, 0700), then the migrations this svc has beyond the archive. It refuses a home that holds an installation, a database that holds data (unless --force), and a home that svc serve is running on. Any refusal leaves nothing behind. See docs/backup.md.";
   static override examples = [
-    '<%= config.bin %> restore svc-backup-20261125T130000Z.tar.gz --home /var/lib/svc',
+    '<%= config.bin %> restore svc-backup-20261125T130000Z.tar.gz.enc --home /var/lib/svc --passphrase-file /root/svc-backup.pass',
     '<%= config.bin %> restore backup.tar.gz --home /var/lib/svc --database-url postgres://svc@db.internal/svc',
   ];
   static override args = {
@@ -17,25 +17,55 @@ export default class Restore extends BaseCommand {
   static override flags = {
     'database-url': Flags.string({
       description:
-        "restore the database here instead of the archived config's URL (it is saved in config.json)",
+        'restore the database here (default: <home>/svc.db; a PostgreSQL archive needs it); saved in config.json',
     }),
     force: Flags.boolean({ description: 'replace an existing installation and a database that holds data' }),
+    'passphrase-file': Flags.string({
+      description:
+        'an encrypted archive: read the passphrase from the first line of this file (else SVC_BACKUP_PASSPHRASE, else a prompt)',
+    }),
+    'max-size': Flags.string({
+      description: 'refuse an archive that unpacks to more than this (e.g. 500M, 20G; default 64G)',
+    }),
   };
 
   async run(): Promise<RestoreResult> {
     const { args, flags } = await this.parse(Restore);
-    const { restoreBackup } = await import('../src/backup/restore.js');
-    const result = await restoreBackup({
-      archive: args.file,
-      home: resolveHome(flags.home, process.env),
-      databaseUrl: flags['database-url'],
-      force: flags.force,
-      env: process.env,
-      onProgress: ({ phase, done, total }) => {
-        if (done === undefined || done === total) process.stderr.write(`${phase}\n`);
-      },
-    });
+    const { restoreBackup, ArchiveError } = await import('../src/backup/restore.js');
+    const { readPassphrase } = await import('../src/backup/passphrase.js');
+    const { CliError } = await import('../src/cli/errors.js');
+    const maxBytes = flags['max-size'] === undefined ? undefined : parseSize(flags['max-size']);
+    let result: RestoreResult;
+    try {
+      result = await restoreBackup({
+        archive: args.file,
+        home: resolveHome(flags.home, process.env),
+        databaseUrl: flags['database-url'],
+        force: flags.force,
+        env: process.env,
+        maxBytes,
+        passphrase: () =>
+          readPassphrase({
+            file: flags['passphrase-file'],
+            env: process.env,
+            terminal: { input: process.stdin, output: process.stderr },
+            confirm: false,
+            purpose: 'restore',
+          }),
+        onProgress: ({ phase, done, total }) => {
+          if (done === undefined || done === total) process.stderr.write(`${phase}\n`);
+        },
+      });
+    } catch (error) {
+      // An unusable archive: one line (exit 65, EX_DATAERR), whatever it was that gave it away.
+      if (error instanceof ArchiveError) throw new CliError('unusable_archive', error.message, 65);
+      throw error;
+    }
     const { manifest } = result;
+    if (!result.encrypted)
+      process.stderr.write(
+        'Note: this archive was not encrypted; anyone who could read it could read the master key.\n',
+      );
     this.log(`Restored the backup of ${manifest.created_at} (svc ${manifest.svc_version})`);
     this.log(`  data directory  ${result.home}`);
     this.log(`  config          ${result.configFile}`);
@@ -46,6 +76,10 @@ export default class Restore extends BaseCommand {
     this.log(
       `  migrations      ${result.migrationsApplied.length ? `applied ${result.migrationsApplied.join(', ')}` : `up to date (${manifest.database.schema_version ?? 'empty'})`}`,
     );
+    for (const [i, setting] of result.droppedSettings.entries())
+      this.log(
+        `  ${i === 0 ? 'not restored  ' : '              '}  ${setting.key} from the archived config.json: ${setting.reason}`,
+      );
     if (result.secrets)
       this.log(`  secrets         ${result.secrets.readable} stored secret(s) open with the restored key`);
     if (result.secrets && result.secrets.unreadable.length > 0)
@@ -55,4 +89,12 @@ export default class Restore extends BaseCommand {
     this.log('\nNext: svc serve');
     return result;
   }
+}
+
+/** `500M`, `20G`, `1024` (bytes). */
+function parseSize(text: string): number {
+  const match = /^(\d+)\s*([KMGT]?)i?B?$/i.exec(text.trim());
+  if (!match) throw new Error(`--max-size: "${text}" is not a size; use e.g. 500M or 20G.`);
+  const power = ['', 'K', 'M', 'G', 'T'].indexOf(match[2]!.toUpperCase());
+  return Number(match[1]) * 1024 ** power;
 }

@@ -1,7 +1,9 @@
 import {
+  chmodSync,
   closeSync,
   existsSync,
   fsyncSync,
+  mkdirSync,
   mkdtempSync,
   openSync,
   readFileSync,
@@ -18,6 +20,7 @@ import { CONFIG_FILE } from '../config/load-config.js';
 import { dumpDatabase, type DatabaseDump, type DumpFormat, type DumpProgress } from '../db/snapshot.js';
 import type { Engine } from '../db/dialect.js';
 import { readKeyFile, type MasterKeyFileContents } from '../secrets/master-key-file.js';
+import { encryptingStream, type ScryptParameters } from './encryption.js';
 import { TarWriter, type MemberDigest } from './tar.js';
 
 export const ARCHIVE_FORMAT = 'svc-backup';
@@ -68,6 +71,10 @@ export interface BackupOptions {
   config: Readonly<Config>;
   /** The archive to write; it must not exist yet. */
   out: string;
+  /** Encrypt the archive with a key derived from this passphrase (encryption.ts); null: a plain .tar.gz. */
+  passphrase: string | null;
+  /** The key derivation's cost (tests lower it); the default otherwise. */
+  scrypt?: ScryptParameters;
   svcVersion: string;
   env: Record<string, string | undefined>;
   now: () => Date;
@@ -79,14 +86,26 @@ export interface BackupOptions {
 export interface BackupResult {
   file: string;
   bytes: number;
+  encrypted: boolean;
   manifest: BackupManifest;
 }
 
-export function defaultArchiveName(now: Date): string {
+export function defaultArchiveName(now: Date, encrypted: boolean): string {
   return `svc-backup-${now
     .toISOString()
     .replace(/[-:]/g, '')
-    .replace(/\.\d+Z$/, 'Z')}.tar.gz`;
+    .replace(/\.\d+Z$/, 'Z')}.tar.gz${encrypted ? '.enc' : ''}`;
+}
+
+/**
+ * Where an archive goes without --out: `<home>/backups`, private to its owner (0700, tightened if it was
+ * looser), never the current directory, which may be a git checkout whose `git add -A` would commit the key.
+ */
+export function defaultBackupDirectory(home: string): string {
+  const directory = join(home, 'backups');
+  mkdirSync(directory, { recursive: true, mode: 0o700 });
+  chmodSync(directory, 0o700);
+  return directory;
 }
 
 /**
@@ -117,7 +136,7 @@ export async function createBackup(options: BackupOptions): Promise<BackupResult
     const masterKey = keyBefore ? mergeKeyFiles(keyBefore, readKeyFile(config.masterKeyFile)) : null;
     const manifest = await writeArchive(partial, dump, configBytes, masterKey, options);
     renameSync(partial, out);
-    return { file: out, bytes: statSync(out).size, manifest };
+    return { file: out, bytes: statSync(out).size, encrypted: options.passphrase !== null, manifest };
   } finally {
     rmSync(staging, { recursive: true, force: true });
   }
@@ -139,7 +158,10 @@ async function writeArchive(
   try {
     const file = createWriteStream('', { fd, autoClose: false });
     const gzip = createGzip({ level: 6 });
-    gzip.pipe(file);
+    if (options.passphrase !== null) {
+      const encrypt = await encryptingStream(options.passphrase, options.scrypt);
+      gzip.pipe(encrypt).pipe(file);
+    } else gzip.pipe(file);
     const tar = new TarWriter(gzip, Math.floor(options.now().getTime() / 1000));
     const members: MemberDigest[] = [];
     if (configBytes) members.push(await tar.addBuffer(CONFIG_MEMBER, configBytes));

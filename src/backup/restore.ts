@@ -1,4 +1,5 @@
 import {
+  chmodSync,
   createReadStream,
   existsSync,
   mkdirSync,
@@ -6,24 +7,21 @@ import {
   readFileSync,
   renameSync,
   rmSync,
+  statfsSync,
   writeFileSync,
 } from 'node:fs';
-import { dirname, join, relative, resolve, isAbsolute } from 'node:path';
+import { join, resolve } from 'node:path';
 import { createGunzip } from 'node:zlib';
 import { CONFIG_FILE, maskUrl } from '../config/load-config.js';
-import { engineOf, openDatabase } from '../db/database.js';
+import { engineOf, openDatabase, sqlitePath } from '../db/database.js';
 import { migrateUp, migrationNames, migrationStatus } from '../db/migrations.js';
-import {
-  describeTarget,
-  relocatedDatabaseUrl,
-  restoreDatabase,
-  rowCounts,
-  type DumpProgress,
-} from '../db/snapshot.js';
+import { loadPostgres, rebuildSqlite } from '../db/restore-data.js';
+import { describeTarget, type DumpProgress } from '../db/snapshot.js';
 import { makePrivate } from '../install/install.js';
 import { runningSupervisors } from '../processes/status.js';
 import { loadSecretBox, readKeyFile } from '../secrets/master-key-file.js';
 import { keyUsage } from '../secrets/rotate.js';
+import { sanitiseConfig, type DroppedSetting } from './archived-config.js';
 import {
   ARCHIVE_FORMAT,
   ARCHIVE_FORMAT_VERSION,
@@ -33,18 +31,28 @@ import {
   MASTER_KEY_MEMBER,
   type BackupManifest,
 } from './backup.js';
+import { decryptFile, isEncrypted } from './encryption.js';
 import { ArchiveError, readTar, saveMember, type MemberDigest } from './tar.js';
 
 export { ArchiveError } from './tar.js';
 
+/** What a restore unpacks at most unless told otherwise (--max-size): far above any appliance's database. */
+export const DEFAULT_MAX_UNPACKED_BYTES = 64 * 1024 ** 3;
+/** manifest.json, config.json and master.key are a few kilobytes; more is not an archive of svc backup. */
+const SMALL_MEMBER_MAX = 1024 * 1024;
+
 export interface RestoreOptions {
   archive: string;
   home: string;
-  /** Restore the database here rather than where the archived config points. */
+  /** Restore the database here rather than into `<home>/svc.db` (or the target home's configured URL). */
   databaseUrl?: string;
   /** Replace an existing installation or a database that holds data. */
   force: boolean;
   env: Record<string, string | undefined>;
+  /** Asked only for an encrypted archive. */
+  passphrase: () => Promise<string>;
+  /** What the archive may unpack to, in all (decrypted, then unzipped): a bound on a crafted archive. */
+  maxBytes?: number;
   onProgress?: (progress: DumpProgress) => void;
 }
 
@@ -53,8 +61,11 @@ export interface RestoreResult {
   configFile: string;
   masterKeyFile: string | null;
   database: string;
+  encrypted: boolean;
   manifest: BackupManifest;
   migrationsApplied: string[];
+  /** Settings of the archived config.json that were not restored, and why. */
+  droppedSettings: DroppedSetting[];
   /** Stored secrets the restored key opens, and those it does not; null without a key file. */
   secrets: { readable: number; unreadable: string[] } | null;
 }
@@ -69,14 +80,26 @@ const KNOWN_MEMBERS = new Set([
 ]);
 
 /**
- * Restores an archive of `svc backup` into a home: every member is unpacked into a private directory and
- * checked against the manifest's SHA-256 before anything of the home or the database is touched. Then the
- * database (checked against the manifest's row counts), the master key and config.json, then the migrations
- * this svc has beyond the archive's.
+ * Restores an archive of `svc backup` into a home, treating the archive as untrusted input
+ * (docs/security.md, "Backups and restore"):
+ *
+ * 1. Every path comes from the target home and the flags: the database is `--database-url`, else the target
+ *    home's own configured URL, else `<home>/svc.db`; the key goes to `<home>/master.key`. The archived
+ *    config.json is sanitised (archived-config.ts) and what was dropped is reported.
+ * 2. Everything happens in a staging directory inside the home (0700), removed whatever happens. An encrypted
+ *    archive is authenticated in full, chunk by chunk, into it before anything is unpacked. Unpacking is
+ *    bounded: the whole by `maxBytes` as it streams, each member by the size the manifest declares.
+ * 3. The database is rebuilt by our own migrations and only the archive's rows are loaded into it
+ *    (restore-data.ts), then checked against the manifest's row counts. Then the key and config.json, then
+ *    the migrations this svc has beyond the archive's.
+ *
+ * A refusal leaves nothing behind: the staging directory, a home it created, and on PostgreSQL the tables
+ * it created are removed.
  */
 export async function restoreBackup(options: RestoreOptions): Promise<RestoreResult> {
   const home = resolve(options.home);
   const archive = resolve(options.archive);
+  const maxBytes = options.maxBytes ?? DEFAULT_MAX_UNPACKED_BYTES;
   if (!existsSync(archive)) throw new Error(`${archive} does not exist.`);
   const running = existsSync(home) ? runningSupervisors(home) : [];
   if (running.length > 0)
@@ -88,40 +111,76 @@ export async function restoreBackup(options: RestoreOptions): Promise<RestoreRes
     throw new Error(
       `${home} already holds an installation (${installed.join(', ')}); restore into a new directory with --home, or pass --force to replace it.`,
     );
+  // The target's own settings, read before anything else is: only its database URL is used.
+  const databaseUrl = options.databaseUrl ?? targetDatabaseUrl(home);
+  const masterKeyFile = join(home, 'master.key');
+  const encrypted = isEncrypted(archive);
+  // Asked before anything is written: a refusal here leaves the disk as it was.
+  const passphrase = encrypted ? await options.passphrase() : null;
 
   const createdHome = !existsSync(home);
   mkdirSync(home, { recursive: true, mode: 0o700 });
-  const staging = mkdtempSync(join(home, '.restore-'));
+  const staging = mkdtempSync(join(home, '.restore-staging-'));
+  chmodSync(staging, 0o700);
   let touched = false;
   try {
-    const manifest = await unpack(archive, staging, options.onProgress);
-    const unknown = manifest.database.migrations.filter((name) => !migrationNames().includes(name));
+    let packed = archive;
+    if (passphrase !== null) {
+      packed = join(staging, 'archive.tar.gz');
+      options.onProgress?.({ phase: 'authenticating the archive' });
+      try {
+        await decryptFile(archive, packed, passphrase, maxBytes, (done, total) =>
+          options.onProgress?.({ phase: 'authenticating the archive', done, total }),
+        );
+      } catch (error) {
+        throw refused(archive, error);
+      }
+    }
+    const manifest = await unpack(packed, staging, maxBytes, options.onProgress);
+    if (packed !== archive) rmSync(packed);
+    const known = migrationNames();
+    const unknown = manifest.database.migrations.filter((name) => !known.includes(name));
     if (unknown.length > 0)
       throw new Error(
         `The archive comes from a newer svc (${manifest.svc_version}; its schema has ${unknown.join(', ')}). Install that version or later, then restore.`,
+      );
+    if (manifest.database.migrations.some((name, i) => known[i] !== name))
+      throw refused(
+        archive,
+        new ArchiveError("its manifest's migrations are not the first migrations of this svc, in order"),
+      );
+    if (engineOf(databaseUrl) !== manifest.engine)
+      throw new Error(
+        manifest.engine === 'postgres'
+          ? 'The archive holds a PostgreSQL database: pass --database-url postgres://… to restore into (svc never takes the database from the archive).'
+          : `The archive holds a SQLite database; ${maskUrl(databaseUrl)} is not one. Pass --database-url sqlite://PATH, or leave it out to use ${home}/svc.db.`,
       );
 
     const archivedConfig: Record<string, unknown> = manifest.config.member
       ? parseJson(readFileSync(join(staging, CONFIG_MEMBER), 'utf8'), CONFIG_MEMBER)
       : {};
-    const config = movedConfig(archivedConfig, manifest.source.home, home);
-    if (options.databaseUrl) config.databaseUrl = options.databaseUrl;
-    const databaseUrl =
-      typeof config.databaseUrl === 'string' ? config.databaseUrl : `sqlite://${home}/svc.db`;
-    if (engineOf(databaseUrl) !== manifest.engine)
-      throw new Error(
-        manifest.engine === 'postgres'
-          ? 'The archive holds a PostgreSQL database and its config.json names none (the URL came from the environment): pass --database-url postgres://… to restore into.'
-          : `The archive holds a SQLite database; ${maskUrl(databaseUrl)} is not one. Pass --database-url sqlite://PATH, or leave it out to use ${home}/svc.db.`,
-      );
-    const masterKeyFile =
-      manifest.master_key.member === null
-        ? null
-        : typeof config.masterKeyFile === 'string'
-          ? config.masterKeyFile
-          : join(home, 'master.key');
-    if (masterKeyFile && existsSync(masterKeyFile) && !options.force)
-      throw new Error(`${masterKeyFile} already exists; pass --force to replace it with the archived key.`);
+    const { config, dropped } = sanitiseConfig(
+      archivedConfig,
+      typeof manifest.source?.home === 'string' ? manifest.source.home : '',
+      home,
+    );
+    if (options.databaseUrl || databaseUrl !== `sqlite://${home}/svc.db`) config.databaseUrl = databaseUrl;
+    let keyBytes: Buffer | null = null;
+    if (manifest.master_key.member !== null) {
+      // Checked in the staging directory (a file private to us) before it goes anywhere.
+      const staged = join(staging, MASTER_KEY_MEMBER);
+      chmodSync(staged, 0o600);
+      try {
+        readKeyFile(staged);
+      } catch (error) {
+        throw refused(
+          archive,
+          new ArchiveError(`master.key is not a key file (${(error as Error).message})`),
+        );
+      }
+      keyBytes = readFileSync(staged);
+    }
+
     const target = await describeTarget(databaseUrl);
     if (target.holdsData && !options.force)
       throw new Error(
@@ -129,36 +188,37 @@ export async function restoreBackup(options: RestoreOptions): Promise<RestoreRes
       );
 
     options.onProgress?.({ phase: 'restoring the database' });
-    // On failure this leaves the target as it was (pg_restore runs in one transaction; the SQLite file is
-    // renamed into place whole).
-    await restoreDatabase(databaseUrl, join(staging, manifest.database.member), {
-      format: manifest.database.format,
-      schema: manifest.database.schema,
-      force: options.force,
-      env: options.env,
-      onProgress: options.onProgress,
-    });
+    const dumped = join(staging, manifest.database.member);
+    try {
+      if (manifest.engine === 'sqlite') {
+        const rebuilt = join(staging, 'rebuilt.db');
+        await rebuildSqlite(dumped, rebuilt, manifest.database.migrations, manifest.database.row_counts);
+        rmSync(dumped);
+        const path = sqlitePath(databaseUrl);
+        mkdirSync(join(path, '..'), { recursive: true, mode: 0o700 });
+        for (const suffix of ['-wal', '-shm']) rmSync(`${rebuilt}${suffix}`, { force: true });
+        for (const suffix of ['-wal', '-shm', '']) rmSync(path + suffix, { force: true });
+        moveFile(rebuilt, path);
+        chmodSync(path, 0o600);
+      } else {
+        await loadPostgres(databaseUrl, {
+          dump: dumped,
+          text: join(staging, 'data.sql'),
+          migrations: manifest.database.migrations,
+          expectedCounts: manifest.database.row_counts,
+          force: options.force,
+          env: options.env,
+          onProgress: options.onProgress,
+        });
+      }
+    } catch (error) {
+      throw refused(archive, error);
+    }
     touched = true;
-    const db = openDatabase({ url: databaseUrl });
+    const db = openDatabase({ url: databaseUrl, quiet: true });
     let migrationsApplied: string[] = [];
     try {
-      const counts = await rowCounts(db.knex, db.engine);
-      const differing = Object.entries(manifest.database.row_counts).filter(
-        ([table, n]) => counts[table] !== n,
-      );
-      if (differing.length > 0)
-        throw new Error(
-          `The restored database does not hold what the archive recorded (${differing
-            .slice(0, 5)
-            .map(([table, n]) => `${table}: ${counts[table] ?? 'missing'} rows, expected ${n}`)
-            .join('; ')}).`,
-        );
-
-      if (masterKeyFile) {
-        mkdirSync(dirname(masterKeyFile), { recursive: true, mode: 0o700 });
-        replaceFile(masterKeyFile, readFileSync(join(staging, MASTER_KEY_MEMBER)));
-        readKeyFile(masterKeyFile);
-      }
+      if (keyBytes) replaceFile(masterKeyFile, keyBytes);
       const configFile = join(home, CONFIG_FILE);
       replaceFile(configFile, Buffer.from(JSON.stringify(config, null, 2) + '\n'));
 
@@ -169,7 +229,7 @@ export async function restoreBackup(options: RestoreOptions): Promise<RestoreRes
       // The archived key must open what the archived database sealed (a backup taken across a key rotation
       // keeps every key it may need; this says so if one is missing all the same).
       let secrets: RestoreResult['secrets'] = null;
-      if (masterKeyFile) {
+      if (keyBytes) {
         const usage = await keyUsage(db, loadSecretBox({ masterKeyFile, masterKey: '' }));
         secrets = {
           readable: Object.values(usage.byKey).reduce((sum, n) => sum + n, 0),
@@ -181,10 +241,12 @@ export async function restoreBackup(options: RestoreOptions): Promise<RestoreRes
       return {
         home,
         configFile,
-        masterKeyFile,
+        masterKeyFile: keyBytes ? masterKeyFile : null,
         database: db.describe(),
+        encrypted,
         manifest,
         migrationsApplied,
+        droppedSettings: dropped,
         secrets,
       };
     } finally {
@@ -200,64 +262,150 @@ export async function restoreBackup(options: RestoreOptions): Promise<RestoreRes
   }
 }
 
-/** Unpacks every member into `staging` and checks it against the manifest. */
+/** The target home's own database URL, if it has a config.json that names one; else its SQLite file. */
+function targetDatabaseUrl(home: string): string {
+  const fallback = `sqlite://${home}/svc.db`;
+  const file = join(home, CONFIG_FILE);
+  if (!existsSync(file)) return fallback;
+  try {
+    const config = JSON.parse(readFileSync(file, 'utf8')) as { databaseUrl?: unknown };
+    return typeof config.databaseUrl === 'string' ? config.databaseUrl : fallback;
+  } catch {
+    return fallback;
+  }
+}
+
+/** The gunzipped archive as a stream, refused once it has given more than `maxBytes`. */
+async function* bounded(archive: string, maxBytes: number): AsyncIterable<Buffer> {
+  let total = 0;
+  for await (const chunk of createReadStream(archive).pipe(createGunzip()) as AsyncIterable<Buffer>) {
+    total += chunk.length;
+    if (total > maxBytes)
+      throw new ArchiveError(`it unpacks to more than ${maxBytes} bytes, the limit (--max-size)`);
+    yield chunk;
+  }
+}
+
+/**
+ * Two passes over the archive. The first reads only the manifest (it is the last member) and checks that
+ * every member is one svc backup writes; the second writes each member into `staging`, refusing one whose
+ * size is not the size the manifest declares before a byte of it is written, and checks its SHA-256.
+ */
 async function unpack(
   archive: string,
   staging: string,
+  maxBytes: number,
   onProgress?: (progress: DumpProgress) => void,
 ): Promise<BackupManifest> {
-  const unpacked = new Map<string, MemberDigest>();
-  const gunzip = createGunzip();
-  const source = createReadStream(archive).pipe(gunzip);
+  let manifest: BackupManifest;
   try {
-    await readTar(source as AsyncIterable<Buffer>, async (entry, body) => {
+    let manifestText: string | null = null;
+    const seen = new Set<string>();
+    await readTar(bounded(archive, maxBytes), async (entry, body) => {
       if (!KNOWN_MEMBERS.has(entry.name))
         throw new ArchiveError(`it holds "${entry.name}", which svc backup does not write`);
-      if (unpacked.has(entry.name)) throw new ArchiveError(`it holds ${entry.name} twice`);
+      if (seen.has(entry.name)) throw new ArchiveError(`it holds ${entry.name} twice`);
+      seen.add(entry.name);
+      if (entry.name !== MANIFEST_MEMBER) return;
+      if (entry.size > SMALL_MEMBER_MAX) throw new ArchiveError('its manifest.json is too large');
+      const parts: Buffer[] = [];
+      for await (const chunk of body) parts.push(chunk);
+      manifestText = Buffer.concat(parts).toString('utf8');
+    });
+    if (manifestText === null)
+      throw new ArchiveError('it has no manifest.json (not a svc backup, or cut short)');
+    manifest = checkManifest(parseJson(manifestText, MANIFEST_MEMBER), maxBytes, staging);
+
+    const unpacked = new Map<string, MemberDigest>();
+    await readTar(bounded(archive, maxBytes), async (entry, body) => {
+      if (entry.name === MANIFEST_MEMBER) return;
+      const expected = manifest.members.find((member) => member.name === entry.name);
+      if (!expected) throw new ArchiveError(`${entry.name} is not in the manifest`);
+      if (entry.size !== expected.size)
+        throw new ArchiveError(
+          `${entry.name} is ${entry.size} bytes where the manifest declares ${expected.size}`,
+        );
       const digest = await saveMember(entry.name, body, join(staging, entry.name), (done) =>
         entry.size > 64 << 20
           ? onProgress?.({ phase: `unpacking ${entry.name}`, done, total: entry.size })
           : undefined,
       );
+      if (digest.size !== expected.size || digest.sha256 !== expected.sha256)
+        throw new ArchiveError(`${entry.name} does not match its SHA-256 in the manifest`);
       unpacked.set(entry.name, digest);
     });
+    for (const expected of manifest.members)
+      if (!unpacked.has(expected.name)) throw new ArchiveError(`${expected.name} is missing`);
   } catch (error) {
     throw refused(archive, error);
   }
-  if (!unpacked.has(MANIFEST_MEMBER))
-    throw refused(archive, new ArchiveError('it has no manifest.json (not a svc backup, or cut short)'));
-  const manifest = parseJson(
-    readFileSync(join(staging, MANIFEST_MEMBER), 'utf8'),
-    MANIFEST_MEMBER,
-  ) as unknown as BackupManifest;
-  if (manifest.format !== ARCHIVE_FORMAT || !Array.isArray(manifest.members))
-    throw refused(archive, new ArchiveError('its manifest.json is not that of a svc backup'));
-  if (manifest.format_version !== ARCHIVE_FORMAT_VERSION)
-    throw refused(
-      archive,
-      new ArchiveError(
-        `its format version is ${manifest.format_version}; this svc reads version ${ARCHIVE_FORMAT_VERSION}`,
-      ),
-    );
-  for (const expected of manifest.members) {
-    const found = unpacked.get(expected.name);
-    if (!found) throw refused(archive, new ArchiveError(`${expected.name} is missing`));
-    if (found.size !== expected.size || found.sha256 !== expected.sha256)
-      throw refused(archive, new ArchiveError(`${expected.name} does not match its SHA-256 in the manifest`));
-  }
-  for (const name of unpacked.keys()) {
-    if (name !== MANIFEST_MEMBER && !manifest.members.some((member) => member.name === name))
-      throw refused(archive, new ArchiveError(`${name} is not in the manifest`));
-  }
-  const named = [manifest.database.member, manifest.master_key.member, manifest.config.member].filter(
-    (name): name is string => name !== null,
-  );
-  for (const name of named)
-    if (!manifest.members.some((member) => member.name === name))
-      throw refused(archive, new ArchiveError(`the manifest names ${name} but lists no checksum for it`));
-  if (DATABASE_MEMBERS[manifest.database.format] !== manifest.database.member)
-    throw refused(archive, new ArchiveError('its manifest names an unknown database format'));
   return manifest;
+}
+
+/** The manifest's shape, every field a restore reads, checked before it is trusted with anything. */
+function checkManifest(value: Record<string, unknown>, maxBytes: number, staging: string): BackupManifest {
+  const manifest = value as unknown as BackupManifest;
+  if (manifest.format !== ARCHIVE_FORMAT || !Array.isArray(manifest.members))
+    throw new ArchiveError('its manifest.json is not that of a svc backup');
+  if (manifest.format_version !== ARCHIVE_FORMAT_VERSION)
+    throw new ArchiveError(
+      `its format version is ${manifest.format_version}; this svc reads version ${ARCHIVE_FORMAT_VERSION}`,
+    );
+  const names = new Set<string>();
+  let total = 0;
+  for (const member of manifest.members) {
+    if (
+      !member ||
+      typeof member.name !== 'string' ||
+      !KNOWN_MEMBERS.has(member.name) ||
+      member.name === MANIFEST_MEMBER ||
+      names.has(member.name) ||
+      !Number.isSafeInteger(member.size) ||
+      member.size < 0 ||
+      typeof member.sha256 !== 'string'
+    )
+      throw new ArchiveError('its manifest.json lists a member svc backup does not write');
+    if (member.name !== DATABASE_MEMBERS.sqlite && member.name !== DATABASE_MEMBERS.pg_dump_custom)
+      if (member.size > SMALL_MEMBER_MAX) throw new ArchiveError(`its ${member.name} is too large`);
+    names.add(member.name);
+    total += member.size;
+  }
+  if (total > maxBytes)
+    throw new ArchiveError(`its members add up to ${total} bytes, more than the limit (--max-size)`);
+  const free = freeBytes(staging);
+  if (free !== null && total > free)
+    throw new ArchiveError(`its members add up to ${total} bytes and the data directory has ${free} free`);
+  const database = manifest.database;
+  const key = manifest.master_key;
+  const config = manifest.config;
+  if (
+    !database ||
+    !key ||
+    !config ||
+    !Array.isArray(database.migrations) ||
+    !database.migrations.every((name) => typeof name === 'string') ||
+    !database.row_counts ||
+    typeof database.row_counts !== 'object' ||
+    (manifest.engine !== 'sqlite' && manifest.engine !== 'postgres') ||
+    DATABASE_MEMBERS[database.format] !== database.member ||
+    (manifest.engine === 'sqlite') !== (database.format === 'sqlite') ||
+    (key.member !== null && key.member !== MASTER_KEY_MEMBER) ||
+    (config.member !== null && config.member !== CONFIG_MEMBER)
+  )
+    throw new ArchiveError('its manifest.json is not that of a svc backup');
+  for (const name of [database.member, key.member, config.member])
+    if (name !== null && !names.has(name))
+      throw new ArchiveError(`the manifest names ${name} but lists no checksum for it`);
+  return manifest;
+}
+
+function freeBytes(directory: string): number | null {
+  try {
+    const stats = statfsSync(directory);
+    return stats.bavail * stats.bsize;
+  } catch {
+    return null;
+  }
 }
 
 function refused(archive: string, error: unknown): Error {
@@ -267,7 +415,7 @@ function refused(archive: string, error: unknown): Error {
       : (error as NodeJS.ErrnoException).code?.startsWith('Z_')
         ? `it is not a gzip file, or it is damaged or cut short (${(error as Error).message})`
         : null;
-  if (reason === null) return error as Error;
+  if (reason === null || /is not a usable svc backup/.test(reason)) return error as Error;
   return new ArchiveError(`${archive} is not a usable svc backup: ${reason}. Nothing was restored.`);
 }
 
@@ -281,26 +429,14 @@ function parseJson(text: string, name: string): Record<string, unknown> {
   throw new ArchiveError(`${name} in the archive is not a JSON object`);
 }
 
-/**
- * The archived config with the paths that lay in the old home moved to the new one (a SQLite database, the
- * key file, a log file); paths elsewhere are kept as they are.
- */
-function movedConfig(
-  config: Record<string, unknown>,
-  oldHome: string,
-  newHome: string,
-): Record<string, unknown> {
-  const moved = structuredClone(config);
-  const move = (path: string): string => {
-    const inside = relative(oldHome, path);
-    return inside && !inside.startsWith('..') && !isAbsolute(inside) ? join(newHome, inside) : path;
-  };
-  if (typeof moved.databaseUrl === 'string')
-    moved.databaseUrl = relocatedDatabaseUrl(moved.databaseUrl, move);
-  if (typeof moved.masterKeyFile === 'string') moved.masterKeyFile = move(moved.masterKeyFile);
-  const log = moved.log as Record<string, unknown> | undefined;
-  if (log && typeof log.file === 'string' && log.file !== '') log.file = move(log.file);
-  return moved;
+function moveFile(from: string, to: string): void {
+  try {
+    renameSync(from, to);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EXDEV') throw error;
+    writeFileSync(`${to}.restoring`, readFileSync(from), { mode: 0o600 });
+    renameSync(`${to}.restoring`, to);
+  }
 }
 
 /** Writes a private file in one step: a temporary file renamed over the old one. */

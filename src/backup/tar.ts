@@ -200,6 +200,8 @@ export async function readTar(
     const type = readString(header, 156, 1) || '0';
     let size = readOctal(header, 124, 12);
     if (type === 'x') {
+      // A size record is a few dozen bytes; a larger one would be held in memory whole.
+      if (size > 64 * 1024) throw new ArchiveError('the archive holds an oversized pax header');
       const records = (await reader.exactly(size)).toString('utf8');
       await reader.exactly((BLOCK - (size % BLOCK)) % BLOCK);
       const match = /(?:^|\n)\d+ size=(\d+)\n/.exec(records);

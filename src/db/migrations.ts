@@ -74,6 +74,24 @@ export async function migrateUp(db: Database, options: MigrateOptions = {}): Pro
   });
 }
 
+/**
+ * Applies exactly `names`, which must be the first migrations of this code in order, to an empty database:
+ * the schema an archive of that level was taken from (svc restore rebuilds it before it loads the data).
+ */
+export async function migrateTo(db: Database, names: string[]): Promise<void> {
+  const known = migrationNames();
+  const misplaced = names.find((name, i) => known[i] !== name);
+  if (misplaced !== undefined)
+    throw new Error(`${misplaced} is not the next migration of this svc; it cannot rebuild that schema.`);
+  const limited: Knex.MigratorConfig = {
+    ...config,
+    migrationSource: { ...source, getMigrations: async () => [...names] },
+  };
+  await withMigrationLock(db, async () => {
+    await db.knex.migrate.latest(limited);
+  });
+}
+
 /** Reverts the last batch of migrations. */
 export async function migrateRollback(db: Database, options: MigrateOptions = {}): Promise<string[]> {
   return withMigrationLock(db, async () => {

@@ -1,17 +1,6 @@
 import { spawn } from 'node:child_process';
-import {
-  accessSync,
-  chmodSync,
-  constants,
-  copyFileSync,
-  existsSync,
-  mkdirSync,
-  renameSync,
-  rmSync,
-  statSync,
-} from 'node:fs';
-import { writeFile } from 'node:fs/promises';
-import { delimiter, dirname, join } from 'node:path';
+import { accessSync, constants, rmSync, statSync } from 'node:fs';
+import { delimiter, join } from 'node:path';
 import type { Knex } from 'knex';
 import { maskUrl } from '../config/load-config.js';
 import { engineOf, openDatabase, sqlitePath, type Database } from './database.js';
@@ -19,9 +8,9 @@ import type { Engine } from './dialect.js';
 import { migrationStatus } from './migrations.js';
 
 /**
- * A consistent copy of a live database, and putting one back: what `svc backup` and `svc restore` need of
- * each engine. SQLite runs in WAL mode, so copying the file (even with its -wal) while `svc serve` writes
- * can catch a half-checkpointed page; `VACUUM INTO` writes a new file from one read transaction instead,
+ * A consistent copy of a live database: what `svc backup` needs of each engine (putting one back, treating
+ * the archive as untrusted, is restore-data.ts). SQLite runs in WAL mode, so copying the file (even with its
+ * -wal) while `svc serve` writes can catch a half-checkpointed page; `VACUUM INTO` writes a new file from one read transaction instead,
  * beside the writers (readers never block writers in WAL). On Postgres, `pg_dump` runs inside a snapshot
  * this process exports, so the migration level and row counts read here are those of the dump.
  */
@@ -39,7 +28,7 @@ export interface DatabaseDump {
   format: DumpFormat;
   /** The dump, in the directory given. */
   file: string;
-  /** Postgres: the schema dumped, which the restore recreates under the same name. */
+  /** Postgres: the schema dumped (a restore loads its data into whichever schema its URL selects). */
   schema: string | null;
   migrations: string[];
   /** Rows of every table at the moment of the copy, for the restore to check against. */
@@ -66,11 +55,6 @@ export async function dumpDatabase(
   return engineOf(url) === 'sqlite'
     ? dumpSqlite(url, directory, options)
     : dumpPostgres(url, directory, options);
-}
-
-/** A SQLite URL with its file moved by `move` (a restore into another home); other URLs as they are. */
-export function relocatedDatabaseUrl(url: string, move: (path: string) => string): string {
-  return engineOf(url) === 'sqlite' ? `sqlite://${move(sqlitePath(url))}` : url;
 }
 
 /** Rows per table of the current schema. */
@@ -130,7 +114,7 @@ async function dumpSqlite(url: string, directory: string, options: ToolOptions):
   return { engine: 'sqlite', format: 'sqlite', file, schema: null, migrations, rowCounts: counts, location };
 }
 
-async function checkSqlite(db: Database, file: string): Promise<void> {
+export async function checkSqlite(db: Database, file: string): Promise<void> {
   const rows: Record<string, string>[] = await db.knex.raw('PRAGMA quick_check');
   const problems = rows.map((row) => Object.values(row)[0]).filter((value) => value !== 'ok');
   if (problems.length > 0)
@@ -182,7 +166,7 @@ export function findTool(name: 'pg_dump' | 'pg_restore', env: Record<string, str
 }
 
 /** Runs a client tool with the password in PGPASSWORD (never on its command line), reporting its progress. */
-async function runTool(
+export async function runTool(
   name: 'pg_dump' | 'pg_restore',
   args: string[],
   connection: ReturnType<typeof libpqConnection>,
@@ -296,92 +280,4 @@ export async function describeTarget(url: string): Promise<RestoreTarget> {
   } finally {
     await db.close();
   }
-}
-
-export interface RestoreOptions extends ToolOptions {
-  format: DumpFormat;
-  /** Postgres: the schema the dump holds. */
-  schema: string | null;
-  /** Replace what the target holds. */
-  force: boolean;
-}
-
-/**
- * Puts a dump back at `url`. SQLite: the file takes the database's place (its old WAL and shared-memory
- * files removed first: a stale WAL replayed over another file corrupts it). Postgres: `pg_restore` in one
- * transaction, so a failure leaves the target as it was; owners and grants are left to the target's user.
- */
-export async function restoreDatabase(url: string, file: string, options: RestoreOptions): Promise<void> {
-  const engine = engineOf(url);
-  if (dumpFormatOf(engine) !== options.format)
-    throw new Error(
-      `The archive holds a ${options.format === 'sqlite' ? 'SQLite' : 'PostgreSQL'} database; it cannot be restored into ${engine === 'sqlite' ? 'SQLite' : 'PostgreSQL'} (${maskUrl(url)}).`,
-    );
-  const target = await describeTarget(url);
-  if (target.holdsData && !options.force)
-    throw new Error(
-      `${target.location} already holds data; restore into an empty database, or pass --force to replace it.`,
-    );
-  if (engine === 'sqlite') {
-    const path = sqlitePath(url);
-    mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
-    for (const suffix of ['-wal', '-shm', '']) rmSync(path + suffix, { force: true });
-    try {
-      renameSync(file, path);
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'EXDEV') throw error;
-      copyFileSync(file, `${path}.restoring`);
-      renameSync(`${path}.restoring`, path);
-    }
-    chmodSync(path, 0o600);
-    const db = openDatabase({ url, readPoolSize: 1 });
-    try {
-      await checkSqlite(db, path);
-    } finally {
-      await db.close();
-    }
-    return;
-  }
-  if (target.schema !== options.schema)
-    throw new Error(
-      `The archive holds PostgreSQL schema "${options.schema}", and pg_restore cannot rename a schema: restore into a URL that selects it (${options.schema === 'public' ? 'no ?schema= parameter' : `?schema=${options.schema}`}), in an empty database.`,
-    );
-  const connection = libpqConnection(url);
-  const db = openDatabase({ url, poolSize: 1 });
-  let schemaExists: boolean;
-  try {
-    const result = await db.knex.raw('select count(*) as n from pg_namespace where nspname = ?', [
-      options.schema,
-    ]);
-    schemaExists = Number(result.rows[0].n) > 0;
-  } finally {
-    await db.close();
-  }
-  // An existing schema (an operator's, or `public`) is kept: its creation and comment are left out.
-  const list = await runTool('pg_restore', ['--list', file], connection, options, true);
-  const escaped = options.schema!.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-  const ownEntries = new RegExp(`^\\d+; \\d+ \\d+ (?:SCHEMA - ${escaped}|COMMENT - SCHEMA ${escaped}) `);
-  const kept = list
-    .split('\n')
-    .map((line) => (schemaExists && ownEntries.test(line) ? `;${line}` : line))
-    .join('\n');
-  const listFile = `${file}.list`;
-  await writeFile(listFile, kept, { mode: 0o600 });
-  await runTool(
-    'pg_restore',
-    [
-      '--no-owner',
-      '--no-privileges',
-      '--exit-on-error',
-      '--single-transaction',
-      '--verbose',
-      ...(options.force ? ['--clean', '--if-exists'] : []),
-      `--use-list=${listFile}`,
-      `--dbname=${connection.url}`,
-      file,
-    ],
-    connection,
-    options,
-  );
-  if (existsSync(listFile)) rmSync(listFile);
 }

@@ -188,7 +188,7 @@ forEachEngine(t, async (t, engine) => {
   t.teardown(() => rmSync(archiveDir, { recursive: true, force: true }));
   const archive = join(archiveDir, 'backup.tar.gz');
   const startedAt = Date.now();
-  const backup = await runCli(['backup', '--out', archive, '--json'], { home });
+  const backup = await runCli(['backup', '--no-encrypt', '--out', archive, '--json'], { home });
   const endedAt = Date.now();
   const createdDuringBackup = created.filter((c) => c.at >= startedAt && c.at <= endedAt).length;
   stop = true;
@@ -363,7 +363,9 @@ forEachEngine(t, async (t, engine) => {
     t.ok(rolledBack.reverted.length > 0);
     const archive = join(mkdtempSync(join(tmpdir(), 'svc-backup-')), 'old.tar.gz');
     t.teardown(() => rmSync(join(archive, '..'), { recursive: true, force: true }));
-    const backup = await runCliJson<BackupResult>(t, ['backup', '--out', archive], { home });
+    const backup = await runCliJson<BackupResult>(t, ['backup', '--no-encrypt', '--out', archive], {
+      home,
+    });
     t.notOk(backup.manifest.database.migrations.includes(rolledBack.reverted[0]!));
     const restoredHome = freshHome(t);
     const target = await restoreTarget(t, engine, database.url);
@@ -400,7 +402,7 @@ if (process.env.SVC_TEST_DATABASE_URL) {
         { mode: 0o700 },
       );
       const archive = join(tools, 'backup.tar.gz');
-      const backup = await runCli(['backup', '--out', archive], {
+      const backup = await runCli(['backup', '--no-encrypt', '--out', archive], {
         home,
         env: { SVC_DATABASE_URL: withPassword.toString(), PATH: `${tools}:${process.env.PATH}` },
       });
@@ -413,7 +415,7 @@ if (process.env.SVC_TEST_DATABASE_URL) {
       t.notMatch(readFileSync(join(tools, 'args'), 'utf8'), password, 'and not on its command line');
       t.notMatch(backup.stdout + backup.stderr, password, 'svc backup prints no password');
 
-      const missing = await runCli(['backup', '--out', join(tools, 'other.tar.gz')], {
+      const missing = await runCli(['backup', '--no-encrypt', '--out', join(tools, 'other.tar.gz')], {
         home,
         env: { PATH: tools.replace(/$/, '-empty') },
       });

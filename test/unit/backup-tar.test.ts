@@ -100,4 +100,13 @@ t.test('refuses what a backup does not hold, and a cut archive', async (t) => {
   damaged[10] = 0x41;
   await t.rejects(unpack(damaged), /bad checksum/, 'a damaged header');
   t.ok(gunzipSync(gzipSync(tar)).equals(tar));
+  // A pax header that claims megabytes would be held in memory whole: refused from its size.
+  const { tar: paxed } = await pack([{ name: 'svc.db', data: Buffer.from('x') }], dir, 0);
+  const header = Buffer.from(paxed.subarray(0, 512));
+  header.write((1 << 24).toString(8).padStart(11, '0') + '\0', 124, 'latin1');
+  header.fill(' ', 148, 156);
+  let sum = 0;
+  for (const byte of header) sum += byte;
+  header.write(sum.toString(8).padStart(6, '0') + '\0 ', 148, 'latin1');
+  await t.rejects(unpack(Buffer.concat([header, paxed.subarray(512)])), /oversized pax header/);
 });
