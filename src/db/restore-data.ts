@@ -22,6 +22,12 @@ import { libpqConnection, rowCounts, runTool, type ToolOptions } from './snapsho
 
 /** Tables the migrations fill themselves (migrateTo), never loaded from an archive. */
 const MIGRATION_TABLES = new Set(['knex_migrations', 'knex_migrations_lock']);
+/**
+ * Tables never loaded from an archive: the migrations' own, and `serve_instances`, the servers that were
+ * running when the backup was taken. Loaded, they would hold `svc migrate` back on the restored database
+ * for 3 heartbeats as if those servers still ran.
+ */
+const NOT_RESTORED = new Set([...MIGRATION_TABLES, 'serve_instances']);
 
 const SQLITE_HEADER = Buffer.from('SQLite format 3\0', 'latin1');
 
@@ -83,7 +89,7 @@ export async function rebuildSqlite(
     try {
       await checkArchivedSqlite(db.knex);
       const tables = (await objects(db.knex, 'main')).filter(
-        (o) => o.type === 'table' && !MIGRATION_TABLES.has(o.name),
+        (o) => o.type === 'table' && !NOT_RESTORED.has(o.name),
       );
       await db.knex.transaction(async (trx) => {
         for (const table of tables) {
@@ -184,7 +190,9 @@ function firstLine(error: unknown): string {
 /** The rebuilt database against the manifest's row counts, before it replaces anything. */
 async function checkCounts(knex: Knex, engine: 'sqlite' | 'postgres', expected: Record<string, number>) {
   const counts = await rowCounts(knex, engine);
-  const differing = Object.entries(expected).filter(([table, n]) => counts[table] !== n);
+  const differing = Object.entries(expected).filter(
+    ([table, n]) => !NOT_RESTORED.has(table) && counts[table] !== n,
+  );
   if (differing.length > 0)
     throw new ArchiveError(
       `its database does not hold what its manifest recorded (${differing
@@ -342,7 +350,7 @@ async function loadCopyBlocks(trx: Knex.Transaction, schema: string, options: Po
       if (!name || !names || name.length > 2)
         throw new ArchiveError('postgres.dump in the archive has a COPY svc cannot read');
       const target = name.at(-1)!;
-      if (MIGRATION_TABLES.has(target)) {
+      if (NOT_RESTORED.has(target)) {
         table = '';
         continue;
       }

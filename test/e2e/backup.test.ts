@@ -301,6 +301,13 @@ forEachEngine(t, async (t, engine) => {
         .pluck('id'),
     );
     t.same(orphans, [], 'no synced link is without its accounts');
+    const servers = await withDatabase(restoredUrl, (db) => db.knex('serve_instances').count({ n: '*' }));
+    t.equal(Number(servers[0]!.n), 0, 'the server that ran at backup time is not restored as running');
+    const migrate = await runCli(['migrate'], {
+      home: restoredHome,
+      env: engine === 'postgres' ? { SVC_DATABASE_URL: restoredUrl } : {},
+    });
+    t.equal(migrate.code, 0, `svc migrate on the restored database is not held back: ${migrate.message}`);
     t.same(
       readFileSync(join(restoredHome, 'master.key'), 'utf8'),
       readFileSync(join(home, 'master.key'), 'utf8'),
