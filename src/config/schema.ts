@@ -114,7 +114,7 @@ export const configSchema = {
     /**
      * How long each kind of history is kept (docs: the README's configuration table). Days; 0 keeps that
      * kind forever. Movements are customer data and are never pruned by age. Pruning runs in housekeeping,
-     * `batchSize` rows per short transaction, at most `maxRowsPerPass` rows of each kind per pass.
+     * `batchSize` rows per short transaction, at most `maxRowsPerPass` rows of each kind read per pass.
      */
     retention: {
       type: 'object',

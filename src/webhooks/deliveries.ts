@@ -346,6 +346,22 @@ export function pendingDeliveriesOf(db: Knex, eventIdColumn: string): Knex.Query
 }
 
 /**
+ * Retention: which of these events a pending delivery holds. Reads the deliveries of these events only
+ * (`webhook_deliveries(event_id)`), a few rows each, whatever the size of the queue.
+ */
+export async function eventsWithPendingDeliveries(
+  trx: Knex,
+  eventIds: readonly string[],
+): Promise<Set<string>> {
+  if (eventIds.length === 0) return new Set();
+  const rows: { event_id: string }[] = await trx('webhook_deliveries')
+    .whereIn('event_id', [...eventIds])
+    .where('status', 'pending')
+    .distinct('event_id');
+  return new Set(rows.map((row) => row.event_id));
+}
+
+/**
  * Retention: removes the finished deliveries of these events, and so their attempts (the event goes next,
  * in the same transaction). A pending delivery is never removed.
  */
