@@ -16,6 +16,12 @@ import type { Knex } from 'knex';
  * index until vacuum; a walk from the start of the index read every one of them again in every batch (a
  * pass that held 800 events and pruned 200 read 200,000 index entries in a test; from its cursor, 2,000).
  *
+ * `webhook_endpoints.failing_since`: when the endpoint's attempts began to fail without a success since
+ * (null while its latest attempt succeeded); the dispatcher disables an endpoint that has failed every
+ * attempt for `webhooks.disableAfterFailingDays` (src/webhooks/endpoint-health.ts). `disabled_reason`
+ * says who disabled it: `requested` (its tenant, or an operator) or `failing` (the dispatcher). Endpoints
+ * disabled before this migration were disabled on request.
+ *
  * The partial indexes are written in SQL, the same statement on both engines. The previous release still
  * runs on this schema (it never sets `held_until`), but its pruning walk finds no index of its own here and
  * would scan: upgrade it rather than leave it running.
@@ -29,6 +35,11 @@ export async function up(knex: Knex): Promise<void> {
   await knex.schema.alterTable('events', (t) => {
     t.dropIndex([], 'events_created_at_idx');
   });
+  await knex.schema.alterTable('webhook_endpoints', (t) => {
+    t.bigInteger('failing_since');
+    t.string('disabled_reason', 16);
+  });
+  await knex('webhook_endpoints').where({ disabled: true }).update({ disabled_reason: 'requested' });
   await knex.schema.createTable('retention_walks', (t) => {
     t.string('walk', 32).primary();
     t.bigInteger('after_key').notNullable();
@@ -39,6 +50,8 @@ export async function up(knex: Knex): Promise<void> {
 
 export async function down(knex: Knex): Promise<void> {
   await knex.schema.dropTableIfExists('retention_walks');
+  await knex.raw('ALTER TABLE webhook_endpoints DROP COLUMN disabled_reason');
+  await knex.raw('ALTER TABLE webhook_endpoints DROP COLUMN failing_since');
   await knex.schema.alterTable('events', (t) => {
     t.index(['created_at', 'id'], 'events_created_at_idx');
   });

@@ -189,6 +189,11 @@ export const configSchema = {
         /** Test-mode endpoints may: a development box whose receivers run beside it. */
         allowPrivateAddressesInTestMode: { type: 'boolean' },
         secretRollGraceSeconds: { type: 'integer', minimum: 0, maximum: 604_800 },
+        /**
+         * An endpoint whose every attempt has failed for this many days (no 2xx since its first failure) is
+         * disabled, with a `webhook_endpoint.disabled` event, and its pending deliveries end `failed`. 0 never.
+         */
+        disableAfterFailingDays: { type: 'number', minimum: 0, maximum: 365 },
       },
     },
     /** The hosted widget (docs/widget.md): the operator's branding and the lifetimes of its tokens. */
