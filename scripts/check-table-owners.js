@@ -31,6 +31,7 @@ export const OWNERS = {
   audit_log: 'src/audit/',
   cron_ticks: 'src/scheduler/',
   retention_totals: 'src/scheduler/',
+  retention_walks: 'src/scheduler/',
   event_tallies: 'src/events/',
   webhook_delivery_tallies: 'src/webhooks/',
   console_users: 'src/console/',

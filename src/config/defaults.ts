@@ -90,6 +90,8 @@ export function defaultConfig(home: string): Config {
       allowPrivateAddresses: false,
       allowPrivateAddressesInTestMode: false,
       secretRollGraceSeconds: 86_400,
+      // Stripe disables an endpoint that has failed for a few days; its deliveries would only pile up.
+      disableAfterFailingDays: 3,
     },
     banks: { connectors: {} },
     widget: {

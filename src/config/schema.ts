@@ -124,7 +124,7 @@ export const configSchema = {
     /**
      * How long each kind of history is kept (docs: the README's configuration table). Days; 0 keeps that
      * kind forever. Movements are customer data and are never pruned by age. Pruning runs in housekeeping,
-     * `batchSize` rows per short transaction, at most `maxRowsPerPass` rows of each kind per pass.
+     * `batchSize` rows per short transaction, at most `maxRowsPerPass` rows of each kind read per pass.
      */
     retention: {
       type: 'object',
@@ -199,6 +199,11 @@ export const configSchema = {
         /** Test-mode endpoints may: a development box whose receivers run beside it. */
         allowPrivateAddressesInTestMode: { type: 'boolean' },
         secretRollGraceSeconds: { type: 'integer', minimum: 0, maximum: 604_800 },
+        /**
+         * An endpoint whose every attempt has failed for this many days (no 2xx since its first failure) is
+         * disabled, with a `webhook_endpoint.disabled` event, and its pending deliveries end `failed`. 0 never.
+         */
+        disableAfterFailingDays: { type: 'number', minimum: 0, maximum: 365 },
       },
     },
     /** The hosted widget (docs/widget.md): the operator's branding and the lifetimes of its tokens. */

@@ -305,6 +305,8 @@ const es = {
   'webhooks.state': 'Estado',
   'webhooks.state.enabled': 'activo',
   'webhooks.state.disabled': 'desactivado',
+  'webhooks.state.disabled_failing':
+    'desactivado por fallar: todos los intentos fallaron desde el {since}; sus entregas pendientes quedaron fallidas',
   'webhooks.state.failing': 'fallando ({unanswered} intentos seguidos sin respuesta)',
   'webhooks.state.backed_off': 'en pausa hasta {until} ({unanswered} intentos seguidos sin respuesta)',
   'webhooks.unanswered': 'Sin respuesta seguidos',
@@ -681,6 +683,8 @@ const en: typeof es = {
   'webhooks.state': 'State',
   'webhooks.state.enabled': 'enabled',
   'webhooks.state.disabled': 'disabled',
+  'webhooks.state.disabled_failing':
+    'disabled for failing: every attempt failed since {since}; its pending deliveries ended failed',
   'webhooks.state.failing': 'failing ({unanswered} attempts in a row unanswered)',
   'webhooks.state.backed_off': 'backed off until {until} ({unanswered} attempts in a row unanswered)',
   'webhooks.unanswered': 'Unanswered in a row',

@@ -183,6 +183,8 @@ ${boxes}</fieldset>`;
   const health = (ctx: Context, endpoint: WebhookEndpoint, now: number): string => {
     const t = words(ctx);
     const unanswered = String(endpoint.unanswered_attempts);
+    if (endpoint.disabled && endpoint.disabled_reason === 'failing')
+      return t('webhooks.state.disabled_failing', { since: `${atMinute(endpoint.failing_since ?? '')} UTC` });
     if (endpoint.disabled) return t('webhooks.state.disabled');
     if (endpoint.backoff_until !== null && Date.parse(endpoint.backoff_until) > now)
       return t('webhooks.state.backed_off', { until: `${atMinute(endpoint.backoff_until)} UTC`, unanswered });

@@ -4,7 +4,8 @@ import * as payloads from './payloads.js';
  * The spec's event catalogue: each type and the builder of its `data` (payloads.ts). Adding an event type is
  * one builder and one line here, then the flow that emits it; the sandbox's sample of it is then required
  * by the compiler (sandbox-events.ts switches over every type). A receiver subscribed with `["*"]` also gets
- * types added later. The order is the spec's, and the order the API lists the types in.
+ * types added later. The order is the spec's, then the appliance's own, and the order the API lists the
+ * types in.
  */
 export const EVENT_PAYLOADS = {
   'link.created': payloads.linkCreated,
@@ -17,6 +18,8 @@ export const EVENT_PAYLOADS = {
   'refresh_intent.requires_mfa': payloads.refreshIntentRequiresMfa,
   'refresh_intent.succeeded': payloads.refreshIntentSucceeded,
   'refresh_intent.failed': payloads.refreshIntentFailed,
+  // Not in the spec's catalogue: the appliance's own (docs/webhook-endpoints.md).
+  'webhook_endpoint.disabled': payloads.webhookEndpointDisabled,
 } as const;
 
 export type EventType = keyof typeof EVENT_PAYLOADS;

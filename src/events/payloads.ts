@@ -196,3 +196,29 @@ export function refreshIntentFailed(
     completed_at: toIso(intent.completed_at),
   };
 }
+
+export type WebhookEndpointDisabledData = {
+  object: 'webhook_endpoint';
+  id: string;
+  url: string;
+  disabled: true;
+  disabled_reason: 'failing';
+  failing_since: Iso;
+  disabled_at: Iso;
+};
+
+/** The appliance disabled an endpoint that had failed every attempt since `failing_since`. */
+export function webhookEndpointDisabled(
+  endpoint: { id: string; url: string; failing_since: number | null },
+  disabledAt: number,
+): WebhookEndpointDisabledData {
+  return {
+    object: 'webhook_endpoint',
+    id: endpoint.id,
+    url: endpoint.url,
+    disabled: true,
+    disabled_reason: 'failing',
+    failing_since: toIso(endpoint.failing_since),
+    disabled_at: toIso(disabledAt),
+  };
+}

@@ -144,43 +144,118 @@ export function presentEvent(row: EventRow): EventRecord {
   };
 }
 
-/**
- * Retention: the ids of up to `limit` events created before `cutoff`, oldest first, leaving out those
- * `kept` finds rows for (housekeeping passes the event's pending deliveries). Walks `events_created_at_idx`.
- */
-export async function prunableEventIds(
-  trx: Knex,
-  cutoff: number,
-  limit: number,
-  kept: (eventIdColumn: string) => Knex.QueryBuilder,
-): Promise<string[]> {
-  const rows: { id: string }[] = await trx('events')
-    .select('id')
-    .where('created_at', '<', cutoff)
-    .whereNotExists(kept('events.id'))
-    .orderBy([{ column: 'created_at' }, { column: 'id' }])
-    .limit(limit);
-  return rows.map((row) => row.id);
+/** An event retention looks at: its id and age, and its place in the walk that read it (`key`, `id`). */
+export interface RetentionCandidate {
+  id: string;
+  created_at: number;
+  key: number;
 }
 
-/** Retention: removes these events, unless `kept` finds rows for one (a delivery appeared since). */
+/** Where a walk goes on from: after this `(key, id)` in its index's order. */
+export interface WalkAfter {
+  key: number;
+  id: string;
+}
+
+/**
+ * Rows of an index on `(column, id)` after a place in it: a row-value comparison, which both engines read as
+ * where the index's range starts (PostgreSQL, and SQLite since 3.15), so that the rows before it, dead
+ * index entries on PostgreSQL included, are not read again. (`column >= key AND (column > key OR id > id)`
+ * read every tie on `column` again, and the events of one instant can be many.)
+ */
+function after(query: Knex.QueryBuilder, column: string, from: WalkAfter | null): Knex.QueryBuilder {
+  if (!from) return query;
+  return query.whereRaw('(??, ??) > (?, ?)', [column, 'id', from.key, from.id]);
+}
+
+/**
+ * Retention's walk: up to `limit` events created before `cutoff` that are not held, oldest first, after
+ * `from` (where the last batch stopped). Reads `events_walk_idx`, a partial index of the events that are
+ * not held, and filters nothing row by row: what it reads is what it returns. Which of them a pending
+ * delivery holds is asked afterwards, of these ids only (webhooks/deliveries.ts); those are held
+ * (`holdEvents`) and leave this index. (The walk used to skip them in SQL, a NOT EXISTS per row, from the
+ * start of the index: every batch read every held event again, and enough of them made a pass spend its
+ * time budget and prune nothing.)
+ */
+export async function prunableCandidates(
+  trx: Knex,
+  cutoff: number,
+  from: WalkAfter | null,
+  limit: number,
+): Promise<RetentionCandidate[]> {
+  const rows: { id: string; created_at: number | string }[] = await after(
+    trx('events').select('id', 'created_at').whereNull('held_until').where('created_at', '<', cutoff),
+    'created_at',
+    from,
+  )
+    .orderBy([{ column: 'created_at' }, { column: 'id' }])
+    .limit(limit);
+  return rows.map((row) => ({ id: row.id, created_at: Number(row.created_at), key: Number(row.created_at) }));
+}
+
+/**
+ * Retention: up to `limit` held events whose time to be looked at again has come, after `from`
+ * (`events_held_idx`).
+ */
+export async function heldCandidatesDue(
+  trx: Knex,
+  now: number,
+  from: WalkAfter | null,
+  limit: number,
+): Promise<RetentionCandidate[]> {
+  const rows: { id: string; created_at: number | string; held_until: number | string }[] = await after(
+    trx('events')
+      .select('id', 'created_at', 'held_until')
+      .whereNotNull('held_until')
+      .where('held_until', '<=', now),
+    'held_until',
+    from,
+  )
+    .orderBy([{ column: 'held_until' }, { column: 'id' }])
+    .limit(limit);
+  return rows.map((row) => ({ id: row.id, created_at: Number(row.created_at), key: Number(row.held_until) }));
+}
+
+/**
+ * Retention: these events, past their retention, are held by a pending delivery; the walk passes them by
+ * until `until`, when `heldCandidatesDue` returns them.
+ */
+export async function holdEvents(trx: Knex, ids: readonly string[], until: number): Promise<void> {
+  if (ids.length === 0) return;
+  await trx('events')
+    .whereIn('id', [...ids])
+    .update({ held_until: until });
+}
+
+/** Retention: held events that are within retention again (it was lengthened) go back to the walk. */
+export async function releaseEvents(trx: Knex, ids: readonly string[]): Promise<void> {
+  if (ids.length === 0) return;
+  await trx('events')
+    .whereIn('id', [...ids])
+    .update({ held_until: null });
+}
+
+/**
+ * Retention: removes these events, unless `kept` finds rows for one (a delivery appeared since); returns
+ * the ids removed.
+ */
 export async function deleteEvents(
   trx: Knex,
   ids: string[],
   kept: (eventIdColumn: string) => Knex.QueryBuilder,
-): Promise<number> {
-  if (ids.length === 0) return 0;
-  const removed = await deleteReturning<{ org_id: string; mode: string; type: string }>(
+): Promise<string[]> {
+  if (ids.length === 0) return [];
+  const removed = await deleteReturning<{ id: string; org_id: string; mode: string; type: string }>(
     trx,
     trx('events').whereIn('id', ids).whereNotExists(kept('events.id')),
-    ['org_id', 'mode', 'type'],
+    ['id', 'org_id', 'mode', 'type'],
   );
   await addToTallies(
     trx,
     'event_tallies',
     removed.map((row) => ({ key: tallyKey({ orgId: row.org_id, mode: row.mode, type: row.type }), n: -1 })),
   );
-  return removed.length;
+  return removed.map((row) => row.id);
 }
 
 /** Housekeeping: folds the changes recorded in `event_tallies` into one row per key (src/db/tallies.ts). */

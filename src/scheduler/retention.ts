@@ -4,12 +4,24 @@ import type { Database } from '../db/database.js';
 import { pruneExpiredIdempotencyKeys } from '../api/middleware/idempotency.js';
 import { pruneAuditLog } from '../audit/audit-log.js';
 import { pruneSyncOutcomes } from '../banks/health.js';
-import { deleteEvents, prunableEventIds } from '../events/store.js';
+import {
+  deleteEvents,
+  heldCandidatesDue,
+  holdEvents,
+  prunableCandidates,
+  releaseEvents,
+  type RetentionCandidate,
+} from '../events/store.js';
 import { pruneExpiredExchangeTokens } from '../exchange/exchange.js';
 import { jobsOfIntent, pruneFinishedJobs } from '../jobs/jobs.js';
 import { pruneFinishedIntents } from '../refresh/store.js';
-import { deleteDeliveriesOfEvents, pendingDeliveriesOf } from '../webhooks/deliveries.js';
+import {
+  deleteDeliveriesOfEvents,
+  eventsWithPendingDeliveries,
+  pendingDeliveriesOf,
+} from '../webhooks/deliveries.js';
 import { pruneEndedSessions, pruneExpiredWidgetTokens } from '../widget/sessions.js';
+import { saveWalkPosition, walkPosition } from './retention-walks.js';
 
 /**
  * Retention: what housekeeping removes by age, kind by kind. Each owner's store deletes its own rows (one
@@ -71,26 +83,7 @@ function pruners(config: RetentionSettings, now: number): Pruner[] {
   const keysCutoff = now - config.idempotency.ttlHours * 3_600_000;
   const list: (Pruner | false)[] = [
     single('idempotency_keys', (trx, limit) => pruneExpiredIdempotencyKeys(trx, keysCutoff, limit)),
-    settings.eventsDays > 0 && {
-      kind: 'events',
-      // An event goes with its deliveries (their attempts are in their rows), and was measured when the
-      // attempts were rows of their own, about three rows an event: 500 events (1,500 rows) held SQLite's
-      // writer ~25 ms, and a dispatcher's claim waited behind it (claim p99 35 ms against 8 quiet,
-      // bench/growth.ts). A third as many events kept a batch near `batchSize` rows; with two rows an event
-      // now, batches are a third smaller than that, which only shortens the lock.
-      rowsPerItem: 3,
-      async batch(trx, limit) {
-        const ids = await prunableEventIds(trx, cutoff(settings.eventsDays), limit, (column) =>
-          pendingDeliveriesOf(trx, column),
-        );
-        const { deliveries, attempts } = await deleteDeliveriesOfEvents(trx, ids);
-        const events = await deleteEvents(trx, ids, (column) => pendingDeliveriesOf(trx, column));
-        return {
-          removed: { events, webhook_deliveries: deliveries, webhook_attempts: attempts },
-          seen: ids.length,
-        };
-      },
-    },
+    settings.eventsDays > 0 && eventsPruner(cutoff(settings.eventsDays), now),
     settings.jobsDays > 0 &&
       single('jobs', (trx, limit) => pruneFinishedJobs(trx, cutoff(settings.jobsDays), limit)),
     settings.bankOutcomesDays > 0 &&
@@ -117,6 +110,82 @@ function pruners(config: RetentionSettings, now: number): Pruner[] {
       single('audit_log', (trx, limit) => pruneAuditLog(trx, cutoff(settings.auditLogDays), limit)),
   ];
   return list.filter((pruner): pruner is Pruner => pruner !== false);
+}
+
+/** How long a held event is passed by before it is looked at again: as long as it has been held, within these. */
+export const HOLD_MIN_MS = 3_600_000;
+export const HOLD_MAX_MS = DAY_MS;
+
+/**
+ * When events past the cut-off and held by a pending delivery are looked at again: after as long as the
+ * youngest of them has been past it (so the looks at an event that stays held double apart), at least an
+ * hour and at most a day. A day at most is how late an event goes after its last delivery ends; a million
+ * held events cost about 700 rows of each minute's pass.
+ */
+export function holdUntil(cutoff: number, held: readonly RetentionCandidate[], now: number): number {
+  const youngest = Math.max(...held.map((event) => event.created_at));
+  return now + Math.min(Math.max(cutoff - youngest, HOLD_MIN_MS), HOLD_MAX_MS);
+}
+
+/**
+ * Events: those past the cut-off that are not held, oldest first; when there are fewer than a batch, the
+ * held ones whose time to be looked at again has come. Every event a batch reads leaves the walk: it goes,
+ * or a pending delivery holds it and it is passed by until `holdUntil`, or (held, and within retention
+ * again after the setting grew) it goes back to the walk. So what a pass reads is what it prunes, plus each
+ * held event once per look; `seen` counts all of it against the pass's `maxRowsPerPass`. Each walk goes on
+ * where the last batch stopped (retention-walks.ts), not from the start of its index.
+ *
+ * An event goes with its deliveries (their attempts are in their rows), and was measured when the attempts
+ * were rows of their own, about three rows an event: 500 events (1,500 rows) held SQLite's writer ~25 ms,
+ * and a dispatcher's claim waited behind it (claim p99 35 ms against 8 quiet, bench/growth.ts). A third as
+ * many events kept a batch near `batchSize` rows; with two rows an event now, batches are a third smaller
+ * than that, which only shortens the lock.
+ */
+function eventsPruner(cutoff: number, now: number): Pruner {
+  return {
+    kind: 'events',
+    rowsPerItem: 3,
+    async batch(trx, limit) {
+      // Each walk records where it stopped; one that read all it could now records the end of its range
+      // (the cut-off, or now), which rows added later are past, so the next batch does not walk it again.
+      const walk = await walkPosition(trx, 'events', now, cutoff);
+      const candidates = await prunableCandidates(trx, cutoff, walk.after, limit);
+      const end = candidates.length < limit ? { key: cutoff, id: '' } : candidates.at(-1)!;
+      await saveWalkPosition(trx, 'events', end, walk.startedAt);
+      if (candidates.length < limit) {
+        const recheck = await walkPosition(trx, 'events_held', now);
+        const due = await heldCandidatesDue(trx, now, recheck.after, limit - candidates.length);
+        const dueEnd = due.length < limit - candidates.length ? { key: now, id: '' } : due.at(-1)!;
+        await saveWalkPosition(trx, 'events_held', dueEnd, recheck.startedAt);
+        candidates.push(...due);
+      }
+      const pending = await eventsWithPendingDeliveries(
+        trx,
+        candidates.map((event) => event.id),
+      );
+      const past = candidates.filter((event) => event.created_at < cutoff);
+      const ids = past.filter((event) => !pending.has(event.id)).map((event) => event.id);
+      const { deliveries, attempts } = await deleteDeliveriesOfEvents(trx, ids);
+      // A delivery made since the look above (a redelivery) keeps its event: held like the others.
+      const removed = new Set(await deleteEvents(trx, ids, (column) => pendingDeliveriesOf(trx, column)));
+      const held = past.filter((event) => !removed.has(event.id));
+      if (held.length > 0) {
+        await holdEvents(
+          trx,
+          held.map((event) => event.id),
+          holdUntil(cutoff, held, now),
+        );
+      }
+      await releaseEvents(
+        trx,
+        candidates.filter((event) => event.created_at >= cutoff).map((event) => event.id),
+      );
+      return {
+        removed: { events: removed.size, webhook_deliveries: deliveries, webhook_attempts: attempts },
+        seen: candidates.length,
+      };
+    },
+  };
 }
 
 /** A kind whose batch removes rows of its own table only: what it removed is what it saw. */

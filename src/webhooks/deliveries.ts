@@ -292,6 +292,35 @@ export async function resumeEndpointDeliveries(trx: Knex, endpointId: string, no
 }
 
 /**
+ * An endpoint disabled for failing: its pending deliveries end `failed` with `reason`, their leases
+ * dropped, so an attempt in flight elsewhere records nothing (its lease is gone) and none is made again.
+ */
+export async function failEndpointDeliveries(
+  trx: Knex,
+  endpointId: string,
+  reason: string,
+  now: number,
+): Promise<number> {
+  const failed = await trx('webhook_deliveries')
+    .where({ endpoint_id: endpointId, status: 'pending' })
+    .update({
+      status: 'failed',
+      next_attempt_at: null,
+      last_error: reason,
+      locked_by: null,
+      locked_until: null,
+      updated_at: now,
+    });
+  if (failed > 0) {
+    await countDeliveries(trx, [
+      { endpointId, status: 'pending', n: -failed },
+      { endpointId, status: 'failed', n: failed },
+    ]);
+  }
+  return failed;
+}
+
+/**
  * A backed-off endpoint's pending deliveries wait for the back-off's end: those due earlier are moved to it,
  * keeping their attempt count (the wait is not an attempt). Moved rather than filtered out by every claim,
  * so the claim's walk of the due index never passes an endpoint's backlog while it waits; rows held by a
@@ -343,6 +372,22 @@ export function pendingDeliveriesOf(db: Knex, eventIdColumn: string): Knex.Query
     .select(db.raw('1'))
     .whereRaw('webhook_deliveries.event_id = ??', [eventIdColumn])
     .where('webhook_deliveries.status', 'pending');
+}
+
+/**
+ * Retention: which of these events a pending delivery holds. Reads the deliveries of these events only
+ * (`webhook_deliveries(event_id)`), a few rows each, whatever the size of the queue.
+ */
+export async function eventsWithPendingDeliveries(
+  trx: Knex,
+  eventIds: readonly string[],
+): Promise<Set<string>> {
+  if (eventIds.length === 0) return new Set();
+  const rows: { event_id: string }[] = await trx('webhook_deliveries')
+    .whereIn('event_id', [...eventIds])
+    .where('status', 'pending')
+    .distinct('event_id');
+  return new Set(rows.map((row) => row.event_id));
 }
 
 /**

@@ -100,7 +100,14 @@ export class Dispatcher {
     this.results = new PendingResults(services.logger, () => this.kick());
     const { clock, logger, db } = services;
     const backedOff = (id: string) => this.health.backOff(id);
-    this.recording = { clock, logger, engine: db.engine, settings: config.dispatcher, backedOff };
+    this.recording = {
+      clock,
+      logger,
+      engine: db.engine,
+      settings: config.dispatcher,
+      disableAfterFailingDays: config.webhooks.disableAfterFailingDays,
+      backedOff,
+    };
   }
 
   /**

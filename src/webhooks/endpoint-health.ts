@@ -70,6 +70,45 @@ export function healthChanges(attempts: readonly AttemptHealth[]): HealthChange[
 }
 
 /**
+ * What a batch of attempts says of each endpoint's failing streak (any attempt but a 2xx fails, answered or
+ * not): `succeeded` when one of them got a 2xx, and `failingFrom`, when the first failure after the last
+ * success (or the batch's first failure) started; null when the batch ended on a success. `attempts` in the
+ * order they finished, each with when it started.
+ */
+export interface FailingChange {
+  endpointId: string;
+  succeeded: boolean;
+  failingFrom: number | null;
+}
+
+export function failingChanges(attempts: readonly (AttemptHealth & { at: number })[]): FailingChange[] {
+  const changes = new Map<string, FailingChange>();
+  for (const attempt of attempts) {
+    const change = changes.get(attempt.endpointId) ?? {
+      endpointId: attempt.endpointId,
+      succeeded: false,
+      failingFrom: null,
+    };
+    if (attempt.ok) {
+      change.succeeded = true;
+      change.failingFrom = null;
+    } else {
+      change.failingFrom ??= attempt.at;
+    }
+    changes.set(attempt.endpointId, change);
+  }
+  return [...changes.values()];
+}
+
+/**
+ * Whether an endpoint failing since `failingSince` has failed long enough to be disabled at `now`, after a
+ * batch in which it failed again; never with `days` 0.
+ */
+export function failedTooLong(failingSince: number | null, now: number, days: number): boolean {
+  return days > 0 && failingSince !== null && now - failingSince >= days * 86_400_000;
+}
+
+/**
  * When an endpoint whose count is now `unanswered` is backed off until, after a batch that added unanswered
  * attempts and was recorded at `now`; null when it is under the threshold. Never earlier than a back-off
  * already running: attempts made before it began (in flight when it started) only lengthen it.

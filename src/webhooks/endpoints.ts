@@ -11,7 +11,14 @@ import type { SecretBox } from '../secrets/secret-box.js';
 import { recordAudit } from '../audit/audit-log.js';
 import { EVENT_TYPES } from '../events/catalogue.js';
 import { checkWebhookUrl, mayReachPrivateAddresses, type AddressSettings } from './url-policy.js';
-import { endBackoff, holdEndpointDeliveries, resumeEndpointDeliveries } from './deliveries.js';
+import {
+  endBackoff,
+  failEndpointDeliveries,
+  holdEndpointDeliveries,
+  resumeEndpointDeliveries,
+} from './deliveries.js';
+import { publishEvent } from './fan-out.js';
+import { webhookEndpointDisabled } from '../events/payloads.js';
 
 export interface WebhookEndpointRow {
   id: string;
@@ -29,9 +36,15 @@ export interface WebhookEndpointRow {
   /** Its latest attempts in a row that got no HTTP answer, and its back-off (endpoint-health.ts). */
   unanswered_attempts: number;
   backoff_until: number | null;
+  /** When its attempts began to fail with no success since; null while its latest attempt succeeded. */
+  failing_since: number | null;
+  /** Why it is disabled: `requested` (its tenant or an operator) or `failing` (the dispatcher); null if enabled. */
+  disabled_reason: DisabledReason | null;
   created_at: number;
   updated_at: number;
 }
+
+export type DisabledReason = 'requested' | 'failing';
 
 export interface WebhookEndpoint {
   object: 'webhook_endpoint';
@@ -40,6 +53,10 @@ export interface WebhookEndpoint {
   description: string | null;
   enabled_events: string[];
   disabled: boolean;
+  /** Why it is disabled, or null: `requested` by its tenant, or `failing` every attempt for too long. */
+  disabled_reason: DisabledReason | null;
+  /** Since when every attempt has failed (no 2xx since); null while its latest attempt succeeded. */
+  failing_since: string | null;
   /** Attempts in a row that got no HTTP answer (timeouts, refused connections); 0 after a 2xx. */
   unanswered_attempts: number;
   /** While backed off, when its deliveries are attempted again; null when it is not (or no longer) backed off. */
@@ -59,6 +76,8 @@ export function presentEndpoint(row: WebhookEndpointRow, secret?: string): Webho
     description: row.description,
     enabled_events: JSON.parse(row.enabled_events) as string[],
     disabled: Boolean(row.disabled),
+    disabled_reason: row.disabled ? (row.disabled_reason ?? 'requested') : null,
+    failing_since: toIso(row.failing_since ?? null),
     unanswered_attempts: Number(row.unanswered_attempts ?? 0),
     backoff_until: toIso(row.backoff_until ?? null),
     mode: row.mode,
@@ -140,6 +159,8 @@ export async function createEndpoint(
     expires_at: expiresAt,
     unanswered_attempts: 0,
     backoff_until: null,
+    failing_since: null,
+    disabled_reason: null,
     created_at: now,
     updated_at: now,
   };
@@ -183,7 +204,12 @@ export async function updateEndpoint(
   if (patch.url !== undefined) changes.url = patch.url;
   if (patch.enabled_events !== undefined)
     changes.enabled_events = JSON.stringify(validateEnabledEvents(patch.enabled_events));
-  if (patch.disabled !== undefined) changes.disabled = patch.disabled;
+  if (patch.disabled !== undefined && patch.disabled !== Boolean(row.disabled)) {
+    changes.disabled = patch.disabled;
+    changes.disabled_reason = patch.disabled ? 'requested' : null;
+    // Enabled again: the tenant says it works now, so failing starts again from its next failure.
+    if (!patch.disabled) changes.failing_since = null;
+  }
   if (patch.description !== undefined) changes.description = patch.description;
   await trx('webhook_endpoints').where({ id: row.id }).update(changes);
   // An update is the tenant's word that the endpoint is worth trying again: a back-off ends.
@@ -334,4 +360,50 @@ export function rememberingOpener(secrets: Pick<SecretBox, 'open'>, limit = 1000
       return secret;
     },
   };
+}
+
+/**
+ * The dispatcher found that every attempt to this endpoint has failed since `failing_since`, for longer than
+ * `webhooks.disableAfterFailingDays`: it is disabled (`disabled_reason` `failing`), its pending deliveries end
+ * `failed` (a receiver gone for days would get them late or never; its tenant can redeliver once it is back),
+ * and a `webhook_endpoint.disabled` event goes to the organisation's other endpoints that subscribe to it.
+ * In the transaction that recorded the failure. False when it was disabled already.
+ */
+export async function disableFailingEndpoint(trx: Knex, endpointId: string, now: number): Promise<boolean> {
+  const row: WebhookEndpointRow | undefined = await trx('webhook_endpoints')
+    .where({ id: endpointId, disabled: false })
+    .first();
+  if (!row) return false;
+  await trx('webhook_endpoints')
+    .where({ id: row.id })
+    .update({ disabled: true, disabled_reason: 'failing', updated_at: now });
+  const failing = row.failing_since === null ? null : Number(row.failing_since);
+  const days = failing === null ? 0 : Math.floor((now - failing) / 86_400_000);
+  await failEndpointDeliveries(
+    trx,
+    row.id,
+    `endpoint_disabled: every attempt failed for ${days} days; the endpoint was disabled`,
+    now,
+  );
+  await recordAudit(
+    trx,
+    {
+      orgId: row.org_id,
+      actor: 'dispatcher',
+      action: 'webhook_endpoint.disable',
+      targetType: 'webhook_endpoint',
+      targetId: row.id,
+      details: { reason: 'failing', failing_since: toIso(failing) },
+    },
+    now,
+  );
+  await publishEvent(trx, {
+    orgId: row.org_id,
+    mode: row.mode,
+    type: 'webhook_endpoint.disabled',
+    linkId: null,
+    data: webhookEndpointDisabled({ id: row.id, url: row.url, failing_since: failing }, now),
+    now,
+  });
+  return true;
 }

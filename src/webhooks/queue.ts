@@ -15,7 +15,7 @@ import { boundList, boundRows, runNamed } from '../db/bound-rows.js';
 import { claimBatch } from '../db/claims.js';
 import type { Database, Engine } from '../db/database.js';
 import { holdDeliveriesUntil, type DeliveryRow } from './deliveries.js';
-import type { HealthChange } from './endpoint-health.js';
+import type { FailingChange, HealthChange } from './endpoint-health.js';
 import type { EndpointSecrets, WebhookEndpointRow } from './endpoints.js';
 
 /**
@@ -221,41 +221,70 @@ const HEALTH_COLUMNS = [
   ['id', 'text'],
   ['reset', 'integer'],
   ['added', 'integer'],
+  ['succeeded', 'integer'],
+  ['failing_from', 'bigint'],
+  ['disable_before', 'bigint'],
 ] as const;
 
 export interface CountedEndpoint {
   id: string;
   unanswered_attempts: number;
   backoff_until: number | null;
+  failing_since: number | null;
 }
 
 /**
- * Applies a batch's health changes to their endpoints' counts in one statement, and returns the endpoints
- * it wrote. It writes only endpoints whose health changes (an endpoint that keeps succeeding is neither
- * written nor locked, so emitters reading it `FOR SHARE` never wait on us).
+ * Applies a batch's health changes to their endpoints in one statement, and returns the endpoints it wrote:
+ * the count of unanswered attempts and the back-off (`changes`), and when their failing began (`failing`:
+ * set by the first failure after a success, cleared by a success). It writes only endpoints whose health
+ * changes (an endpoint that keeps succeeding, or keeps failing, is neither written nor locked, so emitters
+ * reading it `FOR SHARE` never wait on us), and those failing since before `disableBefore` (null: never),
+ * which the caller disables.
  */
 export function countUnanswered(
   trx: Knex,
   engine: Engine,
   changes: readonly HealthChange[],
+  failing: readonly FailingChange[] = [],
+  disableBefore: number | null = null,
 ): Promise<CountedEndpoint[]> {
-  const values = boundRows(
-    engine,
-    HEALTH_COLUMNS,
-    changes.map((change) => [change.endpointId, change.reset ? 1 : 0, change.added]),
-  );
+  const byId = new Map<string, [string, number, number, number, number | null, number | null]>();
+  for (const change of changes) {
+    byId.set(change.endpointId, [
+      change.endpointId,
+      change.reset ? 1 : 0,
+      change.added,
+      0,
+      null,
+      disableBefore,
+    ]);
+  }
+  for (const change of failing) {
+    const row = byId.get(change.endpointId) ?? [change.endpointId, 0, 0, 0, null, disableBefore];
+    row[3] = change.succeeded ? 1 : 0;
+    row[4] = change.failingFrom;
+    byId.set(change.endpointId, row);
+  }
+  const values = boundRows(engine, HEALTH_COLUMNS, [...byId.values()]);
   return runNamed<CountedEndpoint>(
     trx,
-    'svc_webhooks_health',
+    'svc_webhooks_health_2',
     `UPDATE webhook_endpoints SET
        unanswered_attempts = CASE WHEN v.reset = 1 THEN v.added
          ELSE webhook_endpoints.unanswered_attempts + v.added END,
-       backoff_until = CASE WHEN v.reset = 1 THEN NULL ELSE webhook_endpoints.backoff_until END
+       backoff_until = CASE WHEN v.reset = 1 THEN NULL ELSE webhook_endpoints.backoff_until END,
+       failing_since = CASE WHEN v.succeeded = 1 THEN v.failing_from
+         ELSE COALESCE(webhook_endpoints.failing_since, v.failing_from) END
      FROM ${values.sql} AS v
      WHERE webhook_endpoints.id = v.id AND (v.added > 0 OR webhook_endpoints.unanswered_attempts <> 0
-       OR webhook_endpoints.backoff_until IS NOT NULL)
-     RETURNING webhook_endpoints.id, webhook_endpoints.unanswered_attempts, webhook_endpoints.backoff_until`,
-    values.bindings,
+       OR webhook_endpoints.backoff_until IS NOT NULL
+       OR (v.failing_from IS NOT NULL AND webhook_endpoints.failing_since IS NULL)
+       OR (v.succeeded = 1 AND webhook_endpoints.failing_since IS NOT NULL)
+       OR (v.failing_from IS NOT NULL AND webhook_endpoints.disabled = ?
+         AND webhook_endpoints.failing_since <= v.disable_before))
+     RETURNING webhook_endpoints.id, webhook_endpoints.unanswered_attempts, webhook_endpoints.backoff_until,
+       webhook_endpoints.failing_since`,
+    [...values.bindings, false],
   );
 }
 

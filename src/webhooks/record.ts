@@ -9,7 +9,8 @@ import {
   type DeliveryCountChange,
   type StoredAttempt,
 } from './deliveries.js';
-import { backoffUntil, healthChanges } from './endpoint-health.js';
+import { backoffUntil, failedTooLong, failingChanges, healthChanges } from './endpoint-health.js';
+import { disableFailingEndpoint } from './endpoints.js';
 import {
   backOffEndpoint,
   countUnanswered,
@@ -41,7 +42,9 @@ export interface RecordContext {
     Config['dispatcher'],
     'retryScheduleSeconds' | 'backoffAfterUnanswered' | 'backoffInitialSeconds' | 'backoffMaxSeconds'
   >;
-  /** Told of each endpoint the batch leaves backed off. */
+  /** `webhooks.disableAfterFailingDays`: an endpoint failing every attempt for this long is disabled (0: never). */
+  disableAfterFailingDays: number;
+  /** Told of each endpoint the batch leaves backed off or disabled: its rows in hand go back. */
   backedOff(endpointId: string): void;
 }
 
@@ -101,7 +104,8 @@ export async function recordAttempts(
 }
 
 /**
- * Counts the batch's unanswered attempts on their endpoints (one statement for all), and backs off those
+ * Counts the batch's unanswered attempts on their endpoints and their failing streaks (one statement for
+ * all), disables those that have failed every attempt for `disableAfterFailingDays`, and backs off those
  * that reach the threshold (per endpoint: rarer).
  *
  * A success that arrives while another dispatcher's back-off of the same endpoint is running resets the
@@ -113,17 +117,40 @@ async function recordHealth(
   batch: readonly FinishedAttempt[],
   context: RecordContext,
 ): Promise<void> {
-  const changes = healthChanges(
-    batch.map(({ row, outcome, unanswered }) => ({
-      endpointId: row.endpoint_id,
-      ok: outcome.ok,
-      unanswered,
-    })),
-  );
-  if (changes.length === 0) return;
-  const counted = await countUnanswered(trx, context.engine, changes);
-  const added = new Map(changes.map((change) => [change.endpointId, change.added]));
+  const attempts = batch.map(({ row, outcome, unanswered, startedAt }) => ({
+    endpointId: row.endpoint_id,
+    ok: outcome.ok,
+    unanswered,
+    at: startedAt,
+  }));
+  const changes = healthChanges(attempts);
+  const failing = failingChanges(attempts);
+  if (changes.length === 0 && failing.length === 0) return;
   const now = context.clock.now();
+  const days = context.disableAfterFailingDays;
+  const counted = await countUnanswered(
+    trx,
+    context.engine,
+    changes,
+    failing,
+    days > 0 ? now - days * 86_400_000 : null,
+  );
+  // Failed every attempt for too long, this batch's last included: disabled, its pending deliveries failed.
+  const failedAgain = new Set(
+    failing.filter((change) => change.failingFrom !== null).map((c) => c.endpointId),
+  );
+  for (const row of counted) {
+    const since = row.failing_since === null ? null : Number(row.failing_since);
+    if (!failedAgain.has(row.id) || !failedTooLong(since, now, days)) continue;
+    if (await disableFailingEndpoint(trx, row.id, now)) {
+      context.backedOff(row.id);
+      context.logger.warn(
+        { endpoint: row.id, failing_since: new Date(since!).toISOString() },
+        'webhook endpoint disabled: every attempt failed for too long',
+      );
+    }
+  }
+  const added = new Map(changes.map((change) => [change.endpointId, change.added]));
   for (const row of counted) {
     if ((added.get(row.id) ?? 0) === 0) continue;
     const unanswered = Number(row.unanswered_attempts);

@@ -40,6 +40,8 @@ export const webhookComponents: Record<string, JsonSchema> = {
       'url',
       'enabled_events',
       'disabled',
+      'disabled_reason',
+      'failing_since',
       'unanswered_attempts',
       'backoff_until',
       'mode',
@@ -53,6 +55,17 @@ export const webhookComponents: Record<string, JsonSchema> = {
       description: { type: ['string', 'null'] },
       enabled_events: { type: 'array', items: { type: 'string' } },
       disabled: { type: 'boolean' },
+      disabled_reason: {
+        enum: ['requested', 'failing', null],
+        description:
+          'Why it is disabled: `requested` (PATCH disabled=true, or an operator), or `failing`: every attempt failed for `webhooks.disableAfterFailingDays` (3 by default), its pending deliveries ended `failed` and a `webhook_endpoint.disabled` event was emitted. Null while enabled',
+      },
+      failing_since: {
+        type: ['string', 'null'],
+        format: 'date-time',
+        description:
+          'When its attempts began to fail with no 2xx since (any other answer, or none, fails); null while its latest attempt succeeded. Enabling it again clears it',
+      },
       unanswered_attempts: {
         type: 'integer',
         minimum: 0,

@@ -50,6 +50,7 @@ export async function fireSandboxEvent(
   const sample = {
     link,
     account: await someAccount(trx, link.id),
+    endpoint: await someEndpoint(trx, principal.orgId),
     intentId: newId('ri'),
     now,
     syncIntervalMinutes: settings.syncIntervalMinutes,
@@ -61,6 +62,8 @@ export async function fireSandboxEvent(
 export interface EventSample {
   link: LinkRow;
   account: { id: string; name: string; type: string; currency: string; last_4: string | null };
+  /** One of the organisation's test endpoints, or a made-up one: what a fired endpoint event is about. */
+  endpoint: { id: string; url: string };
   /** A new `ri_` id: no intent waits behind a fired intent event. */
   intentId: string;
   now: number;
@@ -120,7 +123,21 @@ export function sampleEvent(type: EventType, sample: EventSample): EventInput {
       const failure = { error_code: 'bank_unavailable', completed_at: now };
       return { ...base, type, data: payloads.refreshIntentFailed({ ...intent, ...failure }) };
     }
+    case 'webhook_endpoint.disabled': {
+      // Nothing is disabled: the data says what a real one would, failing for the default three days.
+      const failing = { ...sample.endpoint, failing_since: now - 3 * 86_400_000 };
+      return { ...base, linkId: null, type, data: payloads.webhookEndpointDisabled(failing, now) };
+    }
   }
+}
+
+/** The organisation's oldest test endpoint, else a made-up one. */
+async function someEndpoint(trx: Knex, orgId: string): Promise<{ id: string; url: string }> {
+  const row: { id: string; url: string } | undefined = await trx('webhook_endpoints')
+    .where({ org_id: orgId, mode: 'test' })
+    .orderBy('created_at')
+    .first('id', 'url');
+  return row ?? { id: newId('we'), url: 'https://example.com/webhooks' };
 }
 
 /** The link's first active account, else a made-up checking account of the shape the sandbox banks use. */

@@ -234,7 +234,7 @@ forEachEngine(t, async (t, engine) => {
   });
 
   const firstPass = { events: 0, webhook_deliveries: 0, webhook_attempts: 0 };
-  t.test('a pass stops at maxRowsPerPass, in batches, and the next goes on', async (t) => {
+  t.test('a pass stops at maxRowsPerPass rows read, in batches, and the next goes on', async (t) => {
     const [line] = await housekeep(app, {
       batchSize: 2,
       maxRowsPerPass: 3,
@@ -243,9 +243,11 @@ forEachEngine(t, async (t, engine) => {
       refreshIntentsDays: 0,
       widgetTokensDays: 0,
     });
-    t.equal((line?.retention_pruned as RetentionCounts).events, 3, 'three events in two batches');
-    t.equal(await count(app, 'events'), before.events - 3);
+    // Three events read, one a batch: each pruned, or held by its pending delivery and set aside.
     Object.assign(firstPass, pick(line?.retention_pruned as RetentionCounts));
+    const setAside = await app.db.knex('events').whereNotNull('held_until').count({ n: '*' });
+    t.equal(firstPass.events + Number(setAside[0]?.n), 3, 'three events read');
+    t.equal(await count(app, 'events'), before.events - firstPass.events);
     t.equal(await count(app, 'webhook_deliveries'), before.deliveries - firstPass.webhook_deliveries);
     t.equal(await attemptCount(app), before.attempts - firstPass.webhook_attempts);
   });
@@ -263,7 +265,11 @@ forEachEngine(t, async (t, engine) => {
       [...pendingEvents].sort(),
       'old events left: pending ones',
     );
-    t.equal(pruned.events + 3, oldEvents - pendingEvents.length, 'the log counts the events of this pass');
+    t.equal(
+      pruned.events + firstPass.events,
+      oldEvents - pendingEvents.length,
+      'the log counts the events of this pass',
+    );
     for (const eventId of pendingEvents) {
       t.ok(
         (await count(app, 'webhook_deliveries', { event_id: eventId, status: 'pending' })) > 0,
@@ -330,7 +336,7 @@ forEachEngine(t, async (t, engine) => {
     const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
     const metric = (kind: string) =>
       Number(new RegExp(`svc_retention_pruned_rows_total\\{kind="${kind}"\\} (\\d+)`).exec(text)?.[1]);
-    t.equal(metric('events'), pruned.events + 3, 'the counter adds the passes');
+    t.equal(metric('events'), pruned.events + firstPass.events, 'the counter adds the passes');
     t.equal(metric('webhook_deliveries'), deliveriesPruned);
     t.equal(metric('webhook_attempts'), attemptsPruned);
     t.equal(metric('jobs'), pruned.jobs);

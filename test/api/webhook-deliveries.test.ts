@@ -33,6 +33,16 @@ const CATALOGUE: Record<string, string[]> = {
   'refresh_intent.requires_mfa': ['object', 'id', 'link_id', 'status', 'requires_mfa'],
   'refresh_intent.succeeded': ['object', 'id', 'link_id', 'status', 'completed_at', 'summary'],
   'refresh_intent.failed': ['object', 'id', 'link_id', 'status', 'error_code', 'completed_at'],
+  // The appliance's own (docs/webhook-endpoints.md).
+  'webhook_endpoint.disabled': [
+    'object',
+    'id',
+    'url',
+    'disabled',
+    'disabled_reason',
+    'failing_since',
+    'disabled_at',
+  ],
 };
 
 forEachEngine(t, async (t, engine) => {
@@ -90,6 +100,7 @@ forEachEngine(t, async (t, engine) => {
           t.equal(response.body.data.id, account.id, "one of the link's accounts");
         if (type.startsWith('refresh_intent.')) t.match(response.body.data.id, /^ri_[0-9a-f]{16}$/);
         if (type !== 'link.created' && type.startsWith('link.')) t.equal(response.body.data.id, link.id);
+        if (type.startsWith('webhook_endpoint.')) t.match(response.body.data.id, /^we_[0-9a-f]{16}$/);
       }
       const mfa = (await fire('refresh_intent.requires_mfa')).body.data;
       t.match(mfa, { status: 'requires_mfa', requires_mfa: { widget_token: /^ri_[0-9a-f]{16}_sec_/ } });

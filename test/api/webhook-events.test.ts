@@ -52,7 +52,9 @@ forEachEngine(t, async (t, engine) => {
         (r) => r.event.type === type && (r.event.data.link_id ?? r.event.data.id) === linkId,
       );
     const types = new Set(receiver.received.map((r) => r.event.type));
-    t.same([...types].sort(), [...EVENT_TYPES].sort(), 'all ten types arrived');
+    // The spec's ten; webhook_endpoint.disabled takes days of failures (webhook-endpoint-disable.test.ts).
+    const spec = EVENT_TYPES.filter((type) => type !== 'webhook_endpoint.disabled');
+    t.same([...types].sort(), [...spec].sort(), 'all ten types arrived');
 
     t.match(of('link.created', healthy)[0]?.event.data, {
       object: 'link',

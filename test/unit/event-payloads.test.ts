@@ -71,30 +71,41 @@ const expected: Record<EventType, [unknown, string]> = {
     build['refresh_intent.failed']({ ...intent, error_code: 'bank_unavailable', completed_at: AT }),
     `{"object":"refresh_intent","id":"${intent.id}","link_id":"${link.id}","status":"failed","error_code":"bank_unavailable","completed_at":"${ISO}"}`,
   ],
+  'webhook_endpoint.disabled': [
+    build['webhook_endpoint.disabled'](
+      { id: 'we_0123456789abcdef', url: 'https://example.com/hook', failing_since: AT },
+      AT,
+    ),
+    `{"object":"webhook_endpoint","id":"we_0123456789abcdef","url":"https://example.com/hook","disabled":true,"disabled_reason":"failing","failing_since":"${ISO}","disabled_at":"${ISO}"}`,
+  ],
 };
 
 t.test('each builder gives its event the body receivers have always had', async (t) => {
   for (const type of EVENT_TYPES) t.equal(JSON.stringify(expected[type][0]), expected[type][1], type);
 });
 
-t.test('the catalogue is the spec list, in its order, and knows its own types only', async (t) => {
-  t.same(EVENT_TYPES, [
-    'link.created',
-    'link.refreshed',
-    'link.expired',
-    'link.deleted',
-    'account.created',
-    'account.removed',
-    'refresh_intent.created',
-    'refresh_intent.requires_mfa',
-    'refresh_intent.succeeded',
-    'refresh_intent.failed',
-  ]);
-  t.same(Object.keys(EVENT_PAYLOADS), EVENT_TYPES);
-  t.ok(isEventType('link.created'));
-  t.notOk(isEventType('link.nope'));
-  t.notOk(isEventType('toString'), 'no inherited name passes for a type');
-});
+t.test(
+  "the catalogue is the spec list, in its order, then the appliance's own, and knows its types only",
+  async (t) => {
+    t.same(EVENT_TYPES, [
+      'link.created',
+      'link.refreshed',
+      'link.expired',
+      'link.deleted',
+      'account.created',
+      'account.removed',
+      'refresh_intent.created',
+      'refresh_intent.requires_mfa',
+      'refresh_intent.succeeded',
+      'refresh_intent.failed',
+      'webhook_endpoint.disabled',
+    ]);
+    t.same(Object.keys(EVENT_PAYLOADS), EVENT_TYPES);
+    t.ok(isEventType('link.created'));
+    t.notOk(isEventType('link.nope'));
+    t.notOk(isEventType('toString'), 'no inherited name passes for a type');
+  },
+);
 
 /** Every key path of a payload, nested ones as `a.b`, in order. */
 function keyPaths(value: unknown, prefix = ''): string[] {
@@ -135,6 +146,7 @@ t.test('a fired sandbox event has the keys, in order, of a real one of its type'
     const fired = sampleEvent(type, {
       link: row,
       account,
+      endpoint: { id: 'we_0123456789abcdef', url: 'https://example.com/hook' },
       intentId: intent.id,
       now: AT,
       syncIntervalMinutes: 240,
