@@ -29,7 +29,7 @@ import { loadConfig } from '../src/config/load-config.js';
 import { openDatabase } from '../src/db/database.js';
 import { install } from '../src/install/install.js';
 import { createApiKey } from '../src/keys/keys.js';
-import type { SupervisorState } from '../src/processes/supervisor.js';
+import type { SupervisorState } from '../src/processes/status.js';
 import { rutCheckDigit } from '../src/rut/rut.js';
 
 const MAX_IN_FLIGHT = 256;

@@ -4,7 +4,29 @@ import type { Config } from '../config/defaults.js';
 import type { Database } from '../db/database.js';
 import { migrationStatus } from '../db/migrations.js';
 import { queueDepths, type QueueDepths } from './queue-depths.js';
-import type { SupervisorState } from './supervisor.js';
+import type { RoleName } from './roles.js';
+
+/* The state file each `svc serve` keeps under `<home>/run` (supervisor.ts writes it, this file reads it). */
+
+export type ChildStatus = 'starting' | 'running' | 'restarting' | 'stopping' | 'stopped' | 'failed';
+
+export interface ChildState {
+  role: RoleName;
+  pid: number | null;
+  status: ChildStatus;
+  started_at: string | null;
+  restarts: number;
+  last_exit: string | null;
+  /** When the supervisor saw the last exit: with the next `started_at`, how long a restart took. */
+  last_exit_at: string | null;
+}
+
+export interface SupervisorState {
+  pid: number;
+  started_at: string;
+  roles: RoleName[];
+  children: ChildState[];
+}
 
 export interface ProcessStatus {
   supervisor_pid: number;

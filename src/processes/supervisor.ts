@@ -6,29 +6,10 @@ import type { Config } from '../config/defaults.js';
 import type { Logger } from '../logging/logger.js';
 import { atMost, MISSED_HEARTBEATS, STOP_WAIT_MS } from './presence.js';
 import type { RoleName } from './roles.js';
+import type { ChildState, SupervisorState } from './status.js';
 
 const CHILD_ENTRY = fileURLToPath(new URL('./child.js', import.meta.url));
 const EX_CONFIG = 78;
-
-export type ChildStatus = 'starting' | 'running' | 'restarting' | 'stopping' | 'stopped' | 'failed';
-
-export interface ChildState {
-  role: RoleName;
-  pid: number | null;
-  status: ChildStatus;
-  started_at: string | null;
-  restarts: number;
-  last_exit: string | null;
-  /** When the supervisor saw the last exit: with the next `started_at`, how long a restart took. */
-  last_exit_at: string | null;
-}
-
-export interface SupervisorState {
-  pid: number;
-  started_at: string;
-  roles: RoleName[];
-  children: ChildState[];
-}
 
 interface Child extends ChildState {
   process: ChildProcess | null;

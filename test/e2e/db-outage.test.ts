@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
-import type { SupervisorState } from '../../src/processes/supervisor.js';
+import type { SupervisorState } from '../../src/processes/status.js';
 import { setTimeLimit, freshDatabase, linkBody, storedAttempts } from '../helpers/harness.js';
 import { installArgs, runCliJson, startServe, waitFor, withDatabase } from '../helpers/cli.js';
 import { startReceiver } from '../helpers/receiver.js';

@@ -5,7 +5,7 @@ import t from 'tap';
 import { openDatabase } from '../../src/db/database.js';
 import { linkRefreshed } from '../../src/events/payloads.js';
 import { publishEvent } from '../../src/webhooks/fan-out.js';
-import type { SupervisorState } from '../../src/processes/supervisor.js';
+import type { SupervisorState } from '../../src/processes/status.js';
 import { HANG_GUARD_MS, forEachEngine } from '../helpers/harness.js';
 import { installedHome, startServe, waitFor } from '../helpers/cli.js';
 import { independentlyVerified, startReceiver } from '../helpers/receiver.js';

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import t, { type Test } from 'tap';
 import { migrationNames } from '../../src/db/migrations.js';
 import type { ApplianceStatus, ProcessStatus } from '../../src/processes/status.js';
-import type { ChildState, SupervisorState } from '../../src/processes/supervisor.js';
+import type { ChildState, SupervisorState } from '../../src/processes/status.js';
 import { maskUrl } from '../../src/config/load-config.js';
 import {
   CLI_ENTRY,

@@ -3,7 +3,7 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
 import { migrationNames } from '../../src/db/migrations.js';
-import type { SupervisorState } from '../../src/processes/supervisor.js';
+import type { SupervisorState } from '../../src/processes/status.js';
 import {
   REPO_ROOT,
   installArgs,

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { envName } from '../../src/config/load-config.js';
 import type { Database } from '../../src/db/database.js';
-import type { SupervisorState } from '../../src/processes/supervisor.js';
+import type { SupervisorState } from '../../src/processes/status.js';
 import { loadSecretBox } from '../../src/secrets/master-key-file.js';
 import type { Test } from 'tap';
 import {

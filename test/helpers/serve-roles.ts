@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Test } from 'tap';
-import type { SupervisorState } from '../../src/processes/supervisor.js';
+import type { SupervisorState } from '../../src/processes/status.js';
 import { freePort, killGroup, spawnCli, within } from './cli.js';
 import { HANG_GUARD_MS } from './harness.js';
 
