@@ -13,7 +13,7 @@ export async function up(knex: Knex): Promise<void> {
 }
 
 export async function down(knex: Knex): Promise<void> {
-  await knex.schema.alterTable('organisations', (t) => {
-    t.dropColumn('rate_limit_ceilings');
-  });
+  // Not knex's dropColumn: on SQLite it rebuilds organisations, and dropping the old table cascades to every
+  // row that references an organisation (keys, links, endpoints, deliveries).
+  await knex.raw('ALTER TABLE organisations DROP COLUMN rate_limit_ceilings');
 }

@@ -75,16 +75,15 @@ export function registerKeyPages(router: Router, kit: ConsoleKit): void {
       t('keys.expires'),
     ];
     const ceilings = await organisationCeilings(db.reader, state.scope.orgId, config.rateLimits);
-    const ceilingFacts = factsHtml([
-      [
-        t('keys.ceilings'),
+    // One row a group: a `group=rate:burst` list ran 72 px past a phone's width.
+    const ceilingFacts = `<h2>${escapeHtml(t('keys.ceilings'))}</h2>${factsHtml(
+      Object.entries(ceilings).map(([group, limit]) => [
+        group,
         escapeHtml(
-          Object.entries(ceilings)
-            .map(([group, limit]) => `${group}=${limit.perMinute}:${limit.burst}`)
-            .join(', '),
+          t('keys.ceiling_value', { per_minute: String(limit.perMinute), burst: String(limit.burst) }),
         ),
-      ],
-    ]);
+      ]),
+    )}`;
     const govern = may(state.user, 'govern')
       ? `<form method="post" action="${scopePath(state.scope)}/ceilings" class="console-form">${csrfInput(csrf)}
 <fieldset><legend>${escapeHtml(t('keys.ceilings_set'))}</legend>

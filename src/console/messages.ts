@@ -179,6 +179,7 @@ const es = {
   'keys.above_ceiling':
     'El límite de {group} de esta organización llega a {per_minute} por minuto con ráfaga de {burst}. Pide al operador que lo suba.',
   'keys.ceilings': 'Techos de la organización',
+  'keys.ceiling_value': '{per_minute} por minuto, ráfaga de {burst}',
   'keys.ceilings_set': 'Fijar techo',
   'keys.ceilings_changed': 'Techos fijados por el operador: {limits}.',
   'keys.back': 'Volver a las claves',
@@ -562,6 +563,7 @@ const en: typeof es = {
   'keys.above_ceiling':
     "This organisation's ceiling for {group} is {per_minute} a minute with a burst of {burst}. Ask the operator to raise it.",
   'keys.ceilings': "The organisation's ceilings",
+  'keys.ceiling_value': '{per_minute} a minute, burst of {burst}',
   'keys.ceilings_set': 'Set ceiling',
   'keys.ceilings_changed': 'Ceilings set by the operator: {limits}.',
   'keys.back': 'Back to the keys',

@@ -44,7 +44,11 @@ forEachEngine(t, async (t, engine) => {
     'an admin sets a key up to the ceiling, and is refused above it with nothing written',
     async (t) => {
       const page = await admin('GET', `/console/o/${org}/live/keys`);
-      t.match(page.text, 'read=100:20', 'the keys page shows the ceilings (the defaults)');
+      t.match(
+        page.text,
+        '<dt>read</dt><dd>100 a minute, burst of 20</dd>',
+        'the keys page shows the ceilings',
+      );
       t.notMatch(page.text, `/console/o/${org}/live/ceilings`, 'and no form to change them');
 
       const before = await tableCounts(app.db);

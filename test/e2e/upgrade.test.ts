@@ -15,7 +15,7 @@ import {
   withDatabase,
   type ServeProcess,
 } from '../helpers/cli.js';
-import { forEachEngine, freshDatabase, type EngineName } from '../helpers/harness.js';
+import { engines, forEachEngine, freshDatabase, setTimeLimit, type EngineName } from '../helpers/harness.js';
 import { NEWER_MIGRATION, newerBuild } from '../helpers/other-build.js';
 
 /**
@@ -62,6 +62,10 @@ function supervisorState(home: string, serve: ServeProcess): SupervisorState | u
     return undefined; // being replaced
   }
 }
+
+// Per engine: two builds, five svc serve processes and three waits for heartbeats to lapse (about 60 s idle;
+// 195 s of the default 300 for both engines on a loaded machine).
+setTimeLimit(t, engines().length * 240_000);
 
 forEachEngine(t, async (t, engine) => {
   const head = migrationNames().at(-1)!;
