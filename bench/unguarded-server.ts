@@ -5,7 +5,7 @@
  * What it serves faster than `svc serve` is what those three cost.
  *   node dist/bench/unguarded-server.js <home> <port> <api key>
  */
-import { startApiServer } from '../src/api/server.js';
+import { startApiServer } from '../src/http/server.js';
 import type { Authenticator } from '../src/auth/authenticator.js';
 import { loadConfig } from '../src/config/load-config.js';
 import { silentLogger } from '../src/logging/logger.js';

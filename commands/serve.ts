@@ -34,7 +34,7 @@ export default class Serve extends BaseCommand {
     const roles = parseRoles(flags.roles);
     const config = this.appConfig(flags.home, { api: { host: flags.host, port: flags.port } });
     if (roles.includes('api') && config.api.port !== 0) {
-      const { apiPortProblem } = await import('../src/api/port-check.js');
+      const { apiPortProblem } = await import('../src/http/port-check.js');
       const { runningSupervisors } = await import('../src/processes/status.js');
       const taken = await apiPortProblem(config.api.host, config.api.port, runningSupervisors(config.home));
       // 69 (EX_UNAVAILABLE), as for a database that does not answer: what serve needs is taken.

@@ -11,8 +11,8 @@ import { join } from 'node:path';
 import { fileURLToPath, URL } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
-const { allRoutes, components } = await import(join(root, 'dist/src/api/catalogue.js'));
-const { buildOpenApi } = await import(join(root, 'dist/src/api/openapi.js'));
+const { allRoutes, components } = await import(join(root, 'dist/src/http/catalogue.js'));
+const { buildOpenApi } = await import(join(root, 'dist/src/http/openapi.js'));
 const dir = mkdtempSync(join(tmpdir(), 'svc-openapi-'));
 try {
   const file = join(dir, 'openapi.json');

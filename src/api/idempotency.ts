@@ -1,12 +1,12 @@
 import { createHash } from 'node:crypto';
 import type { Context } from 'koa';
 import type { Knex } from 'knex';
-import type { Principal } from '../../auth/principal.js';
-import { ApiError, errors } from '../../errors/api-error.js';
-import { isUniqueViolation } from '../../db/errors.js';
-import type { AppServices } from '../services.js';
-import type { Database } from '../../db/database.js';
-import { idempotencyContext } from '../../secrets/sealed-columns.js';
+import type { Principal } from '../auth/principal.js';
+import { ApiError, errors } from '../errors/api-error.js';
+import { isUniqueViolation } from '../db/errors.js';
+import type { AppServices } from './services.js';
+import type { Database } from '../db/database.js';
+import { idempotencyContext } from '../secrets/sealed-columns.js';
 
 const KEY_PATTERN = /^[\x21-\x7e]{1,255}$/;
 const IN_FLIGHT_LEASE_MS = 60_000;

@@ -5,8 +5,8 @@ import { requestContextMiddleware } from './middleware/request-context.js';
 import { apiRoutes, methodRefused } from './router.js';
 import { widgetRouter } from '../widget/http.js';
 import { consoleRouter } from '../console/http.js';
-import type { AnyRoute } from './route.js';
-import type { AppServices } from './services.js';
+import type { AnyRoute } from '../api/route.js';
+import type { AppServices } from '../api/services.js';
 
 /** `extraRoutes` lets a test mount a route through the real middleware stack (e.g. one that throws). */
 export function createApp(services: AppServices, extraRoutes: AnyRoute[] = []): Koa {

@@ -12,7 +12,7 @@ import { refreshComponents, refreshRoutes } from '../refresh/routes.js';
 import { widgetComponents, widgetTokenRoutes } from '../widget/routes.js';
 import { exchangeRoutes } from '../exchange/routes.js';
 import { buildOpenApi } from './openapi.js';
-import { defineRoute, type AnyRoute, type JsonSchema } from './route.js';
+import { defineRoute, type AnyRoute, type JsonSchema } from '../api/route.js';
 
 /** Every capability contributes its routes and component schemas here, and nowhere else. */
 const capabilityRoutes: AnyRoute[] = [

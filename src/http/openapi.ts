@@ -1,4 +1,4 @@
-import type { AnyRoute, JsonSchema } from './route.js';
+import type { AnyRoute, JsonSchema } from '../api/route.js';
 
 export const OPENAPI_VERSION = '1.0.0';
 

@@ -6,13 +6,13 @@ import { rateGroupFor } from '../ratelimit/groups.js';
 import { RefusalLimiter } from '../ratelimit/refusals.js';
 import type { Decision } from '../ratelimit/token-bucket.js';
 import type { CredentialKind, Principal } from '../auth/principal.js';
-import { jsonBodyReader } from './body.js';
-import { allowPageToRead, answerPreflight } from './cors.js';
-import { withIdempotency } from './middleware/idempotency.js';
-import type { AnyRoute, JsonSchema } from './route.js';
+import { jsonBodyReader } from '../api/body.js';
+import { allowPageToRead, answerPreflight } from '../api/cors.js';
+import { withIdempotency } from '../api/idempotency.js';
+import type { AnyRoute, JsonSchema } from '../api/route.js';
 import { RouteTable, type TableEntry } from './route-table.js';
-import type { AppServices } from './services.js';
-import { compileValidator, type Validator } from './validation.js';
+import type { AppServices } from '../api/services.js';
+import { compileValidator, type Validator } from '../api/validation.js';
 
 const KIND_NAMES: Record<string, string> = {
   secret_key: 'a secret key (sk_)',

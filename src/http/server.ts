@@ -1,7 +1,7 @@
 import { createApp } from './app.js';
 import { listenForApi, type ApiListener } from './listener.js';
-import type { AnyRoute } from './route.js';
-import type { AppServices } from './services.js';
+import type { AnyRoute } from '../api/route.js';
+import type { AppServices } from '../api/services.js';
 
 export type ApiServer = Omit<ApiListener, 'serve'>;
 

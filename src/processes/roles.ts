@@ -39,10 +39,10 @@ export class SchemaMismatchError extends Error {
 const api: Role = {
   name: 'api',
   async run(config, signal, ready) {
-    const { listenForApi } = await import('../api/listener.js');
+    const { listenForApi } = await import('../http/listener.js');
     const listener = await listenForApi(config.api);
     const services = await openServices(config, 'api');
-    const { startApiServer } = await import('../api/server.js');
+    const { startApiServer } = await import('../http/server.js');
     const { startMetricsServer } = await import('../metrics/metrics.js');
     const server = await startApiServer(services, listener);
     const metricsAddress = `${config.metrics.host}:${config.metrics.port}`;

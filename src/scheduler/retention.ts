@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import type { Config, RetentionConfig } from '../config/defaults.js';
 import type { Database } from '../db/database.js';
-import { pruneExpiredIdempotencyKeys } from '../api/middleware/idempotency.js';
+import { pruneExpiredIdempotencyKeys } from '../api/idempotency.js';
 import { pruneAuditLog } from '../audit/audit-log.js';
 import { pruneSyncOutcomes } from '../banks/health.js';
 import {

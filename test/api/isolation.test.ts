@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import t from 'tap';
 import type { Test } from 'tap';
-import { allRoutes } from '../../src/api/catalogue.js';
+import { allRoutes } from '../../src/http/catalogue.js';
 import type { AnyRoute, JsonSchema } from '../../src/api/route.js';
 import { createApiKey, revokeApiKey } from '../../src/keys/keys.js';
 import {

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { listenForApi } from '../../src/api/listener.js';
+import { listenForApi } from '../../src/http/listener.js';
 
 const ANY_PORT = { host: '127.0.0.1', port: 0, requestTimeoutMs: 5_000, headersTimeoutMs: 5_000 };
 

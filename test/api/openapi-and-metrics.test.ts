@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
-import { allRoutes } from '../../src/api/catalogue.js';
+import { allRoutes } from '../../src/http/catalogue.js';
 import { contractViolation } from '../helpers/contract.js';
 import { createHttpMetrics, startMetricsServer } from '../../src/metrics/metrics.js';
 import { queueDepths } from '../../src/processes/queue-depths.js';

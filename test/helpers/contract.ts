@@ -1,7 +1,7 @@
 import { Ajv, type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';
-import { allRoutes, components } from '../../src/api/catalogue.js';
-import { answeredStatuses, baseComponents } from '../../src/api/openapi.js';
+import { allRoutes, components } from '../../src/http/catalogue.js';
+import { answeredStatuses, baseComponents } from '../../src/http/openapi.js';
 
 /**
  * Checks a response against the OpenAPI document for its route: its status must be one the document

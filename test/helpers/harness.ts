@@ -12,7 +12,7 @@ import { openDatabase, type Database } from '../../src/db/database.js';
 import { migrateUp } from '../../src/db/migrations.js';
 import { silentLogger, type Logger } from '../../src/logging/logger.js';
 import { buildServices } from '../../src/processes/services.js';
-import { startApiServer, type ApiServer } from '../../src/api/server.js';
+import { startApiServer, type ApiServer } from '../../src/http/server.js';
 import type { AppServices } from '../../src/api/services.js';
 import type { AnyRoute } from '../../src/api/route.js';
 import { SecretBox } from '../../src/secrets/secret-box.js';

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { RouteTable } from '../../src/api/route-table.js';
+import { RouteTable } from '../../src/http/route-table.js';
 
 // The API's URLs meant what koa-router (path-to-regexp 8, its defaults) made of them; they still must.
 const table = new RouteTable([

@@ -3,7 +3,7 @@ import { performance } from 'node:perf_hooks';
 import type { Context, Next } from 'koa';
 import { accessLogWriter } from '../../logging/logger.js';
 import { answerWithError, unrecognised } from './errors.js';
-import type { AppServices } from '../services.js';
+import type { AppServices } from '../../api/services.js';
 
 const INCOMING_ID = /^[A-Za-z0-9._-]{8,64}$/;
 
