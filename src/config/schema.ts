@@ -1,4 +1,5 @@
 import type { FromSchema } from 'json-schema-to-ts';
+import { BANK_IDS } from '../banks/institutions.js';
 
 const rateLimit = {
   type: 'object',
@@ -250,21 +251,8 @@ export const configSchema = {
         /** Live-mode connectors by bank code; a bank without one is unavailable in live mode. */
         connectors: {
           type: 'object',
-          propertyNames: {
-            enum: [
-              'bancochile',
-              'bancoestado',
-              'santander',
-              'bci',
-              'itau',
-              'scotiabank',
-              'security',
-              'bice',
-              'falabella',
-              'ripley',
-              'consorcio',
-            ],
-          },
+          /** The institutions' codes, from the one list of banks (banks/institutions.ts). */
+          propertyNames: { enum: BANK_IDS },
           additionalProperties: {
             type: 'object',
             additionalProperties: false,
