@@ -1,4 +1,5 @@
 import type { FromSchema } from 'json-schema-to-ts';
+import { connectorSettingsSchema } from '../banks/connector-settings.js';
 import { BANK_IDS } from '../banks/institutions.js';
 
 /**
@@ -509,18 +510,7 @@ export const configSchema = {
             'Live-mode connectors by bank code, in config.json only: `{"bci": {"url": …, "secret": …, "timeoutMs": 15000}}`, the `url` of a gateway that speaks the HTTP connector protocol (docs/connector-protocol.md) and the `secret` (16 characters or more) that signs every request to it; a bank without one is unavailable in live mode',
           /** The institutions' codes, from the one list of banks (banks/institutions.ts). */
           propertyNames: { enum: BANK_IDS },
-          additionalProperties: {
-            type: 'object',
-            additionalProperties: false,
-            required: ['url', 'secret'],
-            properties: {
-              /** Base URL of a gateway that speaks the HTTP connector protocol (docs/connector-protocol.md). */
-              url: { type: 'string', pattern: '^https?://' },
-              /** Shared secret that signs every request to the gateway. */
-              secret: { type: 'string', minLength: 16 },
-              timeoutMs: { type: 'integer', minimum: 100, default: 15000 },
-            },
-          },
+          additionalProperties: connectorSettingsSchema,
         },
       },
     },
@@ -539,4 +529,3 @@ export type Config = Complete<FromSchema<typeof configSchema>>;
 export type RateLimit = Config['auth']['refusedRequests'];
 export type WidgetConfig = Config['widget'];
 export type RetentionConfig = Config['retention'];
-export type BankConnectorConfig = Config['banks']['connectors'][string];
