@@ -26,7 +26,7 @@ import { migrateUp } from '../src/db/migrations.js';
 import { silentLogger } from '../src/logging/logger.js';
 import { buildServices } from '../src/processes/services.js';
 import { startApiServer } from '../src/http/server.js';
-import { Dispatcher } from '../src/webhooks/dispatcher.js';
+import { Dispatcher } from '../src/webhooks/dispatch/dispatcher.js';
 import { runSyncWorkers } from '../src/sync/worker-pool.js';
 import { createOrganisation } from '../src/orgs/orgs.js';
 import { createApiKey } from '../src/keys/keys.js';

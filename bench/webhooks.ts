@@ -39,8 +39,8 @@ import { publishEvent } from '../src/webhooks/fan-out.js';
 import { newId } from '../src/ids/ids.js';
 import { silentLogger } from '../src/logging/logger.js';
 import { SecretBox } from '../src/secrets/secret-box.js';
-import { Dispatcher, type DispatcherServices } from '../src/webhooks/dispatcher.js';
-import { DeliverySender } from '../src/webhooks/sender.js';
+import { Dispatcher, type DispatcherServices } from '../src/webhooks/dispatch/dispatcher.js';
+import { DeliverySender } from '../src/webhooks/dispatch/sender.js';
 import { headerNames, signatureHeader } from '../src/webhooks/signature.js';
 
 const DELIVERIES = Number(process.env.BENCH_DELIVERIES ?? 5000);

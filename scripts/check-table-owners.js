@@ -39,6 +39,7 @@ export const OWNERS = {
   console_sign_in_attempts: 'src/console/',
   console_sessions: 'src/console/',
   serve_instances: 'src/processes/',
+  rate_limit_buckets: 'src/ratelimit/',
 };
 const ALLOWED = ['src/db/', 'migrations/'];
 const SCANNED = ['src', 'commands'];

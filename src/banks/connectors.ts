@@ -1,4 +1,4 @@
-import type { BankConnectorConfig, Config } from '../config/defaults.js';
+import type { BankConnectorSettings } from './connector-settings.js';
 import type { Connector } from './connector.js';
 import { createHttpConnector } from './http/http-connector.js';
 
@@ -7,7 +7,7 @@ import { createHttpConnector } from './http/http-connector.js';
  * entry object itself, weakly: a test or a reload that builds a new configuration gets new connectors, and
  * a dropped configuration takes its connectors with it, so this holds no state a test would have to reset.
  */
-const httpConnectors = new WeakMap<BankConnectorConfig, Map<string, Connector>>();
+const httpConnectors = new WeakMap<BankConnectorSettings, Map<string, Connector>>();
 
 /**
  * The connector that serves `bankId` in `mode`: the sandbox for every bank in test mode; in live mode the
@@ -17,7 +17,7 @@ const httpConnectors = new WeakMap<BankConnectorConfig, Map<string, Connector>>(
 export function connectorFor(
   bankId: string,
   mode: 'test' | 'live',
-  config: Pick<Config, 'banks'>,
+  config: { readonly banks: { readonly connectors: Readonly<Record<string, BankConnectorSettings>> } },
   sandbox: Connector,
 ): Connector | null {
   if (mode === 'test') return sandbox;

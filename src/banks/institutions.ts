@@ -106,6 +106,10 @@ export const INSTITUTIONS: readonly Institution[] = [
   },
 ];
 
+/**
+ * The bank codes: the one list, derived from the institutions. The config schema's `banks.connectors` keys
+ * and the API's `bank_id` enums are this list, so a bank added above is accepted everywhere at once.
+ */
 export const BANK_IDS: readonly string[] = INSTITUTIONS.map((institution) => institution.id);
 export const BACKFILL_BANK = 'bci';
 

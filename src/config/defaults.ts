@@ -10,7 +10,7 @@ export const RATE_GROUPS = [
 ] as const;
 export type RateGroup = (typeof RATE_GROUPS)[number];
 
-export type { BankConnectorConfig, Config, RateLimit, RetentionConfig, WidgetConfig } from './schema.js';
+export type { Config, RateLimit, RetentionConfig, WidgetConfig } from './schema.js';
 
 export function defaultConfig(home: string): Config {
   return {

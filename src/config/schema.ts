@@ -1,113 +1,248 @@
 import type { FromSchema } from 'json-schema-to-ts';
+import { connectorSettingsSchema } from '../banks/connector-settings.js';
+import { BANK_IDS } from '../banks/institutions.js';
 
-const rateLimit = {
-  type: 'object',
-  additionalProperties: false,
-  required: ['perMinute', 'burst'],
-  properties: { perMinute: { type: 'integer', minimum: 1 }, burst: { type: 'integer', minimum: 1 } },
-} as const;
+/**
+ * A token bucket: `perMinute` refills it, `burst` is its size. `what` names what is counted, for the
+ * descriptions (the README's configuration table is rendered from them: `npm run docs:config`).
+ */
+function rateLimit(what: string, more = '') {
+  return {
+    type: 'object',
+    additionalProperties: false,
+    required: ['perMinute', 'burst'],
+    properties: {
+      perMinute: { type: 'integer', minimum: 1, description: `${what} per minute${more}` },
+      burst: { type: 'integer', minimum: 1, description: `${what} at once: the size of the bucket` },
+    },
+  } as const;
+}
 
 const port = { type: 'integer', minimum: 0, maximum: 65535 } as const;
+const days = { type: 'integer', minimum: 0, maximum: 36_500 } as const;
 
 /**
  * JSON Schema of the configuration; a bad value stops the start with a message naming the key. It is the
- * settings' TypeScript type too (`Config`, below). It validates the merged settings (defaults, file,
- * environment, flags), which always hold every key, so it names no `required` keys of its own: `Config`
- * makes every key present instead.
+ * settings' TypeScript type too (`Config`, below), and their documentation: every setting's `description`
+ * is its line in the README's configuration table (`src/config/config-table.ts` renders it, and a test
+ * fails when the README differs). It validates the merged settings (defaults, file, environment, flags),
+ * which always hold every key, so it names no `required` keys of its own: `Config` makes every key present
+ * instead.
  */
 export const configSchema = {
   type: 'object',
   additionalProperties: false,
   properties: {
-    home: { type: 'string', minLength: 1 },
-    brand: { type: 'string', pattern: '^[a-z][a-z0-9]{1,15}$' },
-    databaseUrl: { type: 'string', pattern: '^(sqlite:|postgres://|postgresql://)' },
-    masterKeyFile: { type: 'string', minLength: 1 },
-    /** Base64 of 32 bytes; when set (SVC_MASTER_KEY) it replaces the key file. Never printed. */
-    masterKey: { type: 'string' },
-    clockOffsetMs: { type: 'integer' },
+    home: {
+      type: 'string',
+      minLength: 1,
+      description:
+        'The data directory: `config.json`, `master.key`, the SQLite database, backups. `--home`, else `SVC_HOME`, else `~/.svc`',
+    },
+    brand: {
+      type: 'string',
+      pattern: '^[a-z][a-z0-9]{1,15}$',
+      description: 'Prefix of keys and of the signature header; set at install',
+    },
+    databaseUrl: {
+      type: 'string',
+      pattern: '^(sqlite:|postgres://|postgresql://)',
+      description: '`sqlite://PATH` or `postgres://…` (`?schema=NAME` selects a schema)',
+    },
+    masterKeyFile: {
+      type: 'string',
+      minLength: 1,
+      description:
+        'The AES-256-GCM master key that seals stored bank logins and webhook secrets (docs/security.md)',
+    },
+    masterKey: {
+      type: 'string',
+      description: 'Base64 of 32 bytes; when set (`SVC_MASTER_KEY`) it replaces the key file. Never printed',
+    },
+    clockOffsetMs: { type: 'integer', description: "Shifts every process's clock (for drills and tests)" },
     api: {
       type: 'object',
       additionalProperties: false,
       properties: {
-        host: { type: 'string', minLength: 1 },
-        port,
-        baseUrl: { type: 'string', pattern: '^(https?://[^\\s]+[^/])?$' },
-        bodyLimitBytes: { type: 'integer', minimum: 1024 },
-        /** Whole request, body included; an unfinished one is answered 408 and its socket closed. */
-        requestTimeoutMs: { type: 'integer', minimum: 1000 },
-        /** Request line and headers; a client trickling them (slow loris) is cut off after this. */
-        headersTimeoutMs: { type: 'integer', minimum: 1000 },
+        host: {
+          type: 'string',
+          minLength: 1,
+          description: 'Listen address of the API (and the widget and console)',
+        },
+        port: { ...port, description: 'Listen port of the API' },
+        baseUrl: {
+          type: 'string',
+          pattern: '^(https?://[^\\s]+[^/])?$',
+          description: 'Public URL used in pagination links; empty: `http://<api.host>:<api.port>`',
+        },
+        bodyLimitBytes: { type: 'integer', minimum: 1024, description: 'Larger request bodies get 413' },
+        requestTimeoutMs: {
+          type: 'integer',
+          minimum: 1000,
+          description:
+            'Whole request, body included: a request not fully received in time gets 408 and its connection is closed',
+        },
+        headersTimeoutMs: {
+          type: 'integer',
+          minimum: 1000,
+          description:
+            'The request line and headers must arrive within this; a client trickling them (slow loris) is cut off',
+        },
       },
     },
-    metrics: { type: 'object', additionalProperties: false, properties: { host: { type: 'string' }, port } },
+    metrics: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        host: { type: 'string', description: 'Listen address of the Prometheus endpoint (`/metrics`)' },
+        port: { ...port, description: 'Port of the Prometheus endpoint; `0` turns it off' },
+      },
+    },
     console: {
       type: 'object',
       additionalProperties: false,
-      /** `actions`: what one console user may change (issue a key, redeliver, fire a test event, …) per minute. */
-      properties: { enabled: { type: 'boolean' }, actions: rateLimit },
+      properties: {
+        enabled: {
+          type: 'boolean',
+          description:
+            "The web console under `/console` on the API's address and port ([docs/console.md](docs/console.md)); `false` serves no console page",
+        },
+        actions: rateLimit(
+          'Changes one console user may make (issue a key, redeliver, fire a test event, …)',
+          ': a token bucket per user; past it a 429 page with Retry-After',
+        ),
+      },
     },
-    /** `file` empty: JSON lines on stdout (journald under systemd); otherwise appended to that file. */
     log: {
       type: 'object',
       additionalProperties: false,
       properties: {
-        level: { enum: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] },
-        file: { type: 'string' },
+        level: {
+          enum: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'],
+          description: '`fatal` … `trace`, or `silent`',
+        },
+        file: {
+          type: 'string',
+          description:
+            'Empty: JSON lines on stdout (journald under systemd); otherwise appended to this file instead',
+        },
       },
     },
     auth: {
       type: 'object',
       additionalProperties: false,
       properties: {
-        cacheSeconds: { type: 'number', minimum: 0, maximum: 5 },
-        /** Requests refused for their credential (401, 403), per client address or credential (refusals.ts). */
-        refusedRequests: rateLimit,
+        cacheSeconds: {
+          type: 'number',
+          minimum: 0,
+          maximum: 5,
+          description: 'How long a key record is trusted from memory (at most 5)',
+        },
+        refusedRequests: rateLimit(
+          'Requests refused for their credential (401 per client address, 403 per key)',
+          '; beyond it 429 (refusals.ts)',
+        ),
       },
     },
+    /** The spec's groups (docs/api.md); a key's own limits and an organisation's ceilings can differ. */
     rateLimits: {
       type: 'object',
       additionalProperties: false,
       properties: {
-        read: rateLimit,
-        sync_write: rateLimit,
-        widget_tokens: rateLimit,
-        resource_write: rateLimit,
-        webhook_deliveries: rateLimit,
+        read: rateLimit('Requests of one key in the `read` group (every `GET` except deliveries)'),
+        sync_write: rateLimit('Requests of one key in the `sync_write` group (`POST /v1/refresh_intents`)'),
+        widget_tokens: rateLimit(
+          'Requests of one key in the `widget_tokens` group (`POST /v1/widget_tokens`)',
+        ),
+        resource_write: rateLimit(
+          'Requests of one key in the `resource_write` group (every other `POST`, `PATCH` and `DELETE`)',
+        ),
+        webhook_deliveries: rateLimit(
+          'Requests of one key in the `webhook_deliveries` group (`GET /v1/webhook_deliveries…`)',
+        ),
       },
     },
-    rateLimitStore: { enum: ['auto', 'memory', 'database'] },
+    rateLimitStore: {
+      enum: ['auto', 'memory', 'database'],
+      description:
+        '`memory` (one node) or `database` (shared by all API nodes); `auto` picks `database` on PostgreSQL',
+    },
     idempotency: {
       type: 'object',
       additionalProperties: false,
-      properties: { ttlHours: { type: 'number', exclusiveMinimum: 0 } },
+      properties: {
+        ttlHours: {
+          type: 'number',
+          exclusiveMinimum: 0,
+          description: 'How long an `Idempotency-Key` replays its first response',
+        },
+      },
     },
     supervisor: {
       type: 'object',
       additionalProperties: false,
       properties: {
-        restartDelaysMs: { type: 'array', minItems: 1, items: { type: 'integer', minimum: 0 } },
-        crashLoopRestarts: { type: 'integer', minimum: 1 },
-        crashLoopWindowSeconds: { type: 'integer', minimum: 1 },
-        shutdownTimeoutSeconds: { type: 'integer', minimum: 1 },
-        /**
-         * How often `svc serve` renews its row in the database and compares the schema with its build: a
-         * server that misses 3 counts as gone, and one whose schema moved stops its workers within one.
-         */
-        heartbeatSeconds: { type: 'integer', minimum: 1, maximum: 300 },
+        restartDelaysMs: {
+          type: 'array',
+          minItems: 1,
+          items: { type: 'integer', minimum: 0 },
+          description: 'Backoff between restarts of a crashed child',
+        },
+        crashLoopRestarts: {
+          type: 'integer',
+          minimum: 1,
+          description: 'Crashes within `crashLoopWindowSeconds` that stop `serve`',
+        },
+        crashLoopWindowSeconds: {
+          type: 'integer',
+          minimum: 1,
+          description: 'The window in which `crashLoopRestarts` crashes stop `serve`',
+        },
+        shutdownTimeoutSeconds: {
+          type: 'integer',
+          minimum: 1,
+          description: 'Drain time before children are killed',
+        },
+        heartbeatSeconds: {
+          type: 'integer',
+          minimum: 1,
+          maximum: 300,
+          description:
+            'How often `svc serve` renews its row in the database and compares the schema with its build: a server that misses 3 counts as gone (`svc migrate` no longer counts it), and one whose schema moved stops its workers within one',
+        },
       },
     },
     scheduler: {
       type: 'object',
       additionalProperties: false,
       properties: {
-        cron: { type: 'string', minLength: 1 },
-        syncIntervalMinutes: { type: 'number', exclusiveMinimum: 0 },
-        concurrency: { type: 'integer', minimum: 1 },
-        /** Workers of one process working for one bank at once: a bank that hangs holds no more (worker-pool.ts). */
-        perBankConcurrency: { type: 'integer', minimum: 1 },
-        leaseSeconds: { type: 'integer', minimum: 1 },
-        pollIntervalMs: { type: 'integer', minimum: 10 },
+        cron: {
+          type: 'string',
+          minLength: 1,
+          description: 'The scheduler tick, which enqueues due syncs (cron)',
+        },
+        syncIntervalMinutes: {
+          type: 'number',
+          exclusiveMinimum: 0,
+          description: 'How often each link is synced on schedule',
+        },
+        concurrency: { type: 'integer', minimum: 1, description: 'Sync workers of one scheduler process' },
+        perBankConcurrency: {
+          type: 'integer',
+          minimum: 1,
+          description:
+            'Sync workers of one process that may work for one bank at once: a bank that hangs holds no more (worker-pool.ts)',
+        },
+        leaseSeconds: {
+          type: 'integer',
+          minimum: 1,
+          description: "A claimed sync job's lease: a killed worker's job is claimed again once it runs out",
+        },
+        pollIntervalMs: {
+          type: 'integer',
+          minimum: 10,
+          description: 'How long a sync worker that found nothing to do (or a failing database) waits',
+        },
       },
     },
     /** On-demand refreshes: cooldowns per link and type, independent of the rate limits. */
@@ -115,95 +250,199 @@ export const configSchema = {
       type: 'object',
       additionalProperties: false,
       properties: {
-        onlyLastCooldownMinutes: { type: 'number', minimum: 0 },
-        historicalCooldownMinutes: { type: 'number', minimum: 0 },
-        /** Codes one MFA wait accepts: a wrong one below this leaves the intent waiting for another. */
-        mfaAttempts: { type: 'integer', minimum: 1, maximum: 10 },
+        onlyLastCooldownMinutes: {
+          type: 'number',
+          minimum: 0,
+          description:
+            'Cooldown per link between on-demand `only_last` refreshes, independent of the rate limits',
+        },
+        historicalCooldownMinutes: {
+          type: 'number',
+          minimum: 0,
+          description:
+            'Cooldown per link between on-demand `historical` refreshes, independent of the rate limits',
+        },
+        mfaAttempts: {
+          type: 'integer',
+          minimum: 1,
+          maximum: 10,
+          description:
+            'MFA codes one wait accepts: a wrong one below this leaves the intent waiting for another; past it the refresh fails with `mfa_invalid`',
+        },
       },
     },
     /**
-     * How long each kind of history is kept (docs: the README's configuration table). Days; 0 keeps that
-     * kind forever. Movements are customer data and are never pruned by age. Pruning runs in housekeeping,
-     * `batchSize` rows per short transaction, at most `maxRowsPerPass` rows of each kind read per pass.
+     * How long each kind of history is kept. Days; 0 keeps that kind forever. Movements are customer data
+     * and are never pruned by age. Pruning runs in housekeeping, `batchSize` rows per short transaction, at
+     * most `maxRowsPerPass` rows of each kind read per pass.
      */
     retention: {
       type: 'object',
       additionalProperties: false,
       properties: {
-        /** Events, with their webhook deliveries and attempts; an event with a pending delivery stays. */
-        eventsDays: { type: 'integer', minimum: 0, maximum: 36_500 },
-        /** Finished and failed sync jobs; queued, running and MFA-waiting ones and each link's latest stay. */
-        jobsDays: { type: 'integer', minimum: 0, maximum: 36_500 },
-        /** Bank sync outcomes (institution health reads the last hour); each bank's latest stays. */
-        bankOutcomesDays: { type: 'integer', minimum: 0, maximum: 36_500 },
-        /** Succeeded and failed refresh intents; waiting and running ones stay. */
-        refreshIntentsDays: { type: 'integer', minimum: 0, maximum: 36_500 },
-        /** Widget and exchange tokens, counted from their expiry; a widget token a kept session points at stays. */
-        widgetTokensDays: { type: 'integer', minimum: 0, maximum: 36_500 },
-        /** The audit log; 0 (the default) keeps it forever. */
-        auditLogDays: { type: 'integer', minimum: 0, maximum: 36_500 },
-        batchSize: { type: 'integer', minimum: 1, maximum: 10_000 },
-        maxRowsPerPass: { type: 'integer', minimum: 1, maximum: 10_000_000 },
+        eventsDays: {
+          ...days,
+          description:
+            'Days events are kept (Stripe keeps 30), with their webhook deliveries and attempts; an event with a delivery still pending is kept whatever its age. `0` keeps them forever',
+        },
+        jobsDays: {
+          ...days,
+          description:
+            "Days finished and failed sync jobs are kept; queued, running and MFA-waiting jobs and each link's latest job always stay",
+        },
+        bankOutcomesDays: {
+          ...days,
+          description:
+            "Days bank sync outcomes are kept (institution health reads the last hour); each bank's latest outcome always stays",
+        },
+        refreshIntentsDays: {
+          ...days,
+          description:
+            'Days succeeded and failed refresh intents are kept (an intent stays while a job of it is kept); waiting and running ones always stay',
+        },
+        widgetTokensDays: {
+          ...days,
+          description:
+            'Days widget and exchange tokens are kept after they expire (ended widget sessions go a day after they end); a widget token a kept session points at stays',
+        },
+        auditLogDays: { ...days, description: 'Days the audit log is kept; `0` never prunes it' },
+        batchSize: {
+          type: 'integer',
+          minimum: 1,
+          maximum: 10_000,
+          description: 'Rows removed per short transaction',
+        },
+        maxRowsPerPass: {
+          type: 'integer',
+          minimum: 1,
+          maximum: 10_000_000,
+          description: 'Rows of each kind read in one housekeeping pass, pruned or set aside (the rest waits for the next)',
+        },
       },
     },
     sync: {
       type: 'object',
       additionalProperties: false,
-      properties: { failuresToExpire: { type: 'integer', minimum: 1 } },
+      properties: {
+        failuresToExpire: {
+          type: 'integer',
+          minimum: 1,
+          description:
+            'Syncs in a row refused for their credentials that expire an active link (reconnect it)',
+        },
+      },
     },
+    /** The webhook dispatcher (docs/webhooks.md). */
     dispatcher: {
       type: 'object',
       additionalProperties: false,
       properties: {
-        /** How often an idle dispatcher looks for due deliveries when nothing woke it earlier. */
-        pollIntervalMs: { type: 'integer', minimum: 10 },
-        /** Attempts in flight at once in one dispatcher process. */
-        concurrency: { type: 'integer', minimum: 1, maximum: 1024 },
-        /** Attempts in flight to any one endpoint, so a slow receiver holds at most this many slots. */
-        perEndpointConcurrency: { type: 'integer', minimum: 1, maximum: 1024 },
-        /**
-         * Attempts in flight for any one organisation (all its endpoints, both modes), so that one tenant's
-         * slow or dead receivers hold at most this share of `concurrency` and every other tenant keeps flowing.
-         */
-        perOrganisationConcurrency: { type: 'integer', minimum: 1, maximum: 1024 },
-        /** Attempts in a row without an HTTP answer (timeouts, refused connections) that back an endpoint off. */
-        backoffAfterUnanswered: { type: 'integer', minimum: 1, maximum: 1000 },
-        /** The first back-off; each further unanswered attempt doubles it, up to `backoffMaxSeconds`. */
-        backoffInitialSeconds: { type: 'number', minimum: 0.1, maximum: 86_400 },
-        backoffMaxSeconds: { type: 'number', minimum: 0.1, maximum: 604_800 },
-        leaseSeconds: { type: 'integer', minimum: 1 },
-        /**
-         * Delay before each attempt, in seconds; its length is the number of attempts. The first must be 0
-         * (checked in load-config: JSON Schema has no strict way to say it).
-         */
+        pollIntervalMs: {
+          type: 'integer',
+          minimum: 10,
+          description:
+            'How often an idle dispatcher looks for due deliveries when nothing woke it earlier (the fallback poll)',
+        },
+        concurrency: {
+          type: 'integer',
+          minimum: 1,
+          maximum: 1024,
+          description: 'Attempts in flight at once in one dispatcher process',
+        },
+        perEndpointConcurrency: {
+          type: 'integer',
+          minimum: 1,
+          maximum: 1024,
+          description:
+            'Attempts in flight to any one endpoint, so a slow receiver holds at most this many slots',
+        },
+        perOrganisationConcurrency: {
+          type: 'integer',
+          minimum: 1,
+          maximum: 1024,
+          description:
+            "Attempts in flight for any one organisation (all its endpoints, both modes), per dispatcher process, so that one tenant's slow or dead receivers hold at most this share of `concurrency` and every other tenant keeps flowing",
+        },
+        backoffAfterUnanswered: {
+          type: 'integer',
+          minimum: 1,
+          maximum: 1000,
+          description:
+            'Attempts in a row without an HTTP answer (timeouts, refused connections) that back an endpoint off',
+        },
+        backoffInitialSeconds: {
+          type: 'number',
+          minimum: 0.1,
+          maximum: 86_400,
+          description:
+            'The first back-off; each further unanswered attempt doubles it, up to `backoffMaxSeconds`',
+        },
+        backoffMaxSeconds: {
+          type: 'number',
+          minimum: 0.1,
+          maximum: 604_800,
+          description: 'The longest back-off of an endpoint (docs/webhooks.md)',
+        },
+        leaseSeconds: {
+          type: 'integer',
+          minimum: 1,
+          description: "A claimed delivery's lease (docs/webhooks.md)",
+        },
+        // The first must be 0, checked in load-config: JSON Schema has no strict way to say it.
         retryScheduleSeconds: {
           type: 'array',
           minItems: 1,
           maxItems: 50,
           items: { type: 'number', minimum: 0, maximum: 2_592_000 },
+          description:
+            'Delay before each attempt, in seconds; its length is the number of attempts. The first must be 0',
         },
-        /** Deadline of one attempt: connect, headers and the part of the body that is read. */
-        attemptTimeoutMs: { type: 'integer', minimum: 100, maximum: 300_000 },
-        /** How much of a response is read and kept with the attempt. */
-        responseBytesKept: { type: 'integer', minimum: 0, maximum: 65_536 },
-        /** Wake on another process's commit (Postgres LISTEN/NOTIFY, SQLite WAL file watch), not only on the poll. */
-        wakeOnCommit: { type: 'boolean' },
+        attemptTimeoutMs: {
+          type: 'integer',
+          minimum: 100,
+          maximum: 300_000,
+          description: "One attempt's deadline: connect, headers and the part of the body that is read",
+        },
+        responseBytesKept: {
+          type: 'integer',
+          minimum: 0,
+          maximum: 65_536,
+          description: 'How much of a response is read and kept with the attempt',
+        },
+        wakeOnCommit: {
+          type: 'boolean',
+          description:
+            "Wake on another process's commit (Postgres LISTEN/NOTIFY, SQLite WAL file watch), not only on the poll",
+        },
       },
     },
     webhooks: {
       type: 'object',
       additionalProperties: false,
       properties: {
-        /** Endpoints of both modes may reach private, loopback and link-local addresses (docs/security.md). */
-        allowPrivateAddresses: { type: 'boolean' },
-        /** Test-mode endpoints may: a development box whose receivers run beside it. */
-        allowPrivateAddressesInTestMode: { type: 'boolean' },
-        secretRollGraceSeconds: { type: 'integer', minimum: 0, maximum: 604_800 },
-        /**
-         * An endpoint whose every attempt has failed for this many days (no 2xx since its first failure) is
-         * disabled, with a `webhook_endpoint.disabled` event, and its pending deliveries end `failed`. 0 never.
-         */
-        disableAfterFailingDays: { type: 'number', minimum: 0, maximum: 365 },
+        allowPrivateAddresses: {
+          type: 'boolean',
+          description:
+            'Let webhook endpoints of both modes reach private, loopback and link-local addresses (internal receivers; docs/security.md)',
+        },
+        allowPrivateAddressesInTestMode: {
+          type: 'boolean',
+          description:
+            'Let test-mode endpoints reach them (a development box whose receivers run beside it); `svc webhooks listen` needs neither',
+        },
+        secretRollGraceSeconds: {
+          type: 'integer',
+          minimum: 0,
+          maximum: 604_800,
+          description: 'How long a rolled secret keeps signing beside the new one',
+        },
+        disableAfterFailingDays: {
+          type: 'number',
+          minimum: 0,
+          maximum: 365,
+          description:
+            'An endpoint whose every attempt has failed for this many days (no 2xx since its first failure) is disabled, with a `webhook_endpoint.disabled` event, and its pending deliveries end `failed`; `0` never disables',
+        },
       },
     },
     /** The hosted widget (docs/widget.md): the operator's branding and the lifetimes of its tokens. */
@@ -211,40 +450,60 @@ export const configSchema = {
       type: 'object',
       additionalProperties: false,
       properties: {
-        /** Shown in the widget's header and page title. */
-        name: { type: 'string', minLength: 1, maxLength: 60 },
-        /** `#rrggbb`: buttons, focus rings and the spinner. */
-        primaryColour: { type: 'string', pattern: '^#[0-9a-fA-F]{6}$' },
-        /**
-         * Empty (the name's initial), an `https://` or `data:image/…` URL, or a file in the data directory
-         * (no `..`).
-         */
+        name: {
+          type: 'string',
+          minLength: 1,
+          maxLength: 60,
+          description: "The hosted widget's name, shown in its header and page title (docs/widget.md)",
+        },
+        primaryColour: {
+          type: 'string',
+          pattern: '^#[0-9a-fA-F]{6}$',
+          description: "`#rrggbb`: the widget's buttons, focus rings and spinner",
+        },
         logoUrl: {
           type: 'string',
           maxLength: 100_000,
           pattern:
             '^($|https?://\\S+$|data:image/[a-z+.-]+;base64,[A-Za-z0-9+/=]+$|(?!/)(?!.*\\.\\.)[\\w./-]+\\.(png|jpe?g|gif|svg|webp)$)',
+          description:
+            "The widget's logo: empty (the name's initial), an `https://` or `data:image/…` URL, or a file in the data directory (no `..`)",
         },
-        /** Lifetime of a `wt_…` widget token (the spec: 10 minutes). */
-        tokenTtlMinutes: { type: 'number', exclusiveMinimum: 0, maximum: 1440 },
-        /** Lifetime of an `et_…` exchange token (the spec: 5 minutes). */
-        exchangeTtlMinutes: { type: 'number', exclusiveMinimum: 0, maximum: 1440 },
-        /** Lifetime of the session a widget gets when it opens; its JSON API refuses it afterwards. */
-        sessionTtlMinutes: { type: 'number', exclusiveMinimum: 0, maximum: 1440 },
-        /** Origins allowed to open the widget (e.g. `https://app.example.com`); empty: any origin. */
+        tokenTtlMinutes: {
+          type: 'number',
+          exclusiveMinimum: 0,
+          maximum: 1440,
+          description: 'Lifetime of a `wt_…` widget token (the spec: 10 minutes)',
+        },
+        exchangeTtlMinutes: {
+          type: 'number',
+          exclusiveMinimum: 0,
+          maximum: 1440,
+          description: 'Lifetime of an `et_…` exchange token (the spec: 5 minutes)',
+        },
+        sessionTtlMinutes: {
+          type: 'number',
+          exclusiveMinimum: 0,
+          maximum: 1440,
+          description:
+            'Lifetime of the session a widget gets when it opens; its JSON API refuses it afterwards',
+        },
         allowedOrigins: {
           type: 'array',
           items: { type: 'string', pattern: '^https?://[^/\\s]+$' },
+          description:
+            'Page origins allowed to open the widget and call it from the browser (e.g. `https://app.example.com`); empty: any origin',
         },
-        /** The widget's language when neither the token nor the browser names `es` or `en`. */
-        locale: { enum: ['es', 'en'] },
-        /**
-         * Where a widget token's `redirect_uri` may point (the hosted flow, docs/widget.md): an entry matches
-         * a redirect_uri exactly, or, when it ends in `/`, as an origin-and-path prefix. Empty: none.
-         */
+        locale: {
+          enum: ['es', 'en'],
+          description:
+            "The widget's language when neither the token's `locale` nor the browser's language is `es` or `en`",
+        },
         allowedRedirectUris: {
           type: 'array',
           items: { type: 'string', pattern: '^https?://[^/\\s]+(/\\S*)?$', maxLength: 2048 },
+          description:
+            '`redirect_uri` values a widget token may name for the hosted flow (docs/widget.md): exact, or an origin-and-path prefix when the entry ends in `/`. Empty: none',
         },
       },
     },
@@ -252,36 +511,13 @@ export const configSchema = {
       type: 'object',
       additionalProperties: false,
       properties: {
-        /** Live-mode connectors by bank code; a bank without one is unavailable in live mode. */
         connectors: {
           type: 'object',
-          propertyNames: {
-            enum: [
-              'bancochile',
-              'bancoestado',
-              'santander',
-              'bci',
-              'itau',
-              'scotiabank',
-              'security',
-              'bice',
-              'falabella',
-              'ripley',
-              'consorcio',
-            ],
-          },
-          additionalProperties: {
-            type: 'object',
-            additionalProperties: false,
-            required: ['url', 'secret'],
-            properties: {
-              /** Base URL of a gateway that speaks the HTTP connector protocol (docs/connector-protocol.md). */
-              url: { type: 'string', pattern: '^https?://' },
-              /** Shared secret that signs every request to the gateway. */
-              secret: { type: 'string', minLength: 16 },
-              timeoutMs: { type: 'integer', minimum: 100, default: 15000 },
-            },
-          },
+          description:
+            'Live-mode connectors by bank code, in config.json only: `{"bci": {"url": …, "secret": …, "timeoutMs": 15000}}`, the `url` of a gateway that speaks the HTTP connector protocol (docs/connector-protocol.md) and the `secret` (16 characters or more) that signs every request to it; a bank without one is unavailable in live mode',
+          /** The institutions' codes, from the one list of banks (banks/institutions.ts). */
+          propertyNames: { enum: BANK_IDS },
+          additionalProperties: connectorSettingsSchema,
         },
       },
     },
@@ -300,4 +536,3 @@ export type Config = Complete<FromSchema<typeof configSchema>>;
 export type RateLimit = Config['auth']['refusedRequests'];
 export type WidgetConfig = Config['widget'];
 export type RetentionConfig = Config['retention'];
-export type BankConnectorConfig = Config['banks']['connectors'][string];

@@ -112,7 +112,7 @@ const dispatcher: Role = {
   name: 'dispatcher',
   async run(config, signal, ready) {
     const services = await openServices(config, 'dispatcher');
-    const { Dispatcher } = await import('../webhooks/dispatcher.js');
+    const { Dispatcher } = await import('../webhooks/dispatch/dispatcher.js');
     const dispatcher = new Dispatcher(services);
     const settings = config.dispatcher;
     services.logger.info(

@@ -1,6 +1,6 @@
 import t from 'tap';
 import { inviteConsoleUser, setPasswordWithToken, type ConsoleRole } from '../../src/console/users.js';
-import { Dispatcher } from '../../src/webhooks/dispatcher.js';
+import { Dispatcher } from '../../src/webhooks/dispatch/dispatcher.js';
 import {
   createTenant,
   forEachEngine,

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
 import { CONSOLE_CATALOGUES } from '../../src/console/messages.js';
-import { Dispatcher } from '../../src/webhooks/dispatcher.js';
+import { Dispatcher } from '../../src/webhooks/dispatch/dispatcher.js';
 import {
   createTenant,
   forEachEngine,

@@ -1,6 +1,6 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import t from 'tap';
-import { Dispatcher } from '../../src/webhooks/dispatcher.js';
+import { Dispatcher } from '../../src/webhooks/dispatch/dispatcher.js';
 import { createTenant, forEachEngine, startTestApp, RAISED_LIMITS } from '../helpers/harness.js';
 import { causeEveryEventType } from '../helpers/every-event.js';
 import { startReceiver } from '../helpers/receiver.js';

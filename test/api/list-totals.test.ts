@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import t, { type Test } from 'tap';
 import * as listTallies from '../../migrations/20261125000011_list_tallies.js';
 import { runHousekeeping } from '../../src/scheduler/housekeeping.js';
-import { Dispatcher } from '../../src/webhooks/dispatcher.js';
+import { Dispatcher } from '../../src/webhooks/dispatch/dispatcher.js';
 import {
   createTenant,
   forEachEngine,

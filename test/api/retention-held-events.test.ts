@@ -3,7 +3,7 @@ import { pino } from 'pino';
 import { openDatabase, type Database } from '../../src/db/database.js';
 import { runHousekeeping } from '../../src/scheduler/housekeeping.js';
 import type { RetentionCounts } from '../../src/scheduler/retention.js';
-import { Dispatcher } from '../../src/webhooks/dispatcher.js';
+import { Dispatcher } from '../../src/webhooks/dispatch/dispatcher.js';
 import {
   createTenant,
   forEachEngine,

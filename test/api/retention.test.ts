@@ -4,7 +4,7 @@ import { issueExchangeToken } from '../../src/exchange/exchange.js';
 import { startMetricsServer } from '../../src/metrics/metrics.js';
 import { runHousekeeping } from '../../src/scheduler/housekeeping.js';
 import type { RetentionCounts } from '../../src/scheduler/retention.js';
-import { Dispatcher } from '../../src/webhooks/dispatcher.js';
+import { Dispatcher } from '../../src/webhooks/dispatch/dispatcher.js';
 import type { Config } from '../../src/config/defaults.js';
 import {
   createTenant,

@@ -1,7 +1,7 @@
 import t from 'tap';
 import parseLinkHeader from 'parse-link-header';
 import { EVENT_TYPES } from '../../src/events/catalogue.js';
-import { Dispatcher } from '../../src/webhooks/dispatcher.js';
+import { Dispatcher } from '../../src/webhooks/dispatch/dispatcher.js';
 import {
   createTenant,
   forEachEngine,

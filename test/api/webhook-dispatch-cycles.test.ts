@@ -1,7 +1,7 @@
 import t from 'tap';
 import { linkRefreshed } from '../../src/events/payloads.js';
 import { publishEvent } from '../../src/webhooks/fan-out.js';
-import { Dispatcher } from '../../src/webhooks/dispatcher.js';
+import { Dispatcher } from '../../src/webhooks/dispatch/dispatcher.js';
 import {
   HANG_GUARD_MS,
   createTenant,

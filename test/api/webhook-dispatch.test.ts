@@ -4,7 +4,7 @@ import type { Test } from 'tap';
 import { linkDeleted } from '../../src/events/payloads.js';
 import { publishEvent } from '../../src/webhooks/fan-out.js';
 import { defaultConfig } from '../../src/config/defaults.js';
-import { Dispatcher, type DispatcherServices } from '../../src/webhooks/dispatcher.js';
+import { Dispatcher, type DispatcherServices } from '../../src/webhooks/dispatch/dispatcher.js';
 import { createEndpoint, TEMPORARY_ENDPOINT_TTL_MS } from '../../src/webhooks/endpoints.js';
 import { operatorPrincipal } from '../../src/webhooks/operator.js';
 import {

@@ -1,6 +1,6 @@
 import t from 'tap';
 import { EVENT_TYPES } from '../../src/events/catalogue.js';
-import { Dispatcher } from '../../src/webhooks/dispatcher.js';
+import { Dispatcher } from '../../src/webhooks/dispatch/dispatcher.js';
 import { createTenant, forEachEngine, startTestApp, RAISED_LIMITS } from '../helpers/harness.js';
 import { causeEveryEventType } from '../helpers/every-event.js';
 import { independentlyVerified, startReceiver, type Received } from '../helpers/receiver.js';

@@ -2,7 +2,7 @@ import t from 'tap';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { linkRefreshed } from '../../src/events/payloads.js';
 import { publishEvent } from '../../src/webhooks/fan-out.js';
-import { Dispatcher } from '../../src/webhooks/dispatcher.js';
+import { Dispatcher } from '../../src/webhooks/dispatch/dispatcher.js';
 import {
   HANG_GUARD_MS,
   createTenant,

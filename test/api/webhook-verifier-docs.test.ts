@@ -1,5 +1,5 @@
 import t from 'tap';
-import { Dispatcher } from '../../src/webhooks/dispatcher.js';
+import { Dispatcher } from '../../src/webhooks/dispatch/dispatcher.js';
 import { createTenant, forEachEngine, linkBody, RAISED_LIMITS, startTestApp } from '../helpers/harness.js';
 import { startReceiver } from '../helpers/receiver.js';
 

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
 import { inviteConsoleUser } from '../../src/console/users.js';
-import { Dispatcher } from '../../src/webhooks/dispatcher.js';
+import { Dispatcher } from '../../src/webhooks/dispatch/dispatcher.js';
 import { consoleLook } from '../helpers/console-browser.js';
 import { launchChromium, requireChromium } from '../helpers/browser.js';
 import { createTenant, forEachEngine, linkBody, startTestApp } from '../helpers/harness.js';

@@ -3,7 +3,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import type { Test } from 'tap';
+import { BANK_IDS, INSTITUTIONS } from '../../src/banks/institutions.js';
 import { ConfigError, describeConfig, envName, loadConfig } from '../../src/config/load-config.js';
+import { configSchema } from '../../src/config/schema.js';
 
 function tempHome(t: Test, config?: unknown): string {
   const home = mkdtempSync(join(tmpdir(), 'svc-config-'));
@@ -220,5 +222,31 @@ t.test(
       name: 'ConfigError',
       message: /retention\.movementsDays is not a known setting/,
     });
+  },
+);
+
+t.test(
+  'bank codes come from one list: every institution is a connector key, and nothing else is',
+  async (t) => {
+    // The schema's enum is the institutions' list itself, so a bank added to INSTITUTIONS is accepted at start
+    // with no second edit (there used to be a copy of the codes here, and a new bank was refused).
+    t.equal(configSchema.properties.banks.properties.connectors.propertyNames.enum, BANK_IDS);
+    t.same(
+      BANK_IDS,
+      INSTITUTIONS.map((institution) => institution.id),
+    );
+    const connector = { url: 'https://gateway.example.com', secret: 'a-secret-of-16-chars' };
+    for (const { id } of INSTITUTIONS) {
+      const config = loadConfig({
+        home: tempHome(t, { banks: { connectors: { [id]: connector } } }),
+        env: {},
+      });
+      t.same(Object.keys(config.banks.connectors), [id], `${id} is accepted`);
+    }
+    t.throws(
+      () => loadConfig({ home: tempHome(t, { banks: { connectors: { notabank: connector } } }), env: {} }),
+      { name: 'ConfigError', message: /banks\.connectors/ },
+      'a code that is no institution is refused, naming the setting',
+    );
   },
 );

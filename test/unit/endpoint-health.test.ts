@@ -5,7 +5,7 @@ import {
   backoffUntil,
   healthChanges,
   KnownHealth,
-} from '../../src/webhooks/endpoint-health.js';
+} from '../../src/webhooks/dispatch/endpoint-health.js';
 
 const SETTINGS = { backoffAfterUnanswered: 5, backoffInitialSeconds: 30, backoffMaxSeconds: 3600 };
 const NOW = Date.UTC(2026, 5, 15, 15, 0, 0);

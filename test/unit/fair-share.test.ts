@@ -1,5 +1,5 @@
 import t from 'tap';
-import { overMark, startable, type Keyed, type ShareLimits } from '../../src/webhooks/fair-share.js';
+import { overMark, startable, type Keyed, type ShareLimits } from '../../src/webhooks/dispatch/fair-share.js';
 
 const LIMITS: ShareLimits = { concurrency: 6, perOrganisation: 3, endpoint: () => 2 };
 const none = { total: 0, byEndpoint: new Map(), byOrganisation: new Map() };

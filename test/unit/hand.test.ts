@@ -1,5 +1,5 @@
 import t from 'tap';
-import { Hand } from '../../src/webhooks/hand.js';
+import { Hand } from '../../src/webhooks/dispatch/hand.js';
 
 const SETTINGS = { concurrency: 4, perEndpointConcurrency: 2, perOrganisationConcurrency: 3 };
 const row = (orgId: string, endpointId: string, n = 0) => ({ orgId, endpointId, n });

@@ -1,7 +1,7 @@
 import t from 'tap';
 import { defaultConfig } from '../../src/config/defaults.js';
 import { DATABASE_RETRY_CAP_MS } from '../../src/db/errors.js';
-import { afterAttempt, ownRetryDelayMs } from '../../src/webhooks/retry-policy.js';
+import { afterAttempt, ownRetryDelayMs } from '../../src/webhooks/dispatch/retry-policy.js';
 
 const SCHEDULE = defaultConfig('/tmp').dispatcher.retryScheduleSeconds;
 const END = Date.UTC(2026, 5, 15, 15, 0, 0);

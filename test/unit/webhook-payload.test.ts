@@ -3,7 +3,7 @@ import t from 'tap';
 import { presentEvent, type EventRow } from '../../src/events/store.js';
 import { SecretBox } from '../../src/secrets/secret-box.js';
 import { rememberingOpener, signingSecrets } from '../../src/webhooks/endpoints.js';
-import { eventBody } from '../../src/webhooks/payload.js';
+import { eventBody } from '../../src/webhooks/dispatch/payload.js';
 
 function row(data: unknown): EventRow {
   return {

@@ -1,6 +1,6 @@
 import { createHmac } from 'node:crypto';
 import t from 'tap';
-import { deliveryRequest, requestNames } from '../../src/webhooks/request.js';
+import { deliveryRequest, requestNames } from '../../src/webhooks/dispatch/request.js';
 
 const NOW = Date.UTC(2026, 5, 15, 15, 0, 0);
 const event = {

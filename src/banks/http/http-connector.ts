@@ -1,6 +1,6 @@
 import { Agent, request, type Dispatcher } from 'undici';
 import { systemClock, type Clock } from '../../clock/clock.js';
-import type { BankConnectorConfig } from '../../config/defaults.js';
+import type { BankConnectorSettings } from '../connector-settings.js';
 import {
   ConnectorError,
   type BankAccount,
@@ -58,7 +58,7 @@ const TIMEOUT_CODES = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEO
  * deadline of `timeoutMs` covering connect, headers and body.
  */
 export function createHttpConnector(
-  config: BankConnectorConfig,
+  config: BankConnectorSettings,
   bankId: string,
   options: HttpConnectorOptions = {},
 ): Connector {

@@ -1,5 +1,5 @@
-import { toIso } from '../clock/clock.js';
-import type { EventRow } from '../events/store.js';
+import { toIso } from '../../clock/clock.js';
+import type { EventRow } from '../../events/store.js';
 
 export type StoredEvent = Pick<EventRow, 'id' | 'type' | 'created_at' | 'mode' | 'data'>;
 

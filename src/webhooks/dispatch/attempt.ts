@@ -1,13 +1,13 @@
 import { performance } from 'node:perf_hooks';
-import type { Clock } from '../clock/clock.js';
-import type { Config } from '../config/defaults.js';
-import type { SecretBox } from '../secrets/secret-box.js';
-import { rememberingOpener, signingSecrets } from './endpoints.js';
+import type { Clock } from '../../clock/clock.js';
+import type { Config } from '../../config/defaults.js';
+import type { SecretBox } from '../../secrets/secret-box.js';
+import { rememberingOpener, signingSecrets } from '../endpoints.js';
 import type { ClaimedRow, Endpoint } from './queue.js';
 import type { FinishedAttempt } from './record.js';
 import { deliveryRequest, requestNames, type RequestNames } from './request.js';
 import { DeliverySender, type SendOutcome } from './sender.js';
-import { mayReachPrivateAddresses } from './url-policy.js';
+import { mayReachPrivateAddresses } from '../url-policy.js';
 
 /**
  * Makes a dispatcher's attempts: one claimed row's request (request.ts), signed with its endpoint's secrets

@@ -1,4 +1,4 @@
-import type { Config } from '../config/defaults.js';
+import type { Config } from '../../config/defaults.js';
 import { overMark, startable, type Keyed } from './fair-share.js';
 import type { Busy } from './queue.js';
 

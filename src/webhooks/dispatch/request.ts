@@ -1,5 +1,5 @@
 import { eventBody, type StoredEvent } from './payload.js';
-import { headerNames, signatureHeader } from './signature.js';
+import { headerNames, signatureHeader } from '../signature.js';
 
 /** The names a delivery's headers go by: they follow the operator's brand (`Svc-Signature`, `Acme-Event-Id`). */
 export interface RequestNames {

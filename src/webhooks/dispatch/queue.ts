@@ -11,12 +11,12 @@
  * adds an entry to each of the table's six indexes.
  */
 import type { Knex } from 'knex';
-import { boundList, boundRows, runNamed } from '../db/bound-rows.js';
-import { claimBatch } from '../db/claims.js';
-import type { Database, Engine } from '../db/database.js';
-import { holdDeliveriesUntil, type DeliveryRow } from './deliveries.js';
+import { boundList, boundRows, runNamed } from '../../db/bound-rows.js';
+import { claimBatch } from '../../db/claims.js';
+import type { Database, Engine } from '../../db/database.js';
+import { holdDeliveriesUntil, type DeliveryRow } from '../deliveries.js';
 import type { FailingChange, HealthChange } from './endpoint-health.js';
-import type { EndpointSecrets, WebhookEndpointRow } from './endpoints.js';
+import type { EndpointSecrets, WebhookEndpointRow } from '../endpoints.js';
 
 /**
  * What a claim returns: the delivery's columns an attempt and its record need; its event's stored data and

@@ -1,7 +1,7 @@
 import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from 'node:dns';
 import { isIP } from 'node:net';
 import { Agent, buildConnector, request } from 'undici';
-import { isBlockedAddress } from './url-policy.js';
+import { isBlockedAddress } from '../url-policy.js';
 
 export interface SendOutcome {
   /** The HTTP status, or null when no response arrived (timeout, refused, blocked). */

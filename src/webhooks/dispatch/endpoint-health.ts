@@ -1,4 +1,4 @@
-import type { Config } from '../config/defaults.js';
+import type { Config } from '../../config/defaults.js';
 
 /**
  * An endpoint's health, as the dispatcher keeps it: how many of its latest attempts in a row got no HTTP

@@ -1,16 +1,16 @@
 import type { Knex } from 'knex';
-import type { Clock } from '../clock/clock.js';
-import type { Config } from '../config/defaults.js';
-import type { Engine } from '../db/database.js';
-import type { Logger } from '../logging/logger.js';
+import type { Clock } from '../../clock/clock.js';
+import type { Config } from '../../config/defaults.js';
+import type { Engine } from '../../db/database.js';
+import type { Logger } from '../../logging/logger.js';
 import {
   countDeliveries,
   holdDeliveriesUntil,
   type DeliveryCountChange,
   type StoredAttempt,
-} from './deliveries.js';
+} from '../deliveries.js';
 import { backoffUntil, failedTooLong, failingChanges, healthChanges } from './endpoint-health.js';
-import { disableFailingEndpoint } from './endpoints.js';
+import { disableFailingEndpoint } from '../endpoints.js';
 import {
   backOffEndpoint,
   countUnanswered,

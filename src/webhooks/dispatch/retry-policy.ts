@@ -1,4 +1,4 @@
-import { DATABASE_RETRY_CAP_MS } from '../db/errors.js';
+import { DATABASE_RETRY_CAP_MS } from '../../db/errors.js';
 
 /** What a delivery's row becomes once an attempt is recorded. */
 export interface NextStep {

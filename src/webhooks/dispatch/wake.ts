@@ -1,7 +1,7 @@
-import type { Config } from '../config/defaults.js';
-import { watchCommits, type CommitWatcher } from '../db/notify.js';
-import { DELIVERY_CHANNEL } from './deliveries.js';
-import type { Logger } from '../logging/logger.js';
+import type { Config } from '../../config/defaults.js';
+import { watchCommits, type CommitWatcher } from '../../db/notify.js';
+import { DELIVERY_CHANNEL } from '../deliveries.js';
+import type { Logger } from '../../logging/logger.js';
 
 /**
  * When the dispatcher's loop wakes. A cheap indexed read tells whether anything is due and when the next row

@@ -1,6 +1,6 @@
-import type { Clock } from '../clock/clock.js';
-import type { Database } from '../db/database.js';
-import type { Logger } from '../logging/logger.js';
+import type { Clock } from '../../clock/clock.js';
+import type { Database } from '../../db/database.js';
+import type { Logger } from '../../logging/logger.js';
 import { releaseClaims, renewLeases } from './queue.js';
 
 /**
