@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import type { AccountType } from '../banks/connector.js';
 import { transition, type Transitions } from '../errors/illegal-transition.js';
+import { newId } from '../ids/ids.js';
 
 /*
  * The only code that writes `accounts`. The sync engine creates, refreshes and removes a link's accounts
@@ -87,11 +88,17 @@ export async function someAccountOfLink(
     .first('id', 'name', 'type', 'currency', 'last_4', 'status');
 }
 
-export async function insertAccount(
+/** The bank listed an account the link did not have: it starts active, with no movements counted yet. */
+export async function createAccount(
   trx: Knex,
-  row: Omit<AccountRow, 'removed_at' | 'visible_count' | 'pending_count'>,
-): Promise<void> {
+  input: Omit<
+    AccountRow,
+    'id' | 'status' | 'removed_from_link' | 'removed_at' | 'visible_count' | 'pending_count'
+  >,
+): Promise<Omit<AccountRow, 'removed_at' | 'visible_count' | 'pending_count'>> {
+  const row = { ...input, id: newId('acc'), status: 'active' as const, removed_from_link: false };
   await trx('accounts').insert(row);
+  return row;
 }
 
 /** What the bank says of an account at each sync. */

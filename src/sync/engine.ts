@@ -54,8 +54,8 @@ import {
   type AccountRow,
   accountsOfLink,
   backfillCoverage,
+  createAccount,
   extendBackfillCoverage,
-  insertAccount,
   recountAccount,
   refreshAccount,
   removeAccount,
@@ -392,29 +392,16 @@ async function recordSuccess(
       updated_at: now,
     };
     if (!row) {
-      const id = newId('acc');
-      await insertAccount(trx, {
-        id,
+      row = await createAccount(trx, {
         org_id: link.org_id,
         mode: link.mode,
         link_id: link.id,
         bank_account_ref: account.ref,
         type: account.type,
         currency: account.currency,
-        status: 'active',
-        removed_from_link: false,
         created_at: now,
         ...balances,
       });
-      row = {
-        id,
-        bank_account_ref: account.ref,
-        status: 'active',
-        name: account.name,
-        type: account.type,
-        currency: account.currency,
-        last_4: account.last4,
-      };
       await publishEvent(trx, {
         ...owner,
         type: 'account.created',
