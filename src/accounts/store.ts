@@ -1,9 +1,12 @@
 import type { Knex } from 'knex';
 import type { AccountType } from '../banks/connector.js';
+import { transition, type Transitions } from '../errors/illegal-transition.js';
+import { newId } from '../ids/ids.js';
 
 /*
  * The only code that writes `accounts`. The sync engine creates, refreshes and removes a link's accounts
- * and keeps their movement counters through these functions.
+ * and keeps their movement counters through these functions, named after what happened; an account's
+ * status moves by the table below.
  */
 
 export interface AccountRow {
@@ -34,6 +37,28 @@ export interface AccountRow {
 
 export type AccountChanges = Partial<Omit<AccountRow, 'id' | 'org_id' | 'mode' | 'link_id' | 'created_at'>>;
 
+export type AccountStatus = AccountRow['status'];
+export type AccountChange = 'refresh' | 'remove';
+
+export const ACCOUNT_TRANSITIONS = {
+  /** The bank listed the account: it is active, even if an earlier sync missed it. */
+  refresh: { from: ['active', 'removed'], to: 'active' },
+  /** The bank no longer lists it: kept, with its movements, as removed. */
+  remove: { from: ['active'], to: 'removed' },
+} as const satisfies Transitions<AccountStatus, AccountChange>;
+
+/** Writes `changes` and the state `change` leads to, if the row's state allows it; else throws. */
+async function move(trx: Knex, id: string, change: AccountChange, changes: AccountChanges): Promise<void> {
+  const { from, to } = ACCOUNT_TRANSITIONS[change];
+  const moved = await trx('accounts')
+    .where({ id })
+    .whereIn('status', from)
+    .update({ ...changes, status: to });
+  if (moved > 0) return;
+  const row: Pick<AccountRow, 'status'> | undefined = await trx('accounts').where({ id }).first('status');
+  if (row) transition('account', ACCOUNT_TRANSITIONS, row.status, change, id);
+}
+
 export async function accountsOfLink(db: Knex, linkId: string): Promise<AccountRow[]> {
   return db<AccountRow>('accounts').where({ link_id: linkId });
 }
@@ -63,15 +88,51 @@ export async function someAccountOfLink(
     .first('id', 'name', 'type', 'currency', 'last_4', 'status');
 }
 
-export async function insertAccount(
+/** The bank listed an account the link did not have: it starts active, with no movements counted yet. */
+export async function createAccount(
   trx: Knex,
-  row: Omit<AccountRow, 'removed_at' | 'visible_count' | 'pending_count'>,
-): Promise<void> {
+  input: Omit<
+    AccountRow,
+    'id' | 'status' | 'removed_from_link' | 'removed_at' | 'visible_count' | 'pending_count'
+  >,
+): Promise<Omit<AccountRow, 'removed_at' | 'visible_count' | 'pending_count'>> {
+  const row = { ...input, id: newId('acc'), status: 'active' as const, removed_from_link: false };
   await trx('accounts').insert(row);
+  return row;
 }
 
-export async function updateAccount(trx: Knex, id: string, changes: AccountChanges): Promise<void> {
-  await trx('accounts').where({ id }).update(changes);
+/** What the bank says of an account at each sync. */
+export type AccountBalances = Pick<
+  AccountRow,
+  | 'name'
+  | 'last_4'
+  | 'holder_name'
+  | 'balance_available'
+  | 'balance_current'
+  | 'balance_limit'
+  | 'refreshed_at'
+  | 'updated_at'
+>;
+
+/** The bank listed the account again: its balances are refreshed, and it is active (again). */
+export async function refreshAccount(trx: Knex, id: string, balances: AccountBalances): Promise<void> {
+  await move(trx, id, 'refresh', { ...balances, removed_from_link: false, removed_at: null });
+}
+
+/** The bank no longer lists the account: it is kept as removed. */
+export async function removeAccount(trx: Knex, id: string, now: number): Promise<void> {
+  await move(trx, id, 'remove', { removed_from_link: true, removed_at: now, updated_at: now });
+}
+
+/** The account's movements changed: its visible and pending counters follow. */
+export async function recountAccount(
+  trx: Knex,
+  id: string,
+  counts: { visible: number; pending: number },
+): Promise<void> {
+  await trx('accounts')
+    .where({ id })
+    .update({ visible_count: counts.visible, pending_count: counts.pending });
 }
 
 /** Statements now reach back to `from`: the coverage only grows (a shorter backfill does not shrink it). */
@@ -79,7 +140,7 @@ export async function extendBackfillCoverage(trx: Knex, id: string, from: number
   const covered: Pick<AccountRow, 'backfill_covered_from'> | undefined = await trx('accounts')
     .where({ id })
     .first('backfill_covered_from');
-  await updateAccount(trx, id, {
-    backfill_covered_from: Math.min(covered?.backfill_covered_from ?? from, from),
-  });
+  await trx('accounts')
+    .where({ id })
+    .update({ backfill_covered_from: Math.min(covered?.backfill_covered_from ?? from, from) });
 }

@@ -2,7 +2,8 @@ import type { Knex } from 'knex';
 import { newId } from '../ids/ids.js';
 import { claimOne } from '../db/claims.js';
 import type { Database } from '../db/database.js';
-import { setRefreshStatus } from '../links/store.js';
+import type { Transitions } from '../errors/illegal-transition.js';
+import { markLinkQueued } from '../links/link-states.js';
 import { createIntent } from '../refresh/intents.js';
 import type { RefreshType } from '../refresh/store.js';
 
@@ -15,7 +16,7 @@ export interface JobRow {
   link_id: string | null;
   refresh_intent_id: string | null;
   payload: string | null;
-  status: 'queued' | 'running' | 'waiting_mfa' | 'succeeded' | 'failed';
+  status: JobStatus;
   attempts: number;
   run_at: number;
   locked_by: string | null;
@@ -25,8 +26,36 @@ export interface JobRow {
   updated_at: number;
 }
 
-/** Sync jobs that occupy a link: at most one at a time, whoever asked for it. */
-export const ACTIVE_JOB_STATUSES = ['queued', 'running', 'waiting_mfa'] as const;
+export type JobStatus = 'queued' | 'running' | 'waiting_mfa' | 'succeeded' | 'failed';
+export type JobChange = 'claim' | 'complete' | 'fail' | 'park' | 'requeue' | 'cancel';
+
+/*
+ * A job's life. Every statement below that moves a job takes its `WHERE status …` from this table; a
+ * statement that finds its job elsewhere changes nothing and says so (false), since for a job that means
+ * another worker holds it (the lease was lost), the normal race a worker resolves by stepping back
+ * (LeaseLostError), not a bug.
+ */
+export const JOB_TRANSITIONS = {
+  /** A worker takes a due job, or one whose worker's lease ran out (it died, or stalled). */
+  claim: { from: ['queued', 'running'], to: 'running' },
+  /** The worker wrote the sync's outcome. */
+  complete: { from: ['running'], to: 'succeeded' },
+  /** The sync failed, or there was nothing to sync (its link expired meanwhile). */
+  fail: { from: ['running'], to: 'failed' },
+  /** The bank asked for a code: the job waits for the person, holding no worker. */
+  park: { from: ['running'], to: 'waiting_mfa' },
+  /** The code arrived: the job is due again. */
+  requeue: { from: ['waiting_mfa'], to: 'queued' },
+  /** Its refresh intent failed outside a sync (the MFA wait ended): whatever the job was doing ends. */
+  cancel: { from: ['queued', 'running', 'waiting_mfa'], to: 'failed' },
+} as const satisfies Transitions<JobStatus, JobChange>;
+
+/** Sync jobs that occupy a link: at most one at a time, whoever asked for it (the partial unique index). */
+export const ACTIVE_JOB_STATUSES = [
+  'queued',
+  'running',
+  'waiting_mfa',
+] as const satisfies readonly JobStatus[];
 
 /** Which of these links have a sync queued, running or waiting for MFA: one probe of `jobs(link_id, status)`. */
 export async function linksWithActiveSync(trx: Knex, linkIds: readonly string[]): Promise<Set<string>> {
@@ -94,7 +123,7 @@ export async function enqueueSync(
       intent.id,
     ),
   ]);
-  await setRefreshStatus(trx, input.link.id, 'queued', input.now);
+  await markLinkQueued(trx, input.link.id, input.now);
   return intent;
 }
 
@@ -130,8 +159,9 @@ export async function activeSyncJobOf(trx: Knex, linkId: string): Promise<{ id: 
 /** An MFA code arrived: the intent's parked sync goes back in the queue, due now. */
 export async function requeueAfterMfa(trx: Knex, intentId: string, now: number): Promise<void> {
   await trx('jobs')
-    .where({ refresh_intent_id: intentId, status: 'waiting_mfa' })
-    .update({ status: 'queued', run_at: now, updated_at: now });
+    .where({ refresh_intent_id: intentId })
+    .whereIn('status', JOB_TRANSITIONS.requeue.from)
+    .update({ status: JOB_TRANSITIONS.requeue.to, run_at: now, updated_at: now });
 }
 
 /** The intent failed outside a sync (its MFA wait ended): its active job fails with it and lets go. */
@@ -143,8 +173,8 @@ export async function failJobsOfIntent(
 ): Promise<void> {
   await trx('jobs')
     .where({ refresh_intent_id: intentId })
-    .whereIn('status', ACTIVE_JOB_STATUSES)
-    .update({ status: 'failed', last_error: errorCode, locked_by: null, updated_at: now });
+    .whereIn('status', JOB_TRANSITIONS.cancel.from)
+    .update({ status: JOB_TRANSITIONS.cancel.to, last_error: errorCode, locked_by: null, updated_at: now });
 }
 
 /** A claimed job, with the bank of its link: workers count their jobs by bank (worker-pool.ts). */
@@ -162,6 +192,8 @@ export async function claimJob(
   leaseMs: number,
   skipBanks: readonly string[] = [],
 ): Promise<ClaimedJob | null> {
+  // JOB_TRANSITIONS.claim, with each state's own condition: a queued job when due, a running one when its
+  // lease ran out.
   const due = "((status = 'queued' AND run_at <= ?) OR (status = 'running' AND locked_until < ?))";
   const skip =
     skipBanks.length === 0
@@ -181,20 +213,37 @@ export async function claimJob(
 }
 
 /**
- * Marks the job finished inside the sync's own transaction, if the lease is still ours: a worker whose
- * lease expired (it was too slow, or presumed dead) must not commit over the one that took over.
+ * Ends the worker's hold on its job inside the sync's own transaction, if the lease is still ours: a worker
+ * whose lease expired (it was too slow, or presumed dead) must not commit over the one that took over.
  */
-export async function finishJob(
+async function release(
   trx: Knex,
   job: JobRow,
-  outcome: 'succeeded' | 'failed' | 'waiting_mfa',
+  change: 'complete' | 'fail' | 'park',
   now: number,
-  error: string | null = null,
+  error: string | null,
 ): Promise<boolean> {
+  const { from, to } = JOB_TRANSITIONS[change];
   const updated = await trx('jobs')
-    .where({ id: job.id, locked_by: job.locked_by, status: 'running' })
-    .update({ status: outcome, locked_by: null, locked_until: null, last_error: error, updated_at: now });
+    .where({ id: job.id, locked_by: job.locked_by })
+    .whereIn('status', from)
+    .update({ status: to, locked_by: null, locked_until: null, last_error: error, updated_at: now });
   return updated === 1;
+}
+
+/** The sync's outcome is written: the job succeeded. False when the lease was lost. */
+export async function completeJob(trx: Knex, job: JobRow, now: number): Promise<boolean> {
+  return release(trx, job, 'complete', now, null);
+}
+
+/** The sync failed with `error` (a bank's error code, or why there was nothing to sync). */
+export async function failJob(trx: Knex, job: JobRow, error: string, now: number): Promise<boolean> {
+  return release(trx, job, 'fail', now, error);
+}
+
+/** The bank asked for a code: the job waits (`waiting_mfa`) until `requeueAfterMfa`. */
+export async function parkJobForMfa(trx: Knex, job: JobRow, now: number): Promise<boolean> {
+  return release(trx, job, 'park', now, null);
 }
 
 /**

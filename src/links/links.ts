@@ -14,14 +14,8 @@ import { normaliseRut } from '../rut/rut.js';
 import { rutDigestsOf } from './rut-search.js';
 import { firstSyncAt } from './schedule.js';
 import { fetchPage, NEWEST_FIRST } from '../db/paging.js';
-import {
-  deleteLinkRow,
-  insertLink,
-  updateLink,
-  type LinkRow,
-  type LinkStatus,
-  type RefreshStatus,
-} from './store.js';
+import { markLinkPaused, markLinkResumed } from './link-states.js';
+import { deleteLinkRow, insertLink, type LinkRow, type LinkStatus, type RefreshStatus } from './store.js';
 
 /** `last_error_code` of a link whose stored credentials no master key opens. */
 export const UNREADABLE_CREDENTIALS = 'credentials_unreadable';
@@ -253,17 +247,13 @@ export async function listLinks(
 export async function pauseLink(trx: Knex, principal: Principal, id: string, now: number): Promise<Link> {
   const row = await findOwned<LinkRow>(trx, 'links', id, principal, 'link');
   if (row.paused) return presentLink(row);
-  const changes = { paused: true, paused_at: now, updated_at: now };
-  await updateLink(trx, id, changes);
-  return presentLink({ ...row, ...changes });
+  return presentLink({ ...row, ...(await markLinkPaused(trx, id, now)) });
 }
 
 /** Resuming clears the flag and sets `next_sync_at` to now, so the next scheduler tick picks the link up. */
 export async function resumeLink(trx: Knex, principal: Principal, id: string, now: number): Promise<Link> {
   const row = await findOwned<LinkRow>(trx, 'links', id, principal, 'link');
-  const changes = { paused: false, paused_at: null, next_sync_at: now, updated_at: now };
-  await updateLink(trx, id, changes);
-  return presentLink({ ...row, ...changes });
+  return presentLink({ ...row, ...(await markLinkResumed(trx, id, now)) });
 }
 
 /**

@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import type { SecretBox } from '../secrets/secret-box.js';
 import { openCredentials } from './links.js';
 import { DIGEST_LABEL, rutDigestsOf, type RutDigests } from './rut-search.js';
-import { linksWithoutCurrentRutDigest, updateLink } from './store.js';
+import { linksWithoutCurrentRutDigest, storeRutDigests } from './store.js';
 
 const FILL_BATCH = 500;
 /**
@@ -33,7 +33,7 @@ export async function fillRutDigests(
     } catch {
       continue; // sealed under a key this process lacks: `svc doctor` reports those; nothing to find it by
     }
-    await updateLink(db, row.id, digests);
+    await storeRutDigests(db, row.id, digests);
     filled++;
   }
   walk.afterId = rows.at(-1)?.id ?? walk.afterId;

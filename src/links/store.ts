@@ -1,11 +1,13 @@
 import type { Knex } from 'knex';
 import type { HolderType } from '../banks/connector.js';
 import { fetchPage, NEWEST_FIRST, type PageWindow } from '../db/paging.js';
+import type { RutDigests } from './rut-search.js';
 
 /*
- * The only code that writes `links`. Other capabilities change a link through these functions (the sync
- * engine records a sync's outcome, jobs mark a link queued, the widget re-seals a reconnect), so what can
- * happen to a link is listed here, and a new writer shows up in review (scripts/check-table-owners.js).
+ * With link-states.ts, the only code that writes `links`: here the row's shape, its making and removal, and
+ * the reads others need; there every change of a link's state, by name (the sync engine records a sync's
+ * outcome, jobs mark a link queued, the widget reconnects one), so what can happen to a link is listed in
+ * one file, and a new writer shows up in review (scripts/check-table-owners.js).
  */
 
 export type LinkStatus = 'active' | 'expired';
@@ -54,33 +56,10 @@ export async function findLink(db: Knex, id: string): Promise<LinkRow | undefine
   return db<LinkRow>('links').where({ id }).first();
 }
 
-export async function updateLink(trx: Knex, id: string, changes: LinkChanges): Promise<void> {
-  await trx('links').where({ id }).update(changes);
-}
-
-export async function setRefreshStatus(
-  trx: Knex,
-  id: string,
-  status: RefreshStatus,
-  now: number,
-): Promise<void> {
-  await updateLink(trx, id, { refresh_status: status, updated_at: now });
-}
-
 export async function deleteLinkRow(trx: Knex, id: string, orgId?: string): Promise<void> {
   await trx('links')
     .where({ id, ...(orgId ? { org_id: orgId } : {}) })
     .delete();
-}
-
-/**
- * A reconnect that failed puts the link back to `expired`, unless something else (a later successful sync)
- * already changed it: the condition is on the row, not on what the caller read.
- */
-export async function expireAgain(trx: Knex, id: string, expiredAt: number, now: number): Promise<void> {
-  await trx('links')
-    .where({ id, status: 'active' })
-    .update({ status: 'expired', expired_at: expiredAt, updated_at: now });
 }
 
 /** How many links one customer user has in an organisation and mode (a widget's `connection_limit`). */
@@ -118,18 +97,6 @@ export async function dueLinkBatch(
     .orderBy([{ column: 'next_sync_at' }, { column: 'id' }])
     .limit(limit)
     .select('id', 'org_id', 'next_sync_at');
-}
-
-/** The links a scheduler tick queued: marked `queued`, and their next sync one interval on. */
-export async function markScheduled(
-  trx: Knex,
-  ids: string[],
-  nextSyncAt: number,
-  now: number,
-): Promise<void> {
-  await trx('links')
-    .whereIn('id', ids)
-    .update({ next_sync_at: nextSyncAt, refresh_status: 'queued', updated_at: now });
 }
 
 export interface OperatorLinkFilter {
@@ -173,6 +140,11 @@ export async function linksWithoutCurrentRutDigest(
     .orderBy('id')
     .limit(limit)
     .select('id', 'credentials_encrypted');
+}
+
+/** Housekeeping gave the link its RUT digests under the active key (rut-digest-fill.ts). */
+export async function storeRutDigests(db: Knex, id: string, digests: RutDigests): Promise<void> {
+  await db('links').where({ id }).update(digests);
 }
 
 /**

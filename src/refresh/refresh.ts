@@ -9,9 +9,11 @@ import { publishEvent } from '../webhooks/fan-out.js';
 import type { SecretBox } from '../secrets/secret-box.js';
 import { isUniqueViolation } from '../db/errors.js';
 import { activeSyncJobOf, failJobsOfIntent, insertJobs, requeueAfterMfa, syncJob } from '../jobs/jobs.js';
-import { setRefreshStatus, type LinkRow } from '../links/store.js';
+import { markLinkQueued, markLinkRefreshIdle } from '../links/link-states.js';
+import type { LinkRow } from '../links/store.js';
+import { failMfaWait, takeMfaCode } from './intent-states.js';
 import { createIntent, presentIntent, type RefreshIntent } from './intents.js';
-import { expiredMfaWaits, lastRefreshAt, takeMfaCode, updateIntent, type IntentRow } from './store.js';
+import { expiredMfaWaits, lastRefreshAt, type IntentRow } from './store.js';
 
 export type OnDemandType = 'only_last' | 'historical';
 
@@ -83,7 +85,7 @@ export async function queueIntent(
       throw errors.conflict('refresh_in_progress', `Link ${link.id} is already being refreshed.`);
     throw error;
   }
-  await setRefreshStatus(trx, link.id, 'queued', now);
+  await markLinkQueued(trx, link.id, now);
   return presentIntent(intent);
 }
 
@@ -142,7 +144,7 @@ export async function acceptMfaCode(
     );
   }
   await requeueAfterMfa(trx, intent.id, now);
-  await setRefreshStatus(trx, intent.link_id, 'queued', now);
+  await markLinkQueued(trx, intent.link_id, now);
   return { accepted: presentIntent({ ...intent, updated_at: now }, secrets) };
 }
 
@@ -162,16 +164,9 @@ export async function failWaitingIntent(
   errorCode: string,
   now: number,
 ): Promise<void> {
-  await updateIntent(trx, intent.id, {
-    status: 'failed',
-    error_code: errorCode,
-    completed_at: now,
-    updated_at: now,
-    mfa_challenge_encrypted: null,
-    mfa_code_encrypted: null,
-  });
+  await failMfaWait(trx, intent.id, errorCode, now);
   await failJobsOfIntent(trx, intent.id, errorCode, now);
-  await setRefreshStatus(trx, intent.link_id, 'idle', now);
+  await markLinkRefreshIdle(trx, intent.link_id, now);
   await publishEvent(trx, {
     orgId: intent.org_id,
     mode: intent.mode,

@@ -1,8 +1,10 @@
 import type { Knex } from 'knex';
 
 /*
- * The only code that writes `refresh_intents`. The sync engine moves an intent through its states, the
- * widget and the API hand it an MFA code, housekeeping fails forgotten MFA waits: all through here.
+ * With intent-states.ts, the only code that writes `refresh_intents`: here the row's shape, its making and
+ * removal, and the reads others need; there every change of an intent's state, by name (the sync engine
+ * moves an intent through its states, the widget and the API hand it an MFA code, housekeeping fails
+ * forgotten MFA waits).
  */
 
 export type RefreshType = 'only_last' | 'historical' | 'full' | 'backfill';
@@ -33,15 +35,8 @@ export interface IntentRow {
   updated_at: number;
 }
 
+/** The columns a change of state writes (intent-states.ts). */
 export type IntentChanges = Partial<Omit<IntentRow, 'id' | 'org_id' | 'mode' | 'link_id' | 'created_at'>>;
-
-/** Once a refresh ends, its MFA material is of no further use and is not kept. */
-export const MFA_CLEARED = {
-  mfa_challenge_encrypted: null,
-  mfa_code_encrypted: null,
-  mfa_token_hash: null,
-  mfa_token_encrypted: null,
-} as const satisfies IntentChanges;
 
 export async function insertIntent(trx: Knex, row: IntentRow): Promise<void> {
   await trx('refresh_intents').insert(row);
@@ -77,21 +72,6 @@ export async function recentIntentsOfLink(db: Knex, linkId: string, limit: numbe
     .where({ link_id: linkId })
     .orderBy('created_at', 'desc')
     .limit(limit);
-}
-
-export async function updateIntent(trx: Knex, id: string, changes: IntentChanges): Promise<void> {
-  await trx('refresh_intents').where({ id }).update(changes);
-}
-
-/**
- * Stores an MFA code if the intent still waits for one and has none yet; false when another code got there
- * first. The condition is checked on the row, since the caller's read of the intent may be stale.
- */
-export async function takeMfaCode(trx: Knex, id: string, sealedCode: string, now: number): Promise<boolean> {
-  const taken = await trx('refresh_intents')
-    .where({ id, status: 'requires_mfa', mfa_code_encrypted: null })
-    .update({ mfa_code_encrypted: sealedCode, updated_at: now });
-  return taken === 1;
 }
 
 /** The ids of intents still waiting for an MFA code, as a subquery for the caller's statement. */

@@ -1,7 +1,8 @@
 import type { Database } from '../db/database.js';
 import type { Knex } from 'knex';
 import { insertJobs, linksWithActiveSync, syncJob } from '../jobs/jobs.js';
-import { dueLinkBatch, markScheduled } from '../links/store.js';
+import { markScheduled } from '../links/link-states.js';
+import { dueLinkBatch } from '../links/store.js';
 import { winTick } from './housekeeping.js';
 
 /**

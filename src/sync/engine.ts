@@ -17,8 +17,6 @@ import {
 import { publishEvent } from '../webhooks/fan-out.js';
 import {
   ConnectorError,
-  CREDENTIAL_FAILURES,
-  type ConnectorErrorCode,
   type BankAccount,
   type BankMovement,
   type BankSession,
@@ -27,19 +25,40 @@ import {
   type MfaChallenge,
 } from '../banks/connector.js';
 import type { ConnectorResolver } from '../banks/resolver.js';
-import { finishJob, LeaseLostError, type JobRow, type SyncPayload } from '../jobs/jobs.js';
-import { generateIntentToken } from '../auth/tokens.js';
-import { SecretError, sha256Hex } from '../secrets/secret-box.js';
+import {
+  completeJob,
+  failJob,
+  LeaseLostError,
+  parkJobForMfa,
+  type JobRow,
+  type SyncPayload,
+} from '../jobs/jobs.js';
+import { SecretError } from '../secrets/secret-box.js';
 import { openCredentials, UNREADABLE_CREDENTIALS } from '../links/links.js';
-import { findLink, setRefreshStatus, updateLink, type LinkRow } from '../links/store.js';
-import { findIntent, MFA_CLEARED, updateIntent, type IntentRow } from '../refresh/store.js';
+import {
+  markLinkAwaitingMfa,
+  markLinkSynced,
+  markLinkSyncFailed,
+  markLinkSyncing,
+} from '../links/link-states.js';
+import { findLink, type LinkRow } from '../links/store.js';
+import {
+  awaitIntentMfa,
+  awaitNextMfaCode,
+  completeIntent,
+  failIntent,
+  startIntent,
+} from '../refresh/intent-states.js';
+import { findIntent, type IntentRow } from '../refresh/store.js';
 import {
   type AccountRow,
   accountsOfLink,
   backfillCoverage,
+  createAccount,
   extendBackfillCoverage,
-  insertAccount,
-  updateAccount,
+  recountAccount,
+  refreshAccount,
+  removeAccount,
 } from '../accounts/store.js';
 import { applyPlan, movementCounts, movementsToMatch } from '../movements/store.js';
 import { recordSyncOutcome } from '../banks/health.js';
@@ -110,15 +129,11 @@ export async function runSyncJob(services: SyncServices, job: JobRow): Promise<S
   const payload = JSON.parse(job.payload ?? '{}') as SyncPayload;
   const link = job.link_id === null ? undefined : await findLink(services.db.knex, job.link_id);
   if (!link) {
-    await services.db.transaction((trx) =>
-      finishJob(trx, job, 'failed', services.clock.now(), 'link deleted'),
-    );
+    await services.db.transaction((trx) => failJob(trx, job, 'link deleted', services.clock.now()));
     return { status: 'skipped', reason: 'link deleted' };
   }
   if (link.status === 'expired' && payload.refresh_type === 'scheduled') {
-    await services.db.transaction((trx) =>
-      finishJob(trx, job, 'failed', services.clock.now(), 'link expired'),
-    );
+    await services.db.transaction((trx) => failJob(trx, job, 'link expired', services.clock.now()));
     return { status: 'skipped', reason: 'link expired' };
   }
   const intent: IntentRow | null = job.refresh_intent_id
@@ -127,13 +142,8 @@ export async function runSyncJob(services: SyncServices, job: JobRow): Promise<S
 
   const startedAt = services.clock.now();
   await services.db.transaction(async (trx) => {
-    await setRefreshStatus(trx, link.id, 'in_progress', startedAt);
-    if (intent)
-      await updateIntent(trx, intent.id, {
-        status: 'in_progress',
-        started_at: intent.started_at ?? startedAt,
-        updated_at: startedAt,
-      });
+    await markLinkSyncing(trx, link.id, startedAt);
+    if (intent) await startIntent(trx, intent, startedAt);
   });
 
   let fetched: Fetched;
@@ -320,20 +330,9 @@ async function recordMfaWait(
   challenge: MfaChallenge,
   now: number,
 ): Promise<void> {
-  if (!(await finishJob(trx, job, 'waiting_mfa', now)))
-    throw new LeaseLostError(`job ${job.id} lost its lease`);
-  const token = generateIntentToken(intent.id);
-  await updateIntent(trx, intent.id, {
-    status: 'requires_mfa',
-    mfa_token_hash: sha256Hex(token),
-    mfa_token_encrypted: services.secrets.seal(token, intent.id),
-    mfa_challenge_encrypted: services.secrets.seal(JSON.stringify(challenge), intent.id),
-    mfa_code_encrypted: null,
-    mfa_expires_at: challenge.expiresAt,
-    mfa_attempts: 0,
-    updated_at: now,
-  });
-  await setRefreshStatus(trx, link.id, 'requires_mfa', now);
+  if (!(await parkJobForMfa(trx, job, now))) throw new LeaseLostError(`job ${job.id} lost its lease`);
+  const token = await awaitIntentMfa(trx, services.secrets, intent.id, challenge, now);
+  await markLinkAwaitingMfa(trx, link.id, now);
   await publishEvent(trx, {
     orgId: link.org_id,
     mode: link.mode,
@@ -355,15 +354,9 @@ async function recordMfaRetry(
   intent: IntentRow,
   now: number,
 ): Promise<void> {
-  if (!(await finishJob(trx, job, 'waiting_mfa', now)))
-    throw new LeaseLostError(`job ${job.id} lost its lease`);
-  await updateIntent(trx, intent.id, {
-    status: 'requires_mfa',
-    mfa_code_encrypted: null,
-    mfa_attempts: (intent.mfa_attempts ?? 0) + 1,
-    updated_at: now,
-  });
-  await setRefreshStatus(trx, link.id, 'requires_mfa', now);
+  if (!(await parkJobForMfa(trx, job, now))) throw new LeaseLostError(`job ${job.id} lost its lease`);
+  await awaitNextMfaCode(trx, intent, now);
+  await markLinkAwaitingMfa(trx, link.id, now);
 }
 
 async function recordSuccess(
@@ -376,8 +369,7 @@ async function recordSuccess(
   payload: SyncPayload,
   now: number,
 ): Promise<{ newMovements: number; accounts: number }> {
-  if (!(await finishJob(trx, job, 'succeeded', now)))
-    throw new LeaseLostError(`job ${job.id} lost its lease`);
+  if (!(await completeJob(trx, job, now))) throw new LeaseLostError(`job ${job.id} lost its lease`);
   const owner = { orgId: link.org_id, mode: link.mode, linkId: link.id };
   const existing = await accountsOfLink(trx, link.id);
   const byRef = new Map(existing.map((row) => [row.bank_account_ref, row]));
@@ -400,29 +392,16 @@ async function recordSuccess(
       updated_at: now,
     };
     if (!row) {
-      const id = newId('acc');
-      await insertAccount(trx, {
-        id,
+      row = await createAccount(trx, {
         org_id: link.org_id,
         mode: link.mode,
         link_id: link.id,
         bank_account_ref: account.ref,
         type: account.type,
         currency: account.currency,
-        status: 'active',
-        removed_from_link: false,
         created_at: now,
         ...balances,
       });
-      row = {
-        id,
-        bank_account_ref: account.ref,
-        status: 'active',
-        name: account.name,
-        type: account.type,
-        currency: account.currency,
-        last_4: account.last4,
-      };
       await publishEvent(trx, {
         ...owner,
         type: 'account.created',
@@ -430,12 +409,7 @@ async function recordSuccess(
         now,
       });
     } else {
-      await updateAccount(trx, row.id, {
-        ...balances,
-        status: 'active',
-        removed_from_link: false,
-        removed_at: null,
-      });
+      await refreshAccount(trx, row.id, balances);
     }
     seen.add(row.id);
     if (window) newMovements += await writeMovements(trx, link, row.id, movements, window, now);
@@ -446,12 +420,7 @@ async function recordSuccess(
   // Accounts the bank did not list this time are removed; a sync that fetched nothing lists none.
   for (const row of fetched.session ? existing : []) {
     if (seen.has(row.id) || row.status === 'removed') continue;
-    await updateAccount(trx, row.id, {
-      status: 'removed',
-      removed_from_link: true,
-      removed_at: now,
-      updated_at: now,
-    });
+    await removeAccount(trx, row.id, now);
     await publishEvent(trx, {
       ...owner,
       type: 'account.removed',
@@ -460,37 +429,24 @@ async function recordSuccess(
     });
   }
 
-  const changes = {
-    status: 'active' as const,
-    holder_name: fetched.session?.holderName ?? link.holder_name,
-    accounts_count: fetched.session ? seen.size : link.accounts_count,
-    new_movements_count: newMovements,
-    consecutive_failures: 0,
-    last_error_code: null,
-    last_synced_at: now,
-    next_sync_at: now + services.config.scheduler.syncIntervalMinutes * 60_000,
-    refresh_status: 'idle' as const,
-    sync_attempts: link.sync_attempts + 1,
-    sync_successes: link.sync_successes + 1,
-    ...(payload.refresh_type === 'backfill' && fetched.session
-      ? {
-          backfill_covered_from: Math.min(link.backfill_covered_from ?? Infinity, backfillStart(intent, now)),
-        }
-      : {}),
-    updated_at: now,
-  };
-  await updateLink(trx, link.id, changes);
+  const nextSyncAt = now + services.config.scheduler.syncIntervalMinutes * 60_000;
+  await markLinkSynced(
+    trx,
+    link,
+    {
+      holderName: fetched.session?.holderName ?? null,
+      accountsCount: fetched.session ? seen.size : null,
+      newMovements,
+      nextSyncAt,
+      backfillFrom:
+        payload.refresh_type === 'backfill' && fetched.session ? backfillStart(intent, now) : null,
+    },
+    now,
+  );
   await recordSyncOutcome(trx, { bankId: link.bank_id, mode: link.mode, errorCode: null, now });
 
   if (job.refresh_intent_id) {
-    await updateIntent(trx, job.refresh_intent_id, {
-      ...MFA_CLEARED,
-      status: 'succeeded',
-      accounts_updated: accountsUpdated,
-      new_movements_count: newMovements,
-      completed_at: now,
-      updated_at: now,
-    });
+    await completeIntent(trx, job.refresh_intent_id, { accountsUpdated, newMovements }, now);
     await publishEvent(trx, {
       ...owner,
       type: 'refresh_intent.succeeded',
@@ -510,7 +466,7 @@ async function recordSuccess(
     // The accounts the bank listed this time (none when nothing was fetched), not the link's counter.
     data: linkRefreshed(link, {
       syncedAt: now,
-      nextSyncAt: changes.next_sync_at,
+      nextSyncAt,
       accountsCount: seen.size,
       newMovements,
     }),
@@ -539,7 +495,7 @@ async function writeMovements(
     now,
   );
   const counts = await movementCounts(trx, accountId);
-  await updateAccount(trx, accountId, { visible_count: counts.visible, pending_count: counts.pending });
+  await recountAccount(trx, accountId, counts);
   return plan.newMovements;
 }
 
@@ -551,33 +507,23 @@ async function recordFailure(
   error: { code: string },
   now: number,
 ): Promise<void> {
-  if (!(await finishJob(trx, job, 'failed', now, error.code)))
-    throw new LeaseLostError(`job ${job.id} lost its lease`);
-  const countsTowardsExpiry = CREDENTIAL_FAILURES.has(error.code as ConnectorErrorCode);
-  const failures = countsTowardsExpiry ? link.consecutive_failures + 1 : link.consecutive_failures;
-  const expires = link.status === 'active' && failures >= services.config.sync.failuresToExpire;
-  const changes = {
-    consecutive_failures: failures,
-    last_error_code: error.code,
-    refresh_status: 'idle' as const,
-    sync_attempts: link.sync_attempts + 1,
-    next_sync_at: now + services.config.scheduler.syncIntervalMinutes * 60_000,
-    updated_at: now,
-    ...(expires ? { status: 'expired' as const, expired_at: now } : {}),
-  };
-  await updateLink(trx, link.id, changes);
+  if (!(await failJob(trx, job, error.code, now))) throw new LeaseLostError(`job ${job.id} lost its lease`);
+  const { expired } = await markLinkSyncFailed(
+    trx,
+    link,
+    {
+      errorCode: error.code,
+      failuresToExpire: services.config.sync.failuresToExpire,
+      nextSyncAt: now + services.config.scheduler.syncIntervalMinutes * 60_000,
+    },
+    now,
+  );
   await recordSyncOutcome(trx, { bankId: link.bank_id, mode: link.mode, errorCode: error.code, now });
   const owner = { orgId: link.org_id, mode: link.mode, linkId: link.id };
   if (job.refresh_intent_id) {
     const intent = await findIntent(trx, job.refresh_intent_id);
     if (intent) {
-      await updateIntent(trx, intent.id, {
-        ...MFA_CLEARED,
-        status: 'failed',
-        error_code: error.code,
-        completed_at: now,
-        updated_at: now,
-      });
+      await failIntent(trx, intent.id, error.code, now);
       await publishEvent(trx, {
         ...owner,
         type: 'refresh_intent.failed',
@@ -591,7 +537,7 @@ async function recordFailure(
       });
     }
   }
-  if (expires) {
+  if (expired) {
     await publishEvent(trx, {
       ...owner,
       type: 'link.expired',

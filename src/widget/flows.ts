@@ -15,14 +15,8 @@ import {
   validateLinkInput,
   type LinkPolicy,
 } from '../links/links.js';
-import {
-  countLinksOfUser,
-  deleteLinkRow,
-  expireAgain,
-  findLink,
-  updateLink,
-  type LinkRow,
-} from '../links/store.js';
+import { expireFailedReconnect, reconnectLink } from '../links/link-states.js';
+import { countLinksOfUser, deleteLinkRow, findLink, type LinkRow } from '../links/store.js';
 import { rutDigestsOf } from '../links/rut-search.js';
 import { findIntent, firstIntentOfLink, type IntentRow } from '../refresh/store.js';
 import { acceptMfaCode } from '../refresh/refresh.js';
@@ -196,15 +190,16 @@ export async function submitCredentials(
       .update({ last_error_code: 'holder_mismatch', updated_at: now });
     return;
   }
-  await updateLink(trx, link.id, {
-    credentials_encrypted: context.policy.secrets.seal(JSON.stringify(sealed), link.id),
-    ...rutDigestsOf(context.policy.secrets, sealed),
-    status: 'active',
-    expired_at: null,
-    consecutive_failures: 0,
-    ...consent,
-    updated_at: now,
-  });
+  await reconnectLink(
+    trx,
+    link.id,
+    {
+      credentials_encrypted: context.policy.secrets.seal(JSON.stringify(sealed), link.id),
+      ...rutDigestsOf(context.policy.secrets, sealed),
+      ...consent,
+    },
+    now,
+  );
   let intentId: string;
   try {
     intentId = (await enqueueSync(trx, { link, refreshType: 'full', now, interactive: true })).id;
@@ -335,7 +330,7 @@ async function settleFailure(
     // A bank that was down says nothing about the new credentials: the link stays active with them and
     // the scheduler retries. Refused credentials (or a failed code) leave the link expired, as it was.
     if (code === 'bank_unavailable' || code === 'timeout') return;
-    await expireAgain(trx, intent.link_id, session.previous_expired_at ?? now, now);
+    await expireFailedReconnect(trx, intent.link_id, session.previous_expired_at ?? now, now);
   });
 }
 

@@ -1,0 +1,222 @@
+import type { Knex } from 'knex';
+import { CREDENTIAL_FAILURES, type ConnectorErrorCode } from '../banks/connector.js';
+import { transition, type Transitions } from '../errors/illegal-transition.js';
+import type { RutDigests } from './rut-search.js';
+import type { LinkChanges, LinkRow, LinkStatus } from './store.js';
+
+/*
+ * Everything that changes a link after it is made, by name: its status (`active` ⇄ `expired`, the table
+ * below), its refresh indicator, its pause flag. Callers (the sync engine, the refresh intents, the jobs,
+ * the widget) say what happened; this file decides the columns. A change of status is written on the
+ * condition of the table (`WHERE status IN (…)`), so a stale read cannot expire a link twice or reconnect an
+ * active one.
+ */
+
+export type LinkChange = 'sync_succeeded' | 'expire' | 'reconnect' | 'reconnect_failed';
+
+export const LINK_TRANSITIONS = {
+  /** A sync succeeded: the link is active, whatever it was (a reconnect's first sync, or a race with one). */
+  sync_succeeded: { from: ['active', 'expired'], to: 'active' },
+  /** `sync.failuresToExpire` syncs in a row failed on the credentials: the user must reconnect. */
+  expire: { from: ['active'], to: 'expired' },
+  /** The widget's reconnect stored new credentials for an expired link. */
+  reconnect: { from: ['expired'], to: 'active' },
+  /** The reconnect's first sync refused them: the link is expired again, as before the reconnect. */
+  reconnect_failed: { from: ['active'], to: 'expired' },
+} as const satisfies Transitions<LinkStatus, LinkChange>;
+
+const MACHINE = 'link';
+
+/** What a successful sync found, for `markLinkSynced`. */
+export interface SyncSuccess {
+  /** The holder the bank named; null when nothing was fetched (the link's own stays). */
+  holderName: string | null;
+  /** The accounts the bank listed; null when nothing was fetched (the link's counter stays). */
+  accountsCount: number | null;
+  newMovements: number;
+  nextSyncAt: number;
+  /** A backfill that fetched: statements now reach back to here (the coverage only grows). */
+  backfillFrom: number | null;
+}
+
+/** The columns a successful sync writes. Pure. */
+export function syncSucceeded(link: LinkRow, outcome: SyncSuccess, now: number): LinkChanges {
+  return {
+    status: transition(MACHINE, LINK_TRANSITIONS, link.status, 'sync_succeeded', link.id),
+    holder_name: outcome.holderName ?? link.holder_name,
+    accounts_count: outcome.accountsCount ?? link.accounts_count,
+    new_movements_count: outcome.newMovements,
+    consecutive_failures: 0,
+    last_error_code: null,
+    last_synced_at: now,
+    next_sync_at: outcome.nextSyncAt,
+    refresh_status: 'idle',
+    sync_attempts: link.sync_attempts + 1,
+    sync_successes: link.sync_successes + 1,
+    ...(outcome.backfillFrom !== null
+      ? { backfill_covered_from: Math.min(link.backfill_covered_from ?? Infinity, outcome.backfillFrom) }
+      : {}),
+    updated_at: now,
+  };
+}
+
+/** What a failed sync met, for `markLinkSyncFailed`. */
+export interface SyncFailure {
+  errorCode: string;
+  /** `sync.failuresToExpire`: credential failures in a row that expire an active link. */
+  failuresToExpire: number;
+  nextSyncAt: number;
+}
+
+/**
+ * The columns a failed sync writes, and whether it expires the link. Only a refusal of the credentials
+ * counts towards expiry (a bank that is down says nothing about them), and only an active link expires.
+ * Pure.
+ */
+export function syncFailed(
+  link: LinkRow,
+  failure: SyncFailure,
+  now: number,
+): { changes: LinkChanges; expires: boolean } {
+  const counts = CREDENTIAL_FAILURES.has(failure.errorCode as ConnectorErrorCode);
+  const failures = counts ? link.consecutive_failures + 1 : link.consecutive_failures;
+  const expires = link.status === 'active' && failures >= failure.failuresToExpire;
+  return {
+    changes: {
+      consecutive_failures: failures,
+      last_error_code: failure.errorCode,
+      refresh_status: 'idle',
+      sync_attempts: link.sync_attempts + 1,
+      next_sync_at: failure.nextSyncAt,
+      updated_at: now,
+      ...(expires
+        ? { status: transition(MACHINE, LINK_TRANSITIONS, link.status, 'expire', link.id), expired_at: now }
+        : {}),
+    },
+    expires,
+  };
+}
+
+/**
+ * Writes `changes`, on the condition of the table when they carry `change` (a change of status). A link
+ * found in a state the table does not allow throws; a link that is gone (deleted meanwhile) is left gone.
+ */
+async function writeLink(trx: Knex, id: string, change: LinkChange | null, changes: LinkChanges) {
+  const query = trx('links').where({ id });
+  if (change) query.whereIn('status', LINK_TRANSITIONS[change].from);
+  if ((await query.update(changes)) > 0 || !change) return;
+  const row: Pick<LinkRow, 'status'> | undefined = await trx('links').where({ id }).first('status');
+  if (row) transition(MACHINE, LINK_TRANSITIONS, row.status, change, id);
+}
+
+/** A sync succeeded: counters, schedule and holder updated, failures forgotten, the link active. */
+export async function markLinkSynced(
+  trx: Knex,
+  link: LinkRow,
+  outcome: SyncSuccess,
+  now: number,
+): Promise<void> {
+  await writeLink(trx, link.id, 'sync_succeeded', syncSucceeded(link, outcome, now));
+}
+
+/** A sync failed: the failure counted, the next one scheduled, and the link expired at the limit. */
+export async function markLinkSyncFailed(
+  trx: Knex,
+  link: LinkRow,
+  failure: SyncFailure,
+  now: number,
+): Promise<{ expired: boolean }> {
+  const { changes, expires } = syncFailed(link, failure, now);
+  await writeLink(trx, link.id, expires ? 'expire' : null, changes);
+  return { expired: expires };
+}
+
+/** The widget's reconnect: new credentials (and their RUT digests and consent), the link active again. */
+export async function reconnectLink(
+  trx: Knex,
+  id: string,
+  input: RutDigests & {
+    credentials_encrypted: string;
+    consent_version: string | null;
+    consent_text_hash: string | null;
+  },
+  now: number,
+): Promise<void> {
+  await writeLink(trx, id, 'reconnect', {
+    ...input,
+    status: 'active',
+    expired_at: null,
+    consecutive_failures: 0,
+    updated_at: now,
+  });
+}
+
+/**
+ * A reconnect that failed puts the link back to `expired`, unless something else already changed it: the
+ * condition is on the row, not on what the caller read, and a link no longer active is left as it is.
+ */
+export async function expireFailedReconnect(
+  trx: Knex,
+  id: string,
+  expiredAt: number,
+  now: number,
+): Promise<void> {
+  await trx('links')
+    .where({ id })
+    .whereIn('status', LINK_TRANSITIONS.reconnect_failed.from)
+    .update({ status: LINK_TRANSITIONS.reconnect_failed.to, expired_at: expiredAt, updated_at: now });
+}
+
+/** Pausing stops the scheduler; on-demand refreshes keep working. The flag is independent of the status. */
+export async function markLinkPaused(trx: Knex, id: string, now: number): Promise<LinkChanges> {
+  const changes = { paused: true, paused_at: now, updated_at: now };
+  await trx('links').where({ id }).update(changes);
+  return changes;
+}
+
+/** Resuming clears the flag and makes the link due now, so the next scheduler tick picks it up. */
+export async function markLinkResumed(trx: Knex, id: string, now: number): Promise<LinkChanges> {
+  const changes = { paused: false, paused_at: null, next_sync_at: now, updated_at: now };
+  await trx('links').where({ id }).update(changes);
+  return changes;
+}
+
+/*
+ * The refresh indicator (`refresh_status`: idle, queued, in_progress, requires_mfa) shows what the link's
+ * sync job is doing, and is written in the job's own transaction by whoever moves the job. It is not checked
+ * against a table: the job's statements already are (jobs/jobs.ts), and a stale indicator (a link synced
+ * by a test or a bench that inserted its job directly) must heal at the next change rather than wedge
+ * the scheduler.
+ */
+
+/** A sync of the link was queued (on demand, a new link, a reconnect, or an MFA code that arrived). */
+export async function markLinkQueued(trx: Knex, id: string, now: number): Promise<void> {
+  await trx('links').where({ id }).update({ refresh_status: 'queued', updated_at: now });
+}
+
+/** The links a scheduler tick queued: marked `queued`, and their next sync one interval on. */
+export async function markScheduled(
+  trx: Knex,
+  ids: string[],
+  nextSyncAt: number,
+  now: number,
+): Promise<void> {
+  await trx('links')
+    .whereIn('id', ids)
+    .update({ next_sync_at: nextSyncAt, refresh_status: 'queued', updated_at: now });
+}
+
+/** A worker started the link's sync. */
+export async function markLinkSyncing(trx: Knex, id: string, now: number): Promise<void> {
+  await trx('links').where({ id }).update({ refresh_status: 'in_progress', updated_at: now });
+}
+
+/** The link's sync waits for an MFA code from the person (an on-demand refresh). */
+export async function markLinkAwaitingMfa(trx: Knex, id: string, now: number): Promise<void> {
+  await trx('links').where({ id }).update({ refresh_status: 'requires_mfa', updated_at: now });
+}
+
+/** The link's refresh ended without a sync (its MFA wait failed): nothing under way. */
+export async function markLinkRefreshIdle(trx: Knex, id: string, now: number): Promise<void> {
+  await trx('links').where({ id }).update({ refresh_status: 'idle', updated_at: now });
+}
