@@ -401,7 +401,7 @@ const es = {
   'default.publishable_key': 'Clave publicable de prueba inicial',
   'ids.copy': 'Copiar',
   'ids.copied': 'Copiado',
-  'users.org_none': 'Ninguna (operador, o soporte de todas)',
+  'users.org_none': 'Ninguna',
 };
 
 const en: typeof es = {
@@ -795,7 +795,7 @@ const en: typeof es = {
   'default.publishable_key': 'Default test publishable key',
   'ids.copy': 'Copy',
   'ids.copied': 'Copied',
-  'users.org_none': 'None (an operator, or support for all)',
+  'users.org_none': 'None',
 };
 
 export type ConsoleMessageKey = keyof typeof es;

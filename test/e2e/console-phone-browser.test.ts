@@ -203,7 +203,7 @@ forEachEngine(t, async (t, engine) => {
     await page.waitForURL('**/console/orgs');
     await page.goto(`${app.url}/console/users`);
     const options = await page.locator('#invite-org option').allInnerTexts();
-    t.same(options, ['Ninguna (operador, o soporte de todas)', 'Organización principal']);
+    t.same(options, ['Ninguna', 'Organización principal']);
     await page.locator('#invite-email').fill('ana@lender.cl');
     await page.locator('#invite-role').selectOption('admin');
     await page.locator('#invite-org').selectOption({ label: 'Organización principal' });
