@@ -42,6 +42,7 @@ import { codeChecker } from './totp.js';
 import { registerWebhookPages } from './webhooks-pages.js';
 import { pageWindow, pager, pagerWords, table } from './views.js';
 import { getOrganisation, pageOrganisations } from '../orgs/orgs.js';
+import { shownName } from './format.js';
 
 /*
  * The web console, served by the API process under /console (docs/console.md). Its routes accept only the
@@ -480,7 +481,7 @@ export function consoleRouter(services: AppServices): Router {
     const { data, total } = await pageOrganisations(db.reader, window);
     const t = wordsFor(state.locale);
     const rows = data.map((org) => [
-      `<a href="/console/o/${org.id}/test">${escapeHtml(org.name)}</a>`,
+      `<a href="/console/o/${org.id}/test">${escapeHtml(shownName(state.locale, org.name))}</a>`,
       `<code>${org.id}</code>`,
       escapeHtml(org.created_at.slice(0, 10)),
     ]);

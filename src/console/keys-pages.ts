@@ -15,6 +15,8 @@ import {
 import { escapeHtml } from '../widget/page.js';
 import { may, scopePath } from './access.js';
 import type { ConsoleKit } from './kit.js';
+import { shownName } from './format.js';
+import { codeWord } from './messages.js';
 import { layout } from './pages.js';
 import {
   atMinute,
@@ -57,9 +59,9 @@ export function registerKeyPages(router: Router, kit: ConsoleKit): void {
     const rows = data.map((key) => [
       `<a href="${base}/${key.id}"><code>${key.id}</code></a>`,
       `<code>${escapeHtml(key.redacted)}</code>`,
-      escapeHtml(key.type),
-      escapeHtml(key.name ?? ''),
-      escapeHtml(key.status),
+      escapeHtml(codeWord(state.locale, 'key_type', key.type)),
+      escapeHtml(shownName(state.locale, key.name ?? '')),
+      escapeHtml(codeWord(state.locale, 'key_status', key.status)),
       escapeHtml(atMinute(key.created_at)),
       escapeHtml(atMinute(key.last_used_at) || t('keys.never')),
       escapeHtml(atMinute(key.expires_at) || '-'),
@@ -156,9 +158,9 @@ ${csrfInput(csrf)}
       .join(', ');
     const facts: [string, string][] = [
       [t('keys.key'), `<code>${escapeHtml(key.redacted)}</code>`],
-      [t('keys.type'), escapeHtml(key.type)],
-      [t('keys.name'), escapeHtml(key.name ?? '-')],
-      [t('keys.status'), escapeHtml(key.status)],
+      [t('keys.type'), escapeHtml(codeWord(state.locale, 'key_type', key.type))],
+      [t('keys.name'), escapeHtml(shownName(state.locale, key.name ?? '-'))],
+      [t('keys.status'), escapeHtml(codeWord(state.locale, 'key_status', key.status))],
       [t('keys.created'), escapeHtml(atMinute(key.created_at))],
       [t('keys.last_used'), escapeHtml(atMinute(key.last_used_at) || t('keys.never'))],
       [t('keys.expires'), escapeHtml(atMinute(key.expires_at) || '-')],
@@ -243,7 +245,7 @@ ${forms}`,
         }),
       );
       services.authenticator.forgetKey(key.id);
-      const until = `${atMinute(rotated.previous.expires_at)} UTC`;
+      const until = atMinute(rotated.previous.expires_at);
       return secret(
         ctx,
         words(ctx)('keys.rotated_once', { id: rotated.key.id, previous: key.id, until }),

@@ -12,7 +12,8 @@ import { requestRefresh } from '../refresh/refresh.js';
 import { escapeHtml } from '../widget/page.js';
 import { consolePrincipal, may, scopePath, type ConsoleAction } from './access.js';
 import type { ConsoleKit } from './kit.js';
-import { stateWord, type ConsoleMessageKey, type Words } from './messages.js';
+import { bankName, money } from './format.js';
+import { codeWord, stateWord, type ConsoleMessageKey, type Words } from './messages.js';
 import { layout } from './pages.js';
 import {
   atMinute,
@@ -83,7 +84,7 @@ export function registerLinkPages(router: Router, kit: ConsoleKit): void {
     const { rows, total } = await searchLinks(db.reader, state.scope, { query, status, rutDigests }, window);
     const cells = rows.map((row) => [
       `<a href="${base}/${row.id}"><code>${row.id}</code></a>`,
-      escapeHtml(row.bank_id),
+      escapeHtml(bankName(row.bank_id)),
       escapeHtml(row.holder_name ?? '-'),
       escapeHtml(row.external_user_id ?? '-'),
       escapeHtml(stateWord(state.locale, row.status) + (row.paused ? `, ${t('links.paused')}` : '')),
@@ -165,7 +166,7 @@ ${filterSelect(
         : '',
     ].join('');
     const facts: [string, string][] = [
-      [t('links.bank'), link.bank_id],
+      [t('links.bank'), bankName(link.bank_id)],
       [t('links.holder'), link.holder_name ?? '-'],
       [t('links.external_user'), link.external_user_id ?? '-'],
       [
@@ -203,30 +204,56 @@ ${section(
     t('col.refreshed'),
   ],
   inspection.accounts.map((a) =>
-    [a.id, a.name, a.type, a.currency, a.last_4, a.movements, a.pending, when(a.refreshed_at)].map(text),
+    [
+      a.id,
+      a.name,
+      codeWord(state.locale, 'account_type', a.type),
+      a.currency,
+      a.last_4,
+      a.movements,
+      a.pending,
+      when(a.refreshed_at),
+    ]
+      .map(text)
+      // The bank's words (a product's name, a movement's text) are data: not the console's to translate.
+      .map((cell, column) => (column === 1 ? `<span translate="no">${cell}</span>` : cell)),
   ),
 )}
 ${section(
   'link.movements',
   [t('col.posted'), t('col.account'), t('col.description'), t('col.amount')],
   movements.map((m) =>
-    [when(toIso(m.posted_at)), m.account_id, m.description, `${m.amount} ${m.currency}`].map(text),
+    [when(toIso(m.posted_at)), m.account_id, m.description, money(m.amount, m.currency, state.locale)]
+      .map(text)
+      .map((cell, column) => (column === 2 ? `<span translate="no">${cell}</span>` : cell)),
   ),
 )}
 ${section(
   'link.intents',
   ['ID', t('col.type'), t('col.status'), t('col.error'), t('col.created'), t('col.completed')],
   inspection.refresh_intents.map((i) =>
-    [i.id, i.refresh_type, stateOf(i.status), i.error_code, when(i.created_at), when(i.completed_at)].map(
-      text,
-    ),
+    [
+      i.id,
+      codeWord(state.locale, 'refresh_type', i.refresh_type),
+      stateOf(i.status),
+      i.error_code,
+      when(i.created_at),
+      when(i.completed_at),
+    ].map(text),
   ),
 )}
 ${section(
   'link.jobs',
   ['ID', t('col.status'), t('col.type'), t('col.attempts'), t('col.run_at'), t('col.last_error')],
   inspection.jobs.map((j) =>
-    [j.id, stateOf(j.status), j.refresh_type, j.attempts, when(j.run_at), j.last_error].map(text),
+    [
+      j.id,
+      stateOf(j.status),
+      codeWord(state.locale, 'refresh_type', j.refresh_type),
+      j.attempts,
+      when(j.run_at),
+      j.last_error,
+    ].map(text),
   ),
 )}
 ${section(

@@ -225,9 +225,9 @@ const es = {
   'users.empty': 'Aún no hay usuarios.',
   'users.role': 'Rol',
   'users.org': 'Organización',
-  'users.org_label': 'Organización (org_…)',
+  'users.org_label': 'Organización',
   'users.org_hint':
-    'Obligatoria para un administrador. Para soporte, vacía significa todas las organizaciones. Un operador no lleva organización.',
+    'Obligatoria para un administrador. Para soporte, «Ninguna» significa todas las organizaciones. Un operador no lleva organización.',
   'users.all_orgs': 'todas',
   'users.status.invited': 'invitado',
   'users.status.active': 'activo',
@@ -384,6 +384,27 @@ const es = {
   'webhooks.fire_nobody': 'Ningún endpoint de prueba recibe este tipo: el evento se guardó, no se envió.',
   'webhooks.fire_waiting':
     'Algunos endpoints aún no tienen un intento. ¿Hay un despachador funcionando? Mira la lista de entregas en un momento.',
+  // Words for values the API keeps as codes (an account's type, a key's status, …), and the names
+  // `svc install` chose (install/default-names.ts) while nobody has renamed them.
+  'account_type.checking': 'Cuenta corriente',
+  'account_type.savings': 'Cuenta de ahorro',
+  'account_type.credit_card': 'Tarjeta de crédito',
+  'refresh_type.only_last': 'solo lo último',
+  'refresh_type.historical': 'histórica',
+  'refresh_type.full': 'completa',
+  'refresh_type.backfill': 'historial antiguo',
+  'key_type.secret': 'secreta',
+  'key_type.publishable': 'publicable',
+  'key_status.active': 'vigente',
+  'key_status.expiring': 'por expirar',
+  'key_status.expired': 'expirada',
+  'key_status.revoked': 'revocada',
+  'default.organisation': 'Organización principal',
+  'default.secret_key': 'Clave secreta de prueba inicial',
+  'default.publishable_key': 'Clave publicable de prueba inicial',
+  'ids.copy': 'Copiar',
+  'ids.copied': 'Copiado',
+  'users.org_none': 'Ninguna',
 };
 
 const en: typeof es = {
@@ -608,9 +629,9 @@ const en: typeof es = {
   'users.empty': 'No users yet.',
   'users.role': 'Role',
   'users.org': 'Organisation',
-  'users.org_label': 'Organisation (org_…)',
+  'users.org_label': 'Organisation',
   'users.org_hint':
-    'Required for an admin. For support, empty means every organisation. An operator has none.',
+    'Required for an admin. For support, “None” means every organisation. An operator has none.',
   'users.all_orgs': 'all',
   'users.status.invited': 'invited',
   'users.status.active': 'active',
@@ -762,6 +783,25 @@ const en: typeof es = {
   'webhooks.fire_nobody': 'No test-mode endpoint receives this type: the event was stored, not sent.',
   'webhooks.fire_waiting':
     'Some endpoints have had no attempt yet. Is a dispatcher running? Look at the deliveries list in a moment.',
+  'account_type.checking': 'Checking account',
+  'account_type.savings': 'Savings account',
+  'account_type.credit_card': 'Credit card',
+  'refresh_type.only_last': 'latest only',
+  'refresh_type.historical': 'historical',
+  'refresh_type.full': 'full',
+  'refresh_type.backfill': 'backfill',
+  'key_type.secret': 'secret',
+  'key_type.publishable': 'publishable',
+  'key_status.active': 'active',
+  'key_status.expiring': 'expiring',
+  'key_status.expired': 'expired',
+  'key_status.revoked': 'revoked',
+  'default.organisation': 'Default organisation',
+  'default.secret_key': 'Default test secret key',
+  'default.publishable_key': 'Default test publishable key',
+  'ids.copy': 'Copy',
+  'ids.copied': 'Copied',
+  'users.org_none': 'None',
 };
 
 export type ConsoleMessageKey = keyof typeof es;
@@ -777,6 +817,19 @@ export function wordsFor(locale: Locale): Words {
 /** A state's word (`state.expired`), or the value itself for one the catalogue does not know. */
 export function stateWord(locale: Locale, value: string): string {
   const key = `state.${value}`;
+  return key in CONSOLE_CATALOGUES[locale] ? consoleMessage(locale, key as ConsoleMessageKey) : value;
+}
+
+/**
+ * The word for a value the API keeps as a code (`account_type.savings`, `key_status.revoked`, …), or the
+ * code itself for one the catalogue does not know (a type added later is shown rather than hidden).
+ */
+export function codeWord(
+  locale: Locale,
+  family: 'account_type' | 'refresh_type' | 'key_type' | 'key_status',
+  value: string,
+): string {
+  const key = `${family}.${value}`;
   return key in CONSOLE_CATALOGUES[locale] ? consoleMessage(locale, key as ConsoleMessageKey) : value;
 }
 

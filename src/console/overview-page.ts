@@ -85,6 +85,8 @@ export function registerOverviewPage(router: Router, kit: ConsoleKit): void {
       `<section aria-labelledby="ov-${title.replace(/\W/g, '-')}"><h2 id="ov-${title.replace(/\W/g, '-')}">${escapeHtml(t(title))}</h2>${body}</section>`;
     const body = [
       `<p>${escapeHtml(t('overview.signed_in', { email: state.user.email, role: t(`role.${state.user.role}`) }))}</p>`,
+      // The sections as cards (console.css): side by side on a wide screen, one under the other on a phone.
+      '<div class="cards">',
       section(
         'overview.links',
         figuresHtml([
@@ -150,6 +152,7 @@ export function registerOverviewPage(router: Router, kit: ConsoleKit): void {
             '',
           ),
       ),
+      '</div>',
     ].join('\n');
     kit.send(ctx, 200, layout(kit.pageContext(ctx, ''), t('nav.overview'), body));
   });

@@ -1,6 +1,7 @@
 import type { Locale } from '../widget/messages.js';
 import { escapeHtml } from '../widget/page.js';
 import { scopePath, type ConsoleScope } from './access.js';
+import { shownName } from './format.js';
 import { consoleMessage, type ConsoleMessageKey } from './messages.js';
 
 /*
@@ -57,7 +58,7 @@ function scopeNav(context: PageContext, t: Translate): string {
     .join('');
   const banner = scope.mode === 'live' ? `<p class="live-banner">${t('mode.live_banner')}</p>` : '';
   return `<div class="scope-bar">
-  <span class="scope-org">${escapeHtml(scope.orgName)}</span>
+  <span class="scope-org">${escapeHtml(shownName(context.locale, scope.orgName))}</span>
   <nav class="mode-switch" aria-label="${t('mode.label')}">${modes}</nav>
   <nav class="sections" aria-label="${t('nav.main')}">${sections}</nav>
 </div>${banner}`;
@@ -88,10 +89,10 @@ export function layout(context: PageContext, title: string, body: string): strin
 <link rel="stylesheet" href="/console/assets/console.css">
 <script src="/console/assets/console.js" defer></script>
 </head>
-<body class="console${context.scope?.mode === 'live' ? ' live' : ''}">
+<body class="console${context.scope?.mode === 'live' ? ' live' : ''}" data-copy="${t('ids.copy')}" data-copied="${t('ids.copied')}">
 <a class="skip" href="#main">${context.locale === 'es' ? 'Ir al contenido' : 'Skip to content'}</a>
 <header class="console-header">
-  <span class="brand"><span class="brand-name">${escapeHtml(context.operator)} · ${t('console.title')}</span></span>
+  <span class="brand"><span class="brand-name"><span translate="no">${escapeHtml(context.operator)}</span> · ${t('console.title')}</span></span>
   ${nav}
 </header>
 ${scopeNav(context, t)}

@@ -3,9 +3,10 @@ import type { Context, Next } from 'koa';
 import { toIso } from '../clock/clock.js';
 import { ApiError } from '../errors/api-error.js';
 import { isId } from '../ids/ids.js';
-import { getOrganisation } from '../orgs/orgs.js';
+import { getOrganisation, pageOrganisations } from '../orgs/orgs.js';
 import { escapeHtml } from '../widget/page.js';
 import type { ConsoleKit } from './kit.js';
+import { shownName } from './format.js';
 import { consoleLink } from './links.js';
 import { type ConsoleMessageKey } from './messages.js';
 import { layout } from './pages.js';
@@ -51,6 +52,13 @@ interface InviteForm {
 
 const EMPTY_FORM: InviteForm = { email: '', role: 'admin', org: '' };
 
+/**
+ * The invite form offers the organisations as a menu, oldest first, up to this many; an appliance with more
+ * (none we know of has more than a few dozen) gets the typed `org_…` field instead, as a menu that long is
+ * no help.
+ */
+const ORG_CHOICES = 500;
+
 /** A refusal of the form, worded for the person: nothing was written. */
 class FormProblem extends Error {
   constructor(
@@ -94,13 +102,20 @@ export function registerUserPages(router: Router, kit: ConsoleKit): void {
 
   const roleWord = (ctx: Context, role: ConsoleRole) => words(ctx)(`role.${role}`);
   const orgWord = (ctx: Context, user: { org_id: string | null; org_name?: string | null }) =>
-    user.org_id === null ? words(ctx)('users.all_orgs') : (user.org_name ?? user.org_id);
+    user.org_id === null
+      ? words(ctx)('users.all_orgs')
+      : user.org_name
+        ? shownName(kit.state(ctx).locale, user.org_name)
+        : user.org_id;
 
   const renderList = async (ctx: Context, status: number, notice: string, form: InviteForm) => {
     const state = kit.state(ctx);
     const t = words(ctx);
     const window = pageWindow(ctx.query);
-    const { rows, total } = await pageConsoleUsers(db.reader, window);
+    const [{ rows, total }, orgs] = await Promise.all([
+      pageConsoleUsers(db.reader, window),
+      pageOrganisations(db.reader, { offset: 0, limit: ORG_CHOICES }),
+    ]);
     const cells = rows.map((user) => [
       `<a href="/console/users/${user.id}">${escapeHtml(user.email)}</a>`,
       escapeHtml(roleWord(ctx, user.role)),
@@ -119,7 +134,11 @@ ${csrfInput(state.claims.csrf)}
 <label for="invite-role">${escapeHtml(t('users.role'))}</label>
 <select id="invite-role" name="role">${CONSOLE_ROLES.map(option).join('')}</select>
 <label for="invite-org">${escapeHtml(t('users.org_label'))}</label>
-<input id="invite-org" name="org" maxlength="24" autocomplete="off" aria-describedby="invite-org-hint" value="${escapeHtml(form.org)}">
+${
+  orgs.total <= ORG_CHOICES
+    ? `<select id="invite-org" name="org" aria-describedby="invite-org-hint"><option value="">${escapeHtml(t('users.org_none'))}</option>${orgs.data.map((org) => `<option value="${escapeHtml(org.id)}"${form.org === org.id ? ' selected' : ''}>${escapeHtml(shownName(state.locale, org.name))}</option>`).join('')}</select>`
+    : `<input id="invite-org" name="org" maxlength="24" autocomplete="off" aria-describedby="invite-org-hint" placeholder="org_…" value="${escapeHtml(form.org)}">`
+}
 <p id="invite-org-hint" class="hint">${escapeHtml(t('users.org_hint'))}</p>
 <button type="submit" class="primary">${escapeHtml(t('users.invite_submit'))}</button>
 </fieldset>
@@ -257,7 +276,7 @@ ${forms}`,
         const label = words(ctx)('users.invited_once', {
           email: invited.user.email,
           role: roleWord(ctx, invited.user.role),
-          until: `${atMinute(toIso(now + INVITATION_TTL_MS))} UTC`,
+          until: atMinute(toIso(now + INVITATION_TTL_MS)),
         });
         await renderList(ctx, 200, linkOnce(ctx, label, invited.token), EMPTY_FORM);
       },
@@ -306,7 +325,7 @@ ${forms}`,
           removeTotp: kit.state(ctx).form.remove_totp === 'yes',
         }),
       );
-      const until = `${atMinute(toIso(now + (reset.purpose === 'invite' ? INVITATION_TTL_MS : RESET_TTL_MS)))} UTC`;
+      const until = atMinute(toIso(now + (reset.purpose === 'invite' ? INVITATION_TTL_MS : RESET_TTL_MS)));
       return linkOnce(
         ctx,
         words(ctx)(reset.purpose === 'invite' ? 'users.reinvited_once' : 'users.reset_once', {

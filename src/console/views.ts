@@ -17,7 +17,11 @@ export function pageWindow(query: Record<string, unknown>): { page: number; offs
   return { page, offset: (page - 1) * PER_PAGE, limit: PER_PAGE };
 }
 
-/** A table; cells are HTML the caller built (escape text with `escapeHtml`). */
+/**
+ * A table; cells are HTML the caller built (escape text with `escapeHtml`). Each cell carries its column's
+ * header as `data-label`: on a phone the stylesheet stacks a row into label/value lines, as the header row
+ * no longer fits beside it (console.css).
+ */
 export function table(caption: string, headers: string[], rows: string[][], empty: string): string {
   if (rows.length === 0) return `<p class="empty">${escapeHtml(empty)}</p>`;
   return `<div class="table-scroll" tabindex="0" role="region" aria-label="${escapeHtml(caption)}">
@@ -25,7 +29,7 @@ export function table(caption: string, headers: string[], rows: string[][], empt
 <caption>${escapeHtml(caption)}</caption>
 <thead><tr>${headers.map((header) => `<th scope="col">${escapeHtml(header)}</th>`).join('')}</tr></thead>
 <tbody>
-${rows.map((cells) => `<tr>${cells.map((cell) => `<td>${cell}</td>`).join('')}</tr>`).join('\n')}
+${rows.map((cells) => `<tr>${cells.map((cell, column) => `<td data-label="${escapeHtml(headers[column] ?? '')}">${cell}</td>`).join('')}</tr>`).join('\n')}
 </tbody>
 </table>
 </div>`;
@@ -85,12 +89,16 @@ export function pagerWords(locale: Locale) {
   };
 }
 
-/** A stored time as the console shows it, in UTC: `2026-06-15 15:00`, or '' for none. */
+/**
+ * A stored time as the console shows it, in UTC and saying so: `2026-06-15 15:00 UTC`, or '' for none. UTC
+ * rather than the reader's zone: the appliance knows no reader's zone, and the logs, the CLI and the API
+ * all speak UTC, so a time copied from the console matches them.
+ */
 export const atMinute = (iso: string | null | undefined): string =>
-  iso ? iso.slice(0, 16).replace('T', ' ') : '';
+  iso ? `${iso.slice(0, 16).replace('T', ' ')} UTC` : '';
 
-/** The same to the second (`2026-06-15 15:00:07`), where events follow each other closely. */
-export const atSecond = (iso: string): string => iso.slice(0, 19).replace('T', ' ');
+/** The same to the second (`2026-06-15 15:00:07 UTC`), where events follow each other closely. */
+export const atSecond = (iso: string): string => `${iso.slice(0, 19).replace('T', ' ')} UTC`;
 
 /** A page's facts as a term list; values are HTML (escape text before). */
 export const factsHtml = (facts: readonly (readonly [term: string, valueHtml: string])[]): string =>

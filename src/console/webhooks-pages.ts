@@ -187,7 +187,7 @@ ${boxes}</fieldset>`;
       return t('webhooks.state.disabled_failing', { since: `${atMinute(endpoint.failing_since ?? '')} UTC` });
     if (endpoint.disabled) return t('webhooks.state.disabled');
     if (endpoint.backoff_until !== null && Date.parse(endpoint.backoff_until) > now)
-      return t('webhooks.state.backed_off', { until: `${atMinute(endpoint.backoff_until)} UTC`, unanswered });
+      return t('webhooks.state.backed_off', { until: atMinute(endpoint.backoff_until), unanswered });
     if (endpoint.unanswered_attempts > 0) return t('webhooks.state.failing', { unanswered });
     return t('webhooks.state.enabled');
   };
@@ -597,7 +597,7 @@ ${csrfInput(state.claims.csrf)}
         return deliveriesLink(
           ctx,
           { endpoint_id: endpoint.id, status: deliveryStatus },
-          `${deliveryStatus}: ${total}`,
+          `${stateWord(state.locale, deliveryStatus)}: ${total}`,
         );
       }),
     );
@@ -612,10 +612,7 @@ ${csrfInput(state.claims.csrf)}
       [t('webhooks.created'), escapeHtml(when(endpoint.created_at))],
       [t('webhooks.updated'), escapeHtml(when(endpoint.updated_at))],
       ...(previousUntil !== null
-        ? ([[t('webhooks.previous_secret'), escapeHtml(`${when(toIso(previousUntil))} UTC`)]] as [
-            string,
-            string,
-          ][])
+        ? ([[t('webhooks.previous_secret'), escapeHtml(when(toIso(previousUntil)))]] as [string, string][])
         : []),
     ];
     const defaultGrace = GRACE_HOURS.includes(config.webhooks.secretRollGraceSeconds / 3600)
@@ -744,7 +741,7 @@ ${forms}`,
           ? t('webhooks.rolled_once_now', { id: endpoint.id })
           : t('webhooks.rolled_once', {
               id: endpoint.id,
-              until: `${when(toIso(now + hours * 3_600_000))} UTC`,
+              until: when(toIso(now + hours * 3_600_000)),
             });
       return secret(ctx, label, rolled.secret!);
     }),

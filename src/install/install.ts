@@ -16,6 +16,11 @@ import { migrateUp } from '../db/migrations.js';
 import { currentBuild, refuseUnderRunningServers } from '../processes/presence.js';
 import { createApiKey } from '../keys/keys.js';
 import { createOrganisation, type Organisation } from '../orgs/orgs.js';
+import {
+  DEFAULT_ORGANISATION_NAME,
+  DEFAULT_PUBLISHABLE_KEY_NAME,
+  DEFAULT_SECRET_KEY_NAME,
+} from './default-names.js';
 import { createMasterKeyFile } from '../secrets/master-key-file.js';
 
 export interface InstallOptions {
@@ -91,13 +96,13 @@ export async function install(options: InstallOptions): Promise<InstallResult> {
     if (!hasOrganisations) {
       const now = options.clock.now();
       ({ organisation, keys } = await db.transaction(async (trx) => {
-        const org = await createOrganisation(trx, 'Default organisation', options.actor, now);
+        const org = await createOrganisation(trx, DEFAULT_ORGANISATION_NAME, options.actor, now);
         const base = { brand: config.brand, orgId: org.id, mode: 'test' as const, actor: options.actor, now };
-        const secret = await createApiKey(trx, { ...base, type: 'secret', name: 'Default test secret key' });
+        const secret = await createApiKey(trx, { ...base, type: 'secret', name: DEFAULT_SECRET_KEY_NAME });
         const publishable = await createApiKey(trx, {
           ...base,
           type: 'publishable',
-          name: 'Default test publishable key',
+          name: DEFAULT_PUBLISHABLE_KEY_NAME,
         });
         return { organisation: org, keys: { secret: secret.secret, publishable: publishable.secret } };
       }));

@@ -46,7 +46,10 @@ forEachEngine(t, async (t, engine) => {
 
   await runSyncs(app);
   const [healthy] = await diagnosis(english);
-  t.match(healthy, /^Healthy: last synced \d{4}-\d\d-\d\d \d\d:\d\d, next sync \d{4}-\d\d-\d\d \d\d:\d\d\.$/);
+  t.match(
+    healthy,
+    /^Healthy: last synced \d{4}-\d\d-\d\d \d\d:\d\d UTC, next sync \d{4}-\d\d-\d\d \d\d:\d\d UTC\.$/,
+  );
   t.match((await diagnosis(spanish))[0], /^Sana: última sincronización \d{4}-/);
 
   // The newest confirmed movements of the link's accounts, ten at most, newest first.
@@ -67,9 +70,12 @@ forEachEngine(t, async (t, engine) => {
     [...row[1]!.matchAll(/<td[^>]*>(.*?)<\/td>/gs)].map((cell) => cell[1]!),
   );
   t.same(
-    rows.map((cells) => [cells[2], cells[3]]),
-    newest.map((m: { description: string; amount: number }) => [m.description, `${m.amount} CLP`]),
-    'the page lists them, newest first',
+    rows.map((cells) => [cells[2]!.replace(/^<span translate="no">(.*)<\/span>$/s, '$1'), cells[3]]),
+    newest.map((m: { description: string; amount: number }) => [
+      m.description,
+      new Intl.NumberFormat('en-US', { style: 'currency', currency: 'CLP' }).format(m.amount),
+    ]),
+    'the page lists them, newest first, with their amounts as money (CLP has no minor unit)',
   );
 
   t.equal((await english('POST', `${path}/pause`)).status, 200, 'paused from the console');
@@ -77,7 +83,7 @@ forEachEngine(t, async (t, engine) => {
   t.equal(reloaded.status, 303, "the action's address opened again (a reload) leads back to the link");
   t.equal(reloaded.location, path);
   t.match(await diagnosis(english), [
-    /^Paused since \d{4}-\d\d-\d\d \d\d:\d\d: the scheduler skips it\. Use Resume/,
+    /^Paused since \d{4}-\d\d-\d\d \d\d:\d\d UTC: the scheduler skips it\. Use Resume/,
   ]);
   t.notMatch(
     (await diagnosis(english))[0],
@@ -93,7 +99,7 @@ forEachEngine(t, async (t, engine) => {
     last_error_code: 'invalid_credentials',
   });
   t.match(await diagnosis(spanish), [
-    /^Expiró el \d{4}-\d\d-\d\d \d\d:\d\d después de 3 inicios de sesión fallidos \(invalid_credentials\)/,
+    /^Expiró el \d{4}-\d\d-\d\d \d\d:\d\d UTC después de 3 inicios de sesión fallidos \(invalid_credentials\)/,
     /^En pausa/,
   ]);
 

@@ -205,7 +205,10 @@ forEachEngine(t, async (t, engine) => {
       'the answer, escaped',
     );
     t.notMatch(detail.text, '<script>alert', 'never as markup');
-    t.match(detail.text, /<td>1<\/td><td>2026-06-15 15:00:00<\/td><td>\d+ ms<\/td><td>500<\/td>/);
+    t.match(
+      detail.text,
+      /<td[^>]*>1<\/td><td[^>]*>2026-06-15 15:00:00 UTC<\/td><td[^>]*>\d+ ms<\/td><td[^>]*>500<\/td>/,
+    );
     const filtered = await adminA(
       'GET',
       `${hooks(a.orgId)}/deliveries?endpoint_id=${endpointId}&status=pending`,

@@ -58,7 +58,10 @@ forEachEngine(t, async (t, engine) => {
     await page.getByRole('button', { name: 'Issue key' }).click();
     secret = (await page.locator('#secret-value').innerText()).trim();
     t.match(secret, /^svc_sk_test_/);
-    t.ok(await page.getByRole('button', { name: 'Copy' }).isVisible(), 'a copy button, with JavaScript on');
+    t.ok(
+      await page.getByRole('button', { name: 'Copy', exact: true }).isVisible(),
+      'a copy button, with JavaScript on',
+    );
     await look(page, 'key-issued');
     const response = await fetch(`${app.url}/v1/links`, { headers: { authorization: `Bearer ${secret}` } });
     t.equal(response.status, 200, 'the new key works on /v1 at once');
