@@ -316,7 +316,8 @@ export const configSchema = {
           type: 'integer',
           minimum: 1,
           maximum: 10_000_000,
-          description: 'Rows of each kind read in one housekeeping pass, pruned or set aside (the rest waits for the next)',
+          description:
+            'Rows of each kind read in one housekeeping pass, pruned or set aside (the rest waits for the next)',
         },
       },
     },
