@@ -4,7 +4,7 @@ import { toIso } from '../clock/clock.js';
 import { ApiError } from '../errors/api-error.js';
 import { isId } from '../ids/ids.js';
 import { getOrganisation } from '../orgs/orgs.js';
-import { escapeHtml } from '../widget/page.js';
+import { html, type Html, type HtmlValue } from '../html/html.js';
 import type { ConsoleKit } from './kit.js';
 import { consoleLink } from './links.js';
 import { type ConsoleMessageKey } from './messages.js';
@@ -24,7 +24,7 @@ import {
 } from './users.js';
 import {
   atMinute,
-  csrfInput,
+  csrfField,
   factsHtml,
   noticeHtml,
   pager,
@@ -32,6 +32,7 @@ import {
   pageWindow,
   problemHtml,
   secretOnce,
+  SELECTED,
   table,
 } from './views.js';
 
@@ -96,32 +97,32 @@ export function registerUserPages(router: Router, kit: ConsoleKit): void {
   const orgWord = (ctx: Context, user: { org_id: string | null; org_name?: string | null }) =>
     user.org_id === null ? words(ctx)('users.all_orgs') : (user.org_name ?? user.org_id);
 
-  const renderList = async (ctx: Context, status: number, notice: string, form: InviteForm) => {
+  const renderList = async (ctx: Context, status: number, notice: HtmlValue, form: InviteForm) => {
     const state = kit.state(ctx);
     const t = words(ctx);
     const window = pageWindow(ctx.query);
     const { rows, total } = await pageConsoleUsers(db.reader, window);
     const cells = rows.map((user) => [
-      `<a href="/console/users/${user.id}">${escapeHtml(user.email)}</a>`,
-      escapeHtml(roleWord(ctx, user.role)),
-      escapeHtml(orgWord(ctx, user)),
-      escapeHtml(t(`users.status.${user.status}`)),
-      escapeHtml(user.totp_secret_sealed !== null ? t('users.yes') : t('users.no')),
-      escapeHtml(atMinute(toIso(user.last_login_at)) || t('keys.never')),
+      html`<a href="/console/users/${user.id}">${user.email}</a>`,
+      roleWord(ctx, user.role),
+      orgWord(ctx, user),
+      t(`users.status.${user.status}`),
+      user.totp_secret_sealed !== null ? t('users.yes') : t('users.no'),
+      atMinute(toIso(user.last_login_at)) || t('keys.never'),
     ]);
     const option = (role: ConsoleRole) =>
-      `<option value="${role}"${form.role === role ? ' selected' : ''}>${escapeHtml(roleWord(ctx, role))}</option>`;
-    const invite = `<form method="post" action="/console/users" class="console-form">
-${csrfInput(state.claims.csrf)}
-<fieldset><legend>${escapeHtml(t('users.invite'))}</legend>
-<label for="invite-email">${escapeHtml(t('signin.email'))}</label>
-<input id="invite-email" name="email" type="email" required maxlength="254" autocomplete="off" value="${escapeHtml(form.email)}">
-<label for="invite-role">${escapeHtml(t('users.role'))}</label>
-<select id="invite-role" name="role">${CONSOLE_ROLES.map(option).join('')}</select>
-<label for="invite-org">${escapeHtml(t('users.org_label'))}</label>
-<input id="invite-org" name="org" maxlength="24" autocomplete="off" aria-describedby="invite-org-hint" value="${escapeHtml(form.org)}">
-<p id="invite-org-hint" class="hint">${escapeHtml(t('users.org_hint'))}</p>
-<button type="submit" class="primary">${escapeHtml(t('users.invite_submit'))}</button>
+      html`<option value="${role}"${form.role === role && SELECTED}>${roleWord(ctx, role)}</option>`;
+    const invite = html`<form method="post" action="/console/users" class="console-form">
+${csrfField(state.claims.csrf)}
+<fieldset><legend>${t('users.invite')}</legend>
+<label for="invite-email">${t('signin.email')}</label>
+<input id="invite-email" name="email" type="email" required maxlength="254" autocomplete="off" value="${form.email}">
+<label for="invite-role">${t('users.role')}</label>
+<select id="invite-role" name="role">${CONSOLE_ROLES.map(option)}</select>
+<label for="invite-org">${t('users.org_label')}</label>
+<input id="invite-org" name="org" maxlength="24" autocomplete="off" aria-describedby="invite-org-hint" value="${form.org}">
+<p id="invite-org-hint" class="hint">${t('users.org_hint')}</p>
+<button type="submit" class="primary">${t('users.invite_submit')}</button>
 </fieldset>
 </form>`;
     kit.send(
@@ -130,22 +131,19 @@ ${csrfInput(state.claims.csrf)}
       layout(
         kit.pageContext(ctx),
         t('users.title'),
-        notice +
-          table(
-            t('users.caption'),
-            [
-              t('signin.email'),
-              t('users.role'),
-              t('users.org'),
-              t('keys.status'),
-              t('users.totp'),
-              t('users.last_sign_in'),
-            ],
-            cells,
-            t('users.empty'),
-          ) +
-          pager('/console/users', ctx.query, window.page, total, pagerWords(state.locale)) +
-          invite,
+        html`${notice}${table(
+          t('users.caption'),
+          [
+            t('signin.email'),
+            t('users.role'),
+            t('users.org'),
+            t('keys.status'),
+            t('users.totp'),
+            t('users.last_sign_in'),
+          ],
+          cells,
+          t('users.empty'),
+        )}${pager('/console/users', ctx.query, window.page, total, pagerWords(state.locale))}${invite}`,
       ),
     );
   };
@@ -160,7 +158,7 @@ ${csrfInput(state.claims.csrf)}
     return { ...user, org_name: org?.name ?? null };
   };
 
-  const renderUser = async (ctx: Context, status: number, notice: string) => {
+  const renderUser = async (ctx: Context, status: number, notice: HtmlValue) => {
     const state = kit.state(ctx);
     const t = words(ctx);
     const user = await userOfUrl(ctx);
@@ -178,26 +176,26 @@ ${csrfInput(state.claims.csrf)}
     const forms =
       user.status === 'disabled' || self
         ? ''
-        : `<form method="post" action="/console/users/${user.id}/reset" class="console-form">${csrfInput(csrf)}
-<fieldset><legend>${escapeHtml(t('users.reset'))}</legend>
-<p>${escapeHtml(t('users.reset_explained'))}</p>
-${user.totp_secret_sealed !== null ? `<label class="check"><input type="checkbox" name="remove_totp" value="yes"> ${escapeHtml(t('users.reset_remove_totp'))}</label>` : ''}
-<label class="check"><input type="checkbox" name="confirm" value="yes" required> ${escapeHtml(t('users.reset_confirm'))}</label>
-<button type="submit">${escapeHtml(t('users.reset'))}</button></fieldset></form>
-<form method="post" action="/console/users/${user.id}/disable" class="console-form">${csrfInput(csrf)}
-<fieldset class="danger"><legend>${escapeHtml(t('users.disable'))}</legend>
-<label class="check"><input type="checkbox" name="confirm" value="yes" required> ${escapeHtml(t('users.disable_confirm'))}</label>
-<button type="submit" class="danger">${escapeHtml(t('users.disable'))}</button></fieldset></form>`;
+        : html`<form method="post" action="/console/users/${user.id}/reset" class="console-form">${csrfField(csrf)}
+<fieldset><legend>${t('users.reset')}</legend>
+<p>${t('users.reset_explained')}</p>
+${user.totp_secret_sealed !== null ? html`<label class="check"><input type="checkbox" name="remove_totp" value="yes"> ${t('users.reset_remove_totp')}</label>` : ''}
+<label class="check"><input type="checkbox" name="confirm" value="yes" required> ${t('users.reset_confirm')}</label>
+<button type="submit">${t('users.reset')}</button></fieldset></form>
+<form method="post" action="/console/users/${user.id}/disable" class="console-form">${csrfField(csrf)}
+<fieldset class="danger"><legend>${t('users.disable')}</legend>
+<label class="check"><input type="checkbox" name="confirm" value="yes" required> ${t('users.disable_confirm')}</label>
+<button type="submit" class="danger">${t('users.disable')}</button></fieldset></form>`;
     kit.send(
       ctx,
       status,
       layout(
         kit.pageContext(ctx),
         user.email,
-        `<p><a href="/console/users">${escapeHtml(t('users.back'))}</a></p>
+        html`<p><a href="/console/users">${t('users.back')}</a></p>
 ${notice}
-${factsHtml(facts.map(([term, value]) => [term, escapeHtml(value)]))}
-${self ? `<p>${escapeHtml(t('users.self'))}</p>` : ''}
+${factsHtml(facts)}
+${self ? html`<p>${t('users.self')}</p>` : ''}
 ${forms}`,
       ),
     );
@@ -227,7 +225,7 @@ ${forms}`,
       }
     };
 
-  router.get('/users', operatorsOnly, (ctx) => renderList(ctx, 200, '', EMPTY_FORM));
+  router.get('/users', operatorsOnly, (ctx) => renderList(ctx, 200, null, EMPTY_FORM));
 
   router.post(
     '/users',
@@ -277,13 +275,13 @@ ${forms}`,
     '/users/:user',
     operatorsOnly,
     guarded(
-      (ctx) => renderUser(ctx, 200, ''),
+      (ctx) => renderUser(ctx, 200, null),
       (ctx, message, status) => renderUser(ctx, status, problemHtml(message)),
     ),
   );
 
   /** A change to one user: confirmed, never to oneself (an operator must not lock themself out). */
-  const change = (work: (ctx: Context, user: ConsoleUserRow) => Promise<string>) =>
+  const change = (work: (ctx: Context, user: ConsoleUserRow) => Promise<Html>) =>
     guarded(
       async (ctx) => {
         const user = await userOfUrl(ctx);
