@@ -9,10 +9,11 @@
 // regular expressions never count.
 //
 // Usage: node scripts/check-html.js [ROOT] (default: the checkout this script is in).
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join, relative, sep } from 'node:path';
 import { fileURLToPath, URL } from 'node:url';
 import ts from 'typescript';
+import { sourceFiles } from './check-table-owners.js';
 
 /** Files that may call trustedHtml(), and how many times: fixed markup of ours (inline SVG icons). */
 export const ALLOWED_TRUSTED = { 'src/widget/page.ts': 2 };
@@ -65,22 +66,12 @@ export function checkSource(path, text) {
   return problems;
 }
 
-function sourceFiles(root, dir) {
-  const files = [];
-  for (const name of readdirSync(join(root, dir))) {
-    const path = join(dir, name);
-    if (statSync(join(root, path)).isDirectory()) files.push(...sourceFiles(root, path));
-    else if (/\.(ts|tsx|mts)$/.test(name) && !name.endsWith('.d.ts')) files.push(path);
-  }
-  return files;
-}
-
 export function checkTree(root) {
   const problems = [];
-  for (const file of sourceFiles(root, 'src')) {
-    const path = relative(root, join(root, file)).split(sep).join('/');
-    if (path.startsWith(KIT)) continue;
-    problems.push(...checkSource(path, readFileSync(join(root, file), 'utf8')));
+  for (const file of sourceFiles(join(root, 'src'))) {
+    const path = relative(root, file).split(sep).join('/');
+    if (path.startsWith(KIT) || !/\.m?tsx?$/.test(path)) continue;
+    problems.push(...checkSource(path, readFileSync(file, 'utf8')));
   }
   return problems;
 }
