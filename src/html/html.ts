@@ -198,6 +198,7 @@ function holesOf(strings: readonly string[]): Hole[] {
         if (/<\/?$/.test(strings[s]!)) refuse("no value in a tag's name", s);
         holes.push('text');
         break;
+      case 'tag-name': // `<fieldset${DANGER}>`: after a whole name, as after an attribute
       case 'tag':
       case 'after-attribute-name':
         holes.push('between-attributes');

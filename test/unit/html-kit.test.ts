@@ -59,6 +59,8 @@ t.test('between attributes only markup fits', async (t) => {
   const on = html` selected`;
   t.equal(text(html`<option value="a"${on}>a</option>`), '<option value="a" selected>a</option>');
   t.equal(text(html`<option value="a"${false}>a</option>`), '<option value="a">a</option>');
+  t.equal(text(html`<fieldset${on}></fieldset>`), '<fieldset selected></fieldset>');
+  t.throws(() => html`<fieldset${' class="x"'}></fieldset>`, HtmlTemplateError);
   t.throws(() => html`<option value="a"${' onclick=alert(1)'}>a</option>`, HtmlTemplateError);
 });
 
