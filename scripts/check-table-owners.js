@@ -153,7 +153,7 @@ export function writesIn(text) {
   return found;
 }
 
-function sourceFiles(dir) {
+export function sourceFiles(dir) {
   let entries;
   try {
     entries = readdirSync(dir);

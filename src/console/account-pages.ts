@@ -1,8 +1,8 @@
 import type Router from '@koa/router';
 import type { Context } from 'koa';
-import { escapeHtml } from '../widget/page.js';
+import { html, type HtmlValue } from '../html/html.js';
 import type { ConsoleState, ConsoleKit } from './kit.js';
-import { layout } from './pages.js';
+import { layout, totpField } from './pages.js';
 import {
   acceptedStep,
   base32Decode,
@@ -16,7 +16,7 @@ import {
 } from './totp.js';
 import { disableTotp, enableTotp } from './users.js';
 import { verifyPassword } from './passwords.js';
-import { csrfInput, noticeHtml, problemHtml } from './views.js';
+import { csrfField, noticeHtml, problemHtml } from './views.js';
 
 /*
  * The signed-in user's own account: whether their second factor (TOTP, totp.ts) is on, turning it on (a
@@ -27,12 +27,6 @@ import { csrfInput, noticeHtml, problemHtml } from './views.js';
 
 const ACCOUNT = '/console/account';
 
-/** The code field of both forms: six digits, as the sign-in page asks for them. */
-function codeField(label: string): string {
-  return `<label for="totp">${escapeHtml(label)}</label>
-<input id="totp" name="totp" inputmode="numeric" autocomplete="one-time-code" pattern="[0-9]{6}" maxlength="6" required>`;
-}
-
 export function registerAccountPages(router: Router, kit: ConsoleKit): void {
   const { db, clock, secrets, config } = kit.services;
   const state = (ctx: Context) => ctx.state.console as ConsoleState;
@@ -40,22 +34,22 @@ export function registerAccountPages(router: Router, kit: ConsoleKit): void {
   const pageContext = (ctx: Context) => ({ ...kit.pageContext(ctx), current: 'account' as const });
 
   /** The account page, with `notice` (HTML) above: what just changed, or why it was refused. */
-  const renderAccount = (ctx: Context, status: number, notice: string) => {
+  const renderAccount = (ctx: Context, status: number, notice: HtmlValue) => {
     const { user, claims } = state(ctx);
     const t = words(ctx);
     const on = user.totp_secret_sealed !== null;
     const form = on
-      ? `<form method="post" action="${ACCOUNT}/totp/disable" class="console-form">${csrfInput(claims.csrf)}
-<fieldset><legend>${escapeHtml(t('totp.turn_off'))}</legend>
-<p>${escapeHtml(t('totp.turn_off_intro'))}</p>
-<input type="hidden" name="email" autocomplete="username" value="${escapeHtml(user.email)}">
-<label for="password">${escapeHtml(t('signin.password'))}</label>
+      ? html`<form method="post" action="${ACCOUNT}/totp/disable" class="console-form">${csrfField(claims.csrf)}
+<fieldset><legend>${t('totp.turn_off')}</legend>
+<p>${t('totp.turn_off_intro')}</p>
+<input type="hidden" name="email" autocomplete="username" value="${user.email}">
+<label for="password">${t('signin.password')}</label>
 <input id="password" name="password" type="password" autocomplete="current-password" required maxlength="256">
-${codeField(t('signin.totp'))}
-<button type="submit" class="danger">${escapeHtml(t('totp.turn_off'))}</button>
+${totpField(t('signin.totp'))}
+<button type="submit" class="danger">${t('totp.turn_off')}</button>
 </fieldset></form>`
-      : `<form method="post" action="${ACCOUNT}/totp/start" class="console-form">${csrfInput(claims.csrf)}
-<button type="submit" class="primary">${escapeHtml(t('totp.turn_on'))}</button>
+      : html`<form method="post" action="${ACCOUNT}/totp/start" class="console-form">${csrfField(claims.csrf)}
+<button type="submit" class="primary">${t('totp.turn_on')}</button>
 </form>`;
     kit.send(
       ctx,
@@ -63,18 +57,24 @@ ${codeField(t('signin.totp'))}
       layout(
         pageContext(ctx),
         t('account.title'),
-        `${notice}
-<p>${escapeHtml(t('overview.signed_in', { email: user.email, role: t(`role.${user.role}`) }))}</p>
-<h2>${escapeHtml(t('totp.heading'))}</h2>
-<p><strong>${escapeHtml(t(on ? 'totp.is_on' : 'totp.is_off'))}</strong></p>
-<p>${escapeHtml(t(on ? 'totp.lost' : 'totp.about'))}</p>
+        html`${notice}
+<p>${t('overview.signed_in', { email: user.email, role: t(`role.${user.role}`) })}</p>
+<h2>${t('totp.heading')}</h2>
+<p><strong>${t(on ? 'totp.is_on' : 'totp.is_off')}</strong></p>
+<p>${t(on ? 'totp.lost' : 'totp.about')}</p>
 ${form}`,
       ),
     );
   };
 
   /** The enrolment page for `secret` (base32), carried to the next step sealed in `sealed`. */
-  const renderEnrolment = (ctx: Context, status: number, secret: string, sealed: string, problem = '') => {
+  const renderEnrolment = (
+    ctx: Context,
+    status: number,
+    secret: string,
+    sealed: string,
+    problem: HtmlValue = null,
+  ) => {
     const { user, claims } = state(ctx);
     const t = words(ctx);
     const uri = otpauthUri(config.widget.name, user.email, secret);
@@ -84,30 +84,30 @@ ${form}`,
       layout(
         pageContext(ctx),
         t('totp.enrol_title'),
-        `${problem}
+        html`${problem}
 <ol class="steps">
-<li>${escapeHtml(t('totp.enrol_app'))}</li>
-<li>${escapeHtml(t('totp.enrol_add'))}
+<li>${t('totp.enrol_app')}</li>
+<li>${t('totp.enrol_add')}
 <dl class="facts">
-<dt>${escapeHtml(t('totp.secret'))}</dt><dd><code id="totp-secret" class="totp-key">${escapeHtml(groupedSecret(secret))}</code></dd>
-<dt>${escapeHtml(t('totp.uri'))}</dt><dd><code class="totp-uri">${escapeHtml(uri)}</code></dd>
+<dt>${t('totp.secret')}</dt><dd><code id="totp-secret" class="totp-key">${groupedSecret(secret)}</code></dd>
+<dt>${t('totp.uri')}</dt><dd><code class="totp-uri">${uri}</code></dd>
 </dl></li>
-<li>${escapeHtml(t('totp.enrol_code'))}</li>
+<li>${t('totp.enrol_code')}</li>
 </ol>
-<form method="post" action="${ACCOUNT}/totp/confirm" class="console-form">${csrfInput(claims.csrf)}
-<input type="hidden" name="enrolment" value="${escapeHtml(sealed)}">
-<input type="hidden" name="email" autocomplete="username" value="${escapeHtml(user.email)}">
-<label for="password">${escapeHtml(t('signin.password'))}</label>
+<form method="post" action="${ACCOUNT}/totp/confirm" class="console-form">${csrfField(claims.csrf)}
+<input type="hidden" name="enrolment" value="${sealed}">
+<input type="hidden" name="email" autocomplete="username" value="${user.email}">
+<label for="password">${t('signin.password')}</label>
 <input id="password" name="password" type="password" autocomplete="current-password" required maxlength="256">
-${codeField(t('signin.totp'))}
-<button type="submit" class="primary">${escapeHtml(t('totp.confirm'))}</button>
+${totpField(t('signin.totp'))}
+<button type="submit" class="primary">${t('totp.confirm')}</button>
 </form>
-<p><a href="${ACCOUNT}">${escapeHtml(t('totp.cancel'))}</a></p>`,
+<p><a href="${ACCOUNT}">${t('totp.cancel')}</a></p>`,
       ),
     );
   };
 
-  router.get('/account', (ctx) => renderAccount(ctx, 200, ''));
+  router.get('/account', (ctx) => renderAccount(ctx, 200, null));
 
   // A new secret: shown on the page and carried back sealed (totp.ts says why); nothing is saved yet.
   router.post('/account/totp/start', (ctx) => {

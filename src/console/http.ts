@@ -7,9 +7,10 @@ import { koaBody } from 'koa-body';
 import type { ConsoleKit, ConsoleState } from './kit.js';
 import { recordAudit } from '../audit/audit-log.js';
 import type { AppServices } from '../api/services.js';
+import { html } from '../html/html.js';
+import { pageHeaders, sendHtml } from '../html/respond.js';
 import { ApiError } from '../errors/api-error.js';
 import { chooseLocale, type Locale } from '../widget/messages.js';
-import { escapeHtml } from '../widget/page.js';
 import { consoleMessage, wordsFor, type ConsoleMessageKey } from './messages.js';
 import { PasswordChecksBusy } from './passwords.js';
 import { acceptPage, layout, messagePage, signInPage, type PageContext } from './pages.js';
@@ -67,6 +68,16 @@ const ACTIONS = new Set([
   'enable',
   'reset',
 ]);
+/** The console's pages load only the appliance's own files, post only to it, and are never framed. */
+const CSP = [
+  "default-src 'none'",
+  "style-src 'self'",
+  "img-src 'self' data:",
+  "script-src 'self'",
+  "form-action 'self'",
+  "frame-ancestors 'none'",
+  "base-uri 'none'",
+];
 /** Forms are a few fields: a larger body is no form of ours. */
 const FORM_LIMIT = '16kb';
 
@@ -175,11 +186,7 @@ export function consoleRouter(services: AppServices): Router {
       : null,
     scope: state?.scope && section !== undefined ? { ...state.scope, section } : undefined,
   });
-  const send = (ctx: Context, status: number, html: string) => {
-    ctx.status = status;
-    ctx.type = 'text/html; charset=utf-8';
-    ctx.body = html;
-  };
+  const send = sendHtml;
   const text = (ctx: Context, key: ConsoleMessageKey, values?: Record<string, string>) =>
     consoleMessage(localeOf(ctx), key, values);
   const refuse = (ctx: Context, status: number, key: ConsoleMessageKey, state?: ConsoleState) =>
@@ -276,14 +283,7 @@ export function consoleRouter(services: AppServices): Router {
   // Every console response: never cached, never framed, no referrer (an invitation's URL holds its token).
   router.use(async (ctx, next) => {
     ctx.state.routePath = '/console';
-    ctx.set('Cache-Control', 'no-store');
-    ctx.set('Referrer-Policy', 'no-referrer');
-    ctx.set('X-Content-Type-Options', 'nosniff');
-    ctx.set('X-Frame-Options', 'DENY');
-    ctx.set(
-      'Content-Security-Policy',
-      "default-src 'none'; style-src 'self'; img-src 'self' data:; script-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
-    );
+    pageHeaders(ctx, CSP);
     ctx.set('Vary', 'Accept-Language, Cookie');
     // The console's only credential is its session: an API key sent here is a mistake worth naming.
     if (ctx.get('Authorization')) return refuse(ctx, 401, 'error.api_key');
@@ -481,9 +481,9 @@ export function consoleRouter(services: AppServices): Router {
     const { data, total } = await pageOrganisations(db.reader, window);
     const t = wordsFor(state.locale);
     const rows = data.map((org) => [
-      `<a href="/console/o/${org.id}/test">${escapeHtml(shownName(state.locale, org.name))}</a>`,
-      `<code>${org.id}</code>`,
-      escapeHtml(org.created_at.slice(0, 10)),
+      html`<a href="/console/o/${org.id}/test">${shownName(state.locale, org.name)}</a>`,
+      html`<code>${org.id}</code>`,
+      org.created_at.slice(0, 10),
     ]);
     send(
       ctx,
@@ -491,8 +491,7 @@ export function consoleRouter(services: AppServices): Router {
       layout(
         pageContext(ctx, state),
         t('orgs.title'),
-        table(t('orgs.caption'), [t('orgs.name'), 'ID', t('orgs.created')], rows, t('orgs.empty')) +
-          pager('/console/orgs', ctx.query, window.page, total, pagerWords(state.locale)),
+        html`${table(t('orgs.caption'), [t('orgs.name'), 'ID', t('orgs.created')], rows, t('orgs.empty'))}${pager('/console/orgs', ctx.query, window.page, total, pagerWords(state.locale))}`,
       ),
     );
   });

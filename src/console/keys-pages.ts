@@ -12,7 +12,7 @@ import {
   rotateApiKey,
   setKeyRateLimits,
 } from '../keys/keys.js';
-import { escapeHtml } from '../widget/page.js';
+import { html, join, type Html, type HtmlValue } from '../html/html.js';
 import { may, scopePath } from './access.js';
 import type { ConsoleKit } from './kit.js';
 import { shownName } from './format.js';
@@ -20,7 +20,7 @@ import { codeWord } from './messages.js';
 import { layout } from './pages.js';
 import {
   atMinute,
-  csrfInput,
+  csrfField,
   factsHtml,
   noticeHtml,
   pager,
@@ -28,6 +28,7 @@ import {
   pageWindow,
   problemHtml,
   secretOnce,
+  SELECTED,
   table,
 } from './views.js';
 
@@ -48,7 +49,7 @@ export function registerKeyPages(router: Router, kit: ConsoleKit): void {
   const { words } = kit;
 
   /** The keys page, with `notice` (HTML) above the table: a secret shown once, or what just changed. */
-  const renderKeys = async (ctx: Context, status: number, notice: string) => {
+  const renderKeys = async (ctx: Context, status: number, notice: HtmlValue) => {
     const state = kit.state(ctx);
     const t = words(ctx);
     const base = `${scopePath(state.scope)}/keys`;
@@ -57,14 +58,14 @@ export function registerKeyPages(router: Router, kit: ConsoleKit): void {
     const manage = may(state.user, 'manage');
     const csrf = state.claims.csrf;
     const rows = data.map((key) => [
-      `<a href="${base}/${key.id}"><code>${key.id}</code></a>`,
-      `<code>${escapeHtml(key.redacted)}</code>`,
-      escapeHtml(codeWord(state.locale, 'key_type', key.type)),
-      escapeHtml(shownName(state.locale, key.name ?? '')),
-      escapeHtml(codeWord(state.locale, 'key_status', key.status)),
-      escapeHtml(atMinute(key.created_at)),
-      escapeHtml(atMinute(key.last_used_at) || t('keys.never')),
-      escapeHtml(atMinute(key.expires_at) || '-'),
+      html`<a href="${base}/${key.id}"><code>${key.id}</code></a>`,
+      html`<code>${key.redacted}</code>`,
+      codeWord(state.locale, 'key_type', key.type),
+      shownName(state.locale, key.name ?? ''),
+      codeWord(state.locale, 'key_status', key.status),
+      atMinute(key.created_at),
+      atMinute(key.last_used_at) || t('keys.never'),
+      atMinute(key.expires_at) || '-',
     ]);
     const headers = [
       t('keys.id'),
@@ -78,29 +79,27 @@ export function registerKeyPages(router: Router, kit: ConsoleKit): void {
     ];
     const ceilings = await organisationCeilings(db.reader, state.scope.orgId, config.rateLimits);
     // One row a group: a `group=rate:burst` list ran 72 px past a phone's width.
-    const ceilingFacts = `<h2>${escapeHtml(t('keys.ceilings'))}</h2>${factsHtml(
+    const ceilingFacts = html`<h2>${t('keys.ceilings')}</h2>${factsHtml(
       Object.entries(ceilings).map(([group, limit]) => [
         group,
-        escapeHtml(
-          t('keys.ceiling_value', { per_minute: String(limit.perMinute), burst: String(limit.burst) }),
-        ),
+        t('keys.ceiling_value', { per_minute: String(limit.perMinute), burst: String(limit.burst) }),
       ]),
     )}`;
     const govern = may(state.user, 'govern')
-      ? `<form method="post" action="${scopePath(state.scope)}/ceilings" class="console-form">${csrfInput(csrf)}
-<fieldset><legend>${escapeHtml(t('keys.ceilings_set'))}</legend>
+      ? html`<form method="post" action="${scopePath(state.scope)}/ceilings" class="console-form">${csrfField(csrf)}
+<fieldset><legend>${t('keys.ceilings_set')}</legend>
 ${limitFields(t, 'ceiling')}
-<button type="submit">${escapeHtml(t('keys.ceilings_set'))}</button></fieldset></form>`
+<button type="submit">${t('keys.ceilings_set')}</button></fieldset></form>`
       : '';
     const issue = manage
-      ? `<form method="post" action="${base}" class="console-form">
-${csrfInput(csrf)}
-<fieldset><legend>${escapeHtml(t('keys.issue'))}</legend>
-<label><input type="radio" name="type" value="secret" checked> ${escapeHtml(t('keys.type.secret'))}</label>
-<label><input type="radio" name="type" value="publishable"> ${escapeHtml(t('keys.type.publishable'))}</label>
-<label for="key-name">${escapeHtml(t('keys.name_label'))}</label>
+      ? html`<form method="post" action="${base}" class="console-form">
+${csrfField(csrf)}
+<fieldset><legend>${t('keys.issue')}</legend>
+<label><input type="radio" name="type" value="secret" checked> ${t('keys.type.secret')}</label>
+<label><input type="radio" name="type" value="publishable"> ${t('keys.type.publishable')}</label>
+<label for="key-name">${t('keys.name_label')}</label>
 <input id="key-name" name="name" maxlength="100">
-<button type="submit" class="primary">${escapeHtml(t('keys.submit'))}</button>
+<button type="submit" class="primary">${t('keys.submit')}</button>
 </fieldset>
 </form>`
       : '';
@@ -110,12 +109,13 @@ ${csrfInput(csrf)}
       layout(
         kit.pageContext(ctx, '/keys'),
         t('keys.title'),
-        notice +
-          table(t('keys.caption'), headers, rows, t('keys.empty')) +
-          pager(base, ctx.query, window.page, total, pagerWords(state.locale)) +
-          issue +
-          ceilingFacts +
-          govern,
+        html`${notice}${table(t('keys.caption'), headers, rows, t('keys.empty'))}${pager(
+          base,
+          ctx.query,
+          window.page,
+          total,
+          pagerWords(state.locale),
+        )}${issue}${ceilingFacts}${govern}`,
       ),
     );
   };
@@ -126,10 +126,10 @@ ${csrfInput(csrf)}
   };
 
   /** A change to keys: only `manage` may; an error of the request is shown on the page, nothing changed. */
-  const change = (work: (ctx: Context) => Promise<string>) => async (ctx: Context) => {
+  const change = (work: (ctx: Context) => Promise<Html>) => async (ctx: Context) => {
     const state = kit.state(ctx);
     if (!may(state.user, 'manage')) return kit.refuse(ctx, 403, 'error.forbidden');
-    let shown: string;
+    let shown: Html;
     try {
       shown = await work(ctx);
     } catch (error) {
@@ -144,7 +144,7 @@ ${csrfInput(csrf)}
   const scopedKey = (ctx: Context) =>
     findScopedKey(db.reader, kit.state(ctx).scope, (ctx.params as { key: string }).key, clock.now());
 
-  router.get('/o/:org/:mode/keys', kit.scoped, (ctx) => renderKeys(ctx, 200, ''));
+  router.get('/o/:org/:mode/keys', kit.scoped, (ctx) => renderKeys(ctx, 200, null));
 
   // One key: what it is, and (for those who may) rotate, revoke and limits.
   router.get('/o/:org/:mode/keys/:key', kit.scoped, async (ctx) => {
@@ -156,44 +156,47 @@ ${csrfInput(csrf)}
     const limits = Object.entries(key.rate_limits ?? {})
       .map(([name, limit]) => `${name}=${limit.perMinute}:${limit.burst}`)
       .join(', ');
-    const facts: [string, string][] = [
-      [t('keys.key'), `<code>${escapeHtml(key.redacted)}</code>`],
-      [t('keys.type'), escapeHtml(codeWord(state.locale, 'key_type', key.type))],
-      [t('keys.name'), escapeHtml(shownName(state.locale, key.name ?? '-'))],
-      [t('keys.status'), escapeHtml(codeWord(state.locale, 'key_status', key.status))],
-      [t('keys.created'), escapeHtml(atMinute(key.created_at))],
-      [t('keys.last_used'), escapeHtml(atMinute(key.last_used_at) || t('keys.never'))],
-      [t('keys.expires'), escapeHtml(atMinute(key.expires_at) || '-')],
-      [t('keys.limits'), escapeHtml(limits || t('keys.limits_default'))],
+    const facts: [string, HtmlValue][] = [
+      [t('keys.key'), html`<code>${key.redacted}</code>`],
+      [t('keys.type'), codeWord(state.locale, 'key_type', key.type)],
+      [t('keys.name'), shownName(state.locale, key.name ?? '-')],
+      [t('keys.status'), codeWord(state.locale, 'key_status', key.status)],
+      [t('keys.created'), atMinute(key.created_at)],
+      [t('keys.last_used'), atMinute(key.last_used_at) || t('keys.never')],
+      [t('keys.expires'), atMinute(key.expires_at) || '-'],
+      [t('keys.limits'), limits || t('keys.limits_default')],
     ];
     const active = key.status !== 'revoked' && key.status !== 'expired';
     const forms =
       may(state.user, 'manage') && active
-        ? [
-            key.rotated_to
-              ? ''
-              : `<form method="post" action="${base}/${key.id}/rotate" class="console-form">${csrfInput(csrf)}
-<fieldset><legend>${escapeHtml(t('keys.rotate'))}</legend>
-<label for="grace">${escapeHtml(t('keys.grace'))}</label>
-<select id="grace" name="grace_hours">${GRACE_HOURS.map((hours) => `<option value="${hours}"${hours === 24 ? ' selected' : ''}>${escapeHtml(t('keys.grace_hours', { hours: String(hours) }))}</option>`).join('')}</select>
-<button type="submit">${escapeHtml(t('keys.rotate'))}</button></fieldset></form>`,
-            `<form method="post" action="${base}/${key.id}/limits" class="console-form">${csrfInput(csrf)}
-<fieldset><legend>${escapeHtml(t('keys.limits'))}</legend>
+        ? join(
+            [
+              key.rotated_to
+                ? null
+                : html`<form method="post" action="${base}/${key.id}/rotate" class="console-form">${csrfField(csrf)}
+<fieldset><legend>${t('keys.rotate')}</legend>
+<label for="grace">${t('keys.grace')}</label>
+<select id="grace" name="grace_hours">${GRACE_HOURS.map((hours) => html`<option value="${hours}"${hours === 24 && SELECTED}>${t('keys.grace_hours', { hours: String(hours) })}</option>`)}</select>
+<button type="submit">${t('keys.rotate')}</button></fieldset></form>`,
+              html`<form method="post" action="${base}/${key.id}/limits" class="console-form">${csrfField(csrf)}
+<fieldset><legend>${t('keys.limits')}</legend>
 ${limitFields(t, 'limit')}
-<button type="submit">${escapeHtml(t('keys.limits_set'))}</button></fieldset></form>`,
-            `<form method="post" action="${base}/${key.id}/revoke" class="console-form">${csrfInput(csrf)}
-<fieldset class="danger"><legend>${escapeHtml(t('keys.revoke'))}</legend>
-<label class="check"><input type="checkbox" name="confirm" value="yes" required> ${escapeHtml(t('keys.revoke_confirm'))}</label>
-<button type="submit" class="danger">${escapeHtml(t('keys.revoke'))}</button></fieldset></form>`,
-          ].join('\n')
-        : '';
+<button type="submit">${t('keys.limits_set')}</button></fieldset></form>`,
+              html`<form method="post" action="${base}/${key.id}/revoke" class="console-form">${csrfField(csrf)}
+<fieldset class="danger"><legend>${t('keys.revoke')}</legend>
+<label class="check"><input type="checkbox" name="confirm" value="yes" required> ${t('keys.revoke_confirm')}</label>
+<button type="submit" class="danger">${t('keys.revoke')}</button></fieldset></form>`,
+            ],
+            '\n',
+          )
+        : null;
     kit.send(
       ctx,
       200,
       layout(
         kit.pageContext(ctx, '/keys'),
         key.id,
-        `<p><a href="${base}">${escapeHtml(t('keys.back'))}</a></p>
+        html`<p><a href="${base}">${t('keys.back')}</a></p>
 ${factsHtml(facts)}
 ${forms}`,
       ),
@@ -346,11 +349,11 @@ ${forms}`,
 }
 
 /** A group's select and its rate and burst inputs; `id` keeps two such forms' labels apart. */
-function limitFields(t: ReturnType<ConsoleKit['words']>, id: string): string {
-  return `<label for="${id}-group">${escapeHtml(t('keys.limits_group'))}</label>
-<select id="${id}-group" name="group">${RATE_GROUPS.map((group) => `<option>${group}</option>`).join('')}</select>
-<label for="${id}-per-minute">${escapeHtml(t('keys.limits_per_minute'))}</label>
+function limitFields(t: ReturnType<ConsoleKit['words']>, id: string): Html {
+  return html`<label for="${id}-group">${t('keys.limits_group')}</label>
+<select id="${id}-group" name="group">${RATE_GROUPS.map((group) => html`<option>${group}</option>`)}</select>
+<label for="${id}-per-minute">${t('keys.limits_per_minute')}</label>
 <input id="${id}-per-minute" name="per_minute" type="number" min="1" max="1000000000" required>
-<label for="${id}-burst">${escapeHtml(t('keys.limits_burst'))}</label>
+<label for="${id}-burst">${t('keys.limits_burst')}</label>
 <input id="${id}-burst" name="burst" type="number" min="1" max="1000000000">`;
 }

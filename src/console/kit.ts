@@ -1,5 +1,6 @@
 import type { Context, Next } from 'koa';
 import type { AppServices } from '../api/services.js';
+import type { Html } from '../html/html.js';
 import type { Locale } from '../widget/messages.js';
 import type { ConsoleScope } from './access.js';
 import type { ConsoleMessageKey, Words } from './messages.js';
@@ -28,7 +29,7 @@ export interface ConsoleKit {
   services: AppServices;
   /** Route middleware of every page under /o/:org/:mode: resolves the scope, or answers 404. */
   scoped(ctx: Context, next: Next): Promise<void>;
-  send(ctx: Context, status: number, html: string): void;
+  send(ctx: Context, status: number, page: Html): void;
   /** The page context of a signed-in page; `section` is the page's path inside its scope (for the mode switch). */
   pageContext(ctx: Context, section?: string): PageContext;
   refuse(ctx: Context, status: number, key: ConsoleMessageKey): void;

@@ -9,15 +9,16 @@ import { rutSearchDigests } from '../links/rut-search.js';
 import { findLink, searchLinks, type LinkStatus } from '../links/store.js';
 import { recentMovementsOfAccounts } from '../movements/store.js';
 import { requestRefresh } from '../refresh/refresh.js';
-import { escapeHtml } from '../widget/page.js';
+import { html, type HtmlValue } from '../html/html.js';
 import { consolePrincipal, may, scopePath, type ConsoleAction } from './access.js';
 import type { ConsoleKit } from './kit.js';
 import { bankName, money } from './format.js';
 import { codeWord, stateWord, type ConsoleMessageKey, type Words } from './messages.js';
 import { layout } from './pages.js';
 import {
-  atMinute,
-  csrfInput,
+  cellText,
+  csrfField,
+  DANGER,
   factsHtml,
   filterSelect,
   noticeHtml,
@@ -26,6 +27,7 @@ import {
   pageWindow,
   problemHtml,
   table,
+  when,
 } from './views.js';
 
 /*
@@ -35,8 +37,6 @@ import {
  * admins, after a confirmation). Each action is in the audit log with the console user.
  */
 
-/** A time, or '-' for none. */
-const when = (iso: string | null | undefined) => atMinute(iso) || '-';
 const STATUSES: LinkStatus[] = ['active', 'expired'];
 /** Movements shown on a link's page: enough to see whether money is arriving, not a statement. */
 const RECENT_MOVEMENTS = 10;
@@ -83,23 +83,23 @@ export function registerLinkPages(router: Router, kit: ConsoleKit): void {
     const rutDigests = rutSearchDigests(services.secrets, query);
     const { rows, total } = await searchLinks(db.reader, state.scope, { query, status, rutDigests }, window);
     const cells = rows.map((row) => [
-      `<a href="${base}/${row.id}"><code>${row.id}</code></a>`,
-      escapeHtml(bankName(row.bank_id)),
-      escapeHtml(row.holder_name ?? '-'),
-      escapeHtml(row.external_user_id ?? '-'),
-      escapeHtml(stateWord(state.locale, row.status) + (row.paused ? `, ${t('links.paused')}` : '')),
-      escapeHtml(when(toIso(row.last_synced_at))),
+      html`<a href="${base}/${row.id}"><code>${row.id}</code></a>`,
+      bankName(row.bank_id),
+      row.holder_name ?? '-',
+      row.external_user_id ?? '-',
+      stateWord(state.locale, row.status) + (row.paused ? `, ${t('links.paused')}` : ''),
+      when(toIso(row.last_synced_at)),
     ]);
-    const search = `<form method="get" action="${base}" class="search-form" role="search">
-<label for="q">${escapeHtml(t('links.search'))}</label>
-<input id="q" name="q" type="search" value="${escapeHtml(query)}" maxlength="200">
-<label for="status">${escapeHtml(t('links.status_label'))}</label>
+    const search = html`<form method="get" action="${base}" class="search-form" role="search">
+<label for="q">${t('links.search')}</label>
+<input id="q" name="q" type="search" value="${query}" maxlength="200">
+<label for="status">${t('links.status_label')}</label>
 ${filterSelect(
   { id: 'status', name: 'status', any: t('links.status_any') },
   STATUSES.map((value) => [value, stateWord(state.locale, value)]),
   status,
 )}
-<button type="submit">${escapeHtml(t('links.search_submit'))}</button>
+<button type="submit">${t('links.search_submit')}</button>
 </form>`;
     kit.send(
       ctx,
@@ -107,21 +107,19 @@ ${filterSelect(
       layout(
         kit.pageContext(ctx, '/links'),
         t('links.title'),
-        search +
-          table(
-            t('links.caption'),
-            [
-              'ID',
-              t('links.bank'),
-              t('links.holder'),
-              t('links.external_user'),
-              t('links.status_label'),
-              t('links.last_synced'),
-            ],
-            cells,
-            t('links.empty'),
-          ) +
-          pager(base, ctx.query, window.page, total, pagerWords(state.locale)),
+        html`${search}${table(
+          t('links.caption'),
+          [
+            'ID',
+            t('links.bank'),
+            t('links.holder'),
+            t('links.external_user'),
+            t('links.status_label'),
+            t('links.last_synced'),
+          ],
+          cells,
+          t('links.empty'),
+        )}${pager(base, ctx.query, window.page, total, pagerWords(state.locale))}`,
       ),
     );
   });
@@ -136,7 +134,7 @@ ${filterSelect(
     return row;
   };
 
-  const renderLink = async (ctx: Context, status: number, notice: string) => {
+  const renderLink = async (ctx: Context, status: number, notice: HtmlValue) => {
     const state = kit.state(ctx);
     const t = words(ctx);
     const row = await scopedLink(ctx);
@@ -149,8 +147,8 @@ ${filterSelect(
     const link = inspection.link;
     const base = `${scopePath(state.scope)}/links/${row.id}`;
     const csrf = state.claims.csrf;
-    const button = (action: string, label: ConsoleMessageKey, extra = '', className = '') =>
-      `<form method="post" action="${base}/${action}" class="inline-form">${csrfInput(csrf)}${extra}<button type="submit"${className ? ` class="${className}"` : ''}>${escapeHtml(t(label))}</button></form>`;
+    const button = (action: string, label: ConsoleMessageKey, extra: HtmlValue = null, danger = false) =>
+      html`<form method="post" action="${base}/${action}" class="inline-form">${csrfField(csrf)}${extra}<button type="submit"${danger && DANGER}>${t(label)}</button></form>`;
     const actions = [
       may(state.user, 'operate')
         ? button(link.paused ? 'resume' : 'pause', link.paused ? 'link.resume' : 'link.pause')
@@ -160,12 +158,12 @@ ${filterSelect(
         ? button(
             'delete',
             'link.delete',
-            `<label class="check"><input type="checkbox" name="confirm" value="yes" required> ${escapeHtml(t('link.delete_confirm'))}</label>`,
-            'danger',
+            html`<label class="check"><input type="checkbox" name="confirm" value="yes" required> ${t('link.delete_confirm')}</label>`,
+            true,
           )
         : '',
-    ].join('');
-    const facts: [string, string][] = [
+    ];
+    const facts: [string, HtmlValue][] = [
       [t('links.bank'), bankName(link.bank_id)],
       [t('links.holder'), link.holder_name ?? '-'],
       [t('links.external_user'), link.external_user_id ?? '-'],
@@ -175,9 +173,8 @@ ${filterSelect(
       ],
       [t('links.last_synced'), when(link.last_synced_at)],
     ];
-    const section = (title: ConsoleMessageKey, headers: string[], rows: string[][]) =>
-      `<h2>${escapeHtml(t(title))}</h2>${table(t(title), headers, rows, t('link.none'))}`;
-    const text = (value: unknown) => escapeHtml(value === null || value === undefined ? '-' : String(value));
+    const section = (title: ConsoleMessageKey, headers: string[], rows: HtmlValue[][]) =>
+      html`<h2>${t(title)}</h2>${table(t(title), headers, rows, t('link.none'))}`;
     const stateOf = (value: string) => stateWord(state.locale, value);
     kit.send(
       ctx,
@@ -185,11 +182,11 @@ ${filterSelect(
       layout(
         kit.pageContext(ctx, '/links'),
         row.id,
-        `<p><a href="${scopePath(state.scope)}/links">${escapeHtml(t('link.back'))}</a></p>
+        html`<p><a href="${scopePath(state.scope)}/links">${t('link.back')}</a></p>
 ${notice}
-<h2>${escapeHtml(t('link.diagnosis'))}</h2>
-<ul class="diagnosis">${inspection.findings.map((finding) => `<li>${escapeHtml(findingText(t, finding))}</li>`).join('')}</ul>
-${factsHtml(facts.map(([term, value]) => [term, escapeHtml(value)]))}
+<h2>${t('link.diagnosis')}</h2>
+<ul class="diagnosis">${inspection.findings.map((finding) => html`<li>${findingText(t, finding)}</li>`)}</ul>
+${factsHtml(facts)}
 <div class="actions">${actions}</div>
 ${section(
   'link.accounts',
@@ -214,9 +211,9 @@ ${section(
       a.pending,
       when(a.refreshed_at),
     ]
-      .map(text)
+      .map(cellText)
       // The bank's words (a product's name, a movement's text) are data: not the console's to translate.
-      .map((cell, column) => (column === 1 ? `<span translate="no">${cell}</span>` : cell)),
+      .map((cell, column): HtmlValue => (column === 1 ? html`<span translate="no">${cell}</span>` : cell)),
   ),
 )}
 ${section(
@@ -224,8 +221,8 @@ ${section(
   [t('col.posted'), t('col.account'), t('col.description'), t('col.amount')],
   movements.map((m) =>
     [when(toIso(m.posted_at)), m.account_id, m.description, money(m.amount, m.currency, state.locale)]
-      .map(text)
-      .map((cell, column) => (column === 2 ? `<span translate="no">${cell}</span>` : cell)),
+      .map(cellText)
+      .map((cell, column): HtmlValue => (column === 2 ? html`<span translate="no">${cell}</span>` : cell)),
   ),
 )}
 ${section(
@@ -239,7 +236,7 @@ ${section(
       i.error_code,
       when(i.created_at),
       when(i.completed_at),
-    ].map(text),
+    ].map(cellText),
   ),
 )}
 ${section(
@@ -253,13 +250,13 @@ ${section(
       j.attempts,
       when(j.run_at),
       j.last_error,
-    ].map(text),
+    ].map(cellText),
   ),
 )}
 ${section(
   'link.events',
   ['ID', t('col.type'), t('col.created')],
-  inspection.events.map((e) => [e.id, e.type, when(e.created_at)].map(text)),
+  inspection.events.map((e) => [e.id, e.type, when(e.created_at)].map(cellText)),
 )}
 ${section(
   'link.deliveries',
@@ -281,14 +278,14 @@ ${section(
       d.attempts,
       d.last_response_status,
       d.last_error,
-    ].map(text),
+    ].map(cellText),
   ),
 )}`,
       ),
     );
   };
 
-  router.get('/o/:org/:mode/links/:link', kit.scoped, (ctx) => renderLink(ctx, 200, ''));
+  router.get('/o/:org/:mode/links/:link', kit.scoped, (ctx) => renderLink(ctx, 200, null));
 
   /** An action on a link: allowed for `needed`, audited, and shown on the link's page (or its error). */
   const act =
@@ -317,7 +314,7 @@ ${section(
         layout(
           kit.pageContext(ctx, '/links'),
           words(ctx)('links.title'),
-          `${notice}<p><a href="${scopePath(state.scope)}/links">${escapeHtml(words(ctx)('link.back'))}</a></p>`,
+          html`${notice}<p><a href="${scopePath(state.scope)}/links">${words(ctx)('link.back')}</a></p>`,
         ),
       );
     };

@@ -6,7 +6,7 @@ import { failedSyncJobsSince } from '../jobs/jobs.js';
 import { keyFiguresOfScope } from '../keys/keys.js';
 import { linkFiguresOfScope } from '../links/store.js';
 import { failingDeliveryCounts } from '../webhooks/deliveries.js';
-import { escapeHtml } from '../widget/page.js';
+import { html, join, type Html } from '../html/html.js';
 import { scopePath } from './access.js';
 import type { ConsoleKit } from './kit.js';
 import { type ConsoleMessageKey } from './messages.js';
@@ -34,14 +34,12 @@ export interface Figure {
 }
 
 /** Figures as a definition list: the label, then the number (a link where a list exists). */
-export function figuresHtml(figures: Figure[]): string {
+export function figuresHtml(figures: Figure[]): Html {
   const value = (figure: Figure) =>
-    (figure.href
-      ? `<a href="${escapeHtml(figure.href)}">${figure.value}</a>`
-      : `<span>${figure.value}</span>`) + (figure.note ? ` ${escapeHtml(figure.note)}` : '');
-  return `<dl class="facts figures">${figures
-    .map((figure) => `<dt>${escapeHtml(figure.label)}</dt><dd>${value(figure)}</dd>`)
-    .join('')}</dl>`;
+    html`${figure.href ? html`<a href="${figure.href}">${figure.value}</a>` : html`<span>${figure.value}</span>`}${figure.note && ` ${figure.note}`}`;
+  return html`<dl class="facts figures">${figures.map(
+    (figure) => html`<dt>${figure.label}</dt><dd>${value(figure)}</dd>`,
+  )}</dl>`;
 }
 
 /** How many institutions are in each health, and those that are not up (sorted by name). */
@@ -81,12 +79,9 @@ export function registerOverviewPage(router: Router, kit: ConsoleKit): void {
     // Only the banks this appliance can reach in the mode, as /v1/institutions lists them.
     const reachable = INSTITUTIONS.filter((bank) => services.connectors(bank.id, scope.mode) !== null);
     const banks = healthSummary(reachable, health);
-    const section = (title: ConsoleMessageKey, body: string) =>
-      `<section aria-labelledby="ov-${title.replace(/\W/g, '-')}"><h2 id="ov-${title.replace(/\W/g, '-')}">${escapeHtml(t(title))}</h2>${body}</section>`;
-    const body = [
-      `<p>${escapeHtml(t('overview.signed_in', { email: state.user.email, role: t(`role.${state.user.role}`) }))}</p>`,
-      // The sections as cards (console.css): side by side on a wide screen, one under the other on a phone.
-      '<div class="cards">',
+    const section = (title: ConsoleMessageKey, body: Html) =>
+      html`<section aria-labelledby="ov-${title.replace(/\W/g, '-')}"><h2 id="ov-${title.replace(/\W/g, '-')}">${t(title)}</h2>${body}</section>`;
+    const cards = [
       section(
         'overview.links',
         figuresHtml([
@@ -115,45 +110,46 @@ export function registerOverviewPage(router: Router, kit: ConsoleKit): void {
       ),
       section(
         'overview.banks',
-        `<p>${escapeHtml(
-          t('overview.banks_counts', {
-            up: String(banks.counts.up),
-            degraded: String(banks.counts.degraded),
-            down: String(banks.counts.down),
-          }),
-        )}</p>` +
-          (banks.troubled.length > 0
-            ? table(
-                t('overview.banks_troubled'),
-                [t('links.bank'), t('overview.banks_health')],
-                banks.troubled.map((bank) => [
-                  escapeHtml(bank.name),
-                  escapeHtml(t(`overview.health.${bank.health}`)),
-                ]),
-                '',
-              )
-            : ''),
+        html`<p>${t('overview.banks_counts', {
+          up: String(banks.counts.up),
+          degraded: String(banks.counts.degraded),
+          down: String(banks.counts.down),
+        })}</p>${
+          banks.troubled.length > 0 &&
+          table(
+            t('overview.banks_troubled'),
+            [t('links.bank'), t('overview.banks_health')],
+            banks.troubled.map((bank) => [bank.name, t(`overview.health.${bank.health}`)]),
+            '',
+          )
+        }`,
       ),
       section(
         'overview.quotas',
-        figuresHtml([
+        html`${figuresHtml([
           { label: t('overview.keys_secret'), value: keys.secret, href: `${base}/keys` },
           { label: t('overview.keys_publishable'), value: keys.publishable, href: `${base}/keys` },
           { label: t('overview.keys_own_limits'), value: keys.ownLimits },
-        ]) +
-          table(
-            t('overview.limits_caption'),
-            [t('keys.limits_group'), t('keys.limits_per_minute'), t('keys.limits_burst')],
-            RATE_GROUPS.map((group) => [
-              `<code>${group}</code>`,
-              String(config.rateLimits[group].perMinute),
-              String(config.rateLimits[group].burst),
-            ]),
-            '',
-          ),
+        ])}${table(
+          t('overview.limits_caption'),
+          [t('keys.limits_group'), t('keys.limits_per_minute'), t('keys.limits_burst')],
+          RATE_GROUPS.map((group) => [
+            html`<code>${group}</code>`,
+            config.rateLimits[group].perMinute,
+            config.rateLimits[group].burst,
+          ]),
+          '',
+        )}`,
       ),
-      '</div>',
-    ].join('\n');
+    ];
+    const body = join(
+      [
+        html`<p>${t('overview.signed_in', { email: state.user.email, role: t(`role.${state.user.role}`) })}</p>`,
+        // The sections as cards (console.css): side by side on a wide screen, one under the other on a phone.
+        html`<div class="cards">${join(cards, '\n')}</div>`,
+      ],
+      '\n',
+    );
     kit.send(ctx, 200, layout(kit.pageContext(ctx, ''), t('nav.overview'), body));
   });
 }

@@ -1,8 +1,9 @@
 import type { Locale } from '../widget/messages.js';
-import { escapeHtml } from '../widget/page.js';
+import { html, type Html } from '../html/html.js';
 import { scopePath, type ConsoleScope } from './access.js';
 import { shownName } from './format.js';
 import { consoleMessage, type ConsoleMessageKey } from './messages.js';
+import { csrfField } from './views.js';
 
 /*
  * The console's pages, rendered on the server: plain HTML forms that work without JavaScript, styled by the
@@ -23,11 +24,7 @@ export interface PageContext {
 type Translate = (key: ConsoleMessageKey, values?: Record<string, string>) => string;
 
 function translator(locale: Locale): Translate {
-  return (key, values) => escapeHtml(consoleMessage(locale, key, values));
-}
-
-export function csrfField(csrf: string): string {
-  return `<input type="hidden" name="_csrf" value="${escapeHtml(csrf)}">`;
+  return (key, values) => consoleMessage(locale, key, values);
 }
 
 /** The sections of an organisation, as `[section path, message]`. */
@@ -40,50 +37,51 @@ const SECTIONS: [string, ConsoleMessageKey][] = [
   ['/audit', 'nav.audit'],
 ];
 
-function scopeNav(context: PageContext, t: Translate): string {
+function scopeNav(context: PageContext, t: Translate): Html | null {
   const scope = context.scope;
-  if (!scope) return '';
+  if (!scope) return null;
   const base = scopePath(scope);
   // A page inside a section (`/webhooks/deliveries`) marks its section too.
   const current = (path: string) =>
     scope.section === path || (path !== '' && scope.section.startsWith(`${path}/`));
   const sections = SECTIONS.map(
-    ([path, key]) => `<a href="${base}${path}"${current(path) ? ' aria-current="page"' : ''}>${t(key)}</a>`,
-  ).join('');
-  const modes = (['test', 'live'] as const)
-    .map(
-      (mode) =>
-        `<a href="${scopePath(scope, mode)}${scope.section}" class="mode mode-${mode}"${scope.mode === mode ? ' aria-current="true"' : ''}>${t(`mode.${mode}`)}</a>`,
-    )
-    .join('');
-  const banner = scope.mode === 'live' ? `<p class="live-banner">${t('mode.live_banner')}</p>` : '';
-  return `<div class="scope-bar">
-  <span class="scope-org">${escapeHtml(shownName(context.locale, scope.orgName))}</span>
+    ([path, key]) => html`<a href="${base}${path}"${current(path) && CURRENT_PAGE}>${t(key)}</a>`,
+  );
+  const modes = (['test', 'live'] as const).map(
+    (mode) =>
+      html`<a href="${scopePath(scope, mode)}${scope.section}" class="mode mode-${mode}"${scope.mode === mode && CURRENT_MODE}>${t(`mode.${mode}`)}</a>`,
+  );
+  const banner = scope.mode === 'live' && html`<p class="live-banner">${t('mode.live_banner')}</p>`;
+  return html`<div class="scope-bar">
+  <span class="scope-org">${shownName(context.locale, scope.orgName)}</span>
   <nav class="mode-switch" aria-label="${t('mode.label')}">${modes}</nav>
   <nav class="sections" aria-label="${t('nav.main')}">${sections}</nav>
 </div>${banner}`;
 }
 
-export function layout(context: PageContext, title: string, body: string): string {
+const CURRENT_PAGE = html` aria-current="page"`;
+const CURRENT_MODE = html` aria-current="true"`;
+
+export function layout(context: PageContext, title: string, body: Html): Html {
   const t = translator(context.locale);
   const session = context.session;
-  const nav = session
-    ? `<nav class="console-nav" aria-label="${t('console.title')}">
-  ${session.seesAllOrganisations ? `<a href="/console/orgs">${t('nav.organisations')}</a>` : ''}
-  ${session.managesUsers ? `<a href="/console/users">${t('nav.users')}</a>` : ''}
-  <a href="/console/account"${context.current === 'account' ? ' aria-current="page"' : ''}>${t('nav.account')}</a>
-  <span class="who">${escapeHtml(session.email)}</span>
+  const nav =
+    session &&
+    html`<nav class="console-nav" aria-label="${t('console.title')}">
+  ${session.seesAllOrganisations && html`<a href="/console/orgs">${t('nav.organisations')}</a>`}
+  ${session.managesUsers && html`<a href="/console/users">${t('nav.users')}</a>`}
+  <a href="/console/account"${context.current === 'account' && CURRENT_PAGE}>${t('nav.account')}</a>
+  <span class="who">${session.email}</span>
   <form method="post" action="/console/logout">${csrfField(session.csrf)}<button type="submit" class="link-button">${t('nav.signout')}</button></form>
-</nav>`
-    : '';
-  return `<!doctype html>
+</nav>`;
+  return html`<!doctype html>
 <html lang="${context.locale === 'es' ? 'es-CL' : 'en'}">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="referrer" content="no-referrer">
 <link rel="icon" href="data:,">
-<title>${escapeHtml(title)} · ${escapeHtml(context.operator)} · ${t('console.title')}</title>
+<title>${title} · ${context.operator} · ${t('console.title')}</title>
 <link rel="stylesheet" href="/widget/assets/widget.css">
 <link rel="stylesheet" href="/widget/assets/theme.css">
 <link rel="stylesheet" href="/console/assets/console.css">
@@ -92,12 +90,12 @@ export function layout(context: PageContext, title: string, body: string): strin
 <body class="console${context.scope?.mode === 'live' ? ' live' : ''}" data-copy="${t('ids.copy')}" data-copied="${t('ids.copied')}">
 <a class="skip" href="#main">${context.locale === 'es' ? 'Ir al contenido' : 'Skip to content'}</a>
 <header class="console-header">
-  <span class="brand"><span class="brand-name"><span translate="no">${escapeHtml(context.operator)}</span> · ${t('console.title')}</span></span>
+  <span class="brand"><span class="brand-name"><span translate="no">${context.operator}</span> · ${t('console.title')}</span></span>
   ${nav}
 </header>
 ${scopeNav(context, t)}
 <main id="main" class="console-main">
-<h1>${escapeHtml(title)}</h1>
+<h1>${title}</h1>
 ${body}
 </main>
 </body>
@@ -115,23 +113,20 @@ export function signInPage(
     /** The pre-session CSRF token (http.ts), which the form sends back. */
     formToken: string;
   },
-): string {
+): Html {
   const t = translator(context.locale);
-  const problem = form.problem
-    ? `<p class="error" role="alert" id="signin-problem">${t(form.problem, form.problemValues)}</p>`
-    : '';
-  const described = form.problem ? ' aria-describedby="signin-problem"' : '';
-  const totp = form.askTotp
-    ? `<label for="totp">${t('signin.totp')}</label>
-<input id="totp" name="totp" inputmode="numeric" autocomplete="one-time-code" pattern="[0-9]{6}" maxlength="6" required>`
-    : '';
+  const problem =
+    form.problem &&
+    html`<p class="error" role="alert" id="signin-problem">${t(form.problem, form.problemValues)}</p>`;
+  const described = form.problem && html` aria-describedby="signin-problem"`;
+  const totp = form.askTotp && totpField(t('signin.totp'));
   return layout(
     context,
     consoleMessage(context.locale, 'signin.title'),
-    `${problem}
+    html`${problem}
 <form method="post" action="/console/login" class="console-form"${described}>${csrfField(form.formToken)}
 <label for="email">${t('signin.email')}</label>
-<input id="email" name="email" type="email" autocomplete="username" required maxlength="254" value="${escapeHtml(form.email)}">
+<input id="email" name="email" type="email" autocomplete="username" required maxlength="254" value="${form.email}">
 <label for="password">${t('signin.password')}</label>
 <input id="password" name="password" type="password" autocomplete="current-password" required maxlength="256">
 ${totp}
@@ -140,19 +135,25 @@ ${totp}
   );
 }
 
+/** The field of a six-digit code from an authenticator app (the sign-in page's and the account's forms). */
+export function totpField(label: string): Html {
+  return html`<label for="totp">${label}</label>
+<input id="totp" name="totp" inputmode="numeric" autocomplete="one-time-code" pattern="[0-9]{6}" maxlength="6" required>`;
+}
+
 export function acceptPage(
   context: PageContext,
   form: { email: string; token: string; problem: string | null; formToken: string },
-): string {
+): Html {
   const t = translator(context.locale);
-  const problem = form.problem ? `<p class="error" role="alert">${escapeHtml(form.problem)}</p>` : '';
+  const problem = form.problem && html`<p class="error" role="alert">${form.problem}</p>`;
   return layout(
     context,
     consoleMessage(context.locale, 'accept.title'),
-    `<p>${t('accept.intro', { email: form.email })}</p>
+    html`<p>${t('accept.intro', { email: form.email })}</p>
 ${problem}
 <form method="post" action="/console/accept/${encodeURIComponent(form.token)}" class="console-form">${csrfField(form.formToken)}
-<input type="hidden" name="email" autocomplete="username" value="${escapeHtml(form.email)}">
+<input type="hidden" name="email" autocomplete="username" value="${form.email}">
 <label for="password">${t('accept.password')}</label>
 <input id="password" name="password" type="password" autocomplete="new-password" required minlength="12" maxlength="256">
 <label for="confirm">${t('accept.confirm')}</label>
@@ -162,6 +163,6 @@ ${problem}
   );
 }
 
-export function messagePage(context: PageContext, title: string, text: string): string {
-  return layout(context, title, `<p>${escapeHtml(text)}</p>`);
+export function messagePage(context: PageContext, title: string, text: string): Html {
+  return layout(context, title, html`<p>${text}</p>`);
 }

@@ -4,7 +4,7 @@ import { toIso } from '../clock/clock.js';
 import { ApiError } from '../errors/api-error.js';
 import { isId } from '../ids/ids.js';
 import { getOrganisation, pageOrganisations } from '../orgs/orgs.js';
-import { escapeHtml } from '../widget/page.js';
+import { html, type Html, type HtmlValue } from '../html/html.js';
 import type { ConsoleKit } from './kit.js';
 import { shownName } from './format.js';
 import { consoleLink } from './links.js';
@@ -25,7 +25,7 @@ import {
 } from './users.js';
 import {
   atMinute,
-  csrfInput,
+  csrfField,
   factsHtml,
   noticeHtml,
   pager,
@@ -33,6 +33,7 @@ import {
   pageWindow,
   problemHtml,
   secretOnce,
+  SELECTED,
   table,
 } from './views.js';
 
@@ -108,7 +109,7 @@ export function registerUserPages(router: Router, kit: ConsoleKit): void {
         ? shownName(kit.state(ctx).locale, user.org_name)
         : user.org_id;
 
-  const renderList = async (ctx: Context, status: number, notice: string, form: InviteForm) => {
+  const renderList = async (ctx: Context, status: number, notice: HtmlValue, form: InviteForm) => {
     const state = kit.state(ctx);
     const t = words(ctx);
     const window = pageWindow(ctx.query);
@@ -117,30 +118,30 @@ export function registerUserPages(router: Router, kit: ConsoleKit): void {
       pageOrganisations(db.reader, { offset: 0, limit: ORG_CHOICES }),
     ]);
     const cells = rows.map((user) => [
-      `<a href="/console/users/${user.id}">${escapeHtml(user.email)}</a>`,
-      escapeHtml(roleWord(ctx, user.role)),
-      escapeHtml(orgWord(ctx, user)),
-      escapeHtml(t(`users.status.${user.status}`)),
-      escapeHtml(user.totp_secret_sealed !== null ? t('users.yes') : t('users.no')),
-      escapeHtml(atMinute(toIso(user.last_login_at)) || t('keys.never')),
+      html`<a href="/console/users/${user.id}">${user.email}</a>`,
+      roleWord(ctx, user.role),
+      orgWord(ctx, user),
+      t(`users.status.${user.status}`),
+      user.totp_secret_sealed !== null ? t('users.yes') : t('users.no'),
+      atMinute(toIso(user.last_login_at)) || t('keys.never'),
     ]);
     const option = (role: ConsoleRole) =>
-      `<option value="${role}"${form.role === role ? ' selected' : ''}>${escapeHtml(roleWord(ctx, role))}</option>`;
-    const invite = `<form method="post" action="/console/users" class="console-form">
-${csrfInput(state.claims.csrf)}
-<fieldset><legend>${escapeHtml(t('users.invite'))}</legend>
-<label for="invite-email">${escapeHtml(t('signin.email'))}</label>
-<input id="invite-email" name="email" type="email" required maxlength="254" autocomplete="off" value="${escapeHtml(form.email)}">
-<label for="invite-role">${escapeHtml(t('users.role'))}</label>
-<select id="invite-role" name="role">${CONSOLE_ROLES.map(option).join('')}</select>
-<label for="invite-org">${escapeHtml(t('users.org_label'))}</label>
+      html`<option value="${role}"${form.role === role && SELECTED}>${roleWord(ctx, role)}</option>`;
+    const invite = html`<form method="post" action="/console/users" class="console-form">
+${csrfField(state.claims.csrf)}
+<fieldset><legend>${t('users.invite')}</legend>
+<label for="invite-email">${t('signin.email')}</label>
+<input id="invite-email" name="email" type="email" required maxlength="254" autocomplete="off" value="${form.email}">
+<label for="invite-role">${t('users.role')}</label>
+<select id="invite-role" name="role">${CONSOLE_ROLES.map(option)}</select>
+<label for="invite-org">${t('users.org_label')}</label>
 ${
   orgs.total <= ORG_CHOICES
-    ? `<select id="invite-org" name="org" aria-describedby="invite-org-hint"><option value="">${escapeHtml(t('users.org_none'))}</option>${orgs.data.map((org) => `<option value="${escapeHtml(org.id)}"${form.org === org.id ? ' selected' : ''}>${escapeHtml(shownName(state.locale, org.name))}</option>`).join('')}</select>`
-    : `<input id="invite-org" name="org" maxlength="24" autocomplete="off" aria-describedby="invite-org-hint" placeholder="org_…" value="${escapeHtml(form.org)}">`
+    ? html`<select id="invite-org" name="org" aria-describedby="invite-org-hint"><option value="">${t('users.org_none')}</option>${orgs.data.map((org) => html`<option value="${org.id}"${form.org === org.id && SELECTED}>${shownName(state.locale, org.name)}</option>`)}</select>`
+    : html`<input id="invite-org" name="org" maxlength="24" autocomplete="off" aria-describedby="invite-org-hint" placeholder="org_…" value="${form.org}">`
 }
-<p id="invite-org-hint" class="hint">${escapeHtml(t('users.org_hint'))}</p>
-<button type="submit" class="primary">${escapeHtml(t('users.invite_submit'))}</button>
+<p id="invite-org-hint" class="hint">${t('users.org_hint')}</p>
+<button type="submit" class="primary">${t('users.invite_submit')}</button>
 </fieldset>
 </form>`;
     kit.send(
@@ -149,22 +150,19 @@ ${
       layout(
         kit.pageContext(ctx),
         t('users.title'),
-        notice +
-          table(
-            t('users.caption'),
-            [
-              t('signin.email'),
-              t('users.role'),
-              t('users.org'),
-              t('keys.status'),
-              t('users.totp'),
-              t('users.last_sign_in'),
-            ],
-            cells,
-            t('users.empty'),
-          ) +
-          pager('/console/users', ctx.query, window.page, total, pagerWords(state.locale)) +
-          invite,
+        html`${notice}${table(
+          t('users.caption'),
+          [
+            t('signin.email'),
+            t('users.role'),
+            t('users.org'),
+            t('keys.status'),
+            t('users.totp'),
+            t('users.last_sign_in'),
+          ],
+          cells,
+          t('users.empty'),
+        )}${pager('/console/users', ctx.query, window.page, total, pagerWords(state.locale))}${invite}`,
       ),
     );
   };
@@ -179,7 +177,7 @@ ${
     return { ...user, org_name: org?.name ?? null };
   };
 
-  const renderUser = async (ctx: Context, status: number, notice: string) => {
+  const renderUser = async (ctx: Context, status: number, notice: HtmlValue) => {
     const state = kit.state(ctx);
     const t = words(ctx);
     const user = await userOfUrl(ctx);
@@ -197,26 +195,26 @@ ${
     const forms =
       user.status === 'disabled' || self
         ? ''
-        : `<form method="post" action="/console/users/${user.id}/reset" class="console-form">${csrfInput(csrf)}
-<fieldset><legend>${escapeHtml(t('users.reset'))}</legend>
-<p>${escapeHtml(t('users.reset_explained'))}</p>
-${user.totp_secret_sealed !== null ? `<label class="check"><input type="checkbox" name="remove_totp" value="yes"> ${escapeHtml(t('users.reset_remove_totp'))}</label>` : ''}
-<label class="check"><input type="checkbox" name="confirm" value="yes" required> ${escapeHtml(t('users.reset_confirm'))}</label>
-<button type="submit">${escapeHtml(t('users.reset'))}</button></fieldset></form>
-<form method="post" action="/console/users/${user.id}/disable" class="console-form">${csrfInput(csrf)}
-<fieldset class="danger"><legend>${escapeHtml(t('users.disable'))}</legend>
-<label class="check"><input type="checkbox" name="confirm" value="yes" required> ${escapeHtml(t('users.disable_confirm'))}</label>
-<button type="submit" class="danger">${escapeHtml(t('users.disable'))}</button></fieldset></form>`;
+        : html`<form method="post" action="/console/users/${user.id}/reset" class="console-form">${csrfField(csrf)}
+<fieldset><legend>${t('users.reset')}</legend>
+<p>${t('users.reset_explained')}</p>
+${user.totp_secret_sealed !== null ? html`<label class="check"><input type="checkbox" name="remove_totp" value="yes"> ${t('users.reset_remove_totp')}</label>` : ''}
+<label class="check"><input type="checkbox" name="confirm" value="yes" required> ${t('users.reset_confirm')}</label>
+<button type="submit">${t('users.reset')}</button></fieldset></form>
+<form method="post" action="/console/users/${user.id}/disable" class="console-form">${csrfField(csrf)}
+<fieldset class="danger"><legend>${t('users.disable')}</legend>
+<label class="check"><input type="checkbox" name="confirm" value="yes" required> ${t('users.disable_confirm')}</label>
+<button type="submit" class="danger">${t('users.disable')}</button></fieldset></form>`;
     kit.send(
       ctx,
       status,
       layout(
         kit.pageContext(ctx),
         user.email,
-        `<p><a href="/console/users">${escapeHtml(t('users.back'))}</a></p>
+        html`<p><a href="/console/users">${t('users.back')}</a></p>
 ${notice}
-${factsHtml(facts.map(([term, value]) => [term, escapeHtml(value)]))}
-${self ? `<p>${escapeHtml(t('users.self'))}</p>` : ''}
+${factsHtml(facts)}
+${self ? html`<p>${t('users.self')}</p>` : ''}
 ${forms}`,
       ),
     );
@@ -246,7 +244,7 @@ ${forms}`,
       }
     };
 
-  router.get('/users', operatorsOnly, (ctx) => renderList(ctx, 200, '', EMPTY_FORM));
+  router.get('/users', operatorsOnly, (ctx) => renderList(ctx, 200, null, EMPTY_FORM));
 
   router.post(
     '/users',
@@ -296,13 +294,13 @@ ${forms}`,
     '/users/:user',
     operatorsOnly,
     guarded(
-      (ctx) => renderUser(ctx, 200, ''),
+      (ctx) => renderUser(ctx, 200, null),
       (ctx, message, status) => renderUser(ctx, status, problemHtml(message)),
     ),
   );
 
   /** A change to one user: confirmed, never to oneself (an operator must not lock themself out). */
-  const change = (work: (ctx: Context, user: ConsoleUserRow) => Promise<string>) =>
+  const change = (work: (ctx: Context, user: ConsoleUserRow) => Promise<Html>) =>
     guarded(
       async (ctx) => {
         const user = await userOfUrl(ctx);

@@ -1,5 +1,5 @@
 import type { Locale } from '../widget/messages.js';
-import { escapeHtml } from '../widget/page.js';
+import { html, join, type Html, type HtmlValue } from '../html/html.js';
 import { consoleMessage } from './messages.js';
 
 /*
@@ -18,18 +18,24 @@ export function pageWindow(query: Record<string, unknown>): { page: number; offs
 }
 
 /**
- * A table; cells are HTML the caller built (escape text with `escapeHtml`). Each cell carries its column's
- * header as `data-label`: on a phone the stylesheet stacks a row into label/value lines, as the header row
- * no longer fits beside it (console.css).
+ * A table; cells are text or markup (`html`). Each cell carries its column's header as `data-label`: on a
+ * phone the stylesheet stacks a row into label/value lines, as the header row no longer fits beside it
+ * (console.css).
  */
-export function table(caption: string, headers: string[], rows: string[][], empty: string): string {
-  if (rows.length === 0) return `<p class="empty">${escapeHtml(empty)}</p>`;
-  return `<div class="table-scroll" tabindex="0" role="region" aria-label="${escapeHtml(caption)}">
+export function table(caption: string, headers: string[], rows: HtmlValue[][], empty: string): Html {
+  if (rows.length === 0) return html`<p class="empty">${empty}</p>`;
+  return html`<div class="table-scroll" tabindex="0" role="region" aria-label="${caption}">
 <table>
-<caption>${escapeHtml(caption)}</caption>
-<thead><tr>${headers.map((header) => `<th scope="col">${escapeHtml(header)}</th>`).join('')}</tr></thead>
+<caption>${caption}</caption>
+<thead><tr>${headers.map((header) => html`<th scope="col">${header}</th>`)}</tr></thead>
 <tbody>
-${rows.map((cells) => `<tr>${cells.map((cell, column) => `<td data-label="${escapeHtml(headers[column] ?? '')}">${cell}</td>`).join('')}</tr>`).join('\n')}
+${join(
+  rows.map(
+    (cells) =>
+      html`<tr>${cells.map((cell, column) => html`<td data-label="${headers[column] ?? ''}">${cell}</td>`)}</tr>`,
+  ),
+  '\n',
+)}
 </tbody>
 </table>
 </div>`;
@@ -42,40 +48,36 @@ export function pager(
   page: number,
   total: number,
   words: { previous: string; next: string; of: (from: number, to: number, total: number) => string },
-): string {
-  if (total === 0) return '';
+): Html | null {
+  if (total === 0) return null;
   const last = Math.max(1, Math.ceil(total / PER_PAGE));
   const link = (target: number, label: string, rel: string) => {
     const params = new URLSearchParams();
     for (const [key, value] of Object.entries(query))
       if (typeof value === 'string' && key !== 'page') params.set(key, value);
     params.set('page', String(target));
-    return `<a href="${escapeHtml(`${path}?${params.toString()}`)}" rel="${rel}">${escapeHtml(label)}</a>`;
+    return html`<a href="${`${path}?${params.toString()}`}" rel="${rel}">${label}</a>`;
   };
   const from = (page - 1) * PER_PAGE + 1;
   const to = Math.min(total, page * PER_PAGE);
-  return `<nav class="pager" aria-label="${escapeHtml(words.of(from, to, total))}">
-${page > 1 ? link(page - 1, words.previous, 'prev') : ''}
-<span>${escapeHtml(words.of(Math.min(from, total), to, total))}</span>
-${page < last ? link(page + 1, words.next, 'next') : ''}
+  return html`<nav class="pager" aria-label="${words.of(from, to, total)}">
+${page > 1 && link(page - 1, words.previous, 'prev')}
+<span>${words.of(Math.min(from, total), to, total)}</span>
+${page < last && link(page + 1, words.next, 'next')}
 </nav>`;
 }
 
-export function csrfInput(csrf: string): string {
-  return `<input type="hidden" name="_csrf" value="${escapeHtml(csrf)}">`;
-}
-
-/** A one-button form (an action on a row). */
-export function actionForm(action: string, csrf: string, label: string, extra = ''): string {
-  return `<form method="post" action="${escapeHtml(action)}" class="inline-form">${csrfInput(csrf)}${extra}<button type="submit">${escapeHtml(label)}</button></form>`;
+/** The session's CSRF token, which every form that POSTs carries. */
+export function csrfField(csrf: string): Html {
+  return html`<input type="hidden" name="_csrf" value="${csrf}">`;
 }
 
 /** A secret shown once, with a copy button (console.js; without JavaScript, select and copy it by hand). */
-export function secretOnce(label: string, secret: string, warning: string, copy: string): string {
-  return `<div class="secret-once" role="status">
-<p><strong>${escapeHtml(label)}</strong></p>
-<p class="secret-row"><code id="secret-value">${escapeHtml(secret)}</code> <button type="button" class="copy" data-copy="secret-value" hidden>${escapeHtml(copy)}</button></p>
-<p>${escapeHtml(warning)}</p>
+export function secretOnce(label: string, secret: string, warning: string, copy: string): Html {
+  return html`<div class="secret-once" role="status">
+<p><strong>${label}</strong></p>
+<p class="secret-row"><code id="secret-value">${secret}</code> <button type="button" class="copy" data-copy="secret-value" hidden>${copy}</button></p>
+<p>${warning}</p>
 </div>`;
 }
 
@@ -100,9 +102,26 @@ export const atMinute = (iso: string | null | undefined): string =>
 /** The same to the second (`2026-06-15 15:00:07 UTC`), where events follow each other closely. */
 export const atSecond = (iso: string): string => `${iso.slice(0, 19).replace('T', ' ')} UTC`;
 
-/** A page's facts as a term list; values are HTML (escape text before). */
-export const factsHtml = (facts: readonly (readonly [term: string, valueHtml: string])[]): string =>
-  `<dl class="facts">${facts.map(([term, value]) => `<dt>${escapeHtml(term)}</dt><dd>${value}</dd>`).join('')}</dl>`;
+/** A time to the minute, or '-' for none. */
+export const when = (iso: string | null | undefined): string => atMinute(iso) || '-';
+
+/** A value of a table's cell as text: '-' for none. */
+export const cellText = (value: unknown): string =>
+  value === null || value === undefined ? '-' : String(value);
+
+/** A query parameter given once, as a string; '' when it is missing or repeated. */
+export const queryText = (query: Record<string, unknown>, name: string): string =>
+  typeof query[name] === 'string' ? query[name] : '';
+
+/** Boolean attributes, for a template's place between attributes (`<option${chosen && SELECTED}>`). */
+export const SELECTED = html` selected`;
+export const CHECKED = html` checked`;
+/** A form's part in red: it disables or deletes something. */
+export const DANGER = html` class="danger"`;
+
+/** A page's facts as a term list; values are text or markup. */
+export const factsHtml = (facts: readonly (readonly [term: string, value: HtmlValue])[]): Html =>
+  html`<dl class="facts">${facts.map(([term, value]) => html`<dt>${term}</dt><dd>${value}</dd>`)}</dl>`;
 
 /**
  * A list filter's choice: "any" (the empty value) first, then each `[value, label]`, the current one selected.
@@ -111,16 +130,13 @@ export function filterSelect(
   field: { id: string; name: string; any: string },
   options: readonly (readonly [value: string, label: string])[],
   selected: string | undefined,
-): string {
-  const choices = options
-    .map(
-      ([value, label]) =>
-        `<option value="${escapeHtml(value)}"${value === selected ? ' selected' : ''}>${escapeHtml(label)}</option>`,
-    )
-    .join('');
-  return `<select id="${field.id}" name="${field.name}"><option value="">${escapeHtml(field.any)}</option>${choices}</select>`;
+): Html {
+  const choices = options.map(
+    ([value, label]) => html`<option value="${value}"${value === selected && SELECTED}>${label}</option>`,
+  );
+  return html`<select id="${field.id}" name="${field.name}"><option value="">${field.any}</option>${choices}</select>`;
 }
 
 /** What a change did, or why it was refused, above the page it changed. */
-export const noticeHtml = (message: string) => `<p class="notice" role="status">${escapeHtml(message)}</p>`;
-export const problemHtml = (message: string) => `<p class="error" role="alert">${escapeHtml(message)}</p>`;
+export const noticeHtml = (message: string): Html => html`<p class="notice" role="status">${message}</p>`;
+export const problemHtml = (message: string): Html => html`<p class="error" role="alert">${message}</p>`;

@@ -27,7 +27,7 @@ import {
 } from '../webhooks/endpoints.js';
 import { waitForOutcomes, type DeliveryOutcome } from '../webhooks/operator.js';
 import { fireSandboxEvent } from '../webhooks/sandbox-events.js';
-import { escapeHtml } from '../widget/page.js';
+import { html, join, type Html, type HtmlValue } from '../html/html.js';
 import { consolePrincipal, may, scopePath, type ConsoleAction } from './access.js';
 import type { ConsoleKit } from './kit.js';
 import { stateWord } from './messages.js';
@@ -35,7 +35,10 @@ import { layout } from './pages.js';
 import {
   atMinute,
   atSecond,
-  csrfInput,
+  cellText,
+  CHECKED,
+  DANGER,
+  csrfField,
   factsHtml,
   filterSelect,
   noticeHtml,
@@ -43,8 +46,11 @@ import {
   pagerWords,
   pageWindow,
   problemHtml,
+  queryText,
   secretOnce,
+  SELECTED,
   table,
+  when,
 } from './views.js';
 
 /*
@@ -84,9 +90,6 @@ const CHOICES = 100;
  */
 const FIRE_WAIT_MS = 5_000;
 
-/** A time, or '-' for none. */
-const when = (iso: string | null | undefined) => atMinute(iso) || '-';
-const text = (value: unknown) => escapeHtml(value === null || value === undefined ? '-' : String(value));
 const sameSet = (a: readonly string[], b: readonly string[]) =>
   a.length === b.length && [...a].sort().join('\n') === [...b].sort().join('\n');
 
@@ -172,11 +175,11 @@ export function registerWebhookPages(router: Router, kit: ConsoleKit): void {
     const boxes = EVENT_CHOICES.map((type) => {
       const id = type === '*' ? 'event-all' : `event-${type.replace(/[^a-z_]/g, '-')}`;
       const label = type === '*' ? t('webhooks.all_events') : type;
-      return `<label class="check" for="${id}"><input type="checkbox" id="${id}" name="${eventField(type)}" value="1"${checked.includes(type) ? ' checked' : ''}> ${escapeHtml(label)}</label>`;
-    }).join('\n');
-    return `<fieldset class="event-choices"><legend>${escapeHtml(t('webhooks.events'))}</legend>
-<p class="hint">${escapeHtml(t('webhooks.events_hint'))}</p>
-${boxes}</fieldset>`;
+      return html`<label class="check" for="${id}"><input type="checkbox" id="${id}" name="${eventField(type)}" value="1"${checked.includes(type) && CHECKED}> ${label}</label>`;
+    });
+    return html`<fieldset class="event-choices"><legend>${t('webhooks.events')}</legend>
+<p class="hint">${t('webhooks.events_hint')}</p>
+${join(boxes, '\n')}</fieldset>`;
   };
 
   /** An endpoint's health in words: disabled, backed off, failing (attempts going unanswered), or enabled. */
@@ -194,7 +197,7 @@ ${boxes}</fieldset>`;
 
   const deliveriesLink = (ctx: Context, filter: Record<string, string>, label: string) => {
     const query = new URLSearchParams(filter).toString();
-    return `<a href="${escapeHtml(`${base(ctx)}/deliveries${query ? `?${query}` : ''}`)}">${escapeHtml(label)}</a>`;
+    return html`<a href="${`${base(ctx)}/deliveries${query ? `?${query}` : ''}`}">${label}</a>`;
   };
 
   // ---------------------------------------------------------------- endpoints
@@ -203,7 +206,7 @@ ${boxes}</fieldset>`;
   const renderEndpoints = async (
     ctx: Context,
     status: number,
-    notice: string,
+    notice: HtmlValue,
     draft?: { url: string; description: string; events: string[] },
   ) => {
     const state = kit.state(ctx);
@@ -213,23 +216,23 @@ ${boxes}</fieldset>`;
     const { data, total } = await listEndpoints(db.reader, principal(ctx), window.offset, window.limit);
     const csrf = state.claims.csrf;
     const rows = data.map((endpoint) => [
-      `<a href="${base(ctx)}/${endpoint.id}"><code>${endpoint.id}</code></a>`,
-      `<code class="wrap url">${escapeHtml(endpoint.url)}</code>`,
-      escapeHtml(endpoint.enabled_events.join(', ')),
-      escapeHtml(health(ctx, endpoint, now)),
-      escapeHtml(atMinute(endpoint.created_at)),
+      html`<a href="${base(ctx)}/${endpoint.id}"><code>${endpoint.id}</code></a>`,
+      html`<code class="wrap url">${endpoint.url}</code>`,
+      endpoint.enabled_events.join(', '),
+      health(ctx, endpoint, now),
+      atMinute(endpoint.created_at),
     ]);
     const manage = may(state.user, 'manage');
     const create = manage
-      ? `<form method="post" action="${base(ctx)}" class="console-form wide">
-${csrfInput(csrf)}
-<fieldset><legend>${escapeHtml(t('webhooks.create'))}</legend>
-<label for="url">${escapeHtml(t('webhooks.url'))}</label>
-<input id="url" name="url" type="url" required maxlength="${URL_MAX}" placeholder="https://" value="${escapeHtml(draft?.url ?? '')}">
-<label for="description">${escapeHtml(t('webhooks.description_label'))}</label>
-<input id="description" name="description" maxlength="${DESCRIPTION_MAX}" value="${escapeHtml(draft?.description ?? '')}">
+      ? html`<form method="post" action="${base(ctx)}" class="console-form wide">
+${csrfField(csrf)}
+<fieldset><legend>${t('webhooks.create')}</legend>
+<label for="url">${t('webhooks.url')}</label>
+<input id="url" name="url" type="url" required maxlength="${URL_MAX}" placeholder="https://" value="${draft?.url ?? ''}">
+<label for="description">${t('webhooks.description_label')}</label>
+<input id="description" name="description" maxlength="${DESCRIPTION_MAX}" value="${draft?.description ?? ''}">
 ${eventChoices(ctx, draft?.events ?? [])}
-<button type="submit" class="primary">${escapeHtml(t('webhooks.create_submit'))}</button>
+<button type="submit" class="primary">${t('webhooks.create_submit')}</button>
 </fieldset>
 </form>`
       : '';
@@ -240,17 +243,12 @@ ${eventChoices(ctx, draft?.events ?? [])}
       layout(
         kit.pageContext(ctx, '/webhooks'),
         t('webhooks.title'),
-        `<p>${deliveriesLink(ctx, {}, t('webhooks.all_deliveries'))}</p>` +
-          notice +
-          table(
-            t('webhooks.caption'),
-            ['ID', t('webhooks.url'), t('webhooks.events'), t('webhooks.state'), t('webhooks.created')],
-            rows,
-            t('webhooks.empty'),
-          ) +
-          pager(base(ctx), ctx.query, window.page, total, pagerWords(state.locale)) +
-          create +
-          fire,
+        html`<p>${deliveriesLink(ctx, {}, t('webhooks.all_deliveries'))}</p>${notice}${table(
+          t('webhooks.caption'),
+          ['ID', t('webhooks.url'), t('webhooks.events'), t('webhooks.state'), t('webhooks.created')],
+          rows,
+          t('webhooks.empty'),
+        )}${pager(base(ctx), ctx.query, window.page, total, pagerWords(state.locale))}${create}${fire}`,
       ),
     );
   };
@@ -259,13 +257,13 @@ ${eventChoices(ctx, draft?.events ?? [])}
   const change =
     (
       needed: ConsoleAction,
-      page: (ctx: Context, status: number, notice: string) => Promise<void>,
-      work: (ctx: Context, now: number) => Promise<string>,
+      page: (ctx: Context, status: number, notice: HtmlValue) => Promise<void>,
+      work: (ctx: Context, now: number) => Promise<Html>,
     ) =>
     async (ctx: Context) => {
       const state = kit.state(ctx);
       if (!may(state.user, needed)) return kit.refuse(ctx, 403, 'error.forbidden');
-      let shown: string;
+      let shown: Html;
       try {
         shown = await work(ctx, clock.now());
       } catch (error) {
@@ -281,7 +279,7 @@ ${eventChoices(ctx, draft?.events ?? [])}
     return secretOnce(label, value, t('webhooks.once_warning'), t('keys.copy'));
   };
 
-  router.get('/o/:org/:mode/webhooks', kit.scoped, (ctx) => renderEndpoints(ctx, 200, ''));
+  router.get('/o/:org/:mode/webhooks', kit.scoped, (ctx) => renderEndpoints(ctx, 200, null));
 
   router.post('/o/:org/:mode/webhooks', kit.scoped, async (ctx) => {
     const { form } = kit.state(ctx);
@@ -327,7 +325,7 @@ ${eventChoices(ctx, draft?.events ?? [])}
   router.get('/o/:org/:mode/webhooks/deliveries', kit.scoped, async (ctx) => {
     const state = kit.state(ctx);
     const t = words(ctx);
-    const query = (name: string) => (typeof ctx.query[name] === 'string' ? (ctx.query[name] as string) : '');
+    const query = (name: string) => queryText(ctx.query, name);
     const endpointId = ENDPOINT_ID.test(query('endpoint_id')) ? query('endpoint_id') : undefined;
     const eventId = EVENT_ID.test(query('event_id')) ? query('event_id') : undefined;
     const status = DELIVERY_STATUSES.find((known) => known === query('status'));
@@ -344,30 +342,30 @@ ${eventChoices(ctx, draft?.events ?? [])}
     const cells = rows
       .map(presentDelivery)
       .map((delivery) => [
-        `<a href="${base(ctx)}/deliveries/${delivery.id}"><code>${delivery.id}</code></a>`,
-        escapeHtml(stateWord(state.locale, delivery.status)),
+        html`<a href="${base(ctx)}/deliveries/${delivery.id}"><code>${delivery.id}</code></a>`,
+        stateWord(state.locale, delivery.status),
         lastAnswer(delivery),
-        escapeHtml(delivery.event_type),
-        `<a href="${base(ctx)}/${delivery.endpoint_id}"><code>${delivery.endpoint_id}</code></a>`,
-        text(delivery.attempts),
-        escapeHtml(when(delivery.created_at)),
+        delivery.event_type,
+        html`<a href="${base(ctx)}/${delivery.endpoint_id}"><code>${delivery.endpoint_id}</code></a>`,
+        cellText(delivery.attempts),
+        when(delivery.created_at),
       ]);
-    const filters = `<form method="get" action="${base(ctx)}/deliveries" class="search-form">
-<label for="endpoint">${escapeHtml(t('webhooks.endpoint'))}</label>
+    const filters = html`<form method="get" action="${base(ctx)}/deliveries" class="search-form">
+<label for="endpoint">${t('webhooks.endpoint')}</label>
 ${filterSelect(
   { id: 'endpoint', name: 'endpoint_id', any: t('webhooks.any_endpoint') },
   endpoints.data.map((endpoint) => [endpoint.id, `${shortUrl(endpoint.url)} (${endpoint.id})`]),
   endpointId,
 )}
-<label for="status">${escapeHtml(t('webhooks.status'))}</label>
+<label for="status">${t('webhooks.status')}</label>
 ${filterSelect(
   { id: 'status', name: 'status', any: t('webhooks.any_status') },
   DELIVERY_STATUSES.map((known) => [known, stateWord(state.locale, known)]),
   status,
 )}
-<label for="event">${escapeHtml(t('webhooks.event'))}</label>
-<input id="event" name="event_id" value="${escapeHtml(eventId ?? '')}" maxlength="20" pattern="evt_[0-9a-f]{16}">
-<button type="submit">${escapeHtml(t('filter.submit'))}</button>
+<label for="event">${t('webhooks.event')}</label>
+<input id="event" name="event_id" value="${eventId ?? ''}" maxlength="20" pattern="evt_[0-9a-f]{16}">
+<button type="submit">${t('filter.submit')}</button>
 </form>`;
     kit.send(
       ctx,
@@ -375,54 +373,51 @@ ${filterSelect(
       layout(
         kit.pageContext(ctx, '/webhooks/deliveries'),
         t('webhooks.deliveries_title'),
-        `<p><a href="${base(ctx)}">${escapeHtml(t('webhooks.back'))}</a></p>` +
-          filters +
-          table(
-            t('webhooks.deliveries_caption'),
-            [
-              'ID',
-              t('webhooks.status'),
-              t('webhooks.last_answer'),
-              t('webhooks.event_type'),
-              t('webhooks.endpoint'),
-              t('webhooks.attempts'),
-              t('webhooks.created'),
-            ],
-            cells,
-            t('webhooks.deliveries_empty'),
-          ) +
-          pager(`${base(ctx)}/deliveries`, ctx.query, window.page, total, pagerWords(state.locale)),
+        html`<p><a href="${base(ctx)}">${t('webhooks.back')}</a></p>${filters}${table(
+          t('webhooks.deliveries_caption'),
+          [
+            'ID',
+            t('webhooks.status'),
+            t('webhooks.last_answer'),
+            t('webhooks.event_type'),
+            t('webhooks.endpoint'),
+            t('webhooks.attempts'),
+            t('webhooks.created'),
+          ],
+          cells,
+          t('webhooks.deliveries_empty'),
+        )}${pager(`${base(ctx)}/deliveries`, ctx.query, window.page, total, pagerWords(state.locale))}`,
       ),
     );
   });
 
-  const renderDelivery = async (ctx: Context, status: number, notice: string) => {
+  const renderDelivery = async (ctx: Context, status: number, notice: HtmlValue) => {
     const state = kit.state(ctx);
     const t = words(ctx);
     const delivery = await scopedDelivery(ctx);
-    const facts: [string, string][] = [
-      [t('webhooks.event_id'), `<code>${delivery.event_id}</code>`],
-      [t('webhooks.event_type'), escapeHtml(delivery.event_type)],
+    const facts: [string, HtmlValue][] = [
+      [t('webhooks.event_id'), html`<code>${delivery.event_id}</code>`],
+      [t('webhooks.event_type'), delivery.event_type],
       [
         t('webhooks.endpoint'),
-        `<a href="${base(ctx)}/${delivery.endpoint_id}"><code>${delivery.endpoint_id}</code></a>`,
+        html`<a href="${base(ctx)}/${delivery.endpoint_id}"><code>${delivery.endpoint_id}</code></a>`,
       ],
-      [t('webhooks.status'), escapeHtml(stateWord(state.locale, delivery.status))],
-      [t('webhooks.attempts'), text(delivery.attempts)],
-      [t('webhooks.next_attempt'), escapeHtml(when(delivery.next_attempt_at))],
+      [t('webhooks.status'), stateWord(state.locale, delivery.status)],
+      [t('webhooks.attempts'), cellText(delivery.attempts)],
+      [t('webhooks.next_attempt'), when(delivery.next_attempt_at)],
       [t('webhooks.last_answer'), lastAnswer(delivery)],
-      [t('webhooks.created'), escapeHtml(when(delivery.created_at))],
+      [t('webhooks.created'), when(delivery.created_at)],
     ];
     const attempts = (delivery.attempt_history ?? []).map((attempt) => [
-      text(attempt.number),
-      escapeHtml(atSecond(attempt.started_at)),
-      escapeHtml(t('webhooks.ms', { ms: String(attempt.duration_ms) })),
-      text(attempt.status_code),
-      text(attempt.error),
-      attempt.response_excerpt ? `<pre>${escapeHtml(attempt.response_excerpt)}</pre>` : '-',
+      cellText(attempt.number),
+      atSecond(attempt.started_at),
+      t('webhooks.ms', { ms: String(attempt.duration_ms) }),
+      cellText(attempt.status_code),
+      cellText(attempt.error),
+      attempt.response_excerpt ? html`<pre>${attempt.response_excerpt}</pre>` : '-',
     ]);
     const redeliverForm = may(state.user, 'operate')
-      ? `<form method="post" action="${base(ctx)}/deliveries/${delivery.id}/redeliver" class="inline-form">${csrfInput(state.claims.csrf)}<button type="submit">${escapeHtml(t('webhooks.redeliver'))}</button></form>`
+      ? html`<form method="post" action="${base(ctx)}/deliveries/${delivery.id}/redeliver" class="inline-form">${csrfField(state.claims.csrf)}<button type="submit">${t('webhooks.redeliver')}</button></form>`
       : '';
     kit.send(
       ctx,
@@ -430,11 +425,11 @@ ${filterSelect(
       layout(
         kit.pageContext(ctx, '/webhooks/deliveries'),
         delivery.id,
-        `<p><a href="${base(ctx)}/deliveries">${escapeHtml(t('webhooks.back_deliveries'))}</a></p>
+        html`<p><a href="${base(ctx)}/deliveries">${t('webhooks.back_deliveries')}</a></p>
 ${notice}
 ${factsHtml(facts)}
 <div class="actions">${redeliverForm}</div>
-<h2>${escapeHtml(t('webhooks.attempt_history'))}</h2>
+<h2>${t('webhooks.attempt_history')}</h2>
 ${table(
   t('webhooks.attempt_history'),
   [
@@ -453,7 +448,7 @@ ${table(
   };
 
   router.get('/o/:org/:mode/webhooks/deliveries/:delivery', kit.scoped, (ctx) =>
-    renderDelivery(ctx, 200, ''),
+    renderDelivery(ctx, 200, null),
   );
 
   router.post(
@@ -475,7 +470,7 @@ ${table(
         });
         return queued;
       });
-      return `<p class="notice" role="status">${escapeHtml(words(ctx)('webhooks.redelivered', { id: created.id }))} <a href="${base(ctx)}/deliveries/${created.id}">${escapeHtml(words(ctx)('webhooks.open_delivery', { id: created.id }))}</a></p>`;
+      return html`<p class="notice" role="status">${words(ctx)('webhooks.redelivered', { id: created.id })} <a href="${base(ctx)}/deliveries/${created.id}">${words(ctx)('webhooks.open_delivery', { id: created.id })}</a></p>`;
     }),
   );
 
@@ -486,17 +481,16 @@ ${table(
     const state = kit.state(ctx);
     const t = words(ctx);
     const { rows } = await searchLinks(db.reader, state.scope, {}, { offset: 0, limit: CHOICES });
-    if (rows.length === 0)
-      return `<h2>${escapeHtml(t('webhooks.fire'))}</h2><p>${escapeHtml(t('webhooks.fire_no_links'))}</p>`;
-    return `<form method="post" action="${base(ctx)}/fire" class="console-form wide">
-${csrfInput(state.claims.csrf)}
-<fieldset><legend>${escapeHtml(t('webhooks.fire'))}</legend>
-<p class="hint">${escapeHtml(t('webhooks.fire_hint'))}</p>
-<label for="fire-type">${escapeHtml(t('webhooks.event_type'))}</label>
-<select id="fire-type" name="type">${EVENT_TYPES.map((type) => `<option>${type}</option>`).join('')}</select>
-<label for="fire-link">${escapeHtml(t('webhooks.fire_link'))}</label>
-<select id="fire-link" name="link_id">${rows.map((link) => `<option value="${link.id}">${link.id}${link.holder_name ? ` (${escapeHtml(link.holder_name)})` : ''}</option>`).join('')}</select>
-<button type="submit">${escapeHtml(t('webhooks.fire_submit'))}</button>
+    if (rows.length === 0) return html`<h2>${t('webhooks.fire')}</h2><p>${t('webhooks.fire_no_links')}</p>`;
+    return html`<form method="post" action="${base(ctx)}/fire" class="console-form wide">
+${csrfField(state.claims.csrf)}
+<fieldset><legend>${t('webhooks.fire')}</legend>
+<p class="hint">${t('webhooks.fire_hint')}</p>
+<label for="fire-type">${t('webhooks.event_type')}</label>
+<select id="fire-type" name="type">${EVENT_TYPES.map((type) => html`<option>${type}</option>`)}</select>
+<label for="fire-link">${t('webhooks.fire_link')}</label>
+<select id="fire-link" name="link_id">${rows.map((link) => html`<option value="${link.id}">${link.id}${link.holder_name ? ` (${link.holder_name})` : ''}</option>`)}</select>
+<button type="submit">${t('webhooks.fire_submit')}</button>
 </fieldset>
 </form>`;
   };
@@ -504,33 +498,29 @@ ${csrfInput(state.claims.csrf)}
   /** Where each endpoint's first attempt of a fired event stands. */
   const outcomesHtml = (ctx: Context, outcomes: DeliveryOutcome[], complete: boolean) => {
     const t = words(ctx);
-    if (outcomes.length === 0) return `<p>${escapeHtml(t('webhooks.fire_nobody'))}</p>`;
+    if (outcomes.length === 0) return html`<p>${t('webhooks.fire_nobody')}</p>`;
     // Where it stands first: on a phone the table scrolls, and the outcome is what was asked.
     const rows = outcomes.map((outcome) => [
-      `<a href="${base(ctx)}/${outcome.endpoint_id}"><code>${outcome.endpoint_id}</code></a>`,
-      escapeHtml(stateWord(kit.state(ctx).locale, outcome.status)),
+      html`<a href="${base(ctx)}/${outcome.endpoint_id}"><code>${outcome.endpoint_id}</code></a>`,
+      stateWord(kit.state(ctx).locale, outcome.status),
       lastAnswer(outcome),
-      text(outcome.attempts),
-      `<a href="${base(ctx)}/deliveries/${outcome.delivery_id}"><code>${outcome.delivery_id}</code></a>`,
-      `<code class="wrap url">${escapeHtml(outcome.url)}</code>`,
+      cellText(outcome.attempts),
+      html`<a href="${base(ctx)}/deliveries/${outcome.delivery_id}"><code>${outcome.delivery_id}</code></a>`,
+      html`<code class="wrap url">${outcome.url}</code>`,
     ]);
-    return (
-      `<h2>${escapeHtml(t('webhooks.fire_outcomes'))}</h2>` +
-      table(
-        t('webhooks.fire_outcomes'),
-        [
-          t('webhooks.endpoint'),
-          t('webhooks.status'),
-          t('webhooks.last_answer'),
-          t('webhooks.attempts'),
-          t('webhooks.delivery'),
-          t('webhooks.url'),
-        ],
-        rows,
-        '',
-      ) +
-      (complete ? '' : `<p>${escapeHtml(t('webhooks.fire_waiting'))}</p>`)
-    );
+    return html`<h2>${t('webhooks.fire_outcomes')}</h2>${table(
+      t('webhooks.fire_outcomes'),
+      [
+        t('webhooks.endpoint'),
+        t('webhooks.status'),
+        t('webhooks.last_answer'),
+        t('webhooks.attempts'),
+        t('webhooks.delivery'),
+        t('webhooks.url'),
+      ],
+      rows,
+      '',
+    )}${!complete && html`<p>${t('webhooks.fire_waiting')}</p>`}`;
   };
 
   // The address a fire's answer leaves in the browser: opened again (a reload, a bookmark), the form's page.
@@ -564,16 +554,17 @@ ${csrfInput(state.claims.csrf)}
         return fired;
       });
       const { outcomes, complete } = await waitForOutcomes(db.reader, event.id, FIRE_WAIT_MS);
-      return (
-        noticeHtml(t('webhooks.fired', { type, id: event.id, link: linkId })) +
-        outcomesHtml(ctx, outcomes, complete)
-      );
+      return html`${noticeHtml(t('webhooks.fired', { type, id: event.id, link: linkId }))}${outcomesHtml(
+        ctx,
+        outcomes,
+        complete,
+      )}`;
     })(ctx);
   });
 
   // ---------------------------------------------------------------- one endpoint
 
-  const renderEndpoint = async (ctx: Context, status: number, notice: string) => {
+  const renderEndpoint = async (ctx: Context, status: number, notice: HtmlValue) => {
     const state = kit.state(ctx);
     const t = words(ctx);
     const endpoint = await scopedEndpoint(ctx);
@@ -602,41 +593,41 @@ ${csrfInput(state.claims.csrf)}
       }),
     );
     const previousUntil = await previousSecretSignsUntil(db.reader, endpoint.id, now);
-    const facts: [string, string][] = [
-      [t('webhooks.url'), `<code class="wrap">${escapeHtml(endpoint.url)}</code>`],
-      [t('webhooks.description'), text(endpoint.description)],
-      [t('webhooks.events'), escapeHtml(endpoint.enabled_events.join(', '))],
-      [t('webhooks.state'), escapeHtml(health(ctx, endpoint, now))],
-      [t('webhooks.unanswered'), text(endpoint.unanswered_attempts)],
-      [t('webhooks.deliveries'), counts.join(' · ')],
-      [t('webhooks.created'), escapeHtml(when(endpoint.created_at))],
-      [t('webhooks.updated'), escapeHtml(when(endpoint.updated_at))],
+    const facts: [string, HtmlValue][] = [
+      [t('webhooks.url'), html`<code class="wrap">${endpoint.url}</code>`],
+      [t('webhooks.description'), cellText(endpoint.description)],
+      [t('webhooks.events'), endpoint.enabled_events.join(', ')],
+      [t('webhooks.state'), health(ctx, endpoint, now)],
+      [t('webhooks.unanswered'), cellText(endpoint.unanswered_attempts)],
+      [t('webhooks.deliveries'), join(counts, ' · ')],
+      [t('webhooks.created'), when(endpoint.created_at)],
+      [t('webhooks.updated'), when(endpoint.updated_at)],
       ...(previousUntil !== null
-        ? ([[t('webhooks.previous_secret'), escapeHtml(when(toIso(previousUntil)))]] as [string, string][])
+        ? ([[t('webhooks.previous_secret'), when(toIso(previousUntil))]] as [string, HtmlValue][])
         : []),
     ];
     const defaultGrace = GRACE_HOURS.includes(config.webhooks.secretRollGraceSeconds / 3600)
       ? config.webhooks.secretRollGraceSeconds / 3600
       : 24;
     const forms = may(state.user, 'manage')
-      ? `<form method="post" action="${here}" class="console-form wide">${csrfInput(csrf)}
-<fieldset><legend>${escapeHtml(t('webhooks.edit'))}</legend>
-<label for="url">${escapeHtml(t('webhooks.url'))}</label>
-<input id="url" name="url" type="url" required maxlength="${URL_MAX}" value="${escapeHtml(endpoint.url)}">
-<label for="description">${escapeHtml(t('webhooks.description_label'))}</label>
-<input id="description" name="description" maxlength="${DESCRIPTION_MAX}" value="${escapeHtml(endpoint.description ?? '')}">
+      ? html`<form method="post" action="${here}" class="console-form wide">${csrfField(csrf)}
+<fieldset><legend>${t('webhooks.edit')}</legend>
+<label for="url">${t('webhooks.url')}</label>
+<input id="url" name="url" type="url" required maxlength="${URL_MAX}" value="${endpoint.url}">
+<label for="description">${t('webhooks.description_label')}</label>
+<input id="description" name="description" maxlength="${DESCRIPTION_MAX}" value="${endpoint.description ?? ''}">
 ${eventChoices(ctx, endpoint.enabled_events)}
-<button type="submit">${escapeHtml(t('webhooks.save'))}</button>
+<button type="submit">${t('webhooks.save')}</button>
 </fieldset></form>
-<form method="post" action="${here}/roll" class="console-form">${csrfInput(csrf)}
-<fieldset><legend>${escapeHtml(t('webhooks.roll'))}</legend>
-<label for="grace">${escapeHtml(t('webhooks.grace'))}</label>
-<select id="grace" name="grace_hours">${GRACE_HOURS.map((hours) => `<option value="${hours}"${hours === defaultGrace ? ' selected' : ''}>${escapeHtml(hours === 0 ? t('webhooks.grace_none') : t('keys.grace_hours', { hours: String(hours) }))}</option>`).join('')}</select>
-<button type="submit">${escapeHtml(t('webhooks.roll'))}</button></fieldset></form>
-<form method="post" action="${here}/${endpoint.disabled ? 'enable' : 'disable'}" class="console-form">${csrfInput(csrf)}
-<fieldset${endpoint.disabled ? '' : ' class="danger"'}><legend>${escapeHtml(t(endpoint.disabled ? 'webhooks.enable' : 'webhooks.disable'))}</legend>
-<p class="hint">${escapeHtml(t(endpoint.disabled ? 'webhooks.enable_hint' : 'webhooks.disable_hint'))}</p>
-<button type="submit"${endpoint.disabled ? '' : ' class="danger"'}>${escapeHtml(t(endpoint.disabled ? 'webhooks.enable' : 'webhooks.disable'))}</button></fieldset></form>`
+<form method="post" action="${here}/roll" class="console-form">${csrfField(csrf)}
+<fieldset><legend>${t('webhooks.roll')}</legend>
+<label for="grace">${t('webhooks.grace')}</label>
+<select id="grace" name="grace_hours">${GRACE_HOURS.map((hours) => html`<option value="${hours}"${hours === defaultGrace && SELECTED}>${hours === 0 ? t('webhooks.grace_none') : t('keys.grace_hours', { hours: String(hours) })}</option>`)}</select>
+<button type="submit">${t('webhooks.roll')}</button></fieldset></form>
+<form method="post" action="${here}/${endpoint.disabled ? 'enable' : 'disable'}" class="console-form">${csrfField(csrf)}
+<fieldset${!endpoint.disabled && DANGER}><legend>${t(endpoint.disabled ? 'webhooks.enable' : 'webhooks.disable')}</legend>
+<p class="hint">${t(endpoint.disabled ? 'webhooks.enable_hint' : 'webhooks.disable_hint')}</p>
+<button type="submit"${!endpoint.disabled && DANGER}>${t(endpoint.disabled ? 'webhooks.enable' : 'webhooks.disable')}</button></fieldset></form>`
       : '';
     kit.send(
       ctx,
@@ -644,7 +635,7 @@ ${eventChoices(ctx, endpoint.enabled_events)}
       layout(
         kit.pageContext(ctx, '/webhooks'),
         endpoint.id,
-        `<p><a href="${base(ctx)}">${escapeHtml(t('webhooks.back'))}</a></p>
+        html`<p><a href="${base(ctx)}">${t('webhooks.back')}</a></p>
 ${notice}
 ${factsHtml(facts)}
 <p>${deliveriesLink(ctx, { endpoint_id: endpoint.id }, t('webhooks.its_deliveries'))}</p>
@@ -653,12 +644,10 @@ ${forms}`,
     );
   };
 
-  router.get('/o/:org/:mode/webhooks/:endpoint', kit.scoped, (ctx) => renderEndpoint(ctx, 200, ''));
+  router.get('/o/:org/:mode/webhooks/:endpoint', kit.scoped, (ctx) => renderEndpoint(ctx, 200, null));
 
   /** An endpoint's change: the endpoint must be this scope's first (else 404, whatever the role). */
-  const endpointChange = (
-    work: (ctx: Context, endpoint: WebhookEndpoint, now: number) => Promise<string>,
-  ) => [
+  const endpointChange = (work: (ctx: Context, endpoint: WebhookEndpoint, now: number) => Promise<Html>) => [
     kit.scoped,
     async (ctx: Context, next: () => Promise<unknown>) => {
       await scopedEndpoint(ctx);
@@ -751,7 +740,7 @@ ${forms}`,
 /** The last attempt's HTTP status, or why it got none (the attempts table has the rest). */
 function lastAnswer(delivery: Pick<WebhookDelivery, 'last_response_status' | 'last_error'>): string {
   if (delivery.last_response_status !== null) return `HTTP ${delivery.last_response_status}`;
-  return escapeHtml(delivery.last_error ?? '-');
+  return delivery.last_error ?? '-';
 }
 
 /** A URL short enough for a menu: its host and the start of its path. */

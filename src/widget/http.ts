@@ -23,6 +23,7 @@ import {
   type WidgetContext,
 } from './flows.js';
 import { renderPage, type Bootstrap } from './page.js';
+import { pageHeaders, sendHtml } from '../html/respond.js';
 import { CATALOGUES, chooseLocale, type Locale } from './messages.js';
 import { redirectUrl } from './flows.js';
 import { describeProblem } from './problems.js';
@@ -132,30 +133,26 @@ export function widgetRouter(services: AppServices): Router {
     const frameAncestors = bootstrap.opener_origin ?? "'none'";
     ctx.set('Content-Language', bootstrap.locale);
     ctx.set('Vary', 'Accept-Language');
-    ctx.status = status;
-    ctx.type = 'text/html; charset=utf-8';
-    ctx.set('Cache-Control', 'no-store');
-    ctx.set('Referrer-Policy', 'no-referrer');
-    ctx.set('X-Content-Type-Options', 'nosniff');
-    ctx.set(
-      'Content-Security-Policy',
-      [
-        "default-src 'none'",
-        "script-src 'self'",
-        "style-src 'self'",
-        `img-src ${imgSources.join(' ')}`,
-        "connect-src 'self'",
-        "base-uri 'none'",
-        "form-action 'none'",
-        `frame-ancestors ${frameAncestors}`,
-      ].join('; '),
+    pageHeaders(ctx, [
+      "default-src 'none'",
+      "script-src 'self'",
+      "style-src 'self'",
+      `img-src ${imgSources.join(' ')}`,
+      "connect-src 'self'",
+      "base-uri 'none'",
+      "form-action 'none'",
+      `frame-ancestors ${frameAncestors}`,
+    ]);
+    sendHtml(
+      ctx,
+      status,
+      renderPage(bootstrap, {
+        widgetJs: assets.get('widget.js')!.version,
+        widgetCss: assets.get('widget.css')!.version,
+        themeCss: theme.version,
+        logoSrc,
+      }),
     );
-    ctx.body = renderPage(bootstrap, {
-      widgetJs: assets.get('widget.js')!.version,
-      widgetCss: assets.get('widget.css')!.version,
-      themeCss: theme.version,
-      logoSrc,
-    });
   };
 
   const localeOf = (ctx: Context, tokenLocale: Locale | null = null): Locale =>

@@ -3,6 +3,7 @@ import type { BankHealth } from '../banks/health.js';
 import type { Problem } from './problems.js';
 import type { SessionKind } from './sessions.js';
 import type { WidgetStatus } from './flows.js';
+import { html, jsonScript, trustedHtml, type Html } from '../html/html.js';
 import { message, type Catalogue, type Locale } from './messages.js';
 
 /** What the page's script starts from; it is JSON in a non-executable script element. */
@@ -40,40 +41,25 @@ export interface PageAssets {
   logoSrc: string | null;
 }
 
-const ESCAPES: Record<string, string> = {
-  '&': '&amp;',
-  '<': '&lt;',
-  '>': '&gt;',
-  '"': '&quot;',
-  "'": '&#39;',
-};
+/** The close button's cross and the footer's padlock: fixed markup of ours. */
+const CLOSE_ICON = trustedHtml(
+  '<svg aria-hidden="true" focusable="false" width="20" height="20" viewBox="0 0 20 20"><path d="M5 5l10 10M15 5L5 15" stroke="currentColor" stroke-width="2" stroke-linecap="round"/></svg>',
+);
+const LOCK_ICON = trustedHtml(
+  '<svg aria-hidden="true" focusable="false" width="14" height="14" viewBox="0 0 16 16"><path d="M4 7V5a4 4 0 118 0v2h1v8H3V7h1zm2 0h4V5a2 2 0 10-4 0v2z" fill="currentColor"/></svg>',
+);
 
-export function escapeHtml(text: string): string {
-  return text.replace(/[&<>"']/g, (char) => ESCAPES[char]!);
-}
-
-/** JSON that cannot close its script element or open a comment, whatever the strings inside hold. */
-function scriptJson(value: unknown): string {
-  return JSON.stringify(value)
-    .replace(/</g, '\\u003c')
-    .replace(/>/g, '\\u003e')
-    .replace(/&/g, '\\u0026')
-    .replace(/\u2028/g, '\\u2028')
-    .replace(/\u2029/g, '\\u2029');
-}
-
-export function renderPage(bootstrap: Bootstrap, assets: PageAssets): string {
-  const name = escapeHtml(bootstrap.operator);
+export function renderPage(bootstrap: Bootstrap, assets: PageAssets): Html {
+  const name = bootstrap.operator;
   const logo = assets.logoSrc
-    ? `<img class="brand-logo" src="${escapeHtml(assets.logoSrc)}" alt="" width="28" height="28">`
-    : `<span class="brand-logo brand-initial" aria-hidden="true">${escapeHtml(bootstrap.operator.slice(0, 1).toUpperCase())}</span>`;
-  const t = (key: Parameters<typeof message>[1]) => escapeHtml(message(bootstrap.locale, key));
-  const title = bootstrap.error ? escapeHtml(bootstrap.error.title) : t('page.title');
+    ? html`<img class="brand-logo" src="${assets.logoSrc}" alt="" width="28" height="28">`
+    : html`<span class="brand-logo brand-initial" aria-hidden="true">${bootstrap.operator.slice(0, 1).toUpperCase()}</span>`;
+  const t = (key: Parameters<typeof message>[1]) => message(bootstrap.locale, key);
+  const title = bootstrap.error ? bootstrap.error.title : t('page.title');
   const developerNote =
-    bootstrap.error?.code === 'opener_missing'
-      ? `<p class="hint">${t('problem.opener_missing.developer')}</p>`
-      : '';
-  return `<!doctype html>
+    bootstrap.error?.code === 'opener_missing' &&
+    html`<p class="hint">${t('problem.opener_missing.developer')}</p>`;
+  return html`<!doctype html>
 <html lang="${bootstrap.locale === 'es' ? 'es-CL' : 'en'}">
 <head>
 <meta charset="utf-8">
@@ -83,7 +69,7 @@ export function renderPage(bootstrap: Bootstrap, assets: PageAssets): string {
 <title>${title} · ${name}</title>
 <link rel="stylesheet" href="/widget/assets/widget.css?v=${assets.widgetCss}">
 <link rel="stylesheet" href="/widget/assets/theme.css?v=${assets.themeCss}">
-<script type="application/json" id="widget-bootstrap">${scriptJson(bootstrap)}</script>
+${jsonScript('widget-bootstrap', bootstrap)}
 <script src="/widget/assets/widget.js?v=${assets.widgetJs}" defer></script>
 </head>
 <body>
@@ -91,16 +77,16 @@ export function renderPage(bootstrap: Bootstrap, assets: PageAssets): string {
   <header class="widget-header">
     <span class="brand">${logo}<span class="brand-name">${name}</span></span>
     <button type="button" class="icon-button" id="widget-close" aria-label="${t('page.close')}" title="${t('page.close')}" hidden>
-      <svg aria-hidden="true" focusable="false" width="20" height="20" viewBox="0 0 20 20"><path d="M5 5l10 10M15 5L5 15" stroke="currentColor" stroke-width="2" stroke-linecap="round"/></svg>
+      ${CLOSE_ICON}
     </button>
   </header>
   <main id="widget-main" class="widget-main">
     <h1 tabindex="-1">${title}</h1>
-    ${bootstrap.error ? `<p>${escapeHtml(bootstrap.error.message)}</p>${developerNote}` : ''}
+    ${bootstrap.error && html`<p>${bootstrap.error.message}</p>${developerNote}`}
     <noscript><p>${t('page.noscript')}</p></noscript>
   </main>
   <footer class="widget-footer">
-    <svg aria-hidden="true" focusable="false" width="14" height="14" viewBox="0 0 16 16"><path d="M4 7V5a4 4 0 118 0v2h1v8H3V7h1zm2 0h4V5a2 2 0 10-4 0v2z" fill="currentColor"/></svg>
+    ${LOCK_ICON}
     <span>${t('page.footer')}</span>
   </footer>
 </div>

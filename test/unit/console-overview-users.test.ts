@@ -32,15 +32,17 @@ t.test('every key the overview and users pages ask for is in the catalogue', asy
 
 t.test('figures: the number, linked where a list exists, escaped', async (t) => {
   t.equal(
-    figuresHtml([
-      {
-        label: 'Active <links>',
-        value: 3,
-        href: '/console/o/org_1/test/links?status=active&x=1',
-        note: '(1 paused)',
-      },
-      { label: 'Failing', value: 0 },
-    ]),
+    String(
+      figuresHtml([
+        {
+          label: 'Active <links>',
+          value: 3,
+          href: '/console/o/org_1/test/links?status=active&x=1',
+          note: '(1 paused)',
+        },
+        { label: 'Failing', value: 0 },
+      ]),
+    ),
     '<dl class="facts figures"><dt>Active &lt;links&gt;</dt><dd><a href="/console/o/org_1/test/links?status=active&amp;x=1">3</a> (1 paused)</dd><dt>Failing</dt><dd><span>0</span></dd></dl>',
   );
 });

@@ -1,23 +1,9 @@
-import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t, { type Test } from 'tap';
+import { checkTree } from '../helpers/tree-check.js';
 
 const SCRIPT = fileURLToPath(new URL('../../../scripts/check-table-owners.js', import.meta.url));
-
-/** Runs the check on a tree of the given files (path → text) and returns its exit code and stderr. */
-function check(t: Test, files: Record<string, string>): { status: number | null; stderr: string } {
-  const root = mkdtempSync(join(tmpdir(), 'table-owners-'));
-  t.teardown(() => rmSync(root, { recursive: true, force: true }));
-  for (const [path, text] of Object.entries(files)) {
-    mkdirSync(dirname(join(root, path)), { recursive: true });
-    writeFileSync(join(root, path), text);
-  }
-  const run = spawnSync(process.execPath, [SCRIPT, root], { encoding: 'utf8' });
-  return { status: run.status, stderr: run.stderr };
-}
+const check = (t: Test, files: Record<string, string>) => checkTree(t, SCRIPT, files);
 
 t.test('writes by the owner, reads by anyone, and db/ helpers pass', async (t) => {
   const { status, stderr } = check(t, {
