@@ -6,28 +6,15 @@
 // commands/ may import it too.
 //
 // Usage: node scripts/check-frame.js [ROOT] (default: the checkout this script is in).
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { dirname, join, normalize, relative, sep } from 'node:path';
 import { fileURLToPath, URL } from 'node:url';
+import { sourceFiles } from './check-table-owners.js';
 
 const FRAME = 'src/http/';
 const MAY_IMPORT_FRAME = [FRAME, 'src/processes/'];
 /** Static imports, re-exports and dynamic `import('…')` with a literal path. */
 const IMPORT = /(?:\bfrom\s*|\bimport\s*\(\s*|\bimport\s+)(['"])(\.{1,2}\/[^'"]+)\1/g;
-
-function sourceFiles(dir) {
-  let entries;
-  try {
-    entries = readdirSync(dir);
-  } catch {
-    return [];
-  }
-  return entries.flatMap((name) => {
-    const path = join(dir, name);
-    if (statSync(path).isDirectory()) return sourceFiles(path);
-    return /\.(ts|tsx|js|mjs)$/.test(name) && !name.endsWith('.d.ts') ? [path] : [];
-  });
-}
 
 /** Every import of the frame from outside it, as `file:line: …` lines. */
 export function violations(root) {

@@ -1,26 +1,17 @@
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t, { type Test } from 'tap';
+import { checkTree } from '../helpers/tree-check.js';
 
 /* scripts/check-frame.js: no feature imports the HTTP frame (src/http/), on a planted tree and on ours. */
 
 const SCRIPT = fileURLToPath(new URL('../../../scripts/check-frame.js', import.meta.url));
 const REPO = fileURLToPath(new URL('../../../', import.meta.url));
 
+/** The check on a planted tree, or with null on this checkout. */
 function check(t: Test, files: Record<string, string> | null): { status: number | null; stderr: string } {
-  let root = REPO;
-  if (files) {
-    root = mkdtempSync(join(tmpdir(), 'check-frame-'));
-    t.teardown(() => rmSync(root, { recursive: true, force: true }));
-    for (const [path, text] of Object.entries(files)) {
-      mkdirSync(dirname(join(root, path)), { recursive: true });
-      writeFileSync(join(root, path), text);
-    }
-  }
-  const run = spawnSync(process.execPath, [SCRIPT, root], { encoding: 'utf8' });
+  if (files) return checkTree(t, SCRIPT, files);
+  const run = spawnSync(process.execPath, [SCRIPT, REPO], { encoding: 'utf8' });
   return { status: run.status, stderr: run.stderr };
 }
 
