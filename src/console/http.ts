@@ -33,14 +33,14 @@ import {
   verifyKnownDevice,
 } from './known-device.js';
 import { seesOrganisation, type ConsoleScope } from './access.js';
-import { registerKeyPages } from './keys-pages.js';
-import { registerLinkPages } from './links-pages.js';
-import { registerHistoryPages } from './history-pages.js';
-import { registerOverviewPage } from './overview-page.js';
-import { registerUserPages } from './users-pages.js';
-import { registerAccountPages } from './account-pages.js';
+import { registerKeyPages } from './pages/keys-pages.js';
+import { registerLinkPages } from './pages/links-pages.js';
+import { registerHistoryPages } from './pages/history-pages.js';
+import { registerOverviewPage } from './pages/overview-page.js';
+import { registerUserPages } from './pages/users-pages.js';
+import { registerAccountPages } from './pages/account-pages.js';
 import { codeChecker } from './totp.js';
-import { registerWebhookPages } from './webhooks-pages.js';
+import { registerWebhookPages } from './pages/webhooks-pages.js';
 import { pageWindow, pager, pagerWords, table } from './views.js';
 import { getOrganisation, pageOrganisations } from '../orgs/orgs.js';
 import { shownName } from './format.js';

@@ -1,8 +1,8 @@
 import { readFileSync } from 'node:fs';
 import t from 'tap';
 import { CONSOLE_CATALOGUES } from '../../src/console/messages.js';
-import { figuresHtml, healthSummary } from '../../src/console/overview-page.js';
-import { inviteProblem } from '../../src/console/users-pages.js';
+import { figuresHtml, healthSummary } from '../../src/console/pages/overview-page.js';
+import { inviteProblem } from '../../src/console/pages/users-pages.js';
 
 t.test("the console's catalogues have the same keys and placeholders, and no empty string", async (t) => {
   const { es, en } = CONSOLE_CATALOGUES;
@@ -21,7 +21,7 @@ t.test("the console's catalogues have the same keys and placeholders, and no emp
 
 t.test('every key the overview and users pages ask for is in the catalogue', async (t) => {
   for (const file of ['overview-page.ts', 'users-pages.ts']) {
-    const source = readFileSync(new URL(`../../../src/console/${file}`, import.meta.url), 'utf8');
+    const source = readFileSync(new URL(`../../../src/console/pages/${file}`, import.meta.url), 'utf8');
     const asked = [...source.matchAll(/'((?:overview|users|nav|keys|error|signin|links)\.[\w.]+)'/g)].map(
       (match) => match[1]!,
     );

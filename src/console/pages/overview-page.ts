@@ -1,17 +1,17 @@
 import type Router from '@koa/router';
-import { RATE_GROUPS } from '../config/defaults.js';
-import { bankHealth, type BankHealth } from '../banks/health.js';
-import { INSTITUTIONS } from '../banks/institutions.js';
-import { failedSyncJobsSince } from '../jobs/jobs.js';
-import { keyFiguresOfScope } from '../keys/keys.js';
-import { linkFiguresOfScope } from '../links/store.js';
-import { failingDeliveryCounts } from '../webhooks/deliveries.js';
-import { html, join, type Html } from '../html/html.js';
-import { scopePath } from './access.js';
-import type { ConsoleKit } from './kit.js';
-import { type ConsoleMessageKey } from './messages.js';
-import { layout } from './pages.js';
-import { table } from './views.js';
+import { RATE_GROUPS } from '../../config/defaults.js';
+import { bankHealth, type BankHealth } from '../../banks/health.js';
+import { INSTITUTIONS } from '../../banks/institutions.js';
+import { failedSyncJobsSince } from '../../jobs/jobs.js';
+import { keyFiguresOfScope } from '../../keys/keys.js';
+import { linkFiguresOfScope } from '../../links/store.js';
+import { failingDeliveryCounts } from '../../webhooks/deliveries.js';
+import { html, join, type Html } from '../../html/html.js';
+import { scopePath } from '../access.js';
+import type { ConsoleKit } from '../kit.js';
+import { type ConsoleMessageKey } from '../messages.js';
+import { layout } from '../pages.js';
+import { table } from '../views.js';
 
 /*
  * An organisation's overview in one mode: what a person checks first. Its links by state, the syncs and

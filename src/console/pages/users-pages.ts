@@ -1,15 +1,15 @@
 import type Router from '@koa/router';
 import type { Context, Next } from 'koa';
-import { toIso } from '../clock/clock.js';
-import { ApiError } from '../errors/api-error.js';
-import { isId } from '../ids/ids.js';
-import { getOrganisation, pageOrganisations } from '../orgs/orgs.js';
-import { html, type Html, type HtmlValue } from '../html/html.js';
-import type { ConsoleKit } from './kit.js';
-import { shownName } from './format.js';
-import { consoleLink } from './links.js';
-import { type ConsoleMessageKey } from './messages.js';
-import { layout } from './pages.js';
+import { toIso } from '../../clock/clock.js';
+import { ApiError } from '../../errors/api-error.js';
+import { isId } from '../../ids/ids.js';
+import { getOrganisation, pageOrganisations } from '../../orgs/orgs.js';
+import { html, type Html, type HtmlValue } from '../../html/html.js';
+import type { ConsoleKit } from '../kit.js';
+import { shownName } from '../format.js';
+import { consoleLink } from '../links.js';
+import { type ConsoleMessageKey } from '../messages.js';
+import { layout } from '../pages.js';
 import {
   CONSOLE_ROLES,
   disableConsoleUser,
@@ -22,7 +22,7 @@ import {
   RESET_TTL_MS,
   type ConsoleRole,
   type ConsoleUserRow,
-} from './users.js';
+} from '../users.js';
 import {
   atMinute,
   csrfField,
@@ -35,7 +35,7 @@ import {
   secretOnce,
   SELECTED,
   table,
-} from './views.js';
+} from '../views.js';
 
 /*
  * Console users, for operators only (everyone else gets 404, as for a page that does not exist for them):

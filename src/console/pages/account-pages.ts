@@ -1,8 +1,8 @@
 import type Router from '@koa/router';
 import type { Context } from 'koa';
-import { html, type HtmlValue } from '../html/html.js';
-import type { ConsoleState, ConsoleKit } from './kit.js';
-import { layout, totpField } from './pages.js';
+import { html, type HtmlValue } from '../../html/html.js';
+import type { ConsoleState, ConsoleKit } from '../kit.js';
+import { layout, totpField } from '../pages.js';
 import {
   acceptedStep,
   base32Decode,
@@ -13,10 +13,10 @@ import {
   otpauthUri,
   sealEnrolment,
   sealTotpSecret,
-} from './totp.js';
-import { disableTotp, enableTotp } from './users.js';
-import { verifyPassword } from './passwords.js';
-import { csrfField, noticeHtml, problemHtml } from './views.js';
+} from '../totp.js';
+import { disableTotp, enableTotp } from '../users.js';
+import { verifyPassword } from '../passwords.js';
+import { csrfField, noticeHtml, problemHtml } from '../views.js';
 
 /*
  * The signed-in user's own account: whether their second factor (TOTP, totp.ts) is on, turning it on (a

@@ -1,20 +1,20 @@
 import type Router from '@koa/router';
 import type { Context } from 'koa';
-import { recordAudit } from '../audit/audit-log.js';
-import { toIso } from '../clock/clock.js';
-import { ApiError, errors } from '../errors/api-error.js';
-import { inspectLink, type Finding } from '../links/inspect.js';
-import { deleteLink, pauseLink, resumeLink } from '../links/links.js';
-import { rutSearchDigests } from '../links/rut-search.js';
-import { findLink, searchLinks, type LinkStatus } from '../links/store.js';
-import { recentMovementsOfAccounts } from '../movements/store.js';
-import { requestRefresh } from '../refresh/refresh.js';
-import { html, type HtmlValue } from '../html/html.js';
-import { consolePrincipal, may, scopePath, type ConsoleAction } from './access.js';
-import type { ConsoleKit } from './kit.js';
-import { bankName, money } from './format.js';
-import { codeWord, stateWord, type ConsoleMessageKey, type Words } from './messages.js';
-import { layout } from './pages.js';
+import { recordAudit } from '../../audit/audit-log.js';
+import { toIso } from '../../clock/clock.js';
+import { ApiError, errors } from '../../errors/api-error.js';
+import { inspectLink, type Finding } from '../../links/inspect.js';
+import { deleteLink, pauseLink, resumeLink } from '../../links/links.js';
+import { rutSearchDigests } from '../../links/rut-search.js';
+import { findLink, searchLinks, type LinkStatus } from '../../links/store.js';
+import { recentMovementsOfAccounts } from '../../movements/store.js';
+import { requestRefresh } from '../../refresh/refresh.js';
+import { html, type HtmlValue } from '../../html/html.js';
+import { consolePrincipal, may, scopePath, type ConsoleAction } from '../access.js';
+import type { ConsoleKit } from '../kit.js';
+import { bankName, money } from '../format.js';
+import { codeWord, stateWord, type ConsoleMessageKey, type Words } from '../messages.js';
+import { layout } from '../pages.js';
 import {
   cellText,
   csrfField,
@@ -28,7 +28,7 @@ import {
   problemHtml,
   table,
   when,
-} from './views.js';
+} from '../views.js';
 
 /*
  * Links, for support's question "why is this link stale?": find a link by id, RUT, external_user_id or the

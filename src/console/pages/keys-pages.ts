@@ -1,9 +1,9 @@
 import type Router from '@koa/router';
 import type { Context } from 'koa';
-import { RATE_GROUPS } from '../config/defaults.js';
-import { aboveCeiling, parseRateLimitOverrides, type RateLimitOverrides } from '../ratelimit/overrides.js';
-import { organisationCeilings, setOrganisationCeilings } from '../orgs/orgs.js';
-import { ApiError, errors } from '../errors/api-error.js';
+import { RATE_GROUPS } from '../../config/defaults.js';
+import { aboveCeiling, parseRateLimitOverrides, type RateLimitOverrides } from '../../ratelimit/overrides.js';
+import { organisationCeilings, setOrganisationCeilings } from '../../orgs/orgs.js';
+import { ApiError, errors } from '../../errors/api-error.js';
 import {
   createApiKey,
   findScopedKey,
@@ -11,13 +11,13 @@ import {
   revokeApiKey,
   rotateApiKey,
   setKeyRateLimits,
-} from '../keys/keys.js';
-import { html, join, type Html, type HtmlValue } from '../html/html.js';
-import { may, scopePath } from './access.js';
-import type { ConsoleKit } from './kit.js';
-import { shownName } from './format.js';
-import { codeWord } from './messages.js';
-import { layout } from './pages.js';
+} from '../../keys/keys.js';
+import { html, join, type Html, type HtmlValue } from '../../html/html.js';
+import { may, scopePath } from '../access.js';
+import type { ConsoleKit } from '../kit.js';
+import { shownName } from '../format.js';
+import { codeWord } from '../messages.js';
+import { layout } from '../pages.js';
 import {
   atMinute,
   csrfField,
@@ -30,7 +30,7 @@ import {
   secretOnce,
   SELECTED,
   table,
-} from './views.js';
+} from '../views.js';
 
 /*
  * Keys: an organisation's API keys in one mode, paginated; issue (the key shown once, with a copy

@@ -1,12 +1,12 @@
 import type Router from '@koa/router';
-import { pageAuditLog } from '../audit/audit-log.js';
-import { EVENT_TYPES } from '../events/catalogue.js';
-import { listEvents } from '../events/store.js';
-import { html } from '../html/html.js';
-import { consolePrincipal, scopePath } from './access.js';
-import type { ConsoleKit } from './kit.js';
-import { layout } from './pages.js';
-import { atSecond, filterSelect, pager, pagerWords, pageWindow, queryText, table } from './views.js';
+import { pageAuditLog } from '../../audit/audit-log.js';
+import { EVENT_TYPES } from '../../events/catalogue.js';
+import { listEvents } from '../../events/store.js';
+import { html } from '../../html/html.js';
+import { consolePrincipal, scopePath } from '../access.js';
+import type { ConsoleKit } from '../kit.js';
+import { layout } from '../pages.js';
+import { atSecond, filterSelect, pager, pagerWords, pageWindow, queryText, table } from '../views.js';
 
 /*
  * What happened: an organisation's events in a mode (as GET /v1/events lists them, filtered by type and

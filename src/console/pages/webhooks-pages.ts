@@ -1,11 +1,11 @@
 import type Router from '@koa/router';
 import type { Context } from 'koa';
 import type { Knex } from 'knex';
-import { recordAudit } from '../audit/audit-log.js';
-import { toIso } from '../clock/clock.js';
-import { ApiError, errors } from '../errors/api-error.js';
-import { EVENT_TYPES } from '../events/catalogue.js';
-import { searchLinks } from '../links/store.js';
+import { recordAudit } from '../../audit/audit-log.js';
+import { toIso } from '../../clock/clock.js';
+import { ApiError, errors } from '../../errors/api-error.js';
+import { EVENT_TYPES } from '../../events/catalogue.js';
+import { searchLinks } from '../../links/store.js';
 import {
   DELIVERY_STATUSES,
   getDelivery,
@@ -14,7 +14,7 @@ import {
   redeliver,
   type DeliveryStatus,
   type WebhookDelivery,
-} from '../webhooks/deliveries.js';
+} from '../../webhooks/deliveries.js';
 import {
   createEndpoint,
   getEndpoint,
@@ -24,14 +24,14 @@ import {
   updateEndpoint,
   type EndpointPolicy,
   type WebhookEndpoint,
-} from '../webhooks/endpoints.js';
-import { waitForOutcomes, type DeliveryOutcome } from '../webhooks/operator.js';
-import { fireSandboxEvent } from '../webhooks/sandbox-events.js';
-import { html, join, type Html, type HtmlValue } from '../html/html.js';
-import { consolePrincipal, may, scopePath, type ConsoleAction } from './access.js';
-import type { ConsoleKit } from './kit.js';
-import { stateWord } from './messages.js';
-import { layout } from './pages.js';
+} from '../../webhooks/endpoints.js';
+import { waitForOutcomes, type DeliveryOutcome } from '../../webhooks/operator.js';
+import { fireSandboxEvent } from '../../webhooks/sandbox-events.js';
+import { html, join, type Html, type HtmlValue } from '../../html/html.js';
+import { consolePrincipal, may, scopePath, type ConsoleAction } from '../access.js';
+import type { ConsoleKit } from '../kit.js';
+import { stateWord } from '../messages.js';
+import { layout } from '../pages.js';
 import {
   atMinute,
   atSecond,
@@ -51,7 +51,7 @@ import {
   SELECTED,
   table,
   when,
-} from './views.js';
+} from '../views.js';
 
 /*
  * Webhooks: an organisation's endpoints in one mode (create, edit, disable and enable, roll the signing
