@@ -216,6 +216,12 @@ forEachEngine(t, async (t, engine) => {
       });
 
       await t.test('it starts only the api, which serves', async (t) => {
+        // The API may answer before its "ready" reaches the supervisor and its state file (a loaded CI run
+        // read `starting` here): wait for the file, as an operator's second `svc status` would.
+        await waitFor(
+          async () => supervisedChildren(home, serve).get('api')?.status === 'running' || undefined,
+          SLOW_START_MS,
+        );
         const mine = await children(t, home, serve);
         t.same([...mine.keys()], ['api'], 'svc status lists only the api');
         t.equal(mine.get('api')?.status, 'running');
