@@ -1,6 +1,9 @@
 import type { FromSchema } from 'json-schema-to-ts';
 import { BANK_IDS, PRODUCTS } from '../banks/institutions.js';
 
+/** The `redirect_uri` column's length (migration 20261125000009), as sent and once normalised. */
+export const REDIRECT_URI_MAX_LENGTH = 2048;
+
 /** The body of POST /v1/widget_tokens: the route's validator and document, and the service's input. */
 export const widgetTokenBody = {
   type: 'object',
@@ -44,7 +47,7 @@ export const widgetTokenBody = {
     redirect_uri: {
       type: 'string',
       minLength: 1,
-      maxLength: 2048,
+      maxLength: REDIRECT_URI_MAX_LENGTH,
       description:
         "The hosted flow: widget_url works as a plain link, and the widget returns here with `exchange_token` (and `state`) in the query. Must match the operator's `widget.allowedRedirectUris`; https only (http to a loopback host in test mode)",
     },

@@ -9,7 +9,7 @@ import { findInstitution, offers, type Product } from '../banks/institutions.js'
 import { formatRut, normaliseRut } from '../rut/rut.js';
 import type { LinkPolicy } from '../links/links.js';
 import type { LinkRow } from '../links/store.js';
-import type { WidgetTokenInput } from './schemas.js';
+import { REDIRECT_URI_MAX_LENGTH, type WidgetTokenInput } from './schemas.js';
 import type { Locale } from './messages.js';
 
 export type WidgetIntent = 'connect' | 'reconnect';
@@ -139,9 +139,9 @@ export async function createWidgetToken(
 
   let redirectUri: string | null = null;
   if (input.redirect_uri !== undefined) {
-    const problem = redirectUriProblem(input.redirect_uri, options.allowedRedirectUris, principal.mode);
-    if (problem) throw errors.invalidParameter('redirect_uri', problem);
-    redirectUri = new URL(input.redirect_uri).href;
+    const checked = checkRedirectUri(input.redirect_uri, options.allowedRedirectUris, principal.mode);
+    if ('problem' in checked) throw errors.invalidParameter('redirect_uri', checked.problem);
+    redirectUri = checked.uri;
   }
   if (input.state !== undefined && redirectUri === null)
     throw errors.invalidParameter(
@@ -199,19 +199,35 @@ const LOOPBACK_HOSTS = new Set(['127.0.0.1', 'localhost', '[::1]']);
  * match an entry of `widget.allowedRedirectUris`: exactly, or, for an entry ending in `/`, by having the
  * entry's origin and its path as a prefix of its own (the query is free). Paths are compared after URL
  * parsing, so `/cb/../admin` is `/admin` and cannot slip under `/cb/`; and a path that a server would read as
- * another once it decodes it is refused (pathDecodingProblem). The caller keeps the parsed (normalised) URL.
+ * another once it decodes it is refused (pathDecodingProblem). Answers the URL as parsed (normalised), which is
+ * what is stored and where the widget redirects.
  */
-export function redirectUriProblem(
+export function checkRedirectUri(
   value: string,
   allowed: readonly string[],
   mode: 'live' | 'test',
-): string | null {
+): { uri: string } | { problem: string } {
   let url: URL;
   try {
     url = new URL(value);
   } catch {
-    return 'redirect_uri must be an absolute URL, e.g. https://app.example.com/bank/callback.';
+    return { problem: 'redirect_uri must be an absolute URL, e.g. https://app.example.com/bank/callback.' };
   }
+  // Percent-encoding can triple what was sent (each non-ASCII byte becomes %XX): the stored form must fit too.
+  if (url.href.length > REDIRECT_URI_MAX_LENGTH)
+    return {
+      problem: `redirect_uri is longer than ${REDIRECT_URI_MAX_LENGTH} characters once percent-encoded (${url.href.length}).`,
+    };
+  const problem = redirectUriProblem(url, value, allowed, mode);
+  return problem ? { problem } : { uri: url.href };
+}
+
+function redirectUriProblem(
+  url: URL,
+  value: string,
+  allowed: readonly string[],
+  mode: 'live' | 'test',
+): string | null {
   if (url.username || url.password || url.hash || value.includes('#'))
     return 'redirect_uri may not carry credentials or a #fragment.';
   const loopback = LOOPBACK_HOSTS.has(url.hostname);

@@ -114,6 +114,12 @@ forEachEngine(t, async (t, engine) => {
       [{ redirect_uri: `${PREFIX}/evil.example/x` }, 'redirect_uri', /doubled slash/],
       [{ redirect_uri: `${PREFIX}a//b` }, 'redirect_uri', /doubled slash/],
       [{ redirect_uri: `${PREFIX}a%ZZ` }, 'redirect_uri', /percent/],
+      // Under the 2,048 characters the schema allows as sent, past the column once percent-encoded.
+      [
+        { redirect_uri: `${PREFIX}x?q=${'é'.repeat(1000)}` },
+        'redirect_uri',
+        /2048 characters once percent-encoded/,
+      ],
       [{ redirect_uri: LOOPBACK }, 'redirect_uri', /https in live mode/, tenant.keys.sk_live.secret],
       [{ state: 'abc' }, 'state', /redirect_uri/],
       [{ redirect_uri: CALLBACK, state: 'x'.repeat(501) }, 'state', /500|long|characters/],
