@@ -40,7 +40,7 @@ export async function startForwarder(options: ForwarderOptions): Promise<Forward
   if (target.protocol !== 'http:' && target.protocol !== 'https:') {
     throw new Error(`--forward-to must be an http or https URL, got ${options.forwardTo}`);
   }
-  const agent = new Agent({ maxRedirections: 0, connect: { timeout: options.timeoutMs } });
+  const agent = new Agent({ connect: { timeout: options.timeoutMs } });
   const pass = [
     'content-type',
     'user-agent',

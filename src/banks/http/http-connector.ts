@@ -71,8 +71,8 @@ export function createHttpConnector(
   // Only the host is ever named in a message: a URL may carry user info.
   const where = `${bankId} gateway at ${base.host}`;
   const wallClock = options.wallClock ?? systemClock;
+  // undici 7 follows no redirect unless asked (its redirect interceptor): a bank's 3xx is its answer.
   const agent = new Agent({
-    maxRedirections: 0,
     connect: { timeout: config.timeoutMs },
     headersTimeout: config.timeoutMs,
     bodyTimeout: config.timeoutMs,

@@ -75,8 +75,8 @@ function guardedConnector(timeout: number): buildConnector.connector {
 function agent(settings: SenderSettings, guarded: boolean): Agent {
   return new Agent({
     // A receiver that redirects is misconfigured, and following it would let a live endpoint bounce us to an
-    // internal address: a 3xx is a failed attempt.
-    maxRedirections: 0,
+    // internal address: a 3xx is a failed attempt (undici 7 follows none unless its redirect interceptor is
+    // added, and we add none).
     connect: guarded ? guardedConnector(settings.attemptTimeoutMs) : { timeout: settings.attemptTimeoutMs },
     headersTimeout: settings.attemptTimeoutMs,
     bodyTimeout: settings.attemptTimeoutMs,
