@@ -6,7 +6,6 @@ export default class LinksDelete extends LinkActionCommand {
   static override summary = 'Delete a link with its accounts, movements, intents and tokens (irreversible)';
   static override examples = ['<%= config.bin %> links delete link_0123456789abcdef'];
   static override args = LinkActionCommand.args;
-  protected readonly action = 'delete';
 
   protected async apply(trx: Knex, principal: Principal, linkId: string, now: number) {
     const { deleteLink } = await import('../../src/links/links.js');

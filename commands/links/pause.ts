@@ -6,7 +6,6 @@ export default class LinksPause extends LinkActionCommand {
   static override summary = "Stop a link's automatic sync (on-demand refreshes keep working)";
   static override examples = ['<%= config.bin %> links pause link_0123456789abcdef'];
   static override args = LinkActionCommand.args;
-  protected readonly action = 'pause';
 
   protected async apply(trx: Knex, principal: Principal, linkId: string, now: number) {
     const { pauseLink } = await import('../../src/links/links.js');

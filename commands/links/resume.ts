@@ -6,7 +6,6 @@ export default class LinksResume extends LinkActionCommand {
   static override summary = "Resume a link's automatic sync at the next scheduler tick";
   static override examples = ['<%= config.bin %> links resume link_0123456789abcdef'];
   static override args = LinkActionCommand.args;
-  protected readonly action = 'resume';
 
   protected async apply(trx: Knex, principal: Principal, linkId: string, now: number) {
     const { resumeLink } = await import('../../src/links/links.js');

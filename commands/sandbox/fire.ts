@@ -27,33 +27,19 @@ export default class SandboxFire extends BaseCommand {
     const config = this.appConfig(flags.home);
     const waitMs = parseDuration(flags.wait) * 1000;
     const { fireSandboxEvent } = await import('../../src/webhooks/sandbox-events.js');
-    const { operatorPrincipal } = await import('../../src/links/inspect.js');
+    const { linkOwner } = await import('../../src/links/inspect.js');
     const { waitForOutcomes, describeOutcome } = await import('../../src/webhooks/operator.js');
-    const { recordAudit } = await import('../../src/audit/audit-log.js');
     const now = this.clock(config).now();
     const result = await this.withDatabase(config, async (db) => {
       const event = await db.transaction(async (trx) => {
-        const principal = await operatorPrincipal(trx, flags.link);
-        const fired = await fireSandboxEvent(
+        const principal = await linkOwner(trx, flags.link, this.actor());
+        return fireSandboxEvent(
           trx,
           principal,
           { type: args.type, link_id: flags.link },
           { syncIntervalMinutes: config.scheduler.syncIntervalMinutes },
           now,
         );
-        await recordAudit(
-          trx,
-          {
-            orgId: principal.orgId,
-            actor: this.actor(),
-            action: 'sandbox.fire',
-            targetType: 'event',
-            targetId: fired.id,
-            details: { type: args.type, link_id: flags.link },
-          },
-          now,
-        );
-        return fired;
       });
       const { outcomes, complete } = await waitForOutcomes(db.reader, event.id, waitMs);
       return { event, deliveries: outcomes, complete };

@@ -25,11 +25,10 @@ With --json, one JSON object per line: {"type":"ready",…} with the endpoint an
     const { loadSecretBox } = await import('../../src/secrets/master-key-file.js');
     const { createEndpoint, deleteEndpoint, renewTemporaryEndpoint, TEMPORARY_ENDPOINT_TTL_MS } =
       await import('../../src/webhooks/endpoints.js');
-    const { operatorPrincipal } = await import('../../src/webhooks/operator.js');
+    const { operatorPrincipal } = await import('../../src/auth/principal.js');
     const { startForwarder } = await import('../../src/webhooks/forwarder.js');
     const { headerNames } = await import('../../src/webhooks/signature.js');
     const { resolveOrg } = await import('../../src/cli/key-flags.js');
-    const { recordAudit } = await import('../../src/audit/audit-log.js');
 
     const json = this.jsonEnabled();
     const line = (value: Record<string, unknown>) => process.stdout.write(`${JSON.stringify(value)}\n`);
@@ -58,25 +57,12 @@ With --json, one JSON object per line: {"type":"ready",…} with the endpoint an
     let orgId: string | null = null;
     const cleanUp = async () => {
       if (endpointId && orgId) {
-        const principal = operatorPrincipal(orgId, 'test');
+        const principal = operatorPrincipal(orgId, 'test', this.actor());
         const id = endpointId;
         endpointId = null;
         const now = clock.now();
-        await db.transaction(async (trx) => {
-          await deleteEndpoint(trx, principal, id).catch(() => undefined); // already deleted by hand
-          await recordAudit(
-            trx,
-            {
-              orgId: principal.orgId,
-              actor: this.actor(),
-              action: 'webhook_endpoint.delete',
-              targetType: 'webhook_endpoint',
-              targetId: id,
-              details: { temporary: true },
-            },
-            now,
-          );
-        });
+        // Already deleted by hand (in the console, or by the API): that deletion is in the audit log.
+        await db.transaction((trx) => deleteEndpoint(trx, principal, id, now)).catch(() => undefined);
       }
       await forwarder.close();
       await db.close();
@@ -86,7 +72,7 @@ With --json, one JSON object per line: {"type":"ready",…} with the endpoint an
       const now = clock.now();
       const created = await db.transaction(async (trx) => {
         orgId = await resolveOrg(trx, flags.org);
-        const principal = operatorPrincipal(orgId, 'test');
+        const principal = operatorPrincipal(orgId, 'test', this.actor());
         const endpoint = await createEndpoint(
           trx,
           principal,
@@ -94,18 +80,6 @@ With --json, one JSON object per line: {"type":"ready",…} with the endpoint an
           { secrets: loadSecretBox(config), addresses: config.webhooks },
           now,
           now + TEMPORARY_ENDPOINT_TTL_MS,
-        );
-        await recordAudit(
-          trx,
-          {
-            orgId,
-            actor: this.actor(),
-            action: 'webhook_endpoint.create',
-            targetType: 'webhook_endpoint',
-            targetId: endpoint.id,
-            details: { temporary: true, url: endpoint.url, enabled_events: endpoint.enabled_events },
-          },
-          now,
         );
         return endpoint;
       });

@@ -17,30 +17,11 @@ export default class WebhooksRedeliver extends BaseCommand {
     const config = this.appConfig(flags.home);
     const { redeliver } = await import('../../src/webhooks/deliveries.js');
     const { deliveryOwner } = await import('../../src/webhooks/operator.js');
-    const { recordAudit } = await import('../../src/audit/audit-log.js');
     const now = this.clock(config).now();
     const delivery = await this.withDatabase(config, (db) =>
-      db.transaction(async (trx) => {
-        const principal = await deliveryOwner(trx, args.deliveryId);
-        const created = await redeliver(trx, principal, args.deliveryId, now);
-        await recordAudit(
-          trx,
-          {
-            orgId: principal.orgId,
-            actor: this.actor(),
-            action: 'webhook_delivery.redeliver',
-            targetType: 'webhook_delivery',
-            targetId: args.deliveryId,
-            details: {
-              new_delivery: created.id,
-              event_id: created.event_id,
-              endpoint_id: created.endpoint_id,
-            },
-          },
-          now,
-        );
-        return created;
-      }),
+      db.transaction(async (trx) =>
+        redeliver(trx, await deliveryOwner(trx, args.deliveryId, this.actor()), args.deliveryId, now),
+      ),
     );
     this.log(
       `${delivery.id} queued: ${delivery.event_type} ${delivery.event_id} to ${delivery.endpoint_id} (a redelivery of ${args.deliveryId}).`,

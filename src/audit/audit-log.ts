@@ -2,16 +2,31 @@ import type { Knex } from 'knex';
 import { toIso } from '../clock/clock.js';
 import { fetchPage, NEWEST_FIRST, type PageWindow } from '../db/paging.js';
 import { newId } from '../ids/ids.js';
+import type { Principal } from '../auth/principal.js';
 
 export interface AuditEntry {
   orgId: string | null;
-  /** Who did it: `cli:<user>`, or `key:<key id>` for API requests. */
+  /** Who did it: a principal's `actor` (`key:<key id>`, `console:<user>`, `cli:<user>`), or a process. */
   actor: string;
   action: string;
   targetType?: string;
   targetId?: string;
   /** Never a secret: callers pass ids, prefixes and flags only. */
   details?: Record<string, unknown>;
+}
+
+/**
+ * A change `principal` made to one of its organisation's resources. The service that makes the change
+ * writes it, in the change's transaction, whoever called (the API, the console or the CLI): one row, one
+ * place, and a refused change writes none.
+ */
+export function auditChange(
+  trx: Knex,
+  principal: Pick<Principal, 'orgId' | 'actor'>,
+  change: { action: string; targetType: string; targetId: string; details?: Record<string, unknown> },
+  now: number,
+): Promise<void> {
+  return recordAudit(trx, { orgId: principal.orgId, actor: principal.actor, ...change }, now);
 }
 
 export async function recordAudit(trx: Knex, entry: AuditEntry, now: number): Promise<void> {

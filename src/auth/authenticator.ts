@@ -118,6 +118,7 @@ export class Authenticator {
         orgId: row.org_id,
         mode: row.mode,
         credentialId: row.id,
+        actor: `key:${row.id}`,
         bucketId,
         limits: effectiveLimits(this.options.defaultLimits, overrides),
       },
@@ -173,6 +174,7 @@ export class Authenticator {
       orgId,
       mode,
       credentialId: id,
+      actor: `${kind}:${id}`,
       bucketId: `${orgId}:${mode}:${kind}`,
       limits: this.options.defaultLimits,
     };

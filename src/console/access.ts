@@ -44,6 +44,7 @@ export function consolePrincipal(scope: ConsoleScope, user: Pick<ConsoleUserRow,
     orgId: scope.orgId,
     mode: scope.mode,
     credentialId: `console:${user.id}`,
+    actor: `console:${user.id}`,
     bucketId: `console:${user.id}`,
     limits: {} as Principal['limits'],
   };

@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import { toIso } from '../clock/clock.js';
 import { errors } from '../errors/api-error.js';
-import type { Principal } from '../auth/principal.js';
+import { operatorPrincipal, type Principal } from '../auth/principal.js';
 import { presentLink, UNREADABLE_CREDENTIALS, type Link } from './links.js';
 import { accountsOfLinkByAge } from '../accounts/store.js';
 import { recentEventsOfLink } from '../events/store.js';
@@ -218,18 +218,11 @@ export function diagnose(
   return findingsOf(row, jobs, now).map((finding) => describeFinding(finding, row.id));
 }
 
-/** Operators act on any link: the CLI acts with the link's own organisation and mode. */
-export async function operatorPrincipal(db: Knex, linkId: string): Promise<Principal> {
+/** Operators act on any link: the CLI acts as the link's owner (its organisation, in its mode). */
+export async function linkOwner(db: Knex, linkId: string, actor: string): Promise<Principal> {
   const row = await findLink(db, linkId);
   if (!row) throw errors.notFound(`No link ${linkId}.`, 'link');
-  return {
-    kind: 'secret_key',
-    orgId: row.org_id,
-    mode: row.mode,
-    credentialId: 'cli',
-    bucketId: 'cli',
-    limits: {} as Principal['limits'],
-  };
+  return operatorPrincipal(row.org_id, row.mode, actor);
 }
 
 /** Links across organisations, as `svc links list` shows them: with the organisation each belongs to. */

@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import { toIso } from '../clock/clock.js';
+import { auditChange } from '../audit/audit-log.js';
 import { errors } from '../errors/api-error.js';
 import { newId } from '../ids/ids.js';
 import type { Principal } from '../auth/principal.js';
@@ -247,13 +248,17 @@ export async function listLinks(
 export async function pauseLink(trx: Knex, principal: Principal, id: string, now: number): Promise<Link> {
   const row = await findOwned<LinkRow>(trx, 'links', id, principal, 'link');
   if (row.paused) return presentLink(row);
-  return presentLink({ ...row, ...(await markLinkPaused(trx, id, now)) });
+  const paused = presentLink({ ...row, ...(await markLinkPaused(trx, id, now)) });
+  await auditChange(trx, principal, { action: 'link.pause', targetType: 'link', targetId: id }, now);
+  return paused;
 }
 
 /** Resuming clears the flag and sets `next_sync_at` to now, so the next scheduler tick picks the link up. */
 export async function resumeLink(trx: Knex, principal: Principal, id: string, now: number): Promise<Link> {
   const row = await findOwned<LinkRow>(trx, 'links', id, principal, 'link');
-  return presentLink({ ...row, ...(await markLinkResumed(trx, id, now)) });
+  const resumed = presentLink({ ...row, ...(await markLinkResumed(trx, id, now)) });
+  await auditChange(trx, principal, { action: 'link.resume', targetType: 'link', targetId: id }, now);
+  return resumed;
 }
 
 /**
@@ -270,5 +275,6 @@ export async function deleteLink(
   await deleteLinkRow(trx, id);
   const data = linkDeleted(row, now);
   await publishEvent(trx, { orgId: row.org_id, mode: row.mode, type: 'link.deleted', linkId: id, data, now });
+  await auditChange(trx, principal, { action: 'link.delete', targetType: 'link', targetId: id }, now);
   return { object: 'link', id, deleted: true, deleted_at: data.deleted_at };
 }

@@ -2,7 +2,8 @@ import type { Knex } from 'knex';
 import { toIso } from '../clock/clock.js';
 import type { Config } from '../config/defaults.js';
 import { errors, ApiError } from '../errors/api-error.js';
-import type { Principal } from '../auth/principal.js';
+import { actedByPerson, type Principal } from '../auth/principal.js';
+import { auditChange } from '../audit/audit-log.js';
 import { findOwned } from '../auth/ownership.js';
 import { refreshIntentFailed } from '../events/payloads.js';
 import { publishEvent } from '../webhooks/fan-out.js';
@@ -64,7 +65,17 @@ export async function requestRefresh(
       { 'Retry-After': String(seconds) },
     );
   }
-  return queueIntent(trx, link, input.refresh_type, now);
+  const intent = await queueIntent(trx, link, input.refresh_type, now);
+  if (actedByPerson(principal)) {
+    const details = { refresh_type: input.refresh_type, intent_id: intent.id };
+    await auditChange(
+      trx,
+      principal,
+      { action: 'link.refresh', targetType: 'link', targetId: link.id, details },
+      now,
+    );
+  }
+  return intent;
 }
 
 /** The intent and its interactive job; the partial unique index turns a race into `refresh_in_progress`. */

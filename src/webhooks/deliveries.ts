@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import { toIso } from '../clock/clock.js';
+import { auditChange } from '../audit/audit-log.js';
 import { errors } from '../errors/api-error.js';
 import { newId } from '../ids/ids.js';
 import type { Principal } from '../auth/principal.js';
@@ -269,6 +270,17 @@ export async function redeliver(
   await trx('webhook_deliveries').insert(row);
   await countDeliveries(trx, [{ endpointId: row.endpoint_id, status: 'pending', n: 1 }]);
   await notifyOnCommit(trx, DELIVERY_CHANNEL);
+  await auditChange(
+    trx,
+    principal,
+    {
+      action: 'webhook_delivery.redeliver',
+      targetType: 'webhook_delivery',
+      targetId: original.id,
+      details: { new_delivery: row.id, event_id: row.event_id, endpoint_id: row.endpoint_id },
+    },
+    now,
+  );
   return presentDelivery(row);
 }
 

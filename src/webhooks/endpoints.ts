@@ -8,7 +8,7 @@ import { findOwned } from '../auth/ownership.js';
 import { fetchPage, NEWEST_FIRST } from '../db/paging.js';
 import type { Database } from '../db/database.js';
 import type { SecretBox } from '../secrets/secret-box.js';
-import { recordAudit } from '../audit/audit-log.js';
+import { auditChange, recordAudit } from '../audit/audit-log.js';
 import { EVENT_TYPES } from '../events/catalogue.js';
 import { checkWebhookUrl, mayReachPrivateAddresses, type AddressSettings } from './url-policy.js';
 import {
@@ -165,6 +165,17 @@ export async function createEndpoint(
     updated_at: now,
   };
   await trx('webhook_endpoints').insert(row);
+  await auditChange(
+    trx,
+    principal,
+    {
+      action: 'webhook_endpoint.create',
+      targetType: 'webhook_endpoint',
+      targetId: id,
+      details: { url: row.url, enabled_events: enabled, ...(expiresAt !== null && { temporary: true }) },
+    },
+    now,
+  );
   return presentEndpoint(row, secret);
 }
 
@@ -218,12 +229,34 @@ export async function updateEndpoint(
     if (patch.disabled) await holdEndpointDeliveries(trx, row.id, now);
     else await resumeEndpointDeliveries(trx, row.id, now);
   }
+  await auditChange(trx, principal, endpointUpdate(row.id, patch), now);
   return presentEndpoint({ ...row, ...changes, unanswered_attempts: 0, backoff_until: null });
 }
 
-export async function deleteEndpoint(trx: Knex, principal: Principal, id: string) {
+/** How the audit log names an update: disabling or enabling alone is said so; any other, with what changed. */
+function endpointUpdate(id: string, patch: Record<string, unknown>) {
+  const changed = Object.keys(patch).filter((field) => patch[field] !== undefined);
+  const target = { targetType: 'webhook_endpoint', targetId: id };
+  if (changed.length === 1 && changed[0] === 'disabled')
+    return { ...target, action: patch.disabled ? 'webhook_endpoint.disable' : 'webhook_endpoint.enable' };
+  const events = patch.enabled_events !== undefined && { enabled_events: patch.enabled_events };
+  return { ...target, action: 'webhook_endpoint.update', details: { changed, ...events } };
+}
+
+export async function deleteEndpoint(trx: Knex, principal: Principal, id: string, now: number) {
   const row = await loadEndpoint(trx, principal, id);
   await deleteEndpointRows(trx, [row.id]);
+  await auditChange(
+    trx,
+    principal,
+    {
+      action: 'webhook_endpoint.delete',
+      targetType: 'webhook_endpoint',
+      targetId: row.id,
+      ...(row.expires_at !== null && { details: { temporary: true } }),
+    },
+    now,
+  );
   return { object: 'webhook_endpoint' as const, id: row.id, deleted: true };
 }
 
@@ -306,6 +339,17 @@ export async function rollEndpointSecret(
     updated_at: now,
   };
   await trx('webhook_endpoints').where({ id: row.id }).update(changes);
+  await auditChange(
+    trx,
+    principal,
+    {
+      action: 'webhook_endpoint.roll_secret',
+      targetType: 'webhook_endpoint',
+      targetId: row.id,
+      details: { grace_seconds: graceSeconds },
+    },
+    now,
+  );
   return presentEndpoint({ ...row, ...changes }, secret);
 }
 

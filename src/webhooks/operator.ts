@@ -1,28 +1,17 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Knex } from 'knex';
 import { errors } from '../errors/api-error.js';
-import type { Principal } from '../auth/principal.js';
+import { operatorPrincipal, type Principal } from '../auth/principal.js';
 import { presentEndpoint, type WebhookEndpoint, type WebhookEndpointRow } from './endpoints.js';
 import { presentDelivery, type DeliveryRow, type WebhookDelivery } from './deliveries.js';
 
-/** The CLI acts as the owner of the resource it names: its organisation, in its mode. */
-export function operatorPrincipal(orgId: string, mode: 'live' | 'test'): Principal {
-  return {
-    kind: 'secret_key',
-    orgId,
-    mode,
-    credentialId: 'cli',
-    bucketId: 'cli',
-    limits: {} as Principal['limits'],
-  };
-}
-
-export async function deliveryOwner(db: Knex, deliveryId: string): Promise<Principal> {
+/** The CLI acts as the owner of the delivery it names: its organisation, in its mode. */
+export async function deliveryOwner(db: Knex, deliveryId: string, actor: string): Promise<Principal> {
   const row: Pick<DeliveryRow, 'org_id' | 'mode'> | undefined = await db('webhook_deliveries')
     .where({ id: deliveryId })
     .first('org_id', 'mode');
   if (!row) throw errors.notFound(`No webhook delivery ${deliveryId}.`, 'id');
-  return operatorPrincipal(row.org_id, row.mode);
+  return operatorPrincipal(row.org_id, row.mode, actor);
 }
 
 export type OperatorEndpoint = WebhookEndpoint & { org_id: string };

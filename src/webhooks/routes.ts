@@ -182,9 +182,9 @@ export const webhookEndpointRoutes = [
         },
       },
     },
-    async handler({ services, principal, params }) {
+    async handler({ services, principal, params, now }) {
       return {
-        body: await services.db.transaction((trx) => deleteEndpoint(trx, principal, params.endpointId)),
+        body: await services.db.transaction((trx) => deleteEndpoint(trx, principal, params.endpointId, now)),
       };
     },
   }),

@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import { auditChange } from '../audit/audit-log.js';
 import { errors } from '../errors/api-error.js';
 import { newId } from '../ids/ids.js';
 import type { Principal } from '../auth/principal.js';
@@ -55,7 +56,19 @@ export async function fireSandboxEvent(
     now,
     syncIntervalMinutes: settings.syncIntervalMinutes,
   };
-  return publishEvent(trx, sampleEvent(input.type, sample));
+  const event = await publishEvent(trx, sampleEvent(input.type, sample));
+  await auditChange(
+    trx,
+    principal,
+    {
+      action: 'sandbox.fire',
+      targetType: 'event',
+      targetId: event.id,
+      details: { type: input.type, link_id: link.id },
+    },
+    now,
+  );
+  return event;
 }
 
 /** What a fired event is made of: the link as it is, one of its accounts, a made-up intent, the time. */

@@ -6,7 +6,7 @@ import { publishEvent } from '../../src/webhooks/fan-out.js';
 import { defaultConfig } from '../../src/config/defaults.js';
 import { Dispatcher, type DispatcherServices } from '../../src/webhooks/dispatch/dispatcher.js';
 import { createEndpoint, TEMPORARY_ENDPOINT_TTL_MS } from '../../src/webhooks/endpoints.js';
-import { operatorPrincipal } from '../../src/webhooks/operator.js';
+import { operatorPrincipal } from '../../src/auth/principal.js';
 import {
   createTenant,
   forEachEngine,
@@ -420,7 +420,7 @@ forEachEngine(t, async (t, engine) => {
       const temporary = await app.db.transaction((trx) =>
         createEndpoint(
           trx,
-          operatorPrincipal(tenant.orgId, 'test'),
+          operatorPrincipal(tenant.orgId, 'test', 'cli:test'),
           { url: listener.url, enabled_events: ['link.created'] },
           { secrets: app.services.secrets, addresses: app.config.webhooks },
           app.clock.now(),

@@ -178,7 +178,7 @@ forEachEngine(t, async (t, engine) => {
     t.ok(link.paused, 'the link is paused in the database');
     const audit = await app.db
       .knex('audit_log')
-      .where({ action: 'link.paused', target_id: created.body.id })
+      .where({ action: 'link.pause', target_id: created.body.id })
       .first();
     t.match(audit.actor, /^console:cu_/, 'the pause is in the audit log with the support user');
   });

@@ -1,6 +1,5 @@
 import type Router from '@koa/router';
 import type { Context } from 'koa';
-import { recordAudit } from '../../audit/audit-log.js';
 import { toIso } from '../../clock/clock.js';
 import { ApiError, errors } from '../../errors/api-error.js';
 import { inspectLink, type Finding } from '../../links/inspect.js';
@@ -318,29 +317,13 @@ ${section(
         ),
       );
     };
-  const audited =
-    (ctx: Context, action: string, linkId: string, now: number) => (trx: Parameters<typeof recordAudit>[0]) =>
-      recordAudit(
-        trx,
-        {
-          orgId: kit.state(ctx).scope.orgId,
-          actor: `console:${kit.state(ctx).user.id}`,
-          action,
-          targetType: 'link',
-          targetId: linkId,
-        },
-        now,
-      );
   const principal = (ctx: Context) => consolePrincipal(kit.state(ctx).scope, kit.state(ctx).user);
 
   router.post(
     '/o/:org/:mode/links/:link/pause',
     kit.scoped,
     act('operate', async (ctx, linkId, now) => {
-      await db.transaction(async (trx) => {
-        await pauseLink(trx, principal(ctx), linkId, now);
-        await audited(ctx, 'link.paused', linkId, now)(trx);
-      });
+      await db.transaction((trx) => pauseLink(trx, principal(ctx), linkId, now));
       return { notice: words(ctx)('link.paused_done') };
     }),
   );
@@ -348,10 +331,7 @@ ${section(
     '/o/:org/:mode/links/:link/resume',
     kit.scoped,
     act('operate', async (ctx, linkId, now) => {
-      await db.transaction(async (trx) => {
-        await resumeLink(trx, principal(ctx), linkId, now);
-        await audited(ctx, 'link.resumed', linkId, now)(trx);
-      });
+      await db.transaction((trx) => resumeLink(trx, principal(ctx), linkId, now));
       return { notice: words(ctx)('link.resumed_done') };
     }),
   );
@@ -359,17 +339,9 @@ ${section(
     '/o/:org/:mode/links/:link/refresh',
     kit.scoped,
     act('operate', async (ctx, linkId, now) => {
-      const intent = await db.transaction(async (trx) => {
-        const queued = await requestRefresh(
-          trx,
-          principal(ctx),
-          { link_id: linkId, refresh_type: 'only_last' },
-          config,
-          now,
-        );
-        await audited(ctx, 'link.refresh_requested', linkId, now)(trx);
-        return queued;
-      });
+      const intent = await db.transaction((trx) =>
+        requestRefresh(trx, principal(ctx), { link_id: linkId, refresh_type: 'only_last' }, config, now),
+      );
       return { notice: words(ctx)('link.refresh_done', { id: intent.id }) };
     }),
   );
@@ -379,10 +351,7 @@ ${section(
     act('manage', async (ctx, linkId, now) => {
       if (kit.state(ctx).form.confirm !== 'yes')
         throw errors.missingParameter('confirm', words(ctx)('error.confirm'));
-      await db.transaction(async (trx) => {
-        await deleteLink(trx, principal(ctx), linkId, now);
-        await audited(ctx, 'link.deleted', linkId, now)(trx);
-      });
+      await db.transaction((trx) => deleteLink(trx, principal(ctx), linkId, now));
       return { notice: words(ctx)('link.deleted_done', { id: linkId }), gone: true };
     }),
   );

@@ -1,7 +1,5 @@
 import type Router from '@koa/router';
 import type { Context } from 'koa';
-import type { Knex } from 'knex';
-import { recordAudit } from '../../audit/audit-log.js';
 import { toIso } from '../../clock/clock.js';
 import { ApiError, errors } from '../../errors/api-error.js';
 import { EVENT_TYPES } from '../../events/catalogue.js';
@@ -101,27 +99,6 @@ export function registerWebhookPages(router: Router, kit: ConsoleKit): void {
   const { words } = kit;
   const principal = (ctx: Context) => consolePrincipal(kit.state(ctx).scope, kit.state(ctx).user);
   const base = (ctx: Context) => `${scopePath(kit.state(ctx).scope)}/webhooks`;
-  const audit = (
-    ctx: Context,
-    trx: Knex,
-    action: string,
-    target: { type: string; id: string },
-    now: number,
-    details?: Record<string, unknown>,
-  ) =>
-    recordAudit(
-      trx,
-      {
-        orgId: kit.state(ctx).scope.orgId,
-        actor: `console:${kit.state(ctx).user.id}`,
-        action,
-        targetType: target.type,
-        targetId: target.id,
-        details,
-      },
-      now,
-    );
-
   /**
    * A page only knows its own mode: the other mode's endpoint or delivery is as missing as another
    * organisation's (the services answer 403 `wrong_mode` there, which tells an API caller to switch keys).
@@ -295,26 +272,15 @@ ${eventChoices(ctx, draft?.events ?? [])}
       async (ctx, now) => {
         const fields = endpointFields(ctx);
         const events = tickedEvents(ctx);
-        const created = await db.transaction(async (trx) => {
-          const endpoint = await createEndpoint(
+        const created = await db.transaction((trx) =>
+          createEndpoint(
             trx,
             principal(ctx),
             { url: fields.url, enabled_events: events, description: fields.description },
             policy,
             now,
-          );
-          await audit(
-            ctx,
-            trx,
-            'webhook_endpoint.create',
-            { type: 'webhook_endpoint', id: endpoint.id },
-            now,
-            {
-              enabled_events: endpoint.enabled_events,
-            },
-          );
-          return endpoint;
-        });
+          ),
+        );
         return secret(ctx, words(ctx)('webhooks.created_once', { id: created.id }), created.secret!);
       },
     )(ctx);
@@ -461,15 +427,7 @@ ${table(
     },
     change('operate', renderDelivery, async (ctx, now) => {
       const original = (ctx.params as { delivery: string }).delivery;
-      const created = await db.transaction(async (trx) => {
-        const queued = await redeliver(trx, principal(ctx), original, now);
-        await audit(ctx, trx, 'webhook_delivery.redeliver', { type: 'webhook_delivery', id: original }, now, {
-          new_delivery: queued.id,
-          event_id: queued.event_id,
-          endpoint_id: queued.endpoint_id,
-        });
-        return queued;
-      });
+      const created = await db.transaction((trx) => redeliver(trx, principal(ctx), original, now));
       return html`<p class="notice" role="status">${words(ctx)('webhooks.redelivered', { id: created.id })} <a href="${base(ctx)}/deliveries/${created.id}">${words(ctx)('webhooks.open_delivery', { id: created.id })}</a></p>`;
     }),
   );
@@ -539,20 +497,15 @@ ${csrfField(state.claims.csrf)}
       if (!type) throw errors.invalidParameter('type', t('webhooks.fire_bad_type'));
       const linkId = form.link_id ?? '';
       if (!LINK_ID.test(linkId)) throw errors.invalidParameter('link_id', t('webhooks.fire_bad_link'));
-      const event = await db.transaction(async (trx) => {
-        const fired = await fireSandboxEvent(
+      const event = await db.transaction((trx) =>
+        fireSandboxEvent(
           trx,
           principal(ctx),
           { type, link_id: linkId },
           { syncIntervalMinutes: config.scheduler.syncIntervalMinutes },
           now,
-        );
-        await audit(ctx, trx, 'sandbox.fire', { type: 'event', id: fired.id }, now, {
-          type,
-          link_id: linkId,
-        });
-        return fired;
-      });
+        ),
+      );
       const { outcomes, complete } = await waitForOutcomes(db.reader, event.id, FIRE_WAIT_MS);
       return html`${noticeHtml(t('webhooks.fired', { type, id: event.id, link: linkId }))}${outcomesHtml(
         ctx,
@@ -668,13 +621,7 @@ ${forms}`,
       if (!sameSet(events, endpoint.enabled_events)) patch.enabled_events = events;
       if (fields.description !== endpoint.description) patch.description = fields.description;
       if (Object.keys(patch).length === 0) return noticeHtml(t('webhooks.unchanged'));
-      await db.transaction(async (trx) => {
-        await updateEndpoint(trx, principal(ctx), endpoint.id, patch, policy, now);
-        await audit(ctx, trx, 'webhook_endpoint.update', { type: 'webhook_endpoint', id: endpoint.id }, now, {
-          changed: Object.keys(patch),
-          ...(patch.enabled_events ? { enabled_events: patch.enabled_events } : {}),
-        });
-      });
+      await db.transaction((trx) => updateEndpoint(trx, principal(ctx), endpoint.id, patch, policy, now));
       return noticeHtml(t('webhooks.saved'));
     }),
   );
@@ -683,11 +630,9 @@ ${forms}`,
     router.post(
       `/o/:org/:mode/webhooks/:endpoint/${disabled ? 'disable' : 'enable'}`,
       ...endpointChange(async (ctx, endpoint, now) => {
-        await db.transaction(async (trx) => {
-          await updateEndpoint(trx, principal(ctx), endpoint.id, { disabled }, policy, now);
-          const action = disabled ? 'webhook_endpoint.disable' : 'webhook_endpoint.enable';
-          await audit(ctx, trx, action, { type: 'webhook_endpoint', id: endpoint.id }, now);
-        });
+        await db.transaction((trx) =>
+          updateEndpoint(trx, principal(ctx), endpoint.id, { disabled }, policy, now),
+        );
         return noticeHtml(words(ctx)(disabled ? 'webhooks.disabled_done' : 'webhooks.enabled_done'));
       }),
     );
@@ -704,27 +649,9 @@ ${forms}`,
           'grace_hours',
           t('webhooks.grace_bad', { choices: GRACE_HOURS.join(', ') }),
         );
-      const rolled = await db.transaction(async (trx) => {
-        const endpointNow = await rollEndpointSecret(
-          trx,
-          principal(ctx),
-          endpoint.id,
-          hours * 3600,
-          policy,
-          now,
-        );
-        await audit(
-          ctx,
-          trx,
-          'webhook_endpoint.roll_secret',
-          { type: 'webhook_endpoint', id: endpoint.id },
-          now,
-          {
-            grace_seconds: hours * 3600,
-          },
-        );
-        return endpointNow;
-      });
+      const rolled = await db.transaction((trx) =>
+        rollEndpointSecret(trx, principal(ctx), endpoint.id, hours * 3600, policy, now),
+      );
       const label =
         hours === 0
           ? t('webhooks.rolled_once_now', { id: endpoint.id })
