@@ -41,6 +41,36 @@ export function compileValidator(
   };
 }
 
+/** The first way a value breaks a schema, for a caller that words it for a person (the console's forms). */
+export interface SchemaIssue {
+  /** The property, dotted (`enabled_events`); empty for the value itself. */
+  param: string;
+  /** ajv's keyword (`required`, `maxLength`, `minItems`, `pattern`, …), or `nul` for a NUL character. */
+  keyword: string;
+  /** The keyword's bound where it has one (`maxLength`'s 2048). */
+  limit?: number;
+}
+
+/** A check of values against `schema`, as a JSON body is checked (no coercion), the NUL rule included. */
+export function compileChecker(schema: JsonSchema): (value: unknown) => SchemaIssue | null {
+  const validate = strictAjv.compile(schema);
+  return (value) => {
+    if (!validate(value)) {
+      const issue = validate.errors?.[0];
+      const path = (issue?.instancePath ?? '').split('/').filter(Boolean);
+      if (issue?.keyword === 'required') path.push(String(issue.params.missingProperty));
+      const limit = issue?.params.limit;
+      return {
+        param: path.join('.'),
+        keyword: issue?.keyword ?? 'invalid',
+        ...(typeof limit === 'number' && { limit }),
+      };
+    }
+    const withNul = pathToNul(value);
+    return withNul ? { param: withNul.join('.'), keyword: 'nul' } : null;
+  };
+}
+
 /**
  * What a number in a query string or a path may look like. ajv's coercion is JavaScript's `Number()`, which
  * also takes `0x10`, `1e2`, ` 1` and `0b1`: numbers the documentation never promised (api.md: "a whole

@@ -1,4 +1,5 @@
 import { defineRoute, type JsonSchema } from '../api/route.js';
+import { CREATE_ENDPOINT_BODY, ENDPOINT_PARAMS, ROLL_SECRET_BODY, UPDATE_ENDPOINT_BODY } from './schemas.js';
 import { defineListRoute } from '../api/list-route.js';
 import type { AppServices } from '../api/services.js';
 import {
@@ -12,21 +13,6 @@ import {
 } from './endpoints.js';
 
 const ref = { $ref: '#/components/schemas/WebhookEndpoint' };
-const endpointParams = {
-  type: 'object',
-  required: ['endpointId'],
-  properties: { endpointId: { type: 'string', pattern: '^we_[0-9a-f]{16}$' } },
-} as const;
-const eventsList = {
-  type: 'array',
-  minItems: 1,
-  maxItems: 50,
-  items: { type: 'string', minLength: 1, maxLength: 64 },
-  description: 'Event types to receive; ["*"] for every type, including ones added later',
-} as const;
-const url = { type: 'string', minLength: 1, maxLength: 2048 } as const;
-const description = { type: ['string', 'null'], maxLength: 500 } as const;
-
 function policy(services: AppServices): EndpointPolicy {
   return { secrets: services.secrets, addresses: services.config.webhooks };
 }
@@ -94,12 +80,7 @@ export const webhookEndpointRoutes = [
     summary: 'Subscribe a URL to events; the response carries the signing secret, once',
     tag: 'webhooks',
     auth: ['secret_key'],
-    body: {
-      type: 'object',
-      additionalProperties: false,
-      required: ['url', 'enabled_events'],
-      properties: { url, enabled_events: eventsList, description },
-    },
+    body: CREATE_ENDPOINT_BODY,
     responses: { 200: { description: 'The endpoint, with its secret', schema: ref } },
     async handler({ services, principal, body, now }) {
       const endpoint = await services.db.transaction((trx) =>
@@ -126,7 +107,7 @@ export const webhookEndpointRoutes = [
     summary: 'Get a webhook endpoint',
     tag: 'webhooks',
     auth: ['secret_key'],
-    params: endpointParams,
+    params: ENDPOINT_PARAMS,
     responses: { 200: { description: 'The endpoint', schema: ref } },
     async handler({ services, principal, params }) {
       return { body: await getEndpoint(services.db.reader, principal, params.endpointId) };
@@ -139,13 +120,8 @@ export const webhookEndpointRoutes = [
     summary: 'Change the URL, the event types, the description, or disable and re-enable',
     tag: 'webhooks',
     auth: ['secret_key'],
-    params: endpointParams,
-    body: {
-      type: 'object',
-      additionalProperties: false,
-      minProperties: 1,
-      properties: { url, enabled_events: eventsList, disabled: { type: 'boolean' }, description },
-    },
+    params: ENDPOINT_PARAMS,
+    body: UPDATE_ENDPOINT_BODY,
     responses: {
       200: { description: 'The updated endpoint', schema: ref },
       409: {
@@ -167,7 +143,7 @@ export const webhookEndpointRoutes = [
     summary: 'Delete a webhook endpoint; it receives nothing more',
     tag: 'webhooks',
     auth: ['secret_key'],
-    params: endpointParams,
+    params: ENDPOINT_PARAMS,
     responses: {
       200: {
         description: 'Deleted',
@@ -195,14 +171,8 @@ export const webhookEndpointRoutes = [
     summary: 'Replace the signing secret; the old one keeps signing beside it for the grace period',
     tag: 'webhooks',
     auth: ['secret_key'],
-    params: endpointParams,
-    body: {
-      type: 'object',
-      additionalProperties: false,
-      properties: {
-        grace_seconds: { type: 'integer', minimum: 0, maximum: 604_800, description: 'Default 86400 (24 h)' },
-      },
-    },
+    params: ENDPOINT_PARAMS,
+    body: ROLL_SECRET_BODY,
     responses: { 200: { description: 'The endpoint, with its new secret', schema: ref } },
     async handler({ services, principal, params, body, now }) {
       const grace = body.grace_seconds ?? services.config.webhooks.secretRollGraceSeconds;

@@ -1,5 +1,6 @@
 import { defineRoute } from '../api/route.js';
 import { fireSandboxEvent } from './sandbox-events.js';
+import { FIRE_EVENT_BODY } from './schemas.js';
 
 export const sandboxEventRoutes = [
   defineRoute({
@@ -10,15 +11,7 @@ export const sandboxEventRoutes = [
       'Emit a realistic event of any catalogue type about a test link, to the test-mode endpoints only; the link does not change and no sync runs',
     tag: 'webhooks',
     auth: ['secret_key'],
-    body: {
-      type: 'object',
-      additionalProperties: false,
-      required: ['type', 'link_id'],
-      properties: {
-        type: { type: 'string', minLength: 1, maxLength: 64, description: 'An event type of the catalogue' },
-        link_id: { type: 'string', pattern: '^link_[0-9a-f]{16}$' },
-      },
-    },
+    body: FIRE_EVENT_BODY,
     responses: {
       200: {
         description: 'The event, stored and queued for every subscribed test-mode endpoint',

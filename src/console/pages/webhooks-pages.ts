@@ -25,10 +25,17 @@ import {
 } from '../../webhooks/endpoints.js';
 import { waitForOutcomes, type DeliveryOutcome } from '../../webhooks/operator.js';
 import { fireSandboxEvent } from '../../webhooks/sandbox-events.js';
+import {
+  CREATE_ENDPOINT_BODY,
+  FIRE_EVENT_BODY,
+  ROLL_SECRET_BODY,
+  type CreateEndpointBody,
+} from '../../webhooks/schemas.js';
 import { html, join, type Html, type HtmlValue } from '../../html/html.js';
+import { fieldOf, formReader, type FormWording } from '../forms.js';
 import { consolePrincipal, may, scopePath, type ConsoleAction } from '../access.js';
 import type { ConsoleKit } from '../kit.js';
-import { stateWord } from '../messages.js';
+import { stateWord, type Words } from '../messages.js';
 import { layout } from '../pages.js';
 import {
   atMinute,
@@ -62,10 +69,33 @@ import {
 const ENDPOINT_ID = /^we_[0-9a-f]{16}$/;
 const DELIVERY_ID = /^wd_[0-9a-f]{16}$/;
 const EVENT_ID = /^evt_[0-9a-f]{16}$/;
-const LINK_ID = /^link_[0-9a-f]{16}$/;
-/** The API's own bounds (routes.ts): a longer URL or description is refused, not cut. */
-const URL_MAX = 2048;
-const DESCRIPTION_MAX = 500;
+/** The API's own bounds (webhooks/schemas.ts), for the inputs' `maxlength`. */
+const URL_MAX = CREATE_ENDPOINT_BODY.properties.url.maxLength;
+const DESCRIPTION_MAX = CREATE_ENDPOINT_BODY.properties.description.maxLength;
+const readEndpoint = formReader(CREATE_ENDPOINT_BODY);
+const readRoll = formReader(ROLL_SECRET_BODY);
+const readFire = formReader(FIRE_EVENT_BODY);
+
+/** An endpoint form's problem in the reader's words. */
+const endpointWording =
+  (t: Words): FormWording =>
+  (issue) => {
+    const max = { max: String(issue.limit) };
+    const tooLong = issue.keyword === 'maxLength';
+    switch (fieldOf(issue)) {
+      case 'url':
+        if (tooLong) return t('webhooks.too_long', max);
+        return issue.keyword === 'required' || issue.keyword === 'minLength'
+          ? t('webhooks.url_missing')
+          : t('form.invalid');
+      case 'enabled_events':
+        return issue.keyword === 'maxItems' ? t('webhooks.too_many_events') : t('webhooks.no_events');
+      case 'description':
+        return tooLong ? t('webhooks.too_long', max) : t('form.invalid');
+      default:
+        return t('form.invalid');
+    }
+  };
 /**
  * Event types are checkboxes named `event:<type>` with its dots as colons: the form parser keeps one value
  * per name, and reads a dot in a name as a nested object.
@@ -122,28 +152,14 @@ export function registerWebhookPages(router: Router, kit: ConsoleKit): void {
     return ownOnly(id, DELIVERY_ID, () => getDelivery(db.reader, principal(ctx), id));
   };
 
-  /** The event types ticked in a form, at most as many as there are choices (more is no form of ours). */
-  const tickedEvents = (ctx: Context): string[] => {
-    const ticked = eventsOfForm(kit.state(ctx).form);
-    if (ticked.length === 0)
-      throw errors.missingParameter('enabled_events', words(ctx)('webhooks.no_events'));
-    if (ticked.length > EVENT_CHOICES.length)
-      throw errors.invalidParameter('enabled_events', words(ctx)('webhooks.too_many_events'));
-    return ticked;
-  };
-
-  /** A URL and a description as typed, trimmed and bounded as the API bounds them. */
-  const endpointFields = (ctx: Context) => {
+  /** The endpoint form as the API's body: URL and description trimmed, an empty description none. */
+  const endpointOfForm = (ctx: Context) => {
     const { form } = kit.state(ctx);
-    const t = words(ctx);
-    const url = (form.url ?? '').trim();
     const description = (form.description ?? '').trim();
-    if (url === '') throw errors.missingParameter('url', t('webhooks.url_missing'));
-    if (url.length > URL_MAX)
-      throw errors.invalidParameter('url', t('webhooks.too_long', { max: String(URL_MAX) }));
-    if (description.length > DESCRIPTION_MAX)
-      throw errors.invalidParameter('description', t('webhooks.too_long', { max: String(DESCRIPTION_MAX) }));
-    return { url, description: description || null };
+    return readEndpoint(
+      { url: (form.url ?? '').trim(), enabled_events: eventsOfForm(form), description: description || null },
+      endpointWording(words(ctx)),
+    );
   };
 
   /** Checkboxes of the event types, `*` first; `checked` are ticked. */
@@ -270,17 +286,8 @@ ${eventChoices(ctx, draft?.events ?? [])}
       'manage',
       (ctx, status, notice) => renderEndpoints(ctx, status, notice, status === 200 ? undefined : draft),
       async (ctx, now) => {
-        const fields = endpointFields(ctx);
-        const events = tickedEvents(ctx);
-        const created = await db.transaction((trx) =>
-          createEndpoint(
-            trx,
-            principal(ctx),
-            { url: fields.url, enabled_events: events, description: fields.description },
-            policy,
-            now,
-          ),
-        );
+        const body = endpointOfForm(ctx);
+        const created = await db.transaction((trx) => createEndpoint(trx, principal(ctx), body, policy, now));
         return secret(ctx, words(ctx)('webhooks.created_once', { id: created.id }), created.secret!);
       },
     )(ctx);
@@ -493,15 +500,17 @@ ${csrfField(state.claims.csrf)}
     await change('manage', renderEndpoints, async (ctx, now) => {
       const t = words(ctx);
       const { form } = kit.state(ctx);
-      const type = EVENT_TYPES.find((known) => known === form.type);
-      if (!type) throw errors.invalidParameter('type', t('webhooks.fire_bad_type'));
-      const linkId = form.link_id ?? '';
-      if (!LINK_ID.test(linkId)) throw errors.invalidParameter('link_id', t('webhooks.fire_bad_link'));
+      // The menu offers the catalogue's types: another is no choice of this form (the service would refuse it
+      // in English).
+      if (!EVENT_TYPES.some((known) => known === form.type))
+        throw errors.invalidParameter('type', t('webhooks.fire_bad_type'));
+      const body = readFire({ type: form.type, link_id: form.link_id ?? '' }, () => t('webhooks.fire_bad_link'));
+      const { type, link_id: linkId } = body;
       const event = await db.transaction((trx) =>
         fireSandboxEvent(
           trx,
           principal(ctx),
-          { type, link_id: linkId },
+          body,
           { syncIntervalMinutes: config.scheduler.syncIntervalMinutes },
           now,
         ),
@@ -613,13 +622,12 @@ ${forms}`,
     '/o/:org/:mode/webhooks/:endpoint',
     ...endpointChange(async (ctx, endpoint, now) => {
       const t = words(ctx);
-      const fields = endpointFields(ctx);
-      const events = tickedEvents(ctx);
+      const fields = endpointOfForm(ctx);
       // Only what changed: the URL of `svc webhooks listen`'s endpoint may not, its events may.
-      const patch: { url?: string; enabled_events?: string[]; description?: string | null } = {};
+      const patch: Partial<CreateEndpointBody> = {};
       if (fields.url !== endpoint.url) patch.url = fields.url;
-      if (!sameSet(events, endpoint.enabled_events)) patch.enabled_events = events;
-      if (fields.description !== endpoint.description) patch.description = fields.description;
+      if (!sameSet(fields.enabled_events, endpoint.enabled_events)) patch.enabled_events = fields.enabled_events;
+      if ((fields.description ?? null) !== endpoint.description) patch.description = fields.description;
       if (Object.keys(patch).length === 0) return noticeHtml(t('webhooks.unchanged'));
       await db.transaction((trx) => updateEndpoint(trx, principal(ctx), endpoint.id, patch, policy, now));
       return noticeHtml(t('webhooks.saved'));
@@ -644,13 +652,12 @@ ${forms}`,
       const t = words(ctx);
       const raw = kit.state(ctx).form.grace_hours ?? '';
       const hours = Number(raw);
-      if (raw === '' || !GRACE_HOURS.includes(hours))
-        throw errors.invalidParameter(
-          'grace_hours',
-          t('webhooks.grace_bad', { choices: GRACE_HOURS.join(', ') }),
-        );
+      const graceBad = () => t('webhooks.grace_bad', { choices: GRACE_HOURS.join(', ') });
+      // The menu's hours; the API's schema has the last word on the seconds.
+      if (raw === '' || !GRACE_HOURS.includes(hours)) throw errors.invalidParameter('grace_hours', graceBad());
+      const { grace_seconds: grace = 0 } = readRoll({ grace_seconds: hours * 3600 }, graceBad);
       const rolled = await db.transaction((trx) =>
-        rollEndpointSecret(trx, principal(ctx), endpoint.id, hours * 3600, policy, now),
+        rollEndpointSecret(trx, principal(ctx), endpoint.id, grace, policy, now),
       );
       const label =
         hours === 0
