@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import Router from '@koa/router';
 import type { Context, Next } from 'koa';
 import { koaBody } from 'koa-body';
-import type { ConsoleKit, ConsoleState } from './kit.js';
+import type { ConsoleKit, ConsoleRoute, ConsoleState } from './kit.js';
 import { recordAudit } from '../audit/audit-log.js';
 import type { AppServices } from '../api/services.js';
 import { html } from '../html/html.js';
@@ -32,7 +32,7 @@ import {
   signKnownDevice,
   verifyKnownDevice,
 } from './known-device.js';
-import { seesOrganisation, type ConsoleScope } from './access.js';
+import { may, seesOrganisation, type ConsoleScope } from './access.js';
 import { registerKeyPages } from './pages/keys-pages.js';
 import { registerLinkPages } from './pages/links-pages.js';
 import { registerHistoryPages } from './pages/history-pages.js';
@@ -40,7 +40,7 @@ import { registerOverviewPage } from './pages/overview-page.js';
 import { registerUserPages } from './pages/users-pages.js';
 import { registerAccountPages } from './pages/account-pages.js';
 import { codeChecker } from './totp.js';
-import { registerWebhookPages } from './pages/webhooks-pages.js';
+import { webhookRoutes } from './pages/webhooks/routes.js';
 import { pageWindow, pager, pagerWords, table } from './views.js';
 import { getOrganisation, pageOrganisations } from '../orgs/orgs.js';
 import { shownName } from './format.js';
@@ -502,7 +502,7 @@ export function consoleRouter(services: AppServices): Router {
   registerHistoryPages(router, kit);
   registerUserPages(router, kit);
   registerAccountPages(router, kit);
-  registerWebhookPages(router, kit);
+  for (const route of [...webhookRoutes]) mountScoped(router, kit, route);
 
   // An action's address opened again (a reload after its POST, a bookmark, the back button): actions are
   // POSTs only, so show what the action was about rather than "page not found". That page checks access.
@@ -533,4 +533,20 @@ export function consoleRouter(services: AppServices): Router {
   });
 
   return router;
+}
+
+const notFoundAsFalse = (error: unknown) => {
+  if (error instanceof ApiError && error.status === 404) return false;
+  throw error;
+};
+
+/** A route of an organisation's pages: scope, then its resource (404), then the user's right (403). */
+function mountScoped(router: Router, kit: ConsoleKit, route: ConsoleRoute): void {
+  router[route.method](`/o/:org/:mode${route.path}`, kit.scoped, async (ctx) => {
+    // Not this scope's: the page the router shows for any missing page, in the reader's language.
+    const found = route.find && (await route.find(ctx, kit).then(() => true, notFoundAsFalse));
+    if (found === false) return kit.refuse(ctx, 404, 'error.not_found');
+    if (!may(kit.state(ctx).user, route.needs)) return kit.refuse(ctx, 403, 'error.forbidden');
+    await route.handle(ctx, kit);
+  });
 }

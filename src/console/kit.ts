@@ -2,7 +2,7 @@ import type { Context, Next } from 'koa';
 import type { AppServices } from '../api/services.js';
 import type { Html } from '../html/html.js';
 import type { Locale } from '../widget/messages.js';
-import type { ConsoleScope } from './access.js';
+import type { ConsoleAction, ConsoleScope } from './access.js';
 import type { ConsoleMessageKey, Words } from './messages.js';
 import type { PageContext } from './pages.js';
 import type { SessionClaims } from './session-token.js';
@@ -49,4 +49,19 @@ export interface ConsoleKit {
     ctx: Context,
     check: () => Promise<ConsoleUserRow | null>,
   ): Promise<ConsoleUserRow | null | 'throttled'>;
+}
+
+/**
+ * One route of an organisation's pages, under `/console/o/{org}/{mode}`: its method, its path in the scope,
+ * what the user must be allowed (access.ts; a page is `read`) and its one handler. The router (http.ts)
+ * resolves the scope, then `find` (the resource must be this scope's: 404 whatever the role), then checks
+ * `needs` (403), then calls `handle`.
+ */
+export interface ConsoleRoute {
+  method: 'get' | 'post';
+  /** In the scope: `/webhooks/:endpoint/roll`. */
+  path: string;
+  needs: ConsoleAction;
+  find?: (ctx: Context, kit: ConsoleKit) => Promise<unknown>;
+  handle(ctx: Context, kit: ConsoleKit): Promise<void>;
 }
