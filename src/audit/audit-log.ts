@@ -2,7 +2,6 @@ import type { Knex } from 'knex';
 import { toIso } from '../clock/clock.js';
 import { fetchPage, NEWEST_FIRST, type PageWindow } from '../db/paging.js';
 import { newId } from '../ids/ids.js';
-import type { Principal } from '../auth/principal.js';
 
 export interface AuditEntry {
   orgId: string | null;
@@ -22,7 +21,7 @@ export interface AuditEntry {
  */
 export function auditChange(
   trx: Knex,
-  principal: Pick<Principal, 'orgId' | 'actor'>,
+  principal: { orgId: string; actor: string },
   change: { action: string; targetType: string; targetId: string; details?: Record<string, unknown> },
   now: number,
 ): Promise<void> {

@@ -34,7 +34,7 @@ import {
 } from './known-device.js';
 import { may, seesOrganisation, type ConsoleScope } from './access.js';
 import { registerKeyPages } from './pages/keys-pages.js';
-import { registerLinkPages } from './pages/links-pages.js';
+import { linkRoutes } from './pages/links-pages.js';
 import { registerHistoryPages } from './pages/history-pages.js';
 import { registerOverviewPage } from './pages/overview-page.js';
 import { registerUserPages } from './pages/users-pages.js';
@@ -498,11 +498,10 @@ export function consoleRouter(services: AppServices): Router {
 
   registerOverviewPage(router, kit);
   registerKeyPages(router, kit);
-  registerLinkPages(router, kit);
   registerHistoryPages(router, kit);
   registerUserPages(router, kit);
   registerAccountPages(router, kit);
-  for (const route of [...webhookRoutes]) mountScoped(router, kit, route);
+  for (const route of [...linkRoutes, ...webhookRoutes]) mountScoped(router, kit, route);
 
   // An action's address opened again (a reload after its POST, a bookmark, the back button): actions are
   // POSTs only, so show what the action was about rather than "page not found". That page checks access.

@@ -1,4 +1,3 @@
-import type Router from '@koa/router';
 import type { Context } from 'koa';
 import { toIso } from '../../clock/clock.js';
 import { ApiError, errors } from '../../errors/api-error.js';
@@ -9,8 +8,8 @@ import { findLink, searchLinks, type LinkStatus } from '../../links/store.js';
 import { recentMovementsOfAccounts } from '../../movements/store.js';
 import { requestRefresh } from '../../refresh/refresh.js';
 import { html, type HtmlValue } from '../../html/html.js';
-import { consolePrincipal, may, scopePath, type ConsoleAction } from '../access.js';
-import type { ConsoleKit } from '../kit.js';
+import { consolePrincipal, may, scopePath } from '../access.js';
+import type { ConsoleKit, ConsoleRoute } from '../kit.js';
 import { bankName, money } from '../format.js';
 import { codeWord, stateWord, type ConsoleMessageKey, type Words } from '../messages.js';
 import { layout } from '../pages.js';
@@ -67,29 +66,25 @@ export function findingText(t: Words, finding: Finding): string {
   }
 }
 
-export function registerLinkPages(router: Router, kit: ConsoleKit): void {
-  const { services } = kit;
-  const { db, clock, config } = services;
-  const { words } = kit;
-
-  router.get('/o/:org/:mode/links', kit.scoped, async (ctx) => {
-    const state = kit.state(ctx);
-    const t = words(ctx);
-    const base = `${scopePath(state.scope)}/links`;
-    const query = typeof ctx.query.q === 'string' ? ctx.query.q : '';
-    const status = STATUSES.find((value) => value === ctx.query.status);
-    const window = pageWindow(ctx.query);
-    const rutDigests = rutSearchDigests(services.secrets, query);
-    const { rows, total } = await searchLinks(db.reader, state.scope, { query, status, rutDigests }, window);
-    const cells = rows.map((row) => [
-      html`<a href="${base}/${row.id}"><code>${row.id}</code></a>`,
-      bankName(row.bank_id),
-      row.holder_name ?? '-',
-      row.external_user_id ?? '-',
-      stateWord(state.locale, row.status) + (row.paused ? `, ${t('links.paused')}` : ''),
-      when(toIso(row.last_synced_at)),
-    ]);
-    const search = html`<form method="get" action="${base}" class="search-form" role="search">
+export async function showLinks(ctx: Context, kit: ConsoleKit) {
+  const { db, secrets } = kit.services;
+  const state = kit.state(ctx);
+  const t = kit.words(ctx);
+  const base = `${scopePath(state.scope)}/links`;
+  const query = typeof ctx.query.q === 'string' ? ctx.query.q : '';
+  const status = STATUSES.find((value) => value === ctx.query.status);
+  const window = pageWindow(ctx.query);
+  const rutDigests = rutSearchDigests(secrets, query);
+  const { rows, total } = await searchLinks(db.reader, state.scope, { query, status, rutDigests }, window);
+  const cells = rows.map((row) => [
+    html`<a href="${base}/${row.id}"><code>${row.id}</code></a>`,
+    bankName(row.bank_id),
+    row.holder_name ?? '-',
+    row.external_user_id ?? '-',
+    stateWord(state.locale, row.status) + (row.paused ? `, ${t('links.paused')}` : ''),
+    when(toIso(row.last_synced_at)),
+  ]);
+  const search = html`<form method="get" action="${base}" class="search-form" role="search">
 <label for="q">${t('links.search')}</label>
 <input id="q" name="q" type="search" value="${query}" maxlength="200">
 <label for="status">${t('links.status_label')}</label>
@@ -100,88 +95,89 @@ ${filterSelect(
 )}
 <button type="submit">${t('links.search_submit')}</button>
 </form>`;
-    kit.send(
-      ctx,
-      200,
-      layout(
-        kit.pageContext(ctx, '/links'),
-        t('links.title'),
-        html`${search}${table(
-          t('links.caption'),
-          [
-            'ID',
-            t('links.bank'),
-            t('links.holder'),
-            t('links.external_user'),
-            t('links.status_label'),
-            t('links.last_synced'),
-          ],
-          cells,
-          t('links.empty'),
-        )}${pager(base, ctx.query, window.page, total, pagerWords(state.locale))}`,
-      ),
-    );
-  });
+  kit.send(
+    ctx,
+    200,
+    layout(
+      kit.pageContext(ctx, '/links'),
+      t('links.title'),
+      html`${search}${table(
+        t('links.caption'),
+        [
+          'ID',
+          t('links.bank'),
+          t('links.holder'),
+          t('links.external_user'),
+          t('links.status_label'),
+          t('links.last_synced'),
+        ],
+        cells,
+        t('links.empty'),
+      )}${pager(base, ctx.query, window.page, total, pagerWords(state.locale))}`,
+    ),
+  );
+}
 
-  /** The link of the URL when it is this scope's, else 404 (another organisation's or mode's does not exist). */
-  const scopedLink = async (ctx: Context) => {
-    const { scope } = kit.state(ctx);
-    const id = (ctx.params as { link: string }).link;
-    const row = await findLink(db.reader, id);
-    if (!row || row.org_id !== scope.orgId || row.mode !== scope.mode)
-      throw errors.notFound(`No link ${id}.`, 'link');
-    return row;
-  };
+/** The link of the URL when it is this scope's, else 404 (another organisation's or mode's does not exist). */
+async function scopedLink(ctx: Context, kit: ConsoleKit) {
+  const { scope } = kit.state(ctx);
+  const id = (ctx.params as { link: string }).link;
+  const row = await findLink(kit.services.db.reader, id);
+  if (!row || row.org_id !== scope.orgId || row.mode !== scope.mode)
+    throw errors.notFound(`No link ${id}.`, 'link');
+  return row;
+}
 
-  const renderLink = async (ctx: Context, status: number, notice: HtmlValue) => {
-    const state = kit.state(ctx);
-    const t = words(ctx);
-    const row = await scopedLink(ctx);
-    const inspection = await inspectLink(db.reader, row.id, clock.now());
-    const movements = await recentMovementsOfAccounts(
-      db.reader,
-      inspection.accounts.map((account) => account.id),
-      RECENT_MOVEMENTS,
-    );
-    const link = inspection.link;
-    const base = `${scopePath(state.scope)}/links/${row.id}`;
-    const csrf = state.claims.csrf;
-    const button = (action: string, label: ConsoleMessageKey, extra: HtmlValue = null, danger = false) =>
-      html`<form method="post" action="${base}/${action}" class="inline-form">${csrfField(csrf)}${extra}<button type="submit"${danger && DANGER}>${t(label)}</button></form>`;
-    const actions = [
-      may(state.user, 'operate')
-        ? button(link.paused ? 'resume' : 'pause', link.paused ? 'link.resume' : 'link.pause')
-        : '',
-      may(state.user, 'operate') && link.status === 'active' ? button('refresh', 'link.refresh') : '',
-      may(state.user, 'manage')
-        ? button(
-            'delete',
-            'link.delete',
-            html`<label class="check"><input type="checkbox" name="confirm" value="yes" required> ${t('link.delete_confirm')}</label>`,
-            true,
-          )
-        : '',
-    ];
-    const facts: [string, HtmlValue][] = [
-      [t('links.bank'), bankName(link.bank_id)],
-      [t('links.holder'), link.holder_name ?? '-'],
-      [t('links.external_user'), link.external_user_id ?? '-'],
-      [
-        t('links.status_label'),
-        stateWord(state.locale, link.status) + (link.paused ? `, ${t('links.paused')}` : ''),
-      ],
-      [t('links.last_synced'), when(link.last_synced_at)],
-    ];
-    const section = (title: ConsoleMessageKey, headers: string[], rows: HtmlValue[][]) =>
-      html`<h2>${t(title)}</h2>${table(t(title), headers, rows, t('link.none'))}`;
-    const stateOf = (value: string) => stateWord(state.locale, value);
-    kit.send(
-      ctx,
-      status,
-      layout(
-        kit.pageContext(ctx, '/links'),
-        row.id,
-        html`<p><a href="${scopePath(state.scope)}/links">${t('link.back')}</a></p>
+async function renderLink(ctx: Context, kit: ConsoleKit, status: number, notice: HtmlValue) {
+  const { db, clock } = kit.services;
+  const state = kit.state(ctx);
+  const t = kit.words(ctx);
+  const row = await scopedLink(ctx, kit);
+  const inspection = await inspectLink(db.reader, row.id, clock.now());
+  const movements = await recentMovementsOfAccounts(
+    db.reader,
+    inspection.accounts.map((account) => account.id),
+    RECENT_MOVEMENTS,
+  );
+  const link = inspection.link;
+  const base = `${scopePath(state.scope)}/links/${row.id}`;
+  const csrf = state.claims.csrf;
+  const button = (action: string, label: ConsoleMessageKey, extra: HtmlValue = null, danger = false) =>
+    html`<form method="post" action="${base}/${action}" class="inline-form">${csrfField(csrf)}${extra}<button type="submit"${danger && DANGER}>${t(label)}</button></form>`;
+  const actions = [
+    may(state.user, 'operate')
+      ? button(link.paused ? 'resume' : 'pause', link.paused ? 'link.resume' : 'link.pause')
+      : '',
+    may(state.user, 'operate') && link.status === 'active' ? button('refresh', 'link.refresh') : '',
+    may(state.user, 'manage')
+      ? button(
+          'delete',
+          'link.delete',
+          html`<label class="check"><input type="checkbox" name="confirm" value="yes" required> ${t('link.delete_confirm')}</label>`,
+          true,
+        )
+      : '',
+  ];
+  const facts: [string, HtmlValue][] = [
+    [t('links.bank'), bankName(link.bank_id)],
+    [t('links.holder'), link.holder_name ?? '-'],
+    [t('links.external_user'), link.external_user_id ?? '-'],
+    [
+      t('links.status_label'),
+      stateWord(state.locale, link.status) + (link.paused ? `, ${t('links.paused')}` : ''),
+    ],
+    [t('links.last_synced'), when(link.last_synced_at)],
+  ];
+  const section = (title: ConsoleMessageKey, headers: string[], rows: HtmlValue[][]) =>
+    html`<h2>${t(title)}</h2>${table(t(title), headers, rows, t('link.none'))}`;
+  const stateOf = (value: string) => stateWord(state.locale, value);
+  kit.send(
+    ctx,
+    status,
+    layout(
+      kit.pageContext(ctx, '/links'),
+      row.id,
+      html`<p><a href="${scopePath(state.scope)}/links">${t('link.back')}</a></p>
 ${notice}
 <h2>${t('link.diagnosis')}</h2>
 <ul class="diagnosis">${inspection.findings.map((finding) => html`<li>${findingText(t, finding)}</li>`)}</ul>
@@ -280,79 +276,80 @@ ${section(
     ].map(cellText),
   ),
 )}`,
+    ),
+  );
+}
+
+export const showLink = (ctx: Context, kit: ConsoleKit) => renderLink(ctx, kit, 200, null);
+
+/** An action on a link (the router checked the right): shown on the link's page, or its problem there. */
+const act =
+  (
+    work: (
+      ctx: Context,
+      kit: ConsoleKit,
+      linkId: string,
+      now: number,
+    ) => Promise<{ notice: string; gone?: boolean }>,
+  ) =>
+  async (ctx: Context, kit: ConsoleKit) => {
+    const state = kit.state(ctx);
+    const t = kit.words(ctx);
+    const row = await scopedLink(ctx, kit);
+    let outcome: { notice: string; gone?: boolean };
+    try {
+      outcome = await work(ctx, kit, row.id, kit.services.clock.now());
+    } catch (error) {
+      if (error instanceof ApiError && error.status < 500 && error.status !== 404)
+        return renderLink(ctx, kit, error.status, problemHtml(error.message));
+      throw error;
+    }
+    const notice = noticeHtml(outcome.notice);
+    if (!outcome.gone) return renderLink(ctx, kit, 200, notice);
+    kit.send(
+      ctx,
+      200,
+      layout(
+        kit.pageContext(ctx, '/links'),
+        t('links.title'),
+        html`${notice}<p><a href="${scopePath(state.scope)}/links">${t('link.back')}</a></p>`,
       ),
     );
   };
+const principal = (ctx: Context, kit: ConsoleKit) =>
+  consolePrincipal(kit.state(ctx).scope, kit.state(ctx).user);
 
-  router.get('/o/:org/:mode/links/:link', kit.scoped, (ctx) => renderLink(ctx, 200, null));
+const pauseAction = act(async (ctx, kit, linkId, now) => {
+  await kit.services.db.transaction((trx) => pauseLink(trx, principal(ctx, kit), linkId, now));
+  return { notice: kit.words(ctx)('link.paused_done') };
+});
 
-  /** An action on a link: allowed for `needed`, audited, and shown on the link's page (or its error). */
-  const act =
-    (
-      needed: ConsoleAction,
-      work: (ctx: Context, linkId: string, now: number) => Promise<{ notice: string; gone?: boolean }>,
-    ) =>
-    async (ctx: Context) => {
-      const state = kit.state(ctx);
-      if (!may(state.user, needed)) return kit.refuse(ctx, 403, 'error.forbidden');
-      const row = await scopedLink(ctx);
-      const now = clock.now();
-      let outcome: { notice: string; gone?: boolean };
-      try {
-        outcome = await work(ctx, row.id, now);
-      } catch (error) {
-        if (error instanceof ApiError && error.status < 500 && error.status !== 404)
-          return renderLink(ctx, error.status, problemHtml(error.message));
-        throw error;
-      }
-      const notice = noticeHtml(outcome.notice);
-      if (!outcome.gone) return renderLink(ctx, 200, notice);
-      kit.send(
-        ctx,
-        200,
-        layout(
-          kit.pageContext(ctx, '/links'),
-          words(ctx)('links.title'),
-          html`${notice}<p><a href="${scopePath(state.scope)}/links">${words(ctx)('link.back')}</a></p>`,
-        ),
-      );
-    };
-  const principal = (ctx: Context) => consolePrincipal(kit.state(ctx).scope, kit.state(ctx).user);
+const resumeAction = act(async (ctx, kit, linkId, now) => {
+  await kit.services.db.transaction((trx) => resumeLink(trx, principal(ctx, kit), linkId, now));
+  return { notice: kit.words(ctx)('link.resumed_done') };
+});
 
-  router.post(
-    '/o/:org/:mode/links/:link/pause',
-    kit.scoped,
-    act('operate', async (ctx, linkId, now) => {
-      await db.transaction((trx) => pauseLink(trx, principal(ctx), linkId, now));
-      return { notice: words(ctx)('link.paused_done') };
-    }),
+const refreshAction = act(async (ctx, kit, linkId, now) => {
+  const { db, config } = kit.services;
+  const intent = await db.transaction((trx) =>
+    requestRefresh(trx, principal(ctx, kit), { link_id: linkId, refresh_type: 'only_last' }, config, now),
   );
-  router.post(
-    '/o/:org/:mode/links/:link/resume',
-    kit.scoped,
-    act('operate', async (ctx, linkId, now) => {
-      await db.transaction((trx) => resumeLink(trx, principal(ctx), linkId, now));
-      return { notice: words(ctx)('link.resumed_done') };
-    }),
-  );
-  router.post(
-    '/o/:org/:mode/links/:link/refresh',
-    kit.scoped,
-    act('operate', async (ctx, linkId, now) => {
-      const intent = await db.transaction((trx) =>
-        requestRefresh(trx, principal(ctx), { link_id: linkId, refresh_type: 'only_last' }, config, now),
-      );
-      return { notice: words(ctx)('link.refresh_done', { id: intent.id }) };
-    }),
-  );
-  router.post(
-    '/o/:org/:mode/links/:link/delete',
-    kit.scoped,
-    act('manage', async (ctx, linkId, now) => {
-      if (kit.state(ctx).form.confirm !== 'yes')
-        throw errors.missingParameter('confirm', words(ctx)('error.confirm'));
-      await db.transaction((trx) => deleteLink(trx, principal(ctx), linkId, now));
-      return { notice: words(ctx)('link.deleted_done', { id: linkId }), gone: true };
-    }),
-  );
-}
+  return { notice: kit.words(ctx)('link.refresh_done', { id: intent.id }) };
+});
+
+const deleteAction = act(async (ctx, kit, linkId, now) => {
+  if (kit.state(ctx).form.confirm !== 'yes')
+    throw errors.missingParameter('confirm', kit.words(ctx)('error.confirm'));
+  await kit.services.db.transaction((trx) => deleteLink(trx, principal(ctx, kit), linkId, now));
+  return { notice: kit.words(ctx)('link.deleted_done', { id: linkId }), gone: true };
+});
+
+/** The links section: reading is everyone's, pause/resume/refresh support's too, deleting `manage`. */
+export const linkRoutes: ConsoleRoute[] = [
+  { method: 'get', path: '/links', needs: 'read', handle: showLinks },
+  { method: 'get', path: '/links/:link', needs: 'read', find: scopedLink, handle: showLink },
+  { method: 'post', path: '/links/:link/pause', needs: 'operate', find: scopedLink, handle: pauseAction },
+  { method: 'post', path: '/links/:link/resume', needs: 'operate', find: scopedLink, handle: resumeAction },
+  { method: 'post', path: '/links/:link/refresh', needs: 'operate', find: scopedLink, handle: refreshAction },
+  { method: 'post', path: '/links/:link/delete', needs: 'manage', find: scopedLink, handle: deleteAction },
+];
