@@ -1,20 +1,25 @@
 import type { Locale } from '../widget/messages.js';
 import { html, join, type Html, type HtmlValue } from '../html/html.js';
 import { consoleMessage } from './messages.js';
+import { MAX_PAGE, pageQueryProperties, pageWindow as rowsOfPage } from '../api/pagination.js';
 
 /*
  * Pieces every console page is made of: tables with a caption and column headers, a pager like the API's
  * (`page`, 30 rows, never an unbounded list), and small forms that POST with the session's CSRF token.
  */
 
-export const PER_PAGE = 30;
+/** The API's default page size: a console page shows as many rows as a list call answers. */
+export const PER_PAGE = pageQueryProperties.per_page.default;
 
-/** `?page=` as a window of PER_PAGE rows; a bad or absurd page is the first. */
+/**
+ * `?page=` as the API's window of PER_PAGE rows (api/pagination.ts), within the API's bounds; a bad or
+ * absurd page is the first rather than an error, as a person typed or kept it.
+ */
 export function pageWindow(query: Record<string, unknown>): { page: number; offset: number; limit: number } {
   // Decimal digits only: `Number()` alone would also read `0x10`, `1e2` and ` 1`.
-  const raw = typeof query.page === 'string' && /^[0-9]{1,6}$/.test(query.page) ? Number(query.page) : 1;
-  const page = raw >= 1 && raw <= 100_000 ? raw : 1;
-  return { page, offset: (page - 1) * PER_PAGE, limit: PER_PAGE };
+  const raw = typeof query.page === 'string' && /^[0-9]{1,10}$/.test(query.page) ? Number(query.page) : 1;
+  const page = raw >= 1 && raw <= MAX_PAGE ? raw : 1;
+  return { page, ...rowsOfPage({ page, per_page: PER_PAGE }) };
 }
 
 /**
