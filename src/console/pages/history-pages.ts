@@ -1,12 +1,12 @@
-import type Router from '@koa/router';
+import type { Context } from 'koa';
 import { pageAuditLog } from '../../audit/audit-log.js';
 import { EVENT_TYPES } from '../../events/catalogue.js';
 import { listEvents } from '../../events/store.js';
 import { html } from '../../html/html.js';
 import { consolePrincipal, scopePath } from '../access.js';
-import type { ConsoleKit } from '../kit.js';
-import { layout } from '../pages.js';
-import { atSecond, filterSelect, pager, pagerWords, pageWindow, queryText, table } from '../views.js';
+import type { ConsoleKit, ConsoleRoute } from '../kit.js';
+import { sendListPage } from '../list-page.js';
+import { atSecond, filterSelect, pageWindow, queryText } from '../views.js';
 
 /*
  * What happened: an organisation's events in a mode (as GET /v1/events lists them, filtered by type and
@@ -16,33 +16,28 @@ import { atSecond, filterSelect, pager, pagerWords, pageWindow, queryText, table
 const LINK_ID = /^link_[0-9a-f]{16}$/;
 const AUDIT_VALUE = /^[\w.:@-]{1,100}$/;
 
-export function registerHistoryPages(router: Router, kit: ConsoleKit): void {
+export async function showEvents(ctx: Context, kit: ConsoleKit) {
   const { db } = kit.services;
-  const { words } = kit;
-
-  router.get('/o/:org/:mode/events', kit.scoped, async (ctx) => {
-    const state = kit.state(ctx);
-    const t = words(ctx);
-    const base = `${scopePath(state.scope)}/events`;
-    const type = EVENT_TYPES.find((known) => known === ctx.query.type);
-    const linkId = LINK_ID.test(queryText(ctx.query, 'link_id'))
-      ? queryText(ctx.query, 'link_id')
-      : undefined;
-    const window = pageWindow(ctx.query);
-    const { data, total } = await listEvents(
-      db.reader,
-      consolePrincipal(state.scope, state.user),
-      { type, link_id: linkId },
-      window.offset,
-      window.limit,
-    );
-    const rows = data.map((event) => [
-      html`<code>${event.id}</code>`,
-      event.type,
-      atSecond(event.created_at),
-      html`<details><summary>${t('events.show')}</summary><pre>${JSON.stringify(event.data, null, 2)}</pre></details>`,
-    ]);
-    const filters = html`<form method="get" action="${base}" class="search-form">
+  const state = kit.state(ctx);
+  const t = kit.words(ctx);
+  const base = `${scopePath(state.scope)}/events`;
+  const type = EVENT_TYPES.find((known) => known === ctx.query.type);
+  const linkId = LINK_ID.test(queryText(ctx.query, 'link_id')) ? queryText(ctx.query, 'link_id') : undefined;
+  const window = pageWindow(ctx.query);
+  const { data, total } = await listEvents(
+    db.reader,
+    consolePrincipal(state.scope, state.user),
+    { type, link_id: linkId },
+    window.offset,
+    window.limit,
+  );
+  const rows = data.map((event) => [
+    html`<code>${event.id}</code>`,
+    event.type,
+    atSecond(event.created_at),
+    html`<details><summary>${t('events.show')}</summary><pre>${JSON.stringify(event.data, null, 2)}</pre></details>`,
+  ]);
+  const filters = html`<form method="get" action="${base}" class="search-form">
 <label for="type">${t('events.type')}</label>
 ${filterSelect(
   { id: 'type', name: 'type', any: t('events.any_type') },
@@ -53,63 +48,61 @@ ${filterSelect(
 <input id="link" name="link_id" value="${linkId ?? ''}" maxlength="21" pattern="link_[0-9a-f]{16}">
 <button type="submit">${t('filter.submit')}</button>
 </form>`;
-    kit.send(
-      ctx,
-      200,
-      layout(
-        kit.pageContext(ctx, '/events'),
-        t('events.title'),
-        html`${filters}${table(
-          t('events.caption'),
-          ['ID', t('events.type'), t('events.created'), t('events.data')],
-          rows,
-          t('events.empty'),
-        )}${pager(base, ctx.query, window.page, total, pagerWords(state.locale))}`,
-      ),
-    );
+  sendListPage(ctx, kit, {
+    section: '/events',
+    title: t('events.title'),
+    above: filters,
+    caption: t('events.caption'),
+    headers: ['ID', t('events.type'), t('events.created'), t('events.data')],
+    rows,
+    empty: t('events.empty'),
+    base,
+    page: window.page,
+    total,
   });
+}
 
-  router.get('/o/:org/:mode/audit', kit.scoped, async (ctx) => {
-    const state = kit.state(ctx);
-    const t = words(ctx);
-    const base = `${scopePath(state.scope)}/audit`;
-    const action = AUDIT_VALUE.test(queryText(ctx.query, 'action'))
-      ? queryText(ctx.query, 'action')
-      : undefined;
-    const actor = AUDIT_VALUE.test(queryText(ctx.query, 'actor')) ? queryText(ctx.query, 'actor') : undefined;
-    const window = pageWindow(ctx.query);
-    const { data, total } = await pageAuditLog(
-      db.reader,
-      { orgId: state.scope.orgId, action, actor },
-      window,
-    );
-    const rows = data.map((entry) => [
-      atSecond(entry.created_at),
-      html`<code>${entry.actor}</code>`,
-      entry.action,
-      entry.target_id ? html`<code>${entry.target_id}</code>` : '-',
-      entry.details ? html`<code class="wrap">${JSON.stringify(entry.details)}</code>` : '-',
-    ]);
-    const filters = html`<form method="get" action="${base}" class="search-form">
+export async function showAuditLog(ctx: Context, kit: ConsoleKit) {
+  const { db } = kit.services;
+  const state = kit.state(ctx);
+  const t = kit.words(ctx);
+  const base = `${scopePath(state.scope)}/audit`;
+  const action = AUDIT_VALUE.test(queryText(ctx.query, 'action'))
+    ? queryText(ctx.query, 'action')
+    : undefined;
+  const actor = AUDIT_VALUE.test(queryText(ctx.query, 'actor')) ? queryText(ctx.query, 'actor') : undefined;
+  const window = pageWindow(ctx.query);
+  const { data, total } = await pageAuditLog(db.reader, { orgId: state.scope.orgId, action, actor }, window);
+  const rows = data.map((entry) => [
+    atSecond(entry.created_at),
+    html`<code>${entry.actor}</code>`,
+    entry.action,
+    entry.target_id ? html`<code>${entry.target_id}</code>` : '-',
+    entry.details ? html`<code class="wrap">${JSON.stringify(entry.details)}</code>` : '-',
+  ]);
+  const filters = html`<form method="get" action="${base}" class="search-form">
 <label for="action">${t('audit.action')}</label>
 <input id="action" name="action" value="${action ?? ''}" maxlength="100">
 <label for="actor">${t('audit.actor')}</label>
 <input id="actor" name="actor" value="${actor ?? ''}" maxlength="100">
 <button type="submit">${t('filter.submit')}</button>
 </form>`;
-    kit.send(
-      ctx,
-      200,
-      layout(
-        kit.pageContext(ctx, '/audit'),
-        t('audit.title'),
-        html`${filters}${table(
-          t('audit.caption'),
-          [t('audit.when'), t('audit.actor'), t('audit.action'), t('audit.target'), t('audit.details')],
-          rows,
-          t('audit.empty'),
-        )}${pager(base, ctx.query, window.page, total, pagerWords(state.locale))}`,
-      ),
-    );
+  sendListPage(ctx, kit, {
+    section: '/audit',
+    title: t('audit.title'),
+    above: filters,
+    caption: t('audit.caption'),
+    headers: [t('audit.when'), t('audit.actor'), t('audit.action'), t('audit.target'), t('audit.details')],
+    rows,
+    empty: t('audit.empty'),
+    base,
+    page: window.page,
+    total,
   });
 }
+
+/** What happened: read by every role. */
+export const historyRoutes: ConsoleRoute[] = [
+  { method: 'get', path: '/events', needs: 'read', handle: showEvents },
+  { method: 'get', path: '/audit', needs: 'read', handle: showAuditLog },
+];

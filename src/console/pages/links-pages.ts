@@ -13,6 +13,7 @@ import type { ConsoleKit, ConsoleRoute } from '../kit.js';
 import { bankName, money } from '../format.js';
 import { codeWord, stateWord, type ConsoleMessageKey, type Words } from '../messages.js';
 import { layout } from '../pages.js';
+import { sendListPage } from '../list-page.js';
 import {
   cellText,
   csrfField,
@@ -20,8 +21,6 @@ import {
   factsHtml,
   filterSelect,
   noticeHtml,
-  pager,
-  pagerWords,
   pageWindow,
   problemHtml,
   table,
@@ -95,27 +94,25 @@ ${filterSelect(
 )}
 <button type="submit">${t('links.search_submit')}</button>
 </form>`;
-  kit.send(
-    ctx,
-    200,
-    layout(
-      kit.pageContext(ctx, '/links'),
-      t('links.title'),
-      html`${search}${table(
-        t('links.caption'),
-        [
-          'ID',
-          t('links.bank'),
-          t('links.holder'),
-          t('links.external_user'),
-          t('links.status_label'),
-          t('links.last_synced'),
-        ],
-        cells,
-        t('links.empty'),
-      )}${pager(base, ctx.query, window.page, total, pagerWords(state.locale))}`,
-    ),
-  );
+  sendListPage(ctx, kit, {
+    section: '/links',
+    title: t('links.title'),
+    above: search,
+    caption: t('links.caption'),
+    headers: [
+      'ID',
+      t('links.bank'),
+      t('links.holder'),
+      t('links.external_user'),
+      t('links.status_label'),
+      t('links.last_synced'),
+    ],
+    rows: cells,
+    empty: t('links.empty'),
+    base,
+    page: window.page,
+    total,
+  });
 }
 
 /** The link of the URL when it is this scope's, else 404 (another organisation's or mode's does not exist). */

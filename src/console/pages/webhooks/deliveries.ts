@@ -11,14 +11,13 @@ import { may } from '../../access.js';
 import type { ConsoleKit } from '../../kit.js';
 import { stateWord } from '../../messages.js';
 import { layout } from '../../pages.js';
+import { sendListPage } from '../../list-page.js';
 import {
   atSecond,
   cellText,
   csrfField,
   factsHtml,
   filterSelect,
-  pager,
-  pagerWords,
   pageWindow,
   queryText,
   table,
@@ -83,28 +82,26 @@ ${filterSelect(
 <input id="event" name="event_id" value="${eventId ?? ''}" maxlength="20" pattern="evt_[0-9a-f]{16}">
 <button type="submit">${t('filter.submit')}</button>
 </form>`;
-  kit.send(
-    ctx,
-    200,
-    layout(
-      kit.pageContext(ctx, '/webhooks/deliveries'),
-      t('webhooks.deliveries_title'),
-      html`<p><a href="${base}">${t('webhooks.back')}</a></p>${filters}${table(
-        t('webhooks.deliveries_caption'),
-        [
-          'ID',
-          t('webhooks.status'),
-          t('webhooks.last_answer'),
-          t('webhooks.event_type'),
-          t('webhooks.endpoint'),
-          t('webhooks.attempts'),
-          t('webhooks.created'),
-        ],
-        cells,
-        t('webhooks.deliveries_empty'),
-      )}${pager(`${base}/deliveries`, ctx.query, window.page, total, pagerWords(state.locale))}`,
-    ),
-  );
+  sendListPage(ctx, kit, {
+    section: '/webhooks/deliveries',
+    title: t('webhooks.deliveries_title'),
+    above: html`<p><a href="${base}">${t('webhooks.back')}</a></p>${filters}`,
+    caption: t('webhooks.deliveries_caption'),
+    headers: [
+      'ID',
+      t('webhooks.status'),
+      t('webhooks.last_answer'),
+      t('webhooks.event_type'),
+      t('webhooks.endpoint'),
+      t('webhooks.attempts'),
+      t('webhooks.created'),
+    ],
+    rows: cells,
+    empty: t('webhooks.deliveries_empty'),
+    base: `${base}/deliveries`,
+    page: window.page,
+    total,
+  });
 }
 
 async function renderDelivery(ctx: Context, kit: ConsoleKit, status: number, notice: HtmlValue) {

@@ -11,18 +11,8 @@ import { may } from '../../access.js';
 import { formReader } from '../../forms.js';
 import type { ConsoleKit } from '../../kit.js';
 import { stateWord } from '../../messages.js';
-import { layout } from '../../pages.js';
-import {
-  atMinute,
-  cellText,
-  csrfField,
-  noticeHtml,
-  pager,
-  pagerWords,
-  pageWindow,
-  secretOnce,
-  table,
-} from '../../views.js';
+import { sendListPage } from '../../list-page.js';
+import { atMinute, cellText, csrfField, noticeHtml, pageWindow, secretOnce, table } from '../../views.js';
 import {
   changeOn,
   deliveriesLink,
@@ -96,20 +86,20 @@ ${eventChoices(t, draft?.events ?? [])}
 </form>`
     : '';
   const fire = manage && state.scope.mode === 'test' ? await fireForm(ctx, kit) : '';
-  kit.send(
-    ctx,
+  sendListPage(ctx, kit, {
     status,
-    layout(
-      kit.pageContext(ctx, '/webhooks'),
-      t('webhooks.title'),
-      html`<p>${deliveriesLink(kit, ctx, {}, t('webhooks.all_deliveries'))}</p>${notice}${table(
-        t('webhooks.caption'),
-        ['ID', t('webhooks.url'), t('webhooks.events'), t('webhooks.state'), t('webhooks.created')],
-        rows,
-        t('webhooks.empty'),
-      )}${pager(base, ctx.query, window.page, total, pagerWords(state.locale))}${create}${fire}`,
-    ),
-  );
+    section: '/webhooks',
+    title: t('webhooks.title'),
+    above: html`<p>${deliveriesLink(kit, ctx, {}, t('webhooks.all_deliveries'))}</p>${notice}`,
+    caption: t('webhooks.caption'),
+    headers: ['ID', t('webhooks.url'), t('webhooks.events'), t('webhooks.state'), t('webhooks.created')],
+    rows,
+    empty: t('webhooks.empty'),
+    base,
+    page: window.page,
+    total,
+    below: html`${create}${fire}`,
+  });
 }
 
 export const showEndpoints = (ctx: Context, kit: ConsoleKit) => renderEndpoints(ctx, kit, 200, null);
