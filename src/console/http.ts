@@ -33,7 +33,7 @@ import {
   verifyKnownDevice,
 } from './known-device.js';
 import { may, seesOrganisation, type ConsoleScope } from './access.js';
-import { registerKeyPages } from './pages/keys-pages.js';
+import { keyRoutes } from './pages/keys-pages.js';
 import { linkRoutes } from './pages/links-pages.js';
 import { historyRoutes } from './pages/history-pages.js';
 import { registerOverviewPage } from './pages/overview-page.js';
@@ -497,10 +497,10 @@ export function consoleRouter(services: AppServices): Router {
   });
 
   registerOverviewPage(router, kit);
-  registerKeyPages(router, kit);
   registerUserPages(router, kit);
   registerAccountPages(router, kit);
-  for (const route of [...linkRoutes, ...historyRoutes, ...webhookRoutes]) mountScoped(router, kit, route);
+  for (const route of [...keyRoutes, ...linkRoutes, ...historyRoutes, ...webhookRoutes])
+    mountScoped(router, kit, route);
 
   // An action's address opened again (a reload after its POST, a bookmark, the back button): actions are
   // POSTs only, so show what the action was about rather than "page not found". That page checks access.
