@@ -40,6 +40,7 @@ export const OWNERS = {
   console_sessions: 'src/console/',
   serve_instances: 'src/processes/',
   rate_limit_buckets: 'src/ratelimit/',
+  consent_bank_state: 'src/consent-bank/',
 };
 const ALLOWED = ['src/db/', 'migrations/'];
 const SCANNED = ['src', 'commands'];

@@ -22,6 +22,7 @@ import {
   DEFAULT_SECRET_KEY_NAME,
 } from './default-names.js';
 import { createMasterKeyFile } from '../secrets/master-key-file.js';
+import { ensureTestCa, testCaDirectory } from '../consent-bank/test-ca.js';
 
 export interface InstallOptions {
   home: string;
@@ -90,6 +91,9 @@ export async function install(options: InstallOptions): Promise<InstallResult> {
       createMasterKeyFile(config.masterKeyFile, new Date(options.clock.now()));
       createdMasterKey = true;
     }
+    // The simulated consent bank's test CA (docs/open-finance.md): made once, kept on later runs. Its
+    // certificates' validity is on the system clock, which TLS checks them against, not the injected one.
+    await ensureTestCa(testCaDirectory(options.home), Date.now());
 
     let organisation: Organisation | null = null;
     let keys: InstallResult['keys'] = null;

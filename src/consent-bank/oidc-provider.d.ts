@@ -1,0 +1,2 @@
+// oidc-provider ships no type declarations; the consent bank types what it uses at the call sites.
+declare module 'oidc-provider';

@@ -1,0 +1,215 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import Koa, { type Middleware } from 'koa';
+import * as client from 'openid-client';
+import type { Test } from 'tap';
+import { Agent, fetch as undiciFetch } from 'undici';
+import { systemClock } from '../../src/clock/clock.js';
+import { ConsentBankFaults } from '../../src/consent-bank/faults.js';
+import { startConsentBank, type ConsentBank } from '../../src/consent-bank/consent-bank.js';
+import { issueSoftwareStatement } from '../../src/consent-bank/software-statement.js';
+import {
+  makeTestCa,
+  subjectDnOf,
+  type KeyAndCert,
+  type TestCaMaterial,
+} from '../../src/consent-bank/test-ca.js';
+import { builtInFaults } from '../../src/consent-bank/users.js';
+import { openDatabase, type Database } from '../../src/db/database.js';
+import { migrateUp } from '../../src/db/migrations.js';
+import { silentLogger } from '../../src/logging/logger.js';
+import { freshDatabase, type EngineName } from './harness.js';
+
+/*
+ * The simulated consent bank in a test: a migrated database, a test CA of its own, the bank's mTLS listener on
+ * a free port, and a bare Koa app standing in for the appliance's HTTP server (it mounts the browser face).
+ * The client side is what the connector uses: openid-client with an undici Agent carrying the certificate.
+ */
+
+let sharedCa: Promise<TestCaMaterial> | null = null;
+/** One CA per test process: two RSA keys take a moment to make. */
+export function testCa(): Promise<TestCaMaterial> {
+  sharedCa ??= makeTestCa(Date.now());
+  return sharedCa;
+}
+
+export interface BankFixture {
+  bank: ConsentBank;
+  ca: TestCaMaterial;
+  db: Database;
+  faults: ConsentBankFaults;
+  /** The stand-in appliance's base URL (plain HTTP on loopback). */
+  appUrl: string;
+}
+
+export async function startBank(t: Test, engine: EngineName): Promise<BankFixture> {
+  const database = await freshDatabase(t, engine);
+  const db = openDatabase({ url: database.url });
+  await migrateUp(db);
+  const ca = await testCa();
+  let mounted: Middleware = (_ctx, next) => next();
+  const app = new Koa();
+  app.use((ctx, next) => mounted(ctx, next));
+  const server: Server = createServer(app.callback());
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const appUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const faults = new ConsentBankFaults(builtInFaults);
+  const bank = await startConsentBank({
+    db,
+    ca,
+    clock: systemClock,
+    logger: silentLogger,
+    publicBaseUrl: appUrl,
+    port: 0,
+    faults,
+  });
+  mounted = bank.browserMiddleware;
+  t.teardown(async () => {
+    await bank.close();
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+    await db.close();
+  });
+  return { bank, ca, db, faults, appUrl };
+}
+
+export function mtlsAgent(t: Test, ca: TestCaMaterial, identity: KeyAndCert = ca.client): Agent {
+  const agent = new Agent({ connect: { ca: ca.caCert, cert: identity.cert, key: identity.key } });
+  t.teardown(() => agent.close());
+  return agent;
+}
+
+export function fetchWith(agent: Agent): client.CustomFetch {
+  return ((url: string, options: client.CustomFetchOptions) =>
+    undiciFetch(url, {
+      ...(options as object),
+      dispatcher: agent,
+    } as never)) as unknown as client.CustomFetch;
+}
+
+export const REDIRECT_URI = 'https://app.example/callback';
+
+export async function register(
+  fixture: BankFixture,
+  agent: Agent,
+  identity: KeyAndCert = fixture.ca.client,
+): Promise<client.Configuration> {
+  const statement = await issueSoftwareStatement(fixture.ca.directoryKey, {
+    clientName: 'svc appliance',
+    redirectUris: [REDIRECT_URI],
+    subjectDn: subjectDnOf(identity.cert),
+    now: Math.floor(Date.now() / 1000),
+  });
+  const config = await client.dynamicClientRegistration(
+    new URL(fixture.bank.issuer),
+    {
+      redirect_uris: [REDIRECT_URI],
+      software_statement: statement,
+      tls_client_auth_subject_dn: subjectDnOf(identity.cert),
+      token_endpoint_auth_method: 'tls_client_auth',
+      use_mtls_endpoint_aliases: true,
+    },
+    client.TlsClientAuth(),
+    { execute: [client.allowInsecureRequests], [client.customFetch]: fetchWith(agent) },
+  );
+  config[client.customFetch] = fetchWith(agent);
+  return config;
+}
+
+/** A browser without JavaScript: follows redirects by hand, keeps cookies by name. */
+export class Browser {
+  private readonly cookies = new Map<string, string>();
+  constructor(private readonly language = 'es') {}
+
+  async go(url: string, init: { method?: string; form?: Record<string, string> } = {}): Promise<Response> {
+    const headers: Record<string, string> = { 'accept-language': this.language };
+    if (this.cookies.size > 0) headers.cookie = [...this.cookies].map(([k, v]) => `${k}=${v}`).join('; ');
+    let body: string | undefined;
+    if (init.form) {
+      headers['content-type'] = 'application/x-www-form-urlencoded';
+      body = new URLSearchParams(init.form).toString();
+    }
+    const response = await fetch(url, { method: init.method ?? 'GET', headers, body, redirect: 'manual' });
+    for (const line of response.headers.getSetCookie()) {
+      const [pair] = line.split(';');
+      const at = pair!.indexOf('=');
+      this.cookies.set(pair!.slice(0, at), pair!.slice(at + 1));
+    }
+    return response;
+  }
+
+  /** Follows redirects within the appliance until one leaves it (to the client's redirect URI) or a page. */
+  async follow(
+    url: string,
+    init: { method?: string; form?: Record<string, string> } = {},
+  ): Promise<{ response: Response; url: string }> {
+    let response = await this.go(url, init);
+    let at = url;
+    while (response.status >= 300 && response.status < 400) {
+      at = new URL(response.headers.get('location')!, at).href;
+      if (at.startsWith(REDIRECT_URI)) return { response, url: at };
+      response = await this.go(at);
+    }
+    return { response, url: at };
+  }
+}
+
+export const ALL_ACTIONS = ['ReadAccounts', 'ReadBalances', 'ReadTransactions', 'ReadCreditCards'];
+
+export interface Consent {
+  tokens: client.TokenEndpointResponse & client.TokenEndpointResponseHelpers;
+  callback: URL;
+  verifier: string;
+  state: string;
+}
+
+/** PAR, sign-in and consent in the browser, and the code's exchange; `decision` picks the button. */
+export async function consent(
+  fixture: BankFixture,
+  config: client.Configuration,
+  options: {
+    rut?: string;
+    actions?: string[];
+    language?: string;
+    decision?: 'confirm' | 'abort';
+    exchange?: boolean;
+  } = {},
+): Promise<{ callback: URL; verifier: string; state: string; pages: string[]; tokens?: Consent['tokens'] }> {
+  const verifier = client.randomPKCECodeVerifier();
+  const state = randomBytes(8).toString('hex');
+  const url = await client.buildAuthorizationUrlWithPAR(config, {
+    redirect_uri: REDIRECT_URI,
+    scope: 'openid',
+    code_challenge: await client.calculatePKCECodeChallenge(verifier),
+    code_challenge_method: 'S256',
+    state,
+    grant_management_action: 'create',
+    authorization_details: JSON.stringify([{ type: 'Accounts', actions: options.actions ?? ALL_ACTIONS }]),
+  });
+  const browser = new Browser(options.language ?? 'es');
+  const pages: string[] = [];
+  const signInPage = await browser.follow(url.href);
+  pages.push(await signInPage.response.text());
+  const afterLogin = await browser.follow(`${signInPage.url}/login`, {
+    method: 'POST',
+    form: { rut: options.rut ?? '11.111.111-1', password: 'sandbox' },
+  });
+  pages.push(await afterLogin.response.text());
+  const done = await browser.follow(`${afterLogin.url}/${options.decision ?? 'confirm'}`, {
+    method: 'POST',
+    form: {},
+  });
+  const callback = new URL(done.url);
+  if (options.exchange === false || callback.searchParams.has('error'))
+    return { callback, verifier, state, pages };
+  const tokens = await client.authorizationCodeGrant(config, callback, {
+    pkceCodeVerifier: verifier,
+    expectedState: state,
+  });
+  return { callback, verifier, state, pages, tokens };
+}
+
+export function sha(text: string): string {
+  return createHash('sha256').update(text).digest('hex');
+}
