@@ -7,7 +7,8 @@ import {
 } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import './reflect-metadata.js';
+// @peculiar/x509 registers its ASN.1 providers with tsyringe, which needs the Reflect metadata API first.
+import 'reflect-metadata';
 import * as x509 from '@peculiar/x509';
 
 /*
