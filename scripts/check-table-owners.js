@@ -40,6 +40,9 @@ export const OWNERS = {
   console_sessions: 'src/console/',
   serve_instances: 'src/processes/',
   rate_limit_buckets: 'src/ratelimit/',
+  consent_clients: 'src/banks/',
+  link_grants: 'src/links/',
+  grant_revocations: 'src/links/',
 };
 const ALLOWED = ['src/db/', 'migrations/'];
 const SCANNED = ['src', 'commands'];
