@@ -124,6 +124,9 @@ export const CONNECTOR_ERROR_CODES = [
   'bank_unavailable',
   'timeout',
   'unsupported',
+  // A consent bank's answer did not match the schema we expect (src/banks/consent/data-schemas.ts): the
+  // sync fails with the reason, writes nothing, and is tried again at the next one.
+  'invalid_bank_data',
 ] as const;
 export type ConnectorErrorCode = (typeof CONNECTOR_ERROR_CODES)[number];
 
