@@ -29,6 +29,9 @@ export async function up(knex: Knex): Promise<void> {
     t.string('registration_client_uri', 2048).nullable();
     t.text('private_key_sealed').notNullable();
     t.text('certificate_pem').notNullable();
+    // The CA the bank's TLS server certificate chains to when it is not a public one (the CMF's sandbox,
+    // the simulated bank's local CA); null: the system's roots.
+    t.text('server_ca_pem').nullable();
     t.text('registration').notNullable();
     t.bigInteger('registered_at').notNullable();
     t.bigInteger('updated_at').notNullable();

@@ -54,6 +54,7 @@ forEachEngine(t, async (t, engine) => {
         registration_client_uri: null,
         private_key_sealed: app.services.secrets.seal('not a key', 'cc_0123456789abcdef'),
         certificate_pem: '-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n',
+        server_ca_pem: null,
         registration: '{}',
         registered_at: app.clock.now(),
         updated_at: app.clock.now(),

@@ -19,6 +19,8 @@ export interface ConsentClientRow {
   registration_client_uri: string | null;
   private_key_sealed: string;
   certificate_pem: string;
+  /** The CA of the bank's TLS server certificate when it is not publicly trusted; null: the system's. */
+  server_ca_pem: string | null;
   /** The bank's registration answer as JSON, its secrets removed (`publicRegistration`). */
   registration: string;
   registered_at: number;
