@@ -41,6 +41,9 @@ export const OWNERS = {
   serve_instances: 'src/processes/',
   rate_limit_buckets: 'src/ratelimit/',
   consent_bank_state: 'src/consent-bank/',
+  consent_clients: 'src/banks/',
+  link_grants: 'src/links/',
+  grant_revocations: 'src/links/',
 };
 const ALLOWED = ['src/db/', 'migrations/'];
 const SCANNED = ['src', 'commands'];

@@ -4,6 +4,8 @@
  * backfill. It raises typed errors; the sync engine owns everything else (dedup, reversals, pending to
  * posted, removed accounts, failure counting, events).
  */
+import type { AuthorizationDetail } from './consent/authorization-details.js';
+
 export type HolderType = 'individual' | 'business';
 export type AccountType = 'checking' | 'savings' | 'credit_card';
 export type MovementType =
@@ -17,10 +19,37 @@ export interface BankCredentials {
   rutEmpresa: string | null;
 }
 
-export interface LoginRequest {
+/**
+ * A consent bank's login: the grant the end user authorised at the bank and its tokens. RFC 6749 calls
+ * tokens credentials too, so a consent connector receives this where a credential connector receives a
+ * password. The sync engine opens it from the link's grant (links/consent/) as it opens sealed passwords.
+ */
+export interface GrantCredentials {
+  kind: 'grant';
+  grantId: string;
+  accessToken: string;
+  /** Ms since the epoch; null when the bank did not say. */
+  accessTokenExpiresAt: number | null;
+  refreshToken: string | null;
+  /** What was authorised (RFC 9396), as the bank confirmed it. */
+  authorizationDetails: AuthorizationDetail[];
+}
+
+/** What a connector logs in with: a bank login, or a consent grant. */
+export type LoginCredentials = BankCredentials | GrantCredentials;
+
+export function isGrant(credentials: LoginCredentials): credentials is GrantCredentials {
+  return 'kind' in credentials && credentials.kind === 'grant';
+}
+
+/**
+ * `C` is what the connector logs in with: a password (the default, so every credential connector reads
+ * as before) or a grant (`ConsentConnector`).
+ */
+export interface LoginRequest<C extends LoginCredentials = BankCredentials> {
   bankId: string;
   holderType: HolderType;
-  credentials: BankCredentials;
+  credentials: C;
   /** Milliseconds since the epoch, from the caller's clock (sandbox data is a function of it). */
   now: number;
   /**
@@ -93,10 +122,14 @@ export interface DateWindow {
   to: number;
 }
 
-export interface Connector {
-  login(request: LoginRequest): Promise<LoginResult>;
+export interface Connector<C extends LoginCredentials = BankCredentials> {
+  /**
+   * A consent connector's login checks the grant (and refreshes its access token when it is due) instead
+   * of typing a password; it never asks for MFA, which happened at the bank.
+   */
+  login(request: LoginRequest<C>): Promise<LoginResult>;
   /** Completes a login that asked for a code; a wrong code raises `mfa_invalid`, a late one `mfa_expired`. */
-  submitMfa(request: LoginRequest, challenge: MfaChallenge, code: string): Promise<BankSession>;
+  submitMfa(request: LoginRequest<C>, challenge: MfaChallenge, code: string): Promise<BankSession>;
   listAccounts(session: BankSession, now: number): Promise<BankAccount[]>;
   /** Movements booked in the window; for credit cards, unbilled charges come with `pending: true`. */
   listMovements(
@@ -114,6 +147,9 @@ export interface Connector {
   ): Promise<BankMovement[]>;
 }
 
+/** A connector that logs in with the grant of a consent link (docs/open-finance.md). */
+export type ConsentConnector = Connector<GrantCredentials>;
+
 export const CONNECTOR_ERROR_CODES = [
   'rejected_credentials',
   'account_locked',
@@ -124,6 +160,9 @@ export const CONNECTOR_ERROR_CODES = [
   'bank_unavailable',
   'timeout',
   'unsupported',
+  // A consent bank's answer did not match the schema we expect (src/banks/consent/data-schemas.ts): the
+  // sync fails with the reason, writes nothing, and is tried again at the next one.
+  'invalid_bank_data',
 ] as const;
 export type ConnectorErrorCode = (typeof CONNECTOR_ERROR_CODES)[number];
 

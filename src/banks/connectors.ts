@@ -1,6 +1,7 @@
 import type { BankConnectorSettings } from './connector-settings.js';
 import type { Connector } from './connector.js';
 import { createHttpConnector } from './http/http-connector.js';
+import { findInstitution } from './institutions.js';
 
 /**
  * One HTTP connector (and so one undici connection pool) per bank and configuration entry. Keyed on the
@@ -10,7 +11,8 @@ import { createHttpConnector } from './http/http-connector.js';
 const httpConnectors = new WeakMap<BankConnectorSettings, Map<string, Connector>>();
 
 /**
- * The connector that serves `bankId` in `mode`: the sandbox for every bank in test mode; in live mode the
+ * The credential connector that serves `bankId` in `mode`: the sandbox for every bank in test mode (but the
+ * consent sandbox, which has none); in live mode the
  * HTTP connector to the gateway configured in `banks.connectors[bankId]`, or null when there is none (the
  * bank is then unavailable in live mode).
  */
@@ -20,6 +22,8 @@ export function connectorFor(
   config: { readonly banks: { readonly connectors: Readonly<Record<string, BankConnectorSettings>> } },
   sandbox: Connector,
 ): Connector | null {
+  // The consent sandbox is never reached with a password: the credential sandbox does not stand in for it.
+  if (findInstitution(bankId)?.consentSandbox) return null;
   if (mode === 'test') return sandbox;
   const entry = Object.hasOwn(config.banks.connectors, bankId) ? config.banks.connectors[bankId] : undefined;
   if (!entry) return null;

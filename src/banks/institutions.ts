@@ -3,6 +3,44 @@ import type { HolderType } from './connector.js';
 export type Product = 'movements' | 'income' | 'backfill';
 export const PRODUCTS: readonly Product[] = ['movements', 'income', 'backfill'];
 
+/**
+ * How an end user connects a bank: by typing their bank login (`credentials`, which the appliance seals and
+ * a connector replays), or by `consent`: the bank's own authorisation page, after which the appliance holds
+ * a grant and its tokens, never a password (docs/open-finance.md).
+ */
+export type ConnectionMethod = 'credentials' | 'consent';
+
+/** What a consent may cover, in the end user's terms (the widget's consent screen words each one). */
+export type ConsentCoverage = 'accounts' | 'balances' | 'movements' | 'credit_cards';
+export const CONSENT_COVERAGES: readonly ConsentCoverage[] = [
+  'accounts',
+  'balances',
+  'movements',
+  'credit_cards',
+];
+
+/**
+ * The standards a consent bank speaks. `security` names the authorisation profile (`fapi2-cl`: FAPI 2.0
+ * with PAR, PKCE, mTLS client authentication and certificate-bound tokens, as the CMF's draft annex asks);
+ * `data` names the resource API shapes (Open Finance Brasil's accounts 2.x and credit cards 2.x, adapted to
+ * CLP and RUT, until the CMF publishes its own files).
+ */
+export interface ConsentProfile {
+  security: 'fapi2-cl';
+  data: readonly ('ob-br-accounts-2' | 'ob-br-credit-cards-2')[];
+  covers: readonly ConsentCoverage[];
+  /** The longest consent the bank grants: 36 months in the CMF's draft. */
+  maxDurationMonths: number;
+}
+
+/** Chile's draft profile: every consent bank registered today gets it (the annex is not final yet). */
+export const CHILE_DRAFT_PROFILE: ConsentProfile = {
+  security: 'fapi2-cl',
+  data: ['ob-br-accounts-2', 'ob-br-credit-cards-2'],
+  covers: CONSENT_COVERAGES,
+  maxDurationMonths: 36,
+};
+
 export interface Institution {
   id: string;
   name: string;
@@ -12,6 +50,12 @@ export interface Institution {
   holderTypes: HolderType[];
   /** Combinations not offered yet, as `product:holderType`. */
   unavailable: string[];
+  /**
+   * A bank that exists only as a consent bank in test mode (the simulated bank that ships with the
+   * appliance): never reached with credentials, never in live mode. Other banks connect by consent where
+   * the operator registered a consent client for them (`svc banks register`), by credentials elsewhere.
+   */
+  consentSandbox?: true;
 }
 
 /** The 11 banks of the design. Backfill is offered by `bci` to business holders only. */
@@ -104,6 +148,15 @@ export const INSTITUTIONS: readonly Institution[] = [
     holderTypes: ['individual', 'business'],
     unavailable: ['movements:business', 'income:business'],
   },
+  {
+    id: 'bancoabierto',
+    name: 'Banco Abierto (simulado)',
+    country: 'CL',
+    products: ['movements', 'income'],
+    holderTypes: ['individual'],
+    unavailable: [],
+    consentSandbox: true,
+  },
 ];
 
 /**
@@ -112,6 +165,39 @@ export const INSTITUTIONS: readonly Institution[] = [
  */
 export const BANK_IDS: readonly string[] = INSTITUTIONS.map((institution) => institution.id);
 export const BACKFILL_BANK = 'bci';
+
+/**
+ * The banks a credential login reaches (all but the consent sandbox). The sandbox's generator picks
+ * counterparty banks from this list, so its seeded data stays what it was before consent banks came.
+ */
+export const CREDENTIAL_BANK_IDS: readonly string[] = INSTITUTIONS.filter((i) => !i.consentSandbox).map(
+  (i) => i.id,
+);
+
+/**
+ * How `institution` connects in `mode`: the consent sandbox always by consent (it has no other way in); any
+ * other bank by consent when a consent client is registered for it in that mode, by credentials otherwise.
+ */
+export function connectionMethod(
+  institution: Institution,
+  mode: 'live' | 'test',
+  registered: boolean,
+): ConnectionMethod {
+  if (institution.consentSandbox) return 'consent';
+  return registered ? 'consent' : 'credentials';
+}
+
+/**
+ * Whether a consent institution can be reached in `mode` at all: the consent sandbox only in test mode
+ * (the simulated bank runs on loopback); a registered bank wherever it is registered.
+ */
+export function consentReachable(
+  institution: Institution,
+  mode: 'live' | 'test',
+  registered: boolean,
+): boolean {
+  return institution.consentSandbox ? mode === 'test' : registered;
+}
 
 export function findInstitution(id: string): Institution | undefined {
   return INSTITUTIONS.find((institution) => institution.id === id);

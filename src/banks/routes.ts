@@ -1,7 +1,17 @@
 import { defineListRoute } from '../api/list-route.js';
 import type { JsonSchema } from '../api/route.js';
 import { bankHealth } from './health.js';
-import { INSTITUTIONS, PRODUCTS, offers } from './institutions.js';
+import {
+  CONSENT_COVERAGES,
+  CHILE_DRAFT_PROFILE,
+  INSTITUTIONS,
+  PRODUCTS,
+  connectionMethod,
+  consentReachable,
+  offers,
+  type Institution,
+} from './institutions.js';
+import { registeredBanks } from './consent/registrations.js';
 
 export const institutionComponents: Record<string, JsonSchema> = {
   Institution: {
@@ -16,6 +26,8 @@ export const institutionComponents: Record<string, JsonSchema> = {
       'availability',
       'status',
       'mode',
+      'connection',
+      'consent',
     ],
     properties: {
       object: { const: 'institution' },
@@ -41,9 +53,72 @@ export const institutionComponents: Record<string, JsonSchema> = {
         description: 'From the outcomes of the last hour of syncs with this bank',
       },
       mode: { enum: ['live', 'test'] },
+      connection: {
+        enum: ['credentials', 'consent'],
+        description:
+          "How the end user connects this bank in the caller's mode: `credentials` (their bank login, typed in the widget or sent to `POST /v1/links`) or `consent` (the bank's own authorisation page, through the widget only)",
+      },
+      consent: {
+        description:
+          'For a consent institution, the standards it speaks and what a consent covers; null otherwise',
+        oneOf: [{ type: 'null' }, { $ref: '#/components/schemas/InstitutionConsent' }],
+      },
+    },
+  },
+  InstitutionConsent: {
+    type: 'object',
+    required: ['security_profile', 'data_profiles', 'covers', 'max_duration_months'],
+    properties: {
+      security_profile: {
+        enum: ['fapi2-cl'],
+        description:
+          "The authorisation profile: `fapi2-cl` is FAPI 2.0 with PAR, PKCE, mutual TLS and certificate-bound tokens, as the CMF's draft annex asks",
+      },
+      data_profiles: {
+        type: 'array',
+        items: { enum: ['ob-br-accounts-2', 'ob-br-credit-cards-2'] },
+        description:
+          "The resource APIs' shapes: Open Finance Brasil's accounts 2.x and credit cards 2.x, in CLP with RUT holders",
+      },
+      covers: {
+        type: 'array',
+        items: { enum: CONSENT_COVERAGES },
+        description: 'What a consent at this bank can cover',
+      },
+      max_duration_months: {
+        type: 'integer',
+        minimum: 1,
+        description: 'The longest consent the bank grants (36 months in the draft annex)',
+      },
     },
   },
 };
+
+/** The `consent` field of an institution that connects by consent. */
+function consentOf(): Record<string, unknown> {
+  return {
+    security_profile: CHILE_DRAFT_PROFILE.security,
+    data_profiles: [...CHILE_DRAFT_PROFILE.data],
+    covers: [...CHILE_DRAFT_PROFILE.covers],
+    max_duration_months: CHILE_DRAFT_PROFILE.maxDurationMonths,
+  };
+}
+
+/**
+ * Whether the institution can be linked in `mode`: a consent institution when its consent side is
+ * reachable (the simulated bank in test mode, a registration in either); a credential one when it has a
+ * connector.
+ */
+function reachable(
+  institution: Institution,
+  mode: 'live' | 'test',
+  registered: boolean,
+  hasConnector: boolean,
+): boolean {
+  return connectionMethod(institution, mode, registered) === 'consent'
+    ? consentReachable(institution, mode, registered)
+    : hasConnector;
+}
 
 export const institutionRoutes = [
   defineListRoute({
@@ -61,8 +136,16 @@ export const institutionRoutes = [
     items: { $ref: '#/components/schemas/Institution' },
     async list({ services, principal, query, now }, { offset, limit }) {
       const health = await bankHealth(services.db.reader, principal.mode, now);
+      const registered = await registeredBanks(services.db.reader, principal.mode);
       const all = INSTITUTIONS.map((institution) => {
-        const hasConnector = services.connectors(institution.id, principal.mode) !== null;
+        const isRegistered = registered.has(institution.id);
+        const method = connectionMethod(institution, principal.mode, isRegistered);
+        const hasConnector = reachable(
+          institution,
+          principal.mode,
+          isRegistered,
+          services.connectors(institution.id, principal.mode) !== null,
+        );
         const availability = PRODUCTS.flatMap((product) =>
           (['individual', 'business'] as const).map((holder_type) => ({
             product,
@@ -85,6 +168,8 @@ export const institutionRoutes = [
           availability,
           status: health.get(institution.id) ?? 'up',
           mode: principal.mode,
+          connection: method,
+          consent: method === 'consent' ? consentOf() : null,
         };
       }).filter((institution) => institution.availability.length > 0);
       return { data: all.slice(offset, offset + limit), total: all.length };

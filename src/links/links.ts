@@ -9,7 +9,8 @@ import { linkCreated, linkDeleted } from '../events/payloads.js';
 import { publishEvent } from '../webhooks/fan-out.js';
 import type { SecretBox } from '../secrets/secret-box.js';
 import type { HolderType, BankCredentials } from '../banks/connector.js';
-import { findInstitution, offers } from '../banks/institutions.js';
+import { connectionMethod, findInstitution, offers } from '../banks/institutions.js';
+import { findRegistration } from '../banks/consent/registrations.js';
 import { enqueueSync } from '../jobs/jobs.js';
 import { normaliseRut } from '../rut/rut.js';
 import { rutDigestsOf } from './rut-search.js';
@@ -136,6 +137,25 @@ export function validateLinkInput(
   return { rut, password: input.credentials.password, rutEmpresa };
 }
 
+/**
+ * A bank that connects by consent in `mode` takes no password: its end user authorises at the bank, through
+ * the widget. Checked before anything else about the credentials, and before anything is written.
+ */
+export async function refuseCredentialsForConsentBank(
+  db: Knex,
+  bankId: string,
+  mode: 'live' | 'test',
+): Promise<void> {
+  const institution = findInstitution(bankId);
+  if (!institution) return; // validateLinkInput names the unknown bank
+  const registered = (await findRegistration(db, bankId, mode)) !== undefined;
+  if (connectionMethod(institution, mode, registered) !== 'consent') return;
+  throw errors.badRequest(
+    'consent_required',
+    `${institution.name} connects by consent at the bank, not with a password, in ${mode} mode: link it through the widget (create a widget token with POST /v1/widget_tokens and open the widget), where the end user authorises at the bank. No link was created.`,
+  );
+}
+
 export interface CreateLinkOptions {
   /**
    * Emit `link.created` now (server-side creation). The widget passes false: its link is announced when
@@ -159,6 +179,7 @@ export async function createLink(
   now: number,
   options: CreateLinkOptions = {},
 ): Promise<Link> {
+  await refuseCredentialsForConsentBank(trx, input.bank_id, principal.mode);
   const credentials = validateLinkInput(input, principal.mode, policy);
   const id = newId('link');
   const row: LinkRow = {

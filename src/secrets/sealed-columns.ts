@@ -44,6 +44,21 @@ export const SEALED_TABLES: readonly SealedTable[] = [
     columns: ['response_body'],
     context: idempotencyContext,
   },
+  // Consent banks (docs/open-finance.md): the client's key and registration token, each grant's id and tokens,
+  // and the grant id a queued revocation still needs.
+  {
+    table: 'consent_clients',
+    key: ['id'],
+    columns: ['private_key_sealed', 'registration_access_token_sealed'],
+    context: byId,
+  },
+  {
+    table: 'link_grants',
+    key: ['link_id'],
+    columns: ['grant_id_sealed', 'access_token_sealed', 'refresh_token_sealed'],
+    context: (row) => `link_grants/${String(row.link_id)}`,
+  },
+  { table: 'grant_revocations', key: ['id'], columns: ['grant_id_sealed'], context: byId },
   // The console's second factor (src/console/totp.ts).
   { table: 'console_users', key: ['id'], columns: ['totp_secret_sealed'], context: byId },
 ];

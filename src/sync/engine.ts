@@ -499,6 +499,16 @@ async function writeMovements(
   return plan.newMovements;
 }
 
+/**
+ * What the failed job keeps as its `last_error` (`svc links inspect` shows it): the code, and for data a
+ * consent bank sent that broke its schema, the reason too, which names fields and rules, never values.
+ * Other messages stay out: a gateway's words are not ours to vouch for.
+ */
+function jobErrorOf(error: { code: string; message?: string }): string {
+  if (error.code !== 'invalid_bank_data' || !error.message) return error.code;
+  return `${error.code}: ${error.message}`.slice(0, 500);
+}
+
 async function recordFailure(
   trx: Knex,
   services: SyncServices,
@@ -507,7 +517,8 @@ async function recordFailure(
   error: { code: string },
   now: number,
 ): Promise<void> {
-  if (!(await failJob(trx, job, error.code, now))) throw new LeaseLostError(`job ${job.id} lost its lease`);
+  if (!(await failJob(trx, job, jobErrorOf(error), now)))
+    throw new LeaseLostError(`job ${job.id} lost its lease`);
   const { expired } = await markLinkSyncFailed(
     trx,
     link,

@@ -1,7 +1,7 @@
 import t from 'tap';
 import type { Connector } from '../../src/banks/connector.js';
 import { connectorFor } from '../../src/banks/connectors.js';
-import { BANK_IDS } from '../../src/banks/institutions.js';
+import { BANK_IDS, CREDENTIAL_BANK_IDS } from '../../src/banks/institutions.js';
 import { defaultConfig } from '../../src/config/defaults.js';
 
 const sandbox: Connector = {
@@ -16,9 +16,17 @@ function configWith(connectors: Record<string, { url: string; secret: string; ti
   return { ...config, banks: { connectors } };
 }
 
-t.test('test mode uses the sandbox for every bank, configured or not', async (t) => {
+t.test('test mode uses the sandbox for every credential bank, configured or not', async (t) => {
   const config = configWith({ bci: { url: 'http://127.0.0.1:1', secret: 's'.repeat(16), timeoutMs: 500 } });
-  for (const bankId of BANK_IDS) t.equal(connectorFor(bankId, 'test', config, sandbox), sandbox, bankId);
+  for (const bankId of CREDENTIAL_BANK_IDS)
+    t.equal(connectorFor(bankId, 'test', config, sandbox), sandbox, bankId);
+});
+
+t.test('the consent sandbox has no credential connector in either mode', async (t) => {
+  const config = configWith({});
+  t.equal(BANK_IDS.length, CREDENTIAL_BANK_IDS.length + 1);
+  t.equal(connectorFor('bancoabierto', 'test', config, sandbox), null);
+  t.equal(connectorFor('bancoabierto', 'live', config, sandbox), null);
 });
 
 t.test('live mode: the HTTP connector where configured, null elsewhere, one per bank', async (t) => {

@@ -80,6 +80,7 @@ export const ERROR_STATUS: Readonly<Record<ConnectorErrorCode, number>> = {
   unsupported: 422,
   bank_unavailable: 503,
   timeout: 504,
+  invalid_bank_data: 502,
 };
 
 const MAX_REQUEST_BYTES = 1024 * 1024;

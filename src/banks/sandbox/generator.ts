@@ -22,7 +22,7 @@ import {
 } from './names.js';
 import { hash32, mixSeed, mulberry32, rngFor, type Rng } from './prng.js';
 import type { AccountSpec, Party, Profile } from './profile.js';
-import { BANK_IDS } from '../institutions.js';
+import { CREDENTIAL_BANK_IDS } from '../institutions.js';
 
 /**
  * The sandbox's movements, generated one UTC day at a time. Each transaction is a function of the account
@@ -210,7 +210,7 @@ function party(context: GenerationContext, pool: 'contact' | 'customer' | 'suppl
   const made = {
     name: isPerson ? personName(rng) : companyName(rng),
     rut: isPerson ? personRut(rng) : companyRut(rng),
-    bankId: rng.pick(BANK_IDS),
+    bankId: rng.pick(CREDENTIAL_BANK_IDS),
     accountLast4: String(rng.int(0, 9999)).padStart(4, '0'),
   };
   context.parties.set(key, made);

@@ -1,5 +1,5 @@
 import type { AccountType, HolderType } from '../connector.js';
-import { BANK_IDS } from '../institutions.js';
+import { CREDENTIAL_BANK_IDS } from '../institutions.js';
 import { companyName, companyRut, personName } from './names.js';
 import { hash32, hashHex, rngFor } from './prng.js';
 
@@ -145,7 +145,7 @@ export function buildProfile(holder: Holder): Profile {
     employer = {
       name: companyName(rng),
       rut: companyRut(rng),
-      bankId: rng.pick(BANK_IDS),
+      bankId: rng.pick(CREDENTIAL_BANK_IDS),
       accountLast4: String(rng.int(0, 9999)).padStart(4, '0'),
     };
   }

@@ -1,0 +1,189 @@
+import { randomBytes } from 'node:crypto';
+import * as client from 'openid-client';
+import { errors } from '../../errors/api-error.js';
+import type { SecretBox } from '../../secrets/secret-box.js';
+import { findInstitution } from '../institutions.js';
+import { CertificateError, certificateFacts } from './certificates.js';
+import { mtlsAgent, mtlsFetch, type ClientIdentity } from './mtls.js';
+import { publicRegistration, type ConsentClientRow } from './registrations.js';
+
+/*
+ * `svc banks register`: discovery of the bank's authorization server, then Dynamic Client Registration
+ * (RFC 7591) with the software statement the directory signed, as a `tls_client_auth` client whose
+ * certificate is the one every later call presents. Checks come first and cost nothing; the network
+ * comes after; the row is written by the caller only when the bank said yes.
+ */
+
+export interface RegistrationInput extends ClientIdentity {
+  bankId: string;
+  mode: 'live' | 'test';
+  issuer: string;
+  apiBase: string;
+  softwareStatement: string;
+  redirectUri: string;
+}
+
+const JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
+
+function httpsUrl(value: string, param: string): URL {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw errors.invalidParameter(param, `--${param} is not a URL.`);
+  }
+  if (url.protocol !== 'https:') throw errors.invalidParameter(param, `--${param} must be an https:// URL.`);
+  if (url.username || url.password)
+    throw errors.invalidParameter(param, `--${param} must not carry a user name or password.`);
+  return url;
+}
+
+/** Everything that can be known wrong without calling the bank, in the order a person fixes it. */
+export function checkRegistrationInput(input: RegistrationInput, now: number): { subjectDn: string } {
+  const institution = findInstitution(input.bankId);
+  if (!institution)
+    throw errors.invalidParameter(
+      'bank',
+      `Unknown bank '${input.bankId}'. GET /v1/institutions lists the bank codes.`,
+    );
+  if (institution.consentSandbox && input.mode === 'live')
+    throw errors.invalidParameter(
+      'mode',
+      `${institution.name} is the simulated bank: it exists in test mode only.`,
+    );
+  httpsUrl(input.issuer, 'issuer');
+  httpsUrl(input.apiBase, 'api-base');
+  if (!JWS.test(input.softwareStatement.trim()))
+    throw errors.invalidParameter(
+      'software-statement',
+      'The software statement is not a signed JWT (three base64url parts separated by dots).',
+    );
+  let facts;
+  try {
+    facts = certificateFacts(input.certificatePem, input.privateKeyPem);
+  } catch (error) {
+    if (error instanceof CertificateError)
+      throw errors.invalidParameter('cert', `The client certificate: ${error.message}.`);
+    throw error;
+  }
+  if (!facts.keyMatches)
+    throw errors.invalidParameter('key', 'The private key does not belong to the certificate.');
+  if (facts.notAfter <= now)
+    throw errors.invalidParameter(
+      'cert',
+      `The certificate expired on ${new Date(facts.notAfter).toISOString()}.`,
+    );
+  if (facts.notBefore > now)
+    throw errors.invalidParameter(
+      'cert',
+      `The certificate is valid only from ${new Date(facts.notBefore).toISOString()}.`,
+    );
+  if (facts.chainProblem)
+    throw errors.invalidParameter('cert', `The certificate chain: ${facts.chainProblem}.`);
+  return { subjectDn: facts.subjectDn };
+}
+
+/**
+ * The words of a failure at the bank: its HTTP status and OAuth error when it answered, the network's code
+ * when it did not. Nothing of ours is in it (the bank's own text is cut short).
+ */
+async function bankFailure(step: string, error: unknown): Promise<Error> {
+  const e = error as { code?: string; error?: string; error_description?: string; cause?: unknown };
+  let said = e.error ? `${e.error}${e.error_description ? `: ${e.error_description}` : ''}` : null;
+  // undici's Response, not the global class: recognised by its shape.
+  const response = e.cause as { status?: unknown; json?: () => Promise<unknown> } | undefined;
+  if (!said && typeof response?.status === 'number' && typeof response.json === 'function') {
+    said = `HTTP ${response.status}`;
+    const body = (await response.json().catch(() => null)) as {
+      error?: unknown;
+      error_description?: unknown;
+    } | null;
+    if (body && typeof body.error === 'string')
+      said += ` ${body.error}${typeof body.error_description === 'string' ? `: ${body.error_description}` : ''}`;
+  }
+  if (!said) {
+    const cause = e.cause as { code?: string; cause?: { code?: string } } | undefined;
+    said = cause?.cause?.code ?? cause?.code ?? e.code ?? 'no answer';
+  }
+  return errors.badRequest(
+    'registration_failed',
+    `The bank's ${step} failed: ${String(said).slice(0, 300)}.`,
+  );
+}
+
+/**
+ * Registers with the bank and returns the row to store, its secrets sealed. `dcr` is openid-client's
+ * `dynamicClientRegistration` (a test may watch it); nothing is written here.
+ */
+export async function registerWithBank(
+  input: RegistrationInput,
+  secrets: SecretBox,
+  now: number,
+  options: { timeoutMs?: number } = {},
+): Promise<ConsentClientRow> {
+  const { subjectDn } = checkRegistrationInput(input, now);
+  const agent = mtlsAgent(input, options.timeoutMs);
+  try {
+    const fetchWithCertificate = mtlsFetch(agent);
+    const execute = {
+      [client.customFetch]: fetchWithCertificate,
+      timeout: Math.ceil((options.timeoutMs ?? 10_000) / 1000),
+    };
+    const server = new URL(input.issuer);
+    let metadata: client.ServerMetadata;
+    try {
+      metadata = (
+        await client.discovery(server, 'discovery-only', undefined, client.None(), execute)
+      ).serverMetadata();
+    } catch (error) {
+      throw await bankFailure('discovery', error);
+    }
+    if (!metadata.registration_endpoint && !metadata.mtls_endpoint_aliases?.registration_endpoint)
+      throw errors.badRequest(
+        'registration_failed',
+        `The bank's discovery document names no registration endpoint.`,
+      );
+    let registered: client.Configuration;
+    try {
+      registered = await client.dynamicClientRegistration(
+        server,
+        {
+          software_statement: input.softwareStatement.trim(),
+          token_endpoint_auth_method: 'tls_client_auth',
+          tls_client_auth_subject_dn: subjectDn,
+          use_mtls_endpoint_aliases: true,
+          grant_types: ['authorization_code', 'refresh_token'],
+          response_types: ['code'],
+          redirect_uris: [input.redirectUri],
+        },
+        client.TlsClientAuth(),
+        execute,
+      );
+    } catch (error) {
+      throw await bankFailure('registration', error);
+    }
+    const answer = registered.clientMetadata() as Record<string, unknown>;
+    const id = `cc_${randomBytes(8).toString('hex')}`;
+    const token =
+      typeof answer.registration_access_token === 'string' ? answer.registration_access_token : null;
+    return {
+      id,
+      bank_id: input.bankId,
+      mode: input.mode,
+      issuer: metadata.issuer,
+      api_base: input.apiBase,
+      client_id: String(answer.client_id),
+      registration_access_token_sealed: token === null ? null : secrets.seal(token, id),
+      registration_client_uri:
+        typeof answer.registration_client_uri === 'string' ? answer.registration_client_uri : null,
+      private_key_sealed: secrets.seal(input.privateKeyPem, id),
+      certificate_pem: input.certificatePem,
+      server_ca_pem: input.serverCaPem,
+      registration: JSON.stringify(publicRegistration(answer)),
+      registered_at: now,
+      updated_at: now,
+    };
+  } finally {
+    await agent.close();
+  }
+}

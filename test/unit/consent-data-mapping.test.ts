@@ -1,0 +1,314 @@
+import t from 'tap';
+import type { Test } from 'tap';
+import { ConnectorError } from '../../src/banks/connector.js';
+import { createAnswerChecker, loadSpecSchemas } from '../../src/banks/consent/data-schemas.js';
+import {
+  chileanDate,
+  mapAll,
+  mapCardAccount,
+  mapCardTransaction,
+  mapDepositAccount,
+  mapDepositTransaction,
+  toMinorUnits,
+  type ObAccount,
+  type ObBalances,
+  type ObCardAccount,
+  type ObCardIdentification,
+  type ObCardLimit,
+  type ObCardTransaction,
+  type ObTransaction,
+} from '../../src/banks/consent/data-mapping.js';
+
+/*
+ * The consent connector's data side, without a bank: answers built from the official files' own
+ * `example` values (each property's), adapted to CLP and RUT as docs/open-finance.md says, then checked
+ * and mapped; and hostile answers that must fail with `invalid_bank_data` and a reason, never a crash.
+ */
+
+type Schema = Record<string, unknown>;
+type Json = unknown;
+
+/** An instance of `schema` from the examples the file gives for its properties (every property, optional too). */
+function exampleOf(schema: Schema, schemas: Record<string, Schema>): Json {
+  if (typeof schema.$ref === 'string') return exampleOf(schemas[schema.$ref.split('/').pop()!]!, schemas);
+  if ('example' in schema && schema.type !== 'object' && schema.type !== 'array') return schema.example;
+  if (Array.isArray(schema.enum)) return schema.enum[0];
+  if (schema.type === 'array') return [exampleOf(schema.items as Schema, schemas)];
+  if (schema.type === 'object' || schema.properties) {
+    const out: Record<string, Json> = {};
+    for (const [key, inner] of Object.entries((schema.properties ?? {}) as Record<string, Schema>))
+      out[key] = exampleOf(inner, schemas);
+    return out;
+  }
+  if (schema.type === 'boolean') return false;
+  if (schema.type === 'integer' || schema.type === 'number') return 1;
+  if (schema.type === 'string' && schema.format === 'date-time') return '2021-05-21T08:30:00Z';
+  return 'x';
+}
+
+/** Brazil to Chile: CLP amounts (no decimals), RUTs for CNPJ/CPF. What the simulated bank serves. */
+function toChile(value: Json, key = ''): Json {
+  if (Array.isArray(value)) return value.map((v) => toChile(v));
+  if (value && typeof value === 'object')
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, toChile(v, k)]));
+  if (key === 'currency') return 'CLP';
+  if (key === 'amount' && typeof value === 'string') return value.replace(/\.\d+$/, '.00');
+  if (key === 'companyCnpj') return '97004000-5';
+  if (key === 'partieCnpjCpf') return '11111111-1';
+  return value;
+}
+
+const accounts = loadSpecSchemas('accounts');
+const cards = loadSpecSchemas('credit-cards');
+const example = (schemas: Record<string, Schema>, name: string) => exampleOf({ $ref: `#/${name}` }, schemas);
+const checker = createAnswerChecker();
+const HOLDER = 'María José Pérez';
+
+const invalid = (t: Test, fn: () => unknown, reason: RegExp, what: string) => {
+  try {
+    fn();
+    t.fail(`${what}: accepted`);
+  } catch (error) {
+    t.type(error, ConnectorError, what);
+    t.equal((error as ConnectorError).code, 'invalid_bank_data', what);
+    t.match((error as Error).message, reason, what);
+  }
+};
+
+t.test('the files’ own examples, adapted to CLP and RUT, pass their schemas and map', async (t) => {
+  const list = checker.check<{ data: ObAccount[] }>(
+    'accounts',
+    toChile(example(accounts, 'ResponseAccountList')),
+  );
+  const balances = checker.check<{ data: ObBalances }>(
+    'balances',
+    toChile(example(accounts, 'ResponseAccountBalances')),
+  );
+  const account = mapDepositAccount(list.data[0]!, balances.data, HOLDER);
+  t.same(account, {
+    ref: 'acc-92792126019929279212650822221989319252576',
+    name: 'Cuenta corriente 8392',
+    type: 'checking',
+    currency: 'CLP',
+    last4: '8392',
+    holderName: HOLDER,
+    balance: { available: 1000, current: 2000, limit: null },
+  });
+
+  const transactions = checker.check<{ data: ObTransaction[] }>(
+    'transactions',
+    toChile(example(accounts, 'ResponseAccountTransactions')),
+  );
+  const [movement] = mapAll(transactions.data, (row) => mapDepositTransaction(row, 'CLP'));
+  t.same(movement, {
+    ref: 'TXpRMU9UQTROMWhZV2xSU1FUazJSMDl',
+    amount: -1000,
+    currency: 'CLP',
+    description: 'Transferencia Enviada Lima Santos',
+    type: 'transfer',
+    referenceId: null,
+    counterparty: { name: '', rut: '11111111-1', bankId: null, accountLast4: '4360' },
+    postedAt: Date.parse('2016-01-29T12:29:03.374Z'),
+    transactionDate: '2016-01-29',
+    pending: false,
+  });
+
+  const cardList = checker.check<{ data: ObCardAccount[] }>(
+    'creditCardAccounts',
+    toChile(example(cards, 'ResponseCreditCardAccountsList')),
+  );
+  const identification = checker.check<{ data: ObCardIdentification }>(
+    'creditCardIdentification',
+    toChile(example(cards, 'ResponseCreditCardAccountsIdentification')),
+  );
+  const limits = checker.check<{ data: ObCardLimit[] }>(
+    'creditCardLimits',
+    toChile(example(cards, 'ResponseCreditCardAccountsLimits')),
+  );
+  const card = mapCardAccount(cardList.data[0]!, identification.data, limits.data, HOLDER);
+  t.match(card, { type: 'credit_card', currency: 'CLP', holderName: HOLDER });
+  t.match(card.ref, /^card-/);
+  t.match(card.last4, /^\d{4}$/);
+  const cardTransactions = checker.check<{ data: ObCardTransaction[] }>(
+    'creditCardTransactions',
+    toChile(example(cards, 'ResponseCreditCardAccountsTransactions')),
+  );
+  const [charge] = mapAll(cardTransactions.data, (row) => mapCardTransaction(row, 'CLP'));
+  t.equal(charge!.ref, cardTransactions.data[0]!.transactionId, 'the bank’s transaction id is the ref');
+  t.equal(charge!.pending, false, 'on a bill: booked');
+});
+
+t.test('the Brazilian examples as published fail the Chilean overlay, naming the field', async (t) => {
+  invalid(
+    t,
+    () => checker.check('accounts', example(accounts, 'ResponseAccountList')),
+    /companyCnpj/,
+    'a CNPJ',
+  );
+  invalid(
+    t,
+    () => checker.check('transactions', example(accounts, 'ResponseAccountTransactions')),
+    /partieCnpjCpf/,
+    'a CPF',
+  );
+});
+
+t.test('amounts: exact minor units; CLP has none', async (t) => {
+  t.equal(toMinorUnits({ amount: '1500.00', currency: 'CLP' }, 'a'), 1500);
+  t.equal(toMinorUnits({ amount: '1500.0000', currency: 'CLP' }, 'a'), 1500);
+  t.equal(toMinorUnits({ amount: '-0.00', currency: 'CLP' }, 'a'), 0);
+  t.equal(toMinorUnits({ amount: '1000.0400', currency: 'BRL' }, 'a'), 100004);
+  t.equal(toMinorUnits({ amount: '0.10', currency: 'USD' }, 'a'), 10, 'no floating point: 0.1 is 10 cents');
+  t.equal(toMinorUnits({ amount: '999999999999999.00', currency: 'CLP' }, 'a'), 999999999999999);
+  invalid(
+    t,
+    () => toMinorUnits({ amount: '1500.50', currency: 'CLP' }, 'x'),
+    /more decimals than CLP/,
+    '1500.50 CLP',
+  );
+  invalid(
+    t,
+    () => toMinorUnits({ amount: '1.005', currency: 'USD' }, 'x'),
+    /decimals/,
+    'a third USD decimal',
+  );
+  invalid(
+    t,
+    () => toMinorUnits({ amount: '999999999999999.99', currency: 'USD' }, 'x'),
+    /too large/,
+    'past 2^53',
+  );
+  invalid(t, () => toMinorUnits({ amount: '1e3', currency: 'CLP' }, 'x'), /decimal/, 'exponent');
+  invalid(t, () => toMinorUnits({ amount: '10', currency: 'pesos' }, 'x'), /currency/, 'not a currency');
+});
+
+t.test('pending and booked, sign, and the day in Chile', async (t) => {
+  const base = toChile(example(accounts, 'ResponseAccountTransactions')) as { data: ObTransaction[] };
+  const row = base.data[0]!;
+  for (const [status, pending] of [
+    ['TRANSACAO_EFETIVADA', false],
+    ['LANCAMENTO_FUTURO', true],
+    ['TRANSACAO_PROCESSANDO', true],
+  ] as const)
+    t.equal(
+      mapDepositTransaction({ ...row, completedAuthorisedPaymentType: status }, 'CLP').pending,
+      pending,
+      status,
+    );
+  t.equal(
+    mapDepositTransaction({ ...row, creditDebitType: 'CREDITO' }, 'CLP').amount,
+    1000,
+    'a credit is money in',
+  );
+  t.equal(mapDepositTransaction({ ...row, type: 'FOLHA_PAGAMENTO' }, 'CLP').type, 'salary');
+  t.equal(mapDepositTransaction({ ...row, type: 'SOMETHING_NEW' }, 'CLP').type, 'other');
+  // 02:00 UTC on 1 March 2024 is 23:00 on 29 February in Santiago (summer time, UTC-3).
+  t.equal(chileanDate(Date.parse('2024-03-01T02:00:00.000Z')), '2024-02-29');
+  t.equal(chileanDate(Date.parse('2024-07-01T03:30:00.000Z')), '2024-06-30', 'winter time, UTC-4');
+  const again = mapDepositTransaction(row, 'CLP');
+  t.same(
+    mapDepositTransaction(structuredClone(row), 'CLP'),
+    again,
+    'the same answer maps the same: refs are stable',
+  );
+
+  const cardRows = toChile(example(cards, 'ResponseCreditCardAccountsTransactions')) as {
+    data: ObCardTransaction[];
+  };
+  const { billId: _billId, ...unbilled } = cardRows.data[0]!;
+  t.equal(mapCardTransaction(unbilled, 'CLP').pending, true, 'not on a bill yet: pending');
+  t.equal(mapCardTransaction({ ...cardRows.data[0]!, creditDebitType: 'DEBITO' }, 'CLP').amount < 0, true);
+  t.equal(
+    mapCardTransaction(
+      { ...cardRows.data[0]!, creditDebitType: 'CREDITO', transactionType: 'ESTORNO' },
+      'CLP',
+    ).amount > 0,
+    true,
+    'a refund is money in',
+  );
+});
+
+t.test('hostile and broken answers are invalid_bank_data with a reason, never a crash', async (t) => {
+  const good = toChile(example(accounts, 'ResponseAccountTransactions')) as {
+    data: Record<string, unknown>[];
+    links: unknown;
+    meta: unknown;
+  };
+  const withRow = (patch: Record<string, unknown>) => ({ ...good, data: [{ ...good.data[0], ...patch }] });
+  const secret = 'hunter2-PASSWORD';
+  const cases: [string, unknown, RegExp][] = [
+    ['null', null, /must be object/],
+    ['a string', 'nope', /must be object/],
+    ['an array', [], /must be object/],
+    ['no data', { links: good.links, meta: good.meta }, /required property 'data'/],
+    ['data not a list', { ...good, data: {} }, /\/data must be array/],
+    [
+      'a row missing its id',
+      { ...good, data: [{ ...good.data[0], transactionId: undefined }] },
+      /transactionId/,
+    ],
+    ['an id with spaces', withRow({ transactionId: 'a b' }), /transactionId/],
+    [
+      'a numeric amount',
+      withRow({ transactionAmount: { amount: 1500, currency: 'CLP' } }),
+      /amount must be string/,
+    ],
+    ['a negative magnitude', withRow({ transactionAmount: { amount: '-15.00', currency: 'CLP' } }), /amount/],
+    [
+      'an unknown status',
+      withRow({ completedAuthorisedPaymentType: 'MAYBE' }),
+      /completedAuthorisedPaymentType/,
+    ],
+    ['a bad sign', withRow({ creditDebitType: 'BOTH' }), /creditDebitType/],
+    ['a RUT with dots', withRow({ partieCnpjCpf: '11.111.111-1' }), /partieCnpjCpf/],
+    [
+      'a date without milliseconds',
+      withRow({ transactionDateTime: '2024-01-01T00:00:00Z' }),
+      /transactionDateTime/,
+    ],
+    ['a huge description', withRow({ transactionName: secret.repeat(50) }), /transactionName/],
+  ];
+  for (const [what, body, reason] of cases) {
+    invalid(t, () => checker.check('transactions', JSON.parse(JSON.stringify(body ?? null))), reason, what);
+    try {
+      checker.check('transactions', body);
+    } catch (error) {
+      t.notMatch((error as Error).message, secret, `${what}: the data is not echoed`);
+    }
+  }
+  const polluted = JSON.parse(
+    `{"data":[],"links":{"self":"x"},"meta":{"requestDateTime":"2024-01-01T00:00:00Z"},"__proto__":{"polluted":true}}`,
+  );
+  t.doesNotThrow(() => checker.check('transactions', polluted), 'a __proto__ key is just a key');
+  t.equal(({} as Record<string, unknown>).polluted, undefined);
+
+  // What the schema lets through but the mapping cannot hold.
+  const row = good.data[0] as unknown as ObTransaction;
+  invalid(
+    t,
+    () =>
+      mapAll([row, { ...row, transactionDateTime: '2024-02-31T10:00:00.000Z' }], (r) =>
+        mapDepositTransaction(r, 'CLP'),
+      ),
+    /transaction 1: transactionDateTime is not a real date/,
+    'the 31st of February',
+  );
+  invalid(
+    t,
+    () => mapDepositTransaction({ ...row, transactionAmount: { amount: '1500.50', currency: 'CLP' } }, 'CLP'),
+    /CLP/,
+    'centavos',
+  );
+  invalid(
+    t,
+    () => mapDepositTransaction({ ...row, transactionAmount: { amount: '15.00', currency: 'USD' } }, 'CLP'),
+    /USD, the account in CLP/,
+    'another currency',
+  );
+  invalid(
+    t,
+    () => mapCardAccount({} as ObCardAccount, null, [], HOLDER),
+    /no limit line/,
+    'a card without limits',
+  );
+});
