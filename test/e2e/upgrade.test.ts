@@ -67,6 +67,24 @@ function supervisorState(home: string, serve: ServeProcess): SupervisorState | u
 // 195 s of the default 300 for both engines on a loaded machine).
 setTimeLimit(t, engines().length * 240_000);
 
+/** The migration that made serve_instances: a build from before it records no heartbeat. */
+const SERVE_INSTANCES_MIGRATION = '20261127000020_serve_instances';
+
+/** The schema as the build before `name` left it: `name` and every later migration undone, newest first. */
+async function undoFrom(url: string, name: string): Promise<void> {
+  const names = migrationNames();
+  const later = names.slice(names.indexOf(name)).reverse();
+  await withDatabase(url, async (db) => {
+    for (const migration of later) {
+      const module = (await import(`../../migrations/${migration}.js`)) as {
+        down(knex: unknown): Promise<void>;
+      };
+      await module.down(db.knex);
+      await db.knex('knex_migrations').where({ name: migration }).delete();
+    }
+  });
+}
+
 forEachEngine(t, async (t, engine) => {
   const head = migrationNames().at(-1)!;
 
@@ -151,13 +169,10 @@ forEachEngine(t, async (t, engine) => {
     'the first upgrade: a server that records no heartbeat is seen on its host through its state file',
     async (t) => {
       const { url, home } = await installed(t, engine);
-      // A server that renews its row only every 300 s: with the row and its table gone, the database looks
-      // as a build from before serve_instances left it, beside a running svc serve.
+      // A server that renews its row only every 300 s: with serve_instances and every later migration undone,
+      // the database looks as a build from before serve_instances left it, beside a running svc serve.
       const serve = await startServe(t, { home, env: { SVC_SUPERVISOR_HEARTBEAT_SECONDS: '300' } });
-      await withDatabase(url, async (db) => {
-        await db.knex.schema.dropTable('serve_instances');
-        await db.knex('knex_migrations').where({ name: head }).delete();
-      });
+      await undoFrom(url, SERVE_INSTANCES_MIGRATION);
       const newer = newerBuild(t);
 
       const refused = await runCli(['migrate'], { home, root: newer });
@@ -171,7 +186,7 @@ forEachEngine(t, async (t, engine) => {
       await serve.exited;
       const migrated = await runCli(['migrate'], { home, root: newer });
       t.equal(migrated.code, 0, 'once it has stopped, the newer build migrates');
-      t.same((await applied(url)).slice(-2), [head, NEWER_MIGRATION]);
+      t.same((await applied(url)).slice(-2), [head, NEWER_MIGRATION], 'every migration is applied again');
     },
   );
 
