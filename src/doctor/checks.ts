@@ -4,6 +4,8 @@
  * without breaking a machine (test/unit/doctor-checks.test.ts); the e2e test breaks real installations.
  */
 
+import type { CertificateFacts } from '../banks/consent/certificates.js';
+
 export type CheckStatus = 'ok' | 'warn' | 'fail';
 
 export interface CheckResult {
@@ -348,6 +350,54 @@ export function checkConnectors(connectors: ConnectorFacts[]): CheckResult[] {
         `Start the gateway at ${c.url}, or correct banks.connectors.${c.bank}.url.`,
       );
     return ok(name, `${c.url} accepts connections`);
+  });
+}
+
+/** A client certificate this close to its end is a warning: a renewal at a bank takes days. */
+export const CERTIFICATE_WARN_DAYS = 30;
+
+export interface ConsentClientFacts {
+  bank: string;
+  mode: 'live' | 'test';
+  /** The registration's certificate and key, or why they could not be read. */
+  certificate: CertificateFacts | { error: string };
+  /** The bank's discovery document at its issuer. */
+  discovery: { kind: 'ok' } | { kind: 'failed'; reason: string };
+  now: number;
+}
+
+/** One line per consent client registration (`svc banks register`): its certificate, key and bank. */
+export function checkConsentClients(clients: ConsentClientFacts[]): CheckResult[] {
+  return clients.map((client) => {
+    const name = `consent client ${client.bank} (${client.mode})`;
+    const again = `svc banks register ${client.bank} --mode ${client.mode} … with a valid certificate and key`;
+    const facts = client.certificate;
+    if ('error' in facts) return fail(name, facts.error, again);
+    if (facts.keyMatches === false) return fail(name, 'the stored key does not match the certificate', again);
+    if (facts.chainProblem !== null) return fail(name, facts.chainProblem, again);
+    const days = Math.floor((facts.notAfter - client.now) / 86_400_000);
+    const until = new Date(facts.notAfter).toISOString().slice(0, 10);
+    if (facts.notBefore > client.now)
+      return fail(
+        name,
+        `its certificate is valid only from ${new Date(facts.notBefore).toISOString()}`,
+        again,
+      );
+    if (facts.notAfter <= client.now)
+      return fail(name, `its certificate expired on ${until}: the bank refuses every call`, again);
+    if (client.discovery.kind === 'failed')
+      return fail(
+        name,
+        `the bank's discovery does not answer (${client.discovery.reason})`,
+        `Check the bank's issuer URL and this machine's route to it; register again if it moved.`,
+      );
+    if (days < CERTIFICATE_WARN_DAYS)
+      return warn(
+        name,
+        `its certificate ends on ${until}, in ${days} days`,
+        `Get a renewed certificate from a CA the bank accepts, then ${again}.`,
+      );
+    return ok(name, `certificate ${facts.subjectDn} valid until ${until}; the bank's discovery answers`);
   });
 }
 

@@ -7,11 +7,15 @@ import { engineOf, openDatabase, sqlitePath, type Database } from '../db/databas
 import { migrationStatus } from '../db/migrations.js';
 import { serverClockSkewMs } from '../db/server-clock.js';
 import { runningSupervisors } from '../processes/status.js';
+import { CertificateError, certificateFacts } from '../banks/consent/certificates.js';
+import { listRegistrations, openPrivateKey } from '../banks/consent/registrations.js';
+import type { SecretBox } from '../secrets/secret-box.js';
 import { loadSecretBox } from '../secrets/master-key-file.js';
 import {
   checkClock,
   checkConfig,
   checkConnectors,
+  checkConsentClients,
   checkDataDir,
   checkDatabase,
   checkDisk,
@@ -23,6 +27,7 @@ import {
   hasFailure,
   type CheckResult,
   type ConnectorFacts,
+  type ConsentClientFacts,
   type MasterKeyFacts,
   type SchemaFacts,
 } from './checks.js';
@@ -30,6 +35,7 @@ import {
   answersLikeOurApi,
   probeDataDir,
   probeDisk,
+  probeDiscovery,
   probeMasterKeyFile,
   probePort,
   probeTcp,
@@ -117,6 +123,7 @@ export async function runDoctor(
     checks.push(checkDisk(probeDisk(existsSync(config.home) ? config.home : '/')));
     checks.push(checkRetention(config.retention));
     checks.push(...checkConnectors(await connectorFacts(config)));
+    if (usable) checks.push(...checkConsentClients(await consentClientFacts(usable, config)));
   } finally {
     await db?.close();
   }
@@ -198,4 +205,36 @@ export function configFailureReport(
     checkDataDir(probeDataDir(home)),
   ];
   return { ok: false, checks };
+}
+
+/** Each consent client registration: its certificate and sealed key as stored, and the bank's discovery. */
+async function consentClientFacts(db: Database, config: Readonly<Config>): Promise<ConsentClientFacts[]> {
+  const rows = await listRegistrations(db.reader);
+  if (rows.length === 0) return [];
+  let box: SecretBox | null = null;
+  try {
+    box = loadSecretBox(config);
+  } catch {
+    // The master key's own check says why; each registration says it cannot read its key.
+  }
+  const now = Date.now();
+  return Promise.all(
+    rows.map(async (row) => {
+      let certificate: ConsentClientFacts['certificate'];
+      try {
+        const key = box ? openPrivateKey(row, box) : null;
+        certificate = key
+          ? certificateFacts(row.certificate_pem, key)
+          : { error: 'its private key cannot be opened: the master key is not readable' };
+      } catch (error) {
+        certificate = {
+          error:
+            error instanceof CertificateError
+              ? error.message
+              : 'its private key cannot be opened with this master key',
+        };
+      }
+      return { bank: row.bank_id, mode: row.mode, certificate, discovery: await probeDiscovery(row), now };
+    }),
+  );
 }

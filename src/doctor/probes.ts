@@ -1,3 +1,4 @@
+import { Agent, request } from 'undici';
 import { existsSync, lstatSync, readdirSync, statfsSync, statSync } from 'node:fs';
 import { connect, createServer } from 'node:net';
 import { join } from 'node:path';
@@ -145,4 +146,30 @@ export async function probeTcp(
       done({ open: false, reason: error.code ?? error.message }),
     );
   });
+}
+
+/**
+ * A bank's OpenID discovery document at its issuer, within 5 s, trusting the bank's own CA when the
+ * registration holds one. Sends no credential: discovery is public.
+ */
+export async function probeDiscovery(registration: {
+  issuer: string;
+  server_ca_pem: string | null;
+}): Promise<{ kind: 'ok' } | { kind: 'failed'; reason: string }> {
+  const agent = new Agent({
+    connect: { timeout: 5_000, ...(registration.server_ca_pem && { ca: registration.server_ca_pem }) },
+  });
+  try {
+    const url = `${registration.issuer.replace(/\/$/, '')}/.well-known/openid-configuration`;
+    const answer = await request(url, { dispatcher: agent, headersTimeout: 5_000, bodyTimeout: 5_000 });
+    const body = (await answer.body.json().catch(() => null)) as { issuer?: unknown } | null;
+    if (answer.statusCode !== 200) return { kind: 'failed', reason: `HTTP ${answer.statusCode}` };
+    if (body?.issuer !== registration.issuer)
+      return { kind: 'failed', reason: 'its discovery document names another issuer' };
+    return { kind: 'ok' };
+  } catch (error) {
+    return { kind: 'failed', reason: (error as Error).message };
+  } finally {
+    await agent.close();
+  }
 }

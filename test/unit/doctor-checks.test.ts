@@ -2,6 +2,7 @@ import t from 'tap';
 import {
   checkClock,
   checkConnectors,
+  checkConsentClients,
   checkDataDir,
   checkDisk,
   checkMasterKey,
@@ -138,3 +139,59 @@ t.test(
     t.match(forever.fix, /events, jobs grow without bound: set retention\.eventsDays, retention\.jobsDays/);
   },
 );
+
+t.test('a consent client: its certificate, key and bank, with the fix to register again', async (t) => {
+  const DAY = 86_400_000;
+  const now = Date.UTC(2026, 10, 28);
+  const certificate = {
+    subjectDn: 'CN=svc appliance,O=svc sandbox,C=CL',
+    issuerDn: 'CN=svc test CA',
+    notBefore: now - 10 * DAY,
+    notAfter: now + 365 * DAY,
+    chainLength: 1,
+    chainProblem: null,
+    keyMatches: true,
+  };
+  const client = {
+    bank: 'bancoabierto',
+    mode: 'test' as const,
+    certificate,
+    discovery: { kind: 'ok' as const },
+    now,
+  };
+  const [healthy] = checkConsentClients([client]);
+  t.match(healthy, { check: 'consent client bancoabierto (test)', status: 'ok', fix: null });
+  t.match(healthy!.detail, /valid until 2027-11-28/);
+
+  const soon = checkConsentClients([
+    { ...client, certificate: { ...certificate, notAfter: now + 12 * DAY } },
+  ])[0]!;
+  t.match(soon, { status: 'warn', detail: /ends on 2026-12-10, in 12 days/ });
+  t.match(soon.fix, /svc banks register bancoabierto --mode test/);
+
+  for (const [broken, detail] of [
+    [{ ...client, certificate: { ...certificate, notAfter: now - DAY } }, /expired on 2026-11-27/],
+    [{ ...client, certificate: { ...certificate, notBefore: now + DAY } }, /valid only from/],
+    [{ ...client, certificate: { ...certificate, keyMatches: false } }, /key does not match/],
+    [
+      {
+        ...client,
+        certificate: { ...certificate, chainProblem: 'certificate 1 of 2 is not signed by the next' },
+      },
+      /not signed/,
+    ],
+    [
+      { ...client, certificate: { error: 'its private key cannot be opened with this master key' } },
+      /master key/,
+    ],
+    [
+      { ...client, discovery: { kind: 'failed' as const, reason: 'ECONNREFUSED' } },
+      /discovery does not answer \(ECONNREFUSED\)/,
+    ],
+  ] as const) {
+    const [result] = checkConsentClients([broken]);
+    t.match(result, { status: 'fail', detail }, String(detail));
+    t.ok(result!.fix, 'with a fix');
+  }
+  t.same(checkConsentClients([]), [], 'no registration, no line');
+});
