@@ -59,6 +59,9 @@ export interface Institution {
 }
 
 /** The 11 banks of the design. Backfill is offered by `bci` to business holders only. */
+/** The simulated consent bank that ships with the appliance (src/consent-bank/), in test mode only. */
+export const CONSENT_SANDBOX_BANK_ID = 'bancoabierto';
+
 export const INSTITUTIONS: readonly Institution[] = [
   {
     id: 'bancochile',
@@ -149,7 +152,7 @@ export const INSTITUTIONS: readonly Institution[] = [
     unavailable: ['movements:business', 'income:business'],
   },
   {
-    id: 'bancoabierto',
+    id: CONSENT_SANDBOX_BANK_ID,
     name: 'Banco Abierto (simulado)',
     country: 'CL',
     products: ['movements', 'income'],

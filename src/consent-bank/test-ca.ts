@@ -10,6 +10,7 @@ import { join } from 'node:path';
 // @peculiar/x509 registers its ASN.1 providers with tsyringe, which needs the Reflect metadata API first.
 import 'reflect-metadata';
 import * as x509 from '@peculiar/x509';
+import { rfc4514 } from '../banks/consent/certificates.js';
 
 /*
  * The simulated consent bank's local test CA, made once at install (and by each test in a temp dir). Nothing
@@ -49,7 +50,7 @@ export interface TestCaMaterial {
   stateSecret: string;
 }
 
-/** The DN of the appliance's client certificate as `subjectDnOf` prints it. */
+/** The subject of the appliance's client certificate, as written when it is issued. */
 export const APPLIANCE_CLIENT_SUBJECT = 'CN=svc appliance, O=svc sandbox, C=CL';
 const CA_SUBJECT = 'CN=svc consent bank test CA, O=svc sandbox, C=CL';
 
@@ -250,8 +251,13 @@ export function readTestCa(directory: string): TestCaMaterial {
  * `CN=svc appliance, O=svc sandbox, C=CL`). Registration (`tls_client_auth_subject_dn`), the software
  * statement and the bank's check all use this form, so no two spellings of one DN meet.
  */
+/**
+ * The certificate's subject DN as RFC 4514 writes it (last RDN first), which is how a client names it in
+ * `tls_client_auth_subject_dn` (RFC 8705) and so how the bank compares it. For the appliance's certificate:
+ * `C=CL,O=svc sandbox,CN=svc appliance` (its name was written most significant first).
+ */
 export function subjectDnOf(certPem: string): string {
-  return new x509.X509Certificate(certPem).subject;
+  return rfc4514(new NodeX509(certPem).subject);
 }
 
 /** Canonical comparison of two DN spellings: attribute names upper-case, no space around separators. */

@@ -182,7 +182,29 @@ export async function createLink(
   await refuseCredentialsForConsentBank(trx, input.bank_id, principal.mode);
   const credentials = validateLinkInput(input, principal.mode, policy);
   const id = newId('link');
-  const row: LinkRow = {
+  const row = newLinkRow(id, principal, input, policy, now, {
+    credentials_encrypted: policy.secrets.seal(JSON.stringify(credentials), id),
+    ...rutDigestsOf(policy.secrets, credentials),
+  });
+  await insertLink(trx, row);
+  if (options.announce ?? true) await emitLinkCreated(trx, row, now);
+  await enqueueSync(trx, { link: row, refreshType: 'full', now, interactive: options.interactive ?? false });
+  return presentLink(row);
+}
+
+/** What a new link is before its first sync, whichever way it logs in (a password here, a grant in consent/). */
+export function newLinkRow(
+  id: string,
+  principal: Pick<Principal, 'orgId' | 'mode'>,
+  input: Pick<
+    CreateLinkInput,
+    'bank_id' | 'holder_type' | 'external_user_id' | 'consent_version' | 'consent_text_hash'
+  >,
+  policy: Pick<LinkPolicy, 'syncIntervalMs'>,
+  now: number,
+  login: Pick<LinkRow, 'credentials_encrypted' | 'rut_digest' | 'company_rut_digest'>,
+): LinkRow {
+  return {
     id,
     org_id: principal.orgId,
     mode: principal.mode,
@@ -195,8 +217,7 @@ export async function createLink(
     external_user_id: input.external_user_id ?? null,
     consent_version: input.consent_version,
     consent_text_hash: input.consent_text_hash,
-    credentials_encrypted: policy.secrets.seal(JSON.stringify(credentials), id),
-    ...rutDigestsOf(policy.secrets, credentials),
+    ...login,
     refresh_status: 'queued',
     accounts_count: 0,
     new_movements_count: 0,
@@ -210,10 +231,6 @@ export async function createLink(
     created_at: now,
     updated_at: now,
   };
-  await insertLink(trx, row);
-  if (options.announce ?? true) await emitLinkCreated(trx, row, now);
-  await enqueueSync(trx, { link: row, refreshType: 'full', now, interactive: options.interactive ?? false });
-  return presentLink(row);
 }
 
 /** `link.created` with the spec's fields, as the link is now (the widget's has its holder name by then). */

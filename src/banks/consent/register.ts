@@ -25,7 +25,22 @@ export interface RegistrationInput extends ClientIdentity {
 
 const JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
 
-function httpsUrl(value: string, param: string): URL {
+/**
+ * Plain `http://` to 127.0.0.1 or localhost: the simulated bank's issuer, which is the appliance's own
+ * base URL on a default install. Only the appliance's registration with its own simulated bank may use it
+ * (`allowLoopbackHttp`); every call still carries the client certificate.
+ */
+export function isLoopbackHttp(value: string): boolean {
+  try {
+    const url = new URL(value);
+    return url.protocol === 'http:' && ['127.0.0.1', 'localhost', '[::1]'].includes(url.hostname);
+  } catch {
+    return false;
+  }
+}
+
+function httpsUrl(value: string, param: string, allowLoopbackHttp = false): URL {
+  if (allowLoopbackHttp && isLoopbackHttp(value)) return new URL(value);
   let url: URL;
   try {
     url = new URL(value);
@@ -39,7 +54,11 @@ function httpsUrl(value: string, param: string): URL {
 }
 
 /** Everything that can be known wrong without calling the bank, in the order a person fixes it. */
-export function checkRegistrationInput(input: RegistrationInput, now: number): { subjectDn: string } {
+export function checkRegistrationInput(
+  input: RegistrationInput,
+  now: number,
+  allowLoopbackHttp = false,
+): { subjectDn: string } {
   const institution = findInstitution(input.bankId);
   if (!institution)
     throw errors.invalidParameter(
@@ -51,7 +70,7 @@ export function checkRegistrationInput(input: RegistrationInput, now: number): {
       'mode',
       `${institution.name} is the simulated bank: it exists in test mode only.`,
     );
-  httpsUrl(input.issuer, 'issuer');
+  httpsUrl(input.issuer, 'issuer', allowLoopbackHttp);
   httpsUrl(input.apiBase, 'api-base');
   if (!JWS.test(input.softwareStatement.trim()))
     throw errors.invalidParameter(
@@ -119,15 +138,18 @@ export async function registerWithBank(
   input: RegistrationInput,
   secrets: SecretBox,
   now: number,
-  options: { timeoutMs?: number } = {},
+  options: { timeoutMs?: number; allowLoopbackHttp?: boolean } = {},
 ): Promise<ConsentClientRow> {
-  const { subjectDn } = checkRegistrationInput(input, now);
+  const { subjectDn } = checkRegistrationInput(input, now, options.allowLoopbackHttp);
   const agent = mtlsAgent(input, options.timeoutMs);
   try {
     const fetchWithCertificate = mtlsFetch(agent);
     const execute = {
       [client.customFetch]: fetchWithCertificate,
       timeout: Math.ceil((options.timeoutMs ?? 10_000) / 1000),
+      ...(options.allowLoopbackHttp && isLoopbackHttp(input.issuer)
+        ? { execute: [client.allowInsecureRequests] }
+        : {}),
     };
     const server = new URL(input.issuer);
     let metadata: client.ServerMetadata;

@@ -1,0 +1,119 @@
+import * as client from 'openid-client';
+import type { Agent } from 'undici';
+import type { Knex } from 'knex';
+import type { SecretBox } from '../../secrets/secret-box.js';
+import { isLoopbackHttp } from './register.js';
+import { mtlsAgent, mtlsFetch, type MtlsFetch } from './mtls.js';
+import { findRegistration, openPrivateKey, type ConsentClientRow } from './registrations.js';
+
+/*
+ * The appliance as a registered client of one consent bank: openid-client's Configuration for the
+ * registration (discovered from the bank's issuer, `tls_client_auth`, mTLS endpoint aliases) and the mTLS
+ * fetch that every call to the bank goes through (PAR, token, Grant Management, resources). Opening one
+ * costs a discovery round trip and a TLS handshake, so a process keeps one per registration and opens a new
+ * one only when the registration changes (`svc banks register` again replaces the row and its `updated_at`).
+ */
+
+export interface ConsentClient {
+  registration: ConsentClientRow;
+  configuration: client.Configuration;
+  /** Fetch over mutual TLS with the registration's certificate (the bank's CA trusted when it has one). */
+  fetch: MtlsFetch;
+  /** The bank's resource API base, without a trailing slash. */
+  apiBase: string;
+}
+
+export interface ConsentClientOptions {
+  /** Connect and answer budget of one call; the CMF's draft gives a bank 4 s to answer. */
+  timeoutMs?: number;
+}
+
+async function open(
+  row: ConsentClientRow,
+  secrets: SecretBox,
+  options: ConsentClientOptions,
+): Promise<{ consentClient: ConsentClient; agent: Agent }> {
+  const timeoutMs = options.timeoutMs ?? 10_000;
+  const agent = mtlsAgent(
+    {
+      certificatePem: row.certificate_pem,
+      privateKeyPem: openPrivateKey(row, secrets),
+      serverCaPem: row.server_ca_pem,
+    },
+    timeoutMs,
+  );
+  const fetch = mtlsFetch(agent);
+  try {
+    const configuration = await client.discovery(
+      new URL(row.issuer),
+      row.client_id,
+      { use_mtls_endpoint_aliases: true },
+      client.TlsClientAuth(),
+      {
+        [client.customFetch]: fetch as client.CustomFetch,
+        timeout: Math.ceil(timeoutMs / 1000),
+        // Only the simulated bank's issuer can be loopback http: registration refuses it for any other.
+        ...(isLoopbackHttp(row.issuer) ? { execute: [client.allowInsecureRequests] } : {}),
+      },
+    );
+    return {
+      agent,
+      consentClient: { registration: row, configuration, fetch, apiBase: row.api_base.replace(/\/+$/, '') },
+    };
+  } catch (error) {
+    await agent.close();
+    throw error;
+  }
+}
+
+/** One process's open clients, by registration. `close()` when the process stops. */
+export class ConsentClients {
+  private readonly open = new Map<
+    string,
+    Promise<{ consentClient: ConsentClient; agent: Agent; updatedAt: number }>
+  >();
+
+  constructor(
+    private readonly secrets: SecretBox,
+    private readonly options: ConsentClientOptions = {},
+  ) {}
+
+  /** The client for a registration row; a failed discovery is not kept, so the next call tries again. */
+  async forRegistration(row: ConsentClientRow): Promise<ConsentClient> {
+    const held = this.open.get(row.id);
+    if (held) {
+      const current = await held.catch(() => null);
+      if (current && current.updatedAt === Number(row.updated_at)) return current.consentClient;
+      if (this.open.get(row.id) === held) this.open.delete(row.id);
+      if (current) void current.agent.close();
+    }
+    const opening = open(row, this.secrets, this.options).then((opened) => ({
+      ...opened,
+      updatedAt: Number(row.updated_at),
+    }));
+    this.open.set(row.id, opening);
+    opening.catch(() => {
+      if (this.open.get(row.id) === opening) this.open.delete(row.id);
+    });
+    return (await opening).consentClient;
+  }
+
+  /** The client for a bank in a mode, or null when the appliance is not registered there. */
+  async forBank(db: Knex, bankId: string, mode: 'live' | 'test'): Promise<ConsentClient | null> {
+    const row = await findRegistration(db, bankId, mode);
+    return row ? this.forRegistration(row) : null;
+  }
+
+  async close(): Promise<void> {
+    const held = [...this.open.values()];
+    this.open.clear();
+    await Promise.all(
+      held.map((opening) =>
+        opening.then(
+          (o) => o.agent.close(),
+          () => undefined,
+        ),
+      ),
+    );
+  }
+}

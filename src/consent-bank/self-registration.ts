@@ -1,0 +1,66 @@
+import type { Database } from '../db/database.js';
+import { registerWithBank } from '../banks/consent/register.js';
+import { findRegistration, saveRegistration, type ConsentClientRow } from '../banks/consent/registrations.js';
+import { CONSENT_SANDBOX_BANK_ID } from '../banks/institutions.js';
+import type { SecretBox } from '../secrets/secret-box.js';
+import type { ConsentBank } from './consent-bank.js';
+import { issueSoftwareStatement } from './software-statement.js';
+import { subjectDnOf, type TestCaMaterial } from './test-ca.js';
+
+/*
+ * Test mode needs no setup: the appliance registers itself with the simulated bank it serves, as an operator
+ * registers with a real one (`svc banks register`), with a software statement from the simulated directory
+ * and the client certificate of the local test CA. It registers again only when something the registration
+ * depends on changed (the bank's addresses, the certificate, the redirect URI), so restarts keep the client.
+ */
+
+export interface SelfRegistration {
+  db: Database;
+  secrets: SecretBox;
+  bank: Pick<ConsentBank, 'issuer' | 'mtlsBase'>;
+  ca: TestCaMaterial;
+  redirectUri: string;
+  now: number;
+}
+
+function isCurrent(row: ConsentClientRow, input: SelfRegistration): boolean {
+  const registration = JSON.parse(row.registration) as { redirect_uris?: unknown };
+  return (
+    row.issuer === input.bank.issuer &&
+    row.api_base === input.bank.mtlsBase &&
+    row.certificate_pem === input.ca.client.cert &&
+    row.server_ca_pem === input.ca.caCert &&
+    Array.isArray(registration.redirect_uris) &&
+    registration.redirect_uris.includes(input.redirectUri)
+  );
+}
+
+/** The appliance's test-mode client at the simulated bank, registered now if it was not already. */
+export async function registerWithSimulatedBank(input: SelfRegistration): Promise<ConsentClientRow> {
+  const held = await findRegistration(input.db.knex, CONSENT_SANDBOX_BANK_ID, 'test');
+  if (held && isCurrent(held, input)) return held;
+  const subjectDn = subjectDnOf(input.ca.client.cert);
+  const row = await registerWithBank(
+    {
+      bankId: CONSENT_SANDBOX_BANK_ID,
+      mode: 'test',
+      issuer: input.bank.issuer,
+      apiBase: input.bank.mtlsBase,
+      softwareStatement: await issueSoftwareStatement(input.ca.directoryKey, {
+        clientName: 'svc appliance',
+        redirectUris: [input.redirectUri],
+        subjectDn,
+        now: Math.floor(input.now / 1000),
+      }),
+      redirectUri: input.redirectUri,
+      certificatePem: input.ca.client.cert,
+      privateKeyPem: input.ca.client.key,
+      serverCaPem: input.ca.caCert,
+    },
+    input.secrets,
+    input.now,
+    { allowLoopbackHttp: true },
+  );
+  await input.db.transaction((trx) => saveRegistration(trx, row));
+  return row;
+}
