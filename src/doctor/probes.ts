@@ -53,7 +53,7 @@ export async function trySealedValue(db: Database, box: SecretBox): Promise<Mast
       if (!row) continue;
       const where = `${sealed.table}.${column}`;
       try {
-        box.open(String(row[column]), sealed.context(row));
+        box.open(String(row[column]), sealed.context(row, column));
         return { kind: 'opened', where };
       } catch (error) {
         return { kind: 'failed', where, reason: (error as Error).message };

@@ -144,7 +144,7 @@ export async function keyUsage(db: Database, box: SecretBox, batchSize = 500): P
           const value = row[column];
           if (!value) continue;
           const keyId = keyIdOf(value);
-          const failure = whyUnreadable(box, value, sealed.context(row));
+          const failure = whyUnreadable(box, value, sealed.context(row, column));
           if (failure) {
             usage.unreadable.push({
               table,
@@ -197,11 +197,11 @@ async function resealPass(
       const rows = await db.transaction(async (trx) => {
         const batch = await rowsAfter(trx, sealed, after, batchSize);
         for (const row of batch) {
-          const context = sealed.context(row);
           const changes: Record<string, string> = {};
           for (const column of columns) {
             const value = row[column];
             if (!value || !box.isStale(value)) continue;
+            const context = sealed.context(row, column);
             const plaintext = openOrNull(box, value, context);
             // One no key opens stays as it is; keyUsage reports it.
             if (plaintext !== null) changes[column] = box.seal(plaintext, context);

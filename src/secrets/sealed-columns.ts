@@ -10,7 +10,8 @@ export interface SealedTable {
   /** The primary key's columns: the order a rotation walks the rows in, and how it updates one. */
   key: readonly string[];
   columns: readonly string[];
-  context(row: Record<string, unknown>): string;
+  /** A table may seal each column under its own context, so a value moved to another column does not open. */
+  context(row: Record<string, unknown>, column: string): string;
 }
 
 /** An idempotent POST's kept answer may carry a secret shown once (a webhook secret, a widget token). */
@@ -20,6 +21,11 @@ export function idempotencyContext(row: {
   idempotency_key: unknown;
 }): string {
   return `idempotency_keys/${String(row.org_id)}/${String(row.mode)}/${String(row.idempotency_key)}`;
+}
+
+/** A link grant's value: its link, and the column it was sealed for. */
+export function linkGrantContext(linkId: string, column: string): string {
+  return `link_grants/${linkId}/${column}`;
 }
 
 const byId = (row: Record<string, unknown>) => String(row.id);
@@ -56,7 +62,7 @@ export const SEALED_TABLES: readonly SealedTable[] = [
     table: 'link_grants',
     key: ['link_id'],
     columns: ['grant_id_sealed', 'access_token_sealed', 'refresh_token_sealed'],
-    context: (row) => `link_grants/${String(row.link_id)}`,
+    context: (row, column) => linkGrantContext(String(row.link_id), column),
   },
   { table: 'grant_revocations', key: ['id'], columns: ['grant_id_sealed'], context: byId },
   // The console's second factor (src/console/totp.ts).

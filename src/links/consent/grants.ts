@@ -6,6 +6,7 @@ import { enqueueSync } from '../../jobs/jobs.js';
 import { newId } from '../../ids/ids.js';
 import { normaliseRut } from '../../rut/rut.js';
 import type { SecretBox } from '../../secrets/secret-box.js';
+import { linkGrantContext } from '../../secrets/sealed-columns.js';
 import {
   emitLinkCreated,
   newLinkRow,
@@ -67,8 +68,8 @@ export interface OpenedGrant extends GrantCredentials {
   expiresAt: number | null;
 }
 
-const sealContext = (linkId: string, column: 'grant_id' | 'access_token' | 'refresh_token') =>
-  `${linkId}:${column}`;
+const sealContext = (linkId: string, value: 'grant_id' | 'access_token' | 'refresh_token') =>
+  linkGrantContext(linkId, `${value}_sealed`);
 
 function sealedTokens(secrets: SecretBox, linkId: string, tokens: GrantTokens) {
   return {
