@@ -158,6 +158,9 @@ const es = {
   'keys.name_label': 'Nombre (opcional, para reconocerla)',
   'keys.submit': 'Emitir clave',
   'keys.created_once': 'Clave {id} emitida. Cópiala ahora:',
+  'keys.type_missing': 'Elige secreta o publicable.',
+  'keys.name_too_long': 'Un nombre tiene a lo más {max} caracteres.',
+  'keys.grace_bad': 'El período de gracia es uno de {choices} horas.',
   'keys.rotated_once':
     'Clave {id} emitida en reemplazo de {previous}, que seguirá funcionando hasta {until}. Cópiala ahora:',
   'keys.once_warning': 'No la volverás a ver: solo guardamos su huella.',
@@ -564,6 +567,9 @@ const en: typeof es = {
   'keys.name_label': 'Name (optional, to recognise it by)',
   'keys.submit': 'Issue key',
   'keys.created_once': 'Key {id} issued. Copy it now:',
+  'keys.type_missing': 'Choose secret or publishable.',
+  'keys.name_too_long': 'A name has at most {max} characters.',
+  'keys.grace_bad': 'A grace period is one of {choices} hours.',
   'keys.rotated_once':
     'Key {id} issued to replace {previous}, which keeps working until {until}. Copy it now:',
   'keys.once_warning': 'You will not see it again: only its hash is kept.',

@@ -89,6 +89,21 @@ forEachEngine(t, async (t, engine) => {
     t.same(await tableCounts(app.db), before, 'nothing was written');
   });
 
+  await t.test("the keys forms explain bad input in the reader's language", async (t) => {
+    const adminEs = await signedIn(app, 'admin', a.orgId, 'admin-es@a.cl', 'es');
+    const before = await tableCounts(app.db);
+    for (const [path, form, message] of [
+      [keysOf(a.orgId), { type: 'admin' }, 'Elige secreta o publicable'],
+      [keysOf(a.orgId), { type: 'secret', name: 'x'.repeat(101) }, 'a lo más 100 caracteres'],
+      [`${keysOf(a.orgId)}/${a.keys.sk_test.id}/rotate`, { grace_hours: '9999' }, 'período de gracia'],
+    ] as const) {
+      const response = await adminEs('POST', path, form);
+      t.equal(response.status, 400, path);
+      t.match(response.text, message);
+    }
+    t.same(await tableCounts(app.db), before, 'nothing was written');
+  });
+
   await t.test('an operator reaches every organisation', async (t) => {
     const list = await operator('GET', '/console/orgs');
     t.equal(list.status, 200);

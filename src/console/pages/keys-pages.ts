@@ -198,14 +198,18 @@ ${forms}`,
   );
 }
 
+/** The column holds 255; a name is a label for people, and the list shows it in one line. */
+const KEY_NAME_MAX = 100;
+
 const issueAction = change(async (ctx, kit) => {
   const { db, clock, config } = kit.services;
   const words = kit.words;
   const { scope, form } = kit.state(ctx);
   const type = form.type === 'publishable' ? 'publishable' : form.type === 'secret' ? 'secret' : null;
-  if (!type) throw errors.invalidParameter('type', 'Choose secret or publishable.');
+  if (!type) throw errors.invalidParameter('type', words(ctx)('keys.type_missing'));
   const name = (form.name ?? '').trim();
-  if (name.length > 100) throw errors.invalidParameter('name', 'A name has at most 100 characters.');
+  if (name.length > KEY_NAME_MAX)
+    throw errors.invalidParameter('name', words(ctx)('keys.name_too_long', { max: String(KEY_NAME_MAX) }));
   const issued = await db.transaction((trx) =>
     createApiKey(trx, {
       brand: config.brand,
@@ -226,7 +230,10 @@ const rotateAction = change(async (ctx, kit) => {
   const key = await scopedKey(ctx, kit);
   const hours = Number(kit.state(ctx).form.grace_hours);
   if (!GRACE_HOURS.includes(hours))
-    throw errors.invalidParameter('grace_hours', `A grace period is one of ${GRACE_HOURS.join(', ')} hours.`);
+    throw errors.invalidParameter(
+      'grace_hours',
+      words(ctx)('keys.grace_bad', { choices: GRACE_HOURS.join(', ') }),
+    );
   const rotated = await db.transaction((trx) =>
     rotateApiKey(trx, {
       brand: config.brand,
