@@ -31,6 +31,7 @@
  * GROWTH_LINKS=100000 GROWTH_MOVEMENTS=10000000 GROWTH_EVENTS=3000000 on Postgres (seeds in minutes); SQLite
  * as far as one file sensibly goes (GROWTH_LINKS=50000 GROWTH_MOVEMENTS=5000000 GROWTH_EVENTS=1500000).
  */
+import { ConsentClients } from '../src/banks/consent/client.js';
 import { fork, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -339,6 +340,8 @@ async function syncOnce(instance: Instance, kind: 'full' | 'scheduled' = 'schedu
       logger: silentLogger,
       config: instance.config,
       connectors: defaultConnectors(instance.config),
+      // No consent link here: the clients are never opened, so there is nothing to close.
+      consentClients: new ConsentClients(instance.secrets),
     },
     job,
   );

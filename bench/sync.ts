@@ -6,6 +6,7 @@
  *
  *   node dist/bench/sync.js
  */
+import { ConsentClients } from '../src/banks/consent/client.js';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -110,6 +111,8 @@ async function ingest(url: string, home: string) {
     logger: silentLogger,
     config,
     connectors: () => benchBank(movements),
+    // No consent link here: the clients are never opened, so there is nothing to close.
+    consentClients: new ConsentClients(secrets),
   };
   let started = performance.now();
   const outcome = await runSyncJob(services, job);

@@ -7,6 +7,7 @@ import type { RateLimiter } from '../ratelimit/limiter.js';
 import type { SecretBox } from '../secrets/secret-box.js';
 import type { HttpMetrics } from '../metrics/metrics.js';
 import type { ConnectorResolver } from '../banks/resolver.js';
+import type { ConsentClients } from '../banks/consent/client.js';
 
 /** Everything a request handler may use, built once per process by the composition root. */
 export interface AppServices {
@@ -20,4 +21,6 @@ export interface AppServices {
   metrics: HttpMetrics;
   /** The connector for a bank in a mode: the sandbox in test mode, configured gateways in live mode. */
   connectors: ConnectorResolver;
+  /** This process's clients of consent banks (one per registration); closed when the process stops. */
+  consentClients: ConsentClients;
 }

@@ -176,13 +176,31 @@ export const CREDENTIAL_FAILURES: ReadonlySet<ConnectorErrorCode> = new Set([
   'action_required',
 ]);
 
+export interface ConnectorErrorOptions {
+  /**
+   * The bank said when to call again (429 or 529 with `Retry-After`), as ms since the epoch: the sync engine
+   * tries the job again then, not before.
+   */
+  retryAt?: number;
+  /**
+   * Why, in the appliance's own words (no bank's text, no value, no secret): the failed job keeps it, so
+   * `svc links inspect` shows it. A gateway's messages are not ours to vouch for and never set it.
+   */
+  reason?: string;
+}
+
 export class ConnectorError extends Error {
   override name = 'ConnectorError';
+  readonly retryAt: number | undefined;
+  readonly reason: string | undefined;
   constructor(
     readonly code: ConnectorErrorCode,
     message: string,
+    options: ConnectorErrorOptions = {},
   ) {
     super(message);
+    this.retryAt = options.retryAt;
+    this.reason = options.reason;
   }
 
   get retryable(): boolean {

@@ -26,6 +26,8 @@ import {
   bookingWindow,
   breakAnswer,
   cardAccountsList,
+  cardIdentification,
+  cardLimits,
   cardTransactions,
   findCardAccount,
   findDepositAccount,
@@ -607,6 +609,8 @@ export async function startConsentBank(options: ConsentBankOptions): Promise<Con
       if (id === undefined) return answer(cardAccountsList(rut, self, paging, now));
       const spec = findCardAccount(rut, id);
       if (!spec) return refuse(ctx, 404, 'NOT_FOUND', 'No such credit-card account');
+      if (leaf === undefined) return answer(cardIdentification(spec, self, now));
+      if (leaf === 'limits') return answer(cardLimits(rut, spec, self, now));
       if (leaf === 'transactions') {
         if (!window)
           return refuse(

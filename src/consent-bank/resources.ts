@@ -258,6 +258,48 @@ export function cardAccountsList(rut: string, self: URL, paging: Paging, now: nu
   };
 }
 
+/** A card account's identification: its name, product and the holder's card (credit cards 2.3.1). */
+export function cardIdentification(spec: AccountSpec, self: URL, now: number) {
+  return {
+    data: {
+      name: spec.name.slice(0, 50),
+      productType: productType(spec.name),
+      creditCardNetwork: network(spec.name),
+      paymentMethod: [{ identificationNumber: spec.last4, isMultipleCreditCard: false }],
+    },
+    links: { self: self.href },
+    meta: meta(1, 1, now),
+  };
+}
+
+/**
+ * The card's total credit line, as the credential sandbox counts it: what is owed (`usedAmount`) is the
+ * opening debt less what was posted, and what can still be spent is the limit less that and less what pending
+ * charges hold.
+ */
+export function cardLimits(rut: string, spec: AccountSpec, self: URL, now: number) {
+  const balance = balanceAt(generationContext(profileOf(rut)), spec, now);
+  const owed = spec.opening - balance.posted;
+  const limit = spec.limit ?? 0;
+  const available = Math.max(0, limit - owed + balance.pending);
+  const money = (minor: number) => ({ amount: decimal(minor, spec.currency), currency: spec.currency });
+  return {
+    data: [
+      {
+        creditLineLimitType: 'LIMITE_CREDITO_TOTAL',
+        consolidationType: 'CONSOLIDADO',
+        identificationNumber: spec.last4,
+        isLimitFlexible: false,
+        limitAmount: money(limit),
+        usedAmount: money(owed),
+        availableAmount: money(available),
+      },
+    ],
+    links: { self: self.href },
+    meta: meta(1, 1, now),
+  };
+}
+
 function cardTransactionType(m: BankMovement): string {
   if (m.type === 'fee') return 'TARIFA';
   if (m.type === 'interest') return 'OPERACOES_CREDITO_CONTRATADAS_CARTAO';
@@ -283,6 +325,8 @@ export function cardTransactions(
         transactionName: m.description.slice(0, 200),
         creditDebitType: m.amount >= 0 ? 'CREDITO' : 'DEBITO',
         transactionType: cardTransactionType(m),
+        // A booked charge is on the month's bill; a pending one is on none yet (the card's unbilled charges).
+        ...(m.pending ? {} : { billId: `bill-${spec.last4}-${m.transactionDate.slice(0, 7)}` }),
         paymentType: 'A_VISTA',
         // Brazil's `brazilianAmount` is the amount in the local currency: here CLP.
         brazilianAmount: amount,

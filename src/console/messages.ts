@@ -69,6 +69,8 @@ const es = {
     'Hay una sincronización en cola. Si no avanza, pide a quien opera el servidor revisar el programador (svc status).',
   'finding.scheduler_late':
     'La próxima sincronización debía ocurrir hace más de una hora ({at}): parece que el programador no está corriendo.',
+  'finding.sync_deferred':
+    'El banco pidió esperar antes de volver a consultarlo: la sincronización sigue el {at}.',
   'finding.never_synced': 'Nunca se ha sincronizado con éxito.',
   'finding.healthy': 'Sana: última sincronización {last}, próxima {next}.',
   'link.movements': 'Movimientos recientes (confirmados)',
@@ -478,6 +480,7 @@ const en: typeof es = {
     'A sync is queued. If it does not move, ask the operator to check the scheduler (svc status).',
   'finding.scheduler_late':
     'The next sync was due more than an hour ago ({at}): no scheduler seems to be running.',
+  'finding.sync_deferred': 'The bank asked to be called later: the sync goes on at {at}.',
   'finding.never_synced': 'It has never synced successfully.',
   'finding.healthy': 'Healthy: last synced {last}, next sync {next}.',
   'link.movements': 'Recent movements (confirmed)',

@@ -27,7 +27,7 @@ export interface JobRow {
 }
 
 export type JobStatus = 'queued' | 'running' | 'waiting_mfa' | 'succeeded' | 'failed';
-export type JobChange = 'claim' | 'complete' | 'fail' | 'park' | 'requeue' | 'cancel';
+export type JobChange = 'claim' | 'complete' | 'fail' | 'park' | 'defer' | 'requeue' | 'cancel';
 
 /*
  * A job's life. Every statement below that moves a job takes its `WHERE status …` from this table; a
@@ -44,6 +44,8 @@ export const JOB_TRANSITIONS = {
   fail: { from: ['running'], to: 'failed' },
   /** The bank asked for a code: the job waits for the person, holding no worker. */
   park: { from: ['running'], to: 'waiting_mfa' },
+  /** The bank said when to call again (429/529 with Retry-After): the job is due again then. */
+  defer: { from: ['running'], to: 'queued' },
   /** The code arrived: the job is due again. */
   requeue: { from: ['waiting_mfa'], to: 'queued' },
   /** Its refresh intent failed outside a sync (the MFA wait ended): whatever the job was doing ends. */
@@ -239,6 +241,32 @@ export async function completeJob(trx: Knex, job: JobRow, now: number): Promise<
 /** The sync failed with `error` (a bank's error code, or why there was nothing to sync). */
 export async function failJob(trx: Knex, job: JobRow, error: string, now: number): Promise<boolean> {
   return release(trx, job, 'fail', now, error);
+}
+
+/**
+ * The bank rate-limited the sync and said when to come back: the job lets go and is due again at `runAt`,
+ * not before (its attempts keep counting). False when the lease was lost.
+ */
+export async function deferJob(
+  trx: Knex,
+  job: JobRow,
+  runAt: number,
+  error: string,
+  now: number,
+): Promise<boolean> {
+  const { from, to } = JOB_TRANSITIONS.defer;
+  const updated = await trx('jobs')
+    .where({ id: job.id, locked_by: job.locked_by })
+    .whereIn('status', from)
+    .update({
+      status: to,
+      run_at: runAt,
+      locked_by: null,
+      locked_until: null,
+      last_error: error,
+      updated_at: now,
+    });
+  return updated === 1;
 }
 
 /** The bank asked for a code: the job waits (`waiting_mfa`) until `requeueAfterMfa`. */

@@ -141,19 +141,35 @@ export type Finding =
   | { code: 'expired'; at: string | null; failures: number; error: string | null }
   | { code: 'paused'; since: string | null }
   | { code: 'credentials_unreadable' }
-  | { code: 'sync_failed'; error: string; credentialFailures: number }
+  /** `reason`: the appliance's own words on the failure, from the failed job (a consent bank's, say). */
+  | { code: 'sync_failed'; error: string; credentialFailures: number; reason: string | null }
   | { code: 'lease_expired' }
   | { code: 'sync_queued' }
+  /** The bank asked to be called later (429/529, Retry-After): the job waits until `until`. */
+  | { code: 'sync_deferred'; until: string | null; reason: string | null }
   | { code: 'scheduler_late'; nextSyncAt: string | null }
   | { code: 'never_synced' }
   | { code: 'healthy'; lastSyncedAt: string | null; nextSyncAt: string | null };
 
-export function findingsOf(
-  row: LinkRow,
-  jobs: { status: string; locked_until: number | null }[],
-  now: number,
-): Finding[] {
+/** A job's `last_error` past its code (`code: reason`), when it is about `code`. */
+function reasonOf(lastError: string | null | undefined, code: string): string | null {
+  return lastError?.startsWith(`${code}: `) ? lastError.slice(code.length + 2) : null;
+}
+
+/** The jobs as `findingsOf` reads them, newest first. */
+export interface JobFacts {
+  status: string;
+  locked_until: number | null;
+  run_at?: number;
+  last_error?: string | null;
+}
+
+export function findingsOf(row: LinkRow, jobs: JobFacts[], now: number): Finding[] {
   const found: Finding[] = [];
+  const lastFailed = jobs.find((j) => j.status === 'failed');
+  const deferred = jobs.find(
+    (j) => j.status === 'queued' && j.run_at !== undefined && j.run_at > now && j.last_error,
+  );
   if (row.status === 'expired')
     found.push({
       code: 'expired',
@@ -169,10 +185,18 @@ export function findingsOf(
       code: 'sync_failed',
       error: row.last_error_code,
       credentialFailures: row.consecutive_failures,
+      reason: reasonOf(lastFailed?.last_error, row.last_error_code),
     });
   if (jobs.some((j) => j.status === 'running' && j.locked_until !== null && j.locked_until < now))
     found.push({ code: 'lease_expired' });
-  if (jobs.some((j) => j.status === 'queued')) found.push({ code: 'sync_queued' });
+  if (deferred) {
+    const code = deferred.last_error!.split(':')[0]!;
+    found.push({
+      code: 'sync_deferred',
+      until: toIso(Number(deferred.run_at)),
+      reason: reasonOf(deferred.last_error, code),
+    });
+  } else if (jobs.some((j) => j.status === 'queued')) found.push({ code: 'sync_queued' });
   if (row.status === 'active' && !row.paused && row.next_sync_at !== null && row.next_sync_at < now - HOUR)
     found.push({ code: 'scheduler_late', nextSyncAt: toIso(row.next_sync_at) });
   if (row.last_synced_at === null && row.status === 'active') found.push({ code: 'never_synced' });
@@ -195,11 +219,13 @@ export function describeFinding(finding: Finding, linkId: string): string {
     case 'credentials_unreadable':
       return 'The last sync failed with credentials_unreadable: the stored bank credentials do not open with any master key this host holds (the row was altered, or master.key lacks the key that sealed it). Restore master.key from the backup, or have the user reconnect the link.';
     case 'sync_failed':
-      return `The last sync failed with ${finding.error}${finding.credentialFailures > 0 ? ` (${finding.credentialFailures} credential failure(s) in a row; 3 expire the link)` : ' (a bank-side error: retried at the next sync)'}.`;
+      return `The last sync failed with ${finding.error}${finding.reason ? ` (${finding.reason})` : ''}${finding.credentialFailures > 0 ? ` (${finding.credentialFailures} credential failure(s) in a row; 3 expire the link)` : ' (a bank-side error: retried at the next sync)'}.`;
     case 'lease_expired':
       return 'A sync job holds an expired lease (its worker died); the next free worker takes it over.';
     case 'sync_queued':
       return 'A sync is queued: is a scheduler running (`svc status`)?';
+    case 'sync_deferred':
+      return `A sync waits until ${finding.until}, when the bank asked to be called again${finding.reason ? ` (${finding.reason})` : ''}.`;
     case 'scheduler_late':
       return `next_sync_at passed more than an hour ago (${finding.nextSyncAt}): no scheduler seems to be running.`;
     case 'never_synced':
@@ -210,11 +236,7 @@ export function describeFinding(finding: Finding, linkId: string): string {
 }
 
 /** The operator's diagnosis of a link: what `svc links inspect` prints. */
-export function diagnose(
-  row: LinkRow,
-  jobs: { status: string; locked_until: number | null }[],
-  now: number,
-): string[] {
+export function diagnose(row: LinkRow, jobs: JobFacts[], now: number): string[] {
   return findingsOf(row, jobs, now).map((finding) => describeFinding(finding, row.id));
 }
 

@@ -66,6 +66,7 @@ const api: Role = {
     services.logger.info('api draining in-flight requests');
     await server.close(config.supervisor.shutdownTimeoutSeconds * 1000);
     await new Promise((resolve) => (metrics ? metrics.close(resolve) : resolve(undefined)));
+    await services.consentClients.close();
     await services.db.close();
     services.logger.info('api stopped');
     await flushLogger(services.logger);
@@ -102,6 +103,7 @@ const scheduler: Role = {
     await waitForAbort(signal);
     cron.stop();
     await Promise.all([running, workers]);
+    await services.consentClients.close();
     await services.db.close();
     services.logger.info('scheduler stopped');
     await flushLogger(services.logger);
@@ -127,6 +129,7 @@ const dispatcher: Role = {
     );
     ready();
     await dispatcher.run(signal);
+    await services.consentClients.close();
     await services.db.close();
     services.logger.info('dispatcher stopped');
     await flushLogger(services.logger);

@@ -13,6 +13,7 @@ import type { SecretBox } from '../secrets/secret-box.js';
 import type { AppServices } from '../api/services.js';
 import type { ConnectorResolver } from '../banks/resolver.js';
 import { defaultConnectors } from '../banks/default-connectors.js';
+import { ConsentClients } from '../banks/consent/client.js';
 
 export interface ServiceOverrides {
   connectors?: ConnectorResolver;
@@ -58,6 +59,7 @@ export function buildServices(
       () => retentionTotals(db.reader),
     ),
     connectors: overrides.connectors ?? defaultConnectors(config),
+    consentClients: new ConsentClients(secrets),
   };
 }
 

@@ -22,11 +22,16 @@ import {
   type BankSession,
   type Connector,
   type DateWindow,
+  type LoginCredentials,
   type MfaChallenge,
 } from '../banks/connector.js';
 import type { ConnectorResolver } from '../banks/resolver.js';
+import type { ConsentClients } from '../banks/consent/client.js';
+import { createConsentConnector } from '../banks/consent/consent-connector.js';
+import { findGrantRow, openGrant, saveGrantTokens, type LinkGrantRow } from '../links/consent/grants.js';
 import {
   completeJob,
+  deferJob,
   failJob,
   LeaseLostError,
   parkJobForMfa,
@@ -37,6 +42,7 @@ import { SecretError } from '../secrets/secret-box.js';
 import { openCredentials, UNREADABLE_CREDENTIALS } from '../links/links.js';
 import {
   markLinkAwaitingMfa,
+  markLinkQueued,
   markLinkSynced,
   markLinkSyncFailed,
   markLinkSyncing,
@@ -88,7 +94,16 @@ export interface SyncServices {
   logger: Logger;
   config: Readonly<Config>;
   connectors: ConnectorResolver;
+  /** The consent banks' clients: a link with a grant syncs through its bank's API with them. */
+  consentClients: ConsentClients;
 }
+
+/**
+ * How many times a job the bank rate-limited (429/529) waits for its `Retry-After` and tries again before
+ * it fails: the draft's limits are per second (529, 0 to 5 s) and per minute (429, to the next minute), so
+ * one wait usually clears them, and three tries bound what a bank that keeps refusing costs.
+ */
+export const RATE_LIMIT_TRIES = 3;
 
 interface Fetched {
   /** Null when nothing had to be fetched (a backfill of a period already covered). */
@@ -117,6 +132,7 @@ class MfaWait extends Error {
 export type SyncOutcome =
   | { status: 'succeeded'; newMovements: number; accounts: number }
   | { status: 'waiting_mfa' }
+  | { status: 'deferred'; until: number }
   | { status: 'failed'; errorCode: string }
   | { status: 'skipped'; reason: string };
 
@@ -148,13 +164,7 @@ export async function runSyncJob(services: SyncServices, job: JobRow): Promise<S
 
   let fetched: Fetched;
   try {
-    fetched = await fetchFromBank(
-      services,
-      () => services.connectors(link.bank_id, link.mode),
-      link,
-      payload,
-      intent,
-    );
+    fetched = await fetchFromBank(services, link, payload, intent);
   } catch (error) {
     const now = services.clock.now();
     if (error instanceof MfaWait && intent) {
@@ -186,6 +196,19 @@ export async function runSyncJob(services: SyncServices, job: JobRow): Promise<S
       return { status: 'failed', errorCode: UNREADABLE_CREDENTIALS };
     }
     if (!(error instanceof ConnectorError)) throw error;
+    if (error.retryAt !== undefined && job.attempts < RATE_LIMIT_TRIES) {
+      const until = Math.max(error.retryAt, now);
+      await services.db.transaction(async (trx) => {
+        if (!(await deferJob(trx, job, until, jobErrorOf(error), now)))
+          throw new LeaseLostError(`job ${job.id} lost its lease`);
+        await markLinkQueued(trx, link.id, now);
+      });
+      services.logger.info(
+        { link: link.id, job: job.id, error: error.code, until: new Date(until).toISOString() },
+        'sync deferred: the bank asked to be called later',
+      );
+      return { status: 'deferred', until };
+    }
     await services.db.transaction((trx) => recordFailure(trx, services, job, link, error, now));
     services.logger.info({ link: link.id, job: job.id, error: error.code }, 'sync failed');
     return { status: 'failed', errorCode: error.code };
@@ -224,9 +247,68 @@ function windowFor(
   return from >= covered ? null : { from, to: covered };
 }
 
+/** A connector and what it logs in with: a password, or a consent link's grant. */
+interface Login<C extends LoginCredentials> {
+  connector: Connector<C>;
+  credentials: C;
+}
+
+/**
+ * A link with a grant (links/consent/) syncs through its bank's API: the consent connector for the
+ * registration the grant was issued to, with the grant opened, and refreshed tokens stored the moment the
+ * bank returns them (their own short transaction), whatever becomes of the sync. Any other link logs in
+ * with its sealed password, through the bank's configured connector.
+ */
+async function openLogin(services: SyncServices, link: LinkRow): Promise<Login<LoginCredentials>> {
+  const grantRow = await findGrantRow(services.db.knex, link.id);
+  if (grantRow) return openConsentLogin(services, link, grantRow);
+  const connector = services.connectors(link.bank_id, link.mode);
+  if (!connector)
+    throw new ConnectorError(
+      'bank_unavailable',
+      `No connector is configured for ${link.bank_id} in ${link.mode} mode.`,
+    );
+  return {
+    connector: connector as Connector<LoginCredentials>,
+    credentials: openCredentials(link, services.secrets),
+  };
+}
+
+async function openConsentLogin(
+  services: SyncServices,
+  link: LinkRow,
+  grantRow: LinkGrantRow,
+): Promise<Login<LoginCredentials>> {
+  const grant = openGrant(grantRow, services.secrets);
+  let client;
+  try {
+    client = await services.consentClients.forBank(services.db.knex, link.bank_id, link.mode);
+  } catch {
+    const reason = `the bank's discovery document could not be read over mutual TLS`;
+    throw new ConnectorError('bank_unavailable', reason, { reason });
+  }
+  if (!client) {
+    const reason = `the appliance is not registered with ${link.bank_id} in ${link.mode} mode (svc banks register)`;
+    throw new ConnectorError('bank_unavailable', reason, { reason });
+  }
+  if (client.registration.id !== grant.consentClientId) {
+    const reason =
+      'the grant was issued to an earlier registration with the bank, which was replaced: the user must renew the consent';
+    throw new ConnectorError('rejected_credentials', reason, { reason });
+  }
+  const connector = createConsentConnector({
+    client,
+    answers: services.consentClients.answers(),
+    saveTokens: (tokens) =>
+      services.db.transaction((trx) =>
+        saveGrantTokens(trx, services.secrets, link.id, tokens, services.clock.now()),
+      ),
+  });
+  return { connector: connector as unknown as Connector<LoginCredentials>, credentials: grant };
+}
+
 async function fetchFromBank(
   services: SyncServices,
-  resolve: () => Connector | null,
   link: LinkRow,
   payload: SyncPayload,
   intent: IntentRow | null,
@@ -234,16 +316,11 @@ async function fetchFromBank(
   const now = services.clock.now();
   const window = windowFor(payload, link, intent, now);
   if (!window) return { session: null, accounts: [] };
-  const connector = resolve();
-  if (!connector)
-    throw new ConnectorError(
-      'bank_unavailable',
-      `No connector is configured for ${link.bank_id} in ${link.mode} mode.`,
-    );
+  const { connector, credentials } = await openLogin(services, link);
   const request = {
     bankId: link.bank_id,
     holderType: link.holder_type,
-    credentials: openCredentials(link, services.secrets),
+    credentials,
     now,
     interactive: payload.interactive,
     history: { attempts: link.sync_attempts, successes: link.sync_successes },
@@ -434,7 +511,8 @@ async function recordSuccess(
     trx,
     link,
     {
-      holderName: fetched.session?.holderName ?? null,
+      // A consent bank does not name the holder (that is the customers API): '' keeps the link's own.
+      holderName: fetched.session?.holderName || null,
       accountsCount: fetched.session ? seen.size : null,
       newMovements,
       nextSyncAt,
@@ -501,12 +579,14 @@ async function writeMovements(
 
 /**
  * What the failed job keeps as its `last_error` (`svc links inspect` shows it): the code, and for data a
- * consent bank sent that broke its schema, the reason too, which names fields and rules, never values.
- * Other messages stay out: a gateway's words are not ours to vouch for.
+ * consent bank sent that broke its schema, the reason too, which names fields and rules, never values; so
+ * does any reason the appliance's own connectors give (`ConnectorError.reason`: rate-limited until when,
+ * a refused token, a call the consent does not cover). Other messages stay out: a gateway's words are not
+ * ours to vouch for.
  */
-function jobErrorOf(error: { code: string; message?: string }): string {
-  if (error.code !== 'invalid_bank_data' || !error.message) return error.code;
-  return `${error.code}: ${error.message}`.slice(0, 500);
+function jobErrorOf(error: { code: string; message?: string; reason?: string }): string {
+  const reason = error.code === 'invalid_bank_data' && error.message ? error.message : error.reason;
+  return reason ? `${error.code}: ${reason}`.slice(0, 500) : error.code;
 }
 
 async function recordFailure(
@@ -514,7 +594,7 @@ async function recordFailure(
   services: SyncServices,
   job: JobRow,
   link: LinkRow,
-  error: { code: string },
+  error: { code: string; retryAt?: number },
   now: number,
 ): Promise<void> {
   if (!(await failJob(trx, job, jobErrorOf(error), now)))
@@ -525,7 +605,8 @@ async function recordFailure(
     {
       errorCode: error.code,
       failuresToExpire: services.config.sync.failuresToExpire,
-      nextSyncAt: now + services.config.scheduler.syncIntervalMinutes * 60_000,
+      // A bank that said when to come back is not called before then, even by the schedule.
+      nextSyncAt: Math.max(now + services.config.scheduler.syncIntervalMinutes * 60_000, error.retryAt ?? 0),
     },
     now,
   );

@@ -176,6 +176,7 @@ export async function startTestApp(
   const server = await startApiServer(services, { host: '127.0.0.1', port: 0 }, options.extraRoutes);
   t.teardown(async () => {
     await server.close(1000);
+    await services.consentClients.close();
     await db.close();
   });
   return {

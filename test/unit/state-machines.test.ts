@@ -85,7 +85,7 @@ t.test('a link: expires only when active, reconnects only when expired', async (
 });
 
 t.test(
-  'a job: claimed, then completed, failed or parked; a parked one is requeued or cancelled',
+  'a job: claimed, then completed, failed, parked or deferred; a parked one is requeued or cancelled',
   async (t) => {
     const states: JobStatus[] = ['queued', 'running', 'waiting_mfa', 'succeeded', 'failed'];
     const legal = moves('job', JOB_TRANSITIONS, states).filter((move) => !move.endsWith('✗'));
@@ -96,6 +96,7 @@ t.test(
       'running -complete-> succeeded',
       'running -fail-> failed',
       'running -park-> waiting_mfa',
+      'running -defer-> queued', // the bank said when to come back (Retry-After)
       'running -cancel-> failed',
       'waiting_mfa -requeue-> queued',
       'waiting_mfa -cancel-> failed',

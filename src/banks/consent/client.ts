@@ -4,6 +4,7 @@ import type { Knex } from 'knex';
 import type { SecretBox } from '../../secrets/secret-box.js';
 import { isLoopbackHttp } from './register.js';
 import { mtlsAgent, mtlsFetch, type MtlsFetch } from './mtls.js';
+import { createAnswerChecker, type AnswerChecker } from './data-schemas.js';
 import { findRegistration, openPrivateKey, type ConsentClientRow } from './registrations.js';
 
 /*
@@ -66,12 +67,16 @@ async function open(
   }
 }
 
-/** One process's open clients, by registration. `close()` when the process stops. */
+/**
+ * One process's open clients, by registration, and the schema checker every consent bank's answers go
+ * through. `close()` when the process stops.
+ */
 export class ConsentClients {
   private readonly open = new Map<
     string,
     Promise<{ consentClient: ConsentClient; agent: Agent; updatedAt: number }>
   >();
+  private checker: AnswerChecker | null = null;
 
   constructor(
     private readonly secrets: SecretBox,
@@ -102,6 +107,11 @@ export class ConsentClients {
   async forBank(db: Knex, bankId: string, mode: 'live' | 'test'): Promise<ConsentClient | null> {
     const row = await findRegistration(db, bankId, mode);
     return row ? this.forRegistration(row) : null;
+  }
+
+  /** Compiled at the first sync that needs it (a few hundred ms), then kept for the process's life. */
+  answers(): AnswerChecker {
+    return (this.checker ??= createAnswerChecker());
   }
 
   async close(): Promise<void> {

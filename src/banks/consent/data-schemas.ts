@@ -17,6 +17,7 @@ import { ConnectorError } from '../connector.js';
 /** The answers we read, by the component schema that describes each. */
 export const ANSWERS = {
   accounts: { spec: 'accounts', schema: 'ResponseAccountList' },
+  account: { spec: 'accounts', schema: 'ResponseAccountIdentification' },
   balances: { spec: 'accounts', schema: 'ResponseAccountBalances' },
   transactions: { spec: 'accounts', schema: 'ResponseAccountTransactions' },
   creditCardAccounts: { spec: 'credit-cards', schema: 'ResponseCreditCardAccountsList' },
@@ -36,8 +37,16 @@ const SPECS_DIR = new URL('../../../../src/banks/consent/specs/', import.meta.ur
 const RUT = { type: 'string', pattern: '^\\d{1,8}-[\\dK]$', maxLength: 10 };
 
 /**
+ * A page link: the credit-card file's pattern wants a public DNS name (no port, no IP address), which a
+ * bank's test environment or the simulated bank on loopback does not have. The links carry no data; the
+ * connector follows only `next`, and only to the bank's own API origin (consent-connector.ts).
+ */
+const LINK = { type: 'string', minLength: 1, maxLength: 2000 };
+
+/**
  * Where the Chilean adaptation departs from the files: property → replacement, per component schema.
- * `companyCnpj` (the institution's tax id) and `partieCnpjCpf` (the counterparty's) carry RUTs.
+ * `companyCnpj` (the institution's tax id) and `partieCnpjCpf` (the counterparty's) carry RUTs; page
+ * links may name any host (LINK).
  */
 export const CLP_RUT_OVERLAY: Record<SpecName, Record<string, Record<string, unknown>>> = {
   accounts: {
@@ -46,6 +55,8 @@ export const CLP_RUT_OVERLAY: Record<SpecName, Record<string, Record<string, unk
   },
   'credit-cards': {
     CreditCardAccountsData: { companyCnpj: RUT },
+    Links: { self: LINK, first: LINK, prev: LINK, next: LINK, last: LINK },
+    TransactionsLinks: { self: LINK, first: LINK, prev: LINK, next: LINK },
   },
 };
 

@@ -58,6 +58,8 @@ export function findingText(t: Words, finding: Finding): string {
         : t('finding.sync_failed_bank', { error: finding.error });
     case 'scheduler_late':
       return t('finding.scheduler_late', { at: when(finding.nextSyncAt) });
+    case 'sync_deferred':
+      return t('finding.sync_deferred', { at: when(finding.until) });
     case 'healthy':
       return t('finding.healthy', { last: when(finding.lastSyncedAt), next: when(finding.nextSyncAt) });
     default:

@@ -1,0 +1,404 @@
+import { randomUUID } from 'node:crypto';
+import * as client from 'openid-client';
+import {
+  ConnectorError,
+  type BankAccount,
+  type BankMovement,
+  type BankSession,
+  type ConnectorErrorOptions,
+  type ConsentConnector,
+  type DateWindow,
+  type GrantCredentials,
+} from '../connector.js';
+import type { ConsentCoverage } from '../institutions.js';
+import { coverageOf } from './authorization-details.js';
+import type { ConsentClient } from './client.js';
+import type { AnswerChecker, AnswerKind } from './data-schemas.js';
+import {
+  mapAll,
+  mapCardAccount,
+  mapCardTransaction,
+  mapDepositAccount,
+  mapDepositTransaction,
+  type ObAccount,
+  type ObBalances,
+  type ObCardAccount,
+  type ObCardIdentification,
+  type ObCardLimit,
+  type ObCardTransaction,
+  type ObTransaction,
+} from './data-mapping.js';
+
+/*
+ * The connector of a consent bank (docs/open-finance.md, "Syncing"): its login is the link's grant, whose
+ * access token it refreshes when due; it reads Open Finance Brasil–shaped resources over mutual TLS, checks
+ * every answer against the schemas (data-schemas.ts) and maps it (data-mapping.ts). One is made per sync,
+ * for one link: it holds that link's tokens while the sync runs, and hands every refreshed pair to
+ * `saveTokens` at once, so a later failure of the sync does not lose them (a refresh token the bank rotated
+ * is the only one that works from then on).
+ */
+
+export const ACCOUNTS_API = '/open-banking/accounts/v2/accounts';
+export const CREDIT_CARDS_API = '/open-banking/credit-cards-accounts/v2/accounts';
+
+/** The CMF's draft: a bank answers a data page of up to 100 records within 4 s. */
+export const ANSWER_BUDGET_MS = 4_000;
+/** Pages of 100, the size the 4 s budget is stated for (the API allows up to 1,000). */
+export const PAGE_SIZE = 100;
+/** A token due within this is refreshed before the first call rather than met with a 401 mid-sync. */
+export const REFRESH_AHEAD_MS = 60_000;
+/**
+ * Paging stops here, so a bank whose `next` never ends cannot hold a worker: 500 pages of 100 is 50,000
+ * movements of one account in one window, far beyond any 90-day window of a person's account.
+ */
+const MAX_PAGES = 500;
+/** A `Retry-After` beyond this is read as this: the job is tried again within the hour regardless. */
+const MAX_RETRY_AFTER_S = 3_600;
+/** When a 429 or 529 carries no usable `Retry-After`: the draft's per-minute window, or a few seconds. */
+const DEFAULT_RETRY_AFTER_S = { 429: 60, 529: 5 } as const;
+
+/** Tokens as a refresh returns them; the caller seals and stores them (links/consent/grants.ts). */
+export interface RefreshedTokens {
+  accessToken: string;
+  accessTokenExpiresAt: number | null;
+  /** Null: the bank did not rotate it; the one held stays valid. */
+  refreshToken: string | null;
+}
+
+export interface ConsentConnectorOptions {
+  client: ConsentClient;
+  answers: AnswerChecker;
+  /** Stores refreshed tokens; awaited before they are used, so the next sync anywhere starts from them. */
+  saveTokens: (tokens: RefreshedTokens, now: number) => Promise<void>;
+  /** Per call; default the draft's 4 s. */
+  budgetMs?: number;
+  pageSize?: number;
+}
+
+/** What a sync holds between calls: the current tokens and what the consent lets it read. */
+interface GrantState {
+  accessToken: string;
+  accessTokenExpiresAt: number | null;
+  refreshToken: string | null;
+  covers: ConsentCoverage[];
+}
+
+const fail = (code: ConstructorParameters<typeof ConnectorError>[0], reason: string, extra = {}) =>
+  new ConnectorError(code, reason, { reason, ...(extra as ConnectorErrorOptions) });
+
+/** `Retry-After` as seconds or an HTTP date (RFC 9110 §10.2.3), to ms since the epoch, within bounds. */
+export function retryAtOf(header: string | null, status: 429 | 529, now: number): number {
+  let seconds: number = DEFAULT_RETRY_AFTER_S[status];
+  if (header !== null && /^\d+$/.test(header.trim())) seconds = Number(header.trim());
+  else if (header !== null && !Number.isNaN(Date.parse(header)))
+    seconds = Math.ceil((Date.parse(header) - now) / 1000);
+  return now + Math.min(Math.max(seconds, 0), MAX_RETRY_AFTER_S) * 1000;
+}
+
+/** `YYYY-MM-DD` (UTC) of the days a window touches, as the booking-date filters take them. */
+export function bookingDates(window: DateWindow): { from: string; to: string } {
+  const day = (ms: number) => new Date(ms).toISOString().slice(0, 10);
+  return { from: day(window.from), to: day(Math.max(window.from, window.to - 1)) };
+}
+
+export function createConsentConnector(options: ConsentConnectorOptions): ConsentConnector {
+  const { client: bank, answers } = options;
+  const budgetMs = options.budgetMs ?? ANSWER_BUDGET_MS;
+  const pageSize = options.pageSize ?? PAGE_SIZE;
+  const apiOrigin = new URL(bank.apiBase).origin;
+
+  const stateOf = (session: BankSession) => session.state as unknown as GrantState;
+
+  async function refresh(state: GrantState, now: number): Promise<void> {
+    if (state.refreshToken === null)
+      throw fail(
+        'rejected_credentials',
+        'the access token expired and the bank gave no refresh token: the user must renew the consent',
+      );
+    let answer: Awaited<ReturnType<typeof client.refreshTokenGrant>>;
+    try {
+      answer = await client.refreshTokenGrant(bank.configuration, state.refreshToken);
+    } catch (error) {
+      throw refreshFailure(error, now);
+    }
+    const tokens: RefreshedTokens = {
+      accessToken: answer.access_token,
+      accessTokenExpiresAt: answer.expires_in === undefined ? null : now + answer.expires_in * 1000,
+      refreshToken: answer.refresh_token ?? null,
+    };
+    await options.saveTokens(tokens, now);
+    state.accessToken = tokens.accessToken;
+    state.accessTokenExpiresAt = tokens.accessTokenExpiresAt;
+    if (tokens.refreshToken !== null) state.refreshToken = tokens.refreshToken;
+  }
+
+  /** One GET within the budget; a 401 refreshes the token once and tries again. */
+  async function get(state: GrantState, url: string, what: string, now: number): Promise<unknown> {
+    for (let refreshed = false; ; refreshed = true) {
+      let response: Response;
+      let body: string;
+      try {
+        const signal = AbortSignal.timeout(budgetMs);
+        response = await bank.fetch(url, {
+          method: 'GET',
+          headers: {
+            accept: 'application/json',
+            authorization: `Bearer ${state.accessToken}`,
+            'x-fapi-interaction-id': randomUUID(),
+          },
+          signal,
+        });
+        body = await response.text();
+      } catch (error) {
+        if (error instanceof Error && (error.name === 'TimeoutError' || error.name === 'AbortError'))
+          throw fail('timeout', `the bank did not answer ${what} within ${budgetMs / 1000} s`);
+        throw fail('bank_unavailable', `the bank could not be reached for ${what}`);
+      }
+      const status = response.status;
+      if (status === 200) {
+        try {
+          return JSON.parse(body) as unknown;
+        } catch {
+          throw fail('invalid_bank_data', `the bank's answer to ${what} is not JSON`);
+        }
+      }
+      if (status === 401 && !refreshed) {
+        await refresh(state, now);
+        continue;
+      }
+      throw statusFailure(status, response.headers.get('retry-after'), what, now);
+    }
+  }
+
+  /** Every page of a list: follows `links.next`, which must stay on the bank's API (it gets the token). */
+  async function pages<T>(
+    state: GrantState,
+    first: string,
+    kind: AnswerKind,
+    what: string,
+    now: number,
+  ): Promise<T[]> {
+    const rows: T[] = [];
+    const seen = new Set<string>();
+    for (let url: string | undefined = first; url !== undefined;) {
+      if (seen.size >= MAX_PAGES) throw fail('invalid_bank_data', `${what} has more than ${MAX_PAGES} pages`);
+      seen.add(url);
+      const page = answers.check<{ data: T[]; links?: { next?: string } }>(
+        kind,
+        await get(state, url, what, now),
+      );
+      rows.push(...page.data);
+      const next = page.links?.next;
+      if (next === undefined) break;
+      let parsed: URL;
+      try {
+        parsed = new URL(next);
+      } catch {
+        throw fail('invalid_bank_data', `${what}: links.next is not a URL`);
+      }
+      if (parsed.origin !== apiOrigin)
+        throw fail('invalid_bank_data', `${what}: links.next leaves the bank's API`);
+      if (seen.has(parsed.href)) throw fail('invalid_bank_data', `${what}: links.next repeats a page`);
+      url = parsed.href;
+    }
+    return rows;
+  }
+
+  const one = async <T>(state: GrantState, url: string, kind: AnswerKind, what: string, now: number) =>
+    answers.check<{ data: T }>(kind, await get(state, url, what, now)).data;
+
+  const listUrl = (path: string, query: Record<string, string> = {}) => {
+    const url = new URL(`${bank.apiBase}${path}`);
+    for (const [key, value] of Object.entries(query)) url.searchParams.set(key, value);
+    url.searchParams.set('page', '1');
+    url.searchParams.set('page-size', String(pageSize));
+    return url.href;
+  };
+  const idOf = (ref: string, prefix: string) => encodeURIComponent(ref.slice(prefix.length));
+
+  return {
+    async login(request) {
+      const grant: GrantCredentials = request.credentials;
+      const covers = coverageOf(grant.authorizationDetails);
+      if (!covers.includes('accounts') && !covers.includes('credit_cards'))
+        throw fail(
+          'action_required',
+          'the consent lets no account be read (neither ReadAccounts nor ReadCreditCards): the user must renew it',
+        );
+      const state: GrantState = {
+        accessToken: grant.accessToken,
+        accessTokenExpiresAt: grant.accessTokenExpiresAt,
+        refreshToken: grant.refreshToken,
+        covers,
+      };
+      if (state.accessTokenExpiresAt !== null && state.accessTokenExpiresAt - request.now < REFRESH_AHEAD_MS)
+        await refresh(state, request.now);
+      // No MFA ever: the person authenticated at the bank when they consented. The holder's name is in
+      // another API family (customers), not in what the consent reads.
+      return {
+        kind: 'session',
+        session: { holderName: '', state: state as unknown as Record<string, unknown> },
+      };
+    },
+
+    submitMfa() {
+      return Promise.reject(fail('unsupported', 'a consent bank never asks for a code'));
+    },
+
+    async listAccounts(session, now) {
+      const state = stateOf(session);
+      const accounts: BankAccount[] = [];
+      if (state.covers.includes('accounts')) {
+        const list = await pages<ObAccount>(
+          state,
+          listUrl(ACCOUNTS_API),
+          'accounts',
+          'the accounts list',
+          now,
+        );
+        for (const account of list) {
+          const id = encodeURIComponent(account.accountId);
+          if (state.covers.includes('balances')) {
+            const balances = await one<ObBalances>(
+              state,
+              `${bank.apiBase}${ACCOUNTS_API}/${id}/balances`,
+              'balances',
+              'an account balance',
+              now,
+            );
+            accounts.push(mapDepositAccount(account, balances, session.holderName));
+            continue;
+          }
+          // Without ReadBalances the account is still listed, in its currency, with no money counted.
+          const identification = await one<{ currency: string }>(
+            state,
+            `${bank.apiBase}${ACCOUNTS_API}/${id}`,
+            'account',
+            'an account',
+            now,
+          );
+          const zero = { amount: '0.00', currency: identification.currency };
+          accounts.push(
+            mapDepositAccount(
+              account,
+              {
+                availableAmount: zero,
+                blockedAmount: zero,
+                automaticallyInvestedAmount: zero,
+                updateDateTime: '',
+              },
+              session.holderName,
+            ),
+          );
+        }
+      }
+      if (state.covers.includes('credit_cards')) {
+        const cards = await pages<ObCardAccount>(
+          state,
+          listUrl(CREDIT_CARDS_API),
+          'creditCardAccounts',
+          'the credit card list',
+          now,
+        );
+        for (const card of cards) {
+          const base = `${bank.apiBase}${CREDIT_CARDS_API}/${encodeURIComponent(card.creditCardAccountId)}`;
+          const identification = await one<ObCardIdentification>(
+            state,
+            base,
+            'creditCardIdentification',
+            'a credit card',
+            now,
+          );
+          const limits = await pages<ObCardLimit>(
+            state,
+            `${base}/limits`,
+            'creditCardLimits',
+            'a credit card limit',
+            now,
+          );
+          accounts.push(mapCardAccount(card, identification, limits, session.holderName));
+        }
+      }
+      return accounts;
+    },
+
+    async listMovements(session, account, window, now) {
+      const state = stateOf(session);
+      const dates = bookingDates(window);
+      const query = { fromBookingDate: dates.from, toBookingDate: dates.to };
+      let movements: BankMovement[];
+      if (account.ref.startsWith('card-')) {
+        if (!state.covers.includes('credit_cards')) return [];
+        const rows = await pages<ObCardTransaction>(
+          state,
+          listUrl(`${CREDIT_CARDS_API}/${idOf(account.ref, 'card-')}/transactions`, query),
+          'creditCardTransactions',
+          'credit card transactions',
+          now,
+        );
+        movements = mapAll(rows, (row) => mapCardTransaction(row, account.currency));
+      } else {
+        // The consent may list accounts and balances without their transactions (no ReadTransactions).
+        if (!state.covers.includes('movements')) return [];
+        const rows = await pages<ObTransaction>(
+          state,
+          listUrl(`${ACCOUNTS_API}/${idOf(account.ref, 'acc-')}/transactions`, query),
+          'transactions',
+          'account transactions',
+          now,
+        );
+        movements = mapAll(rows, (row) => mapDepositTransaction(row, account.currency));
+      }
+      // The filters take whole days; the engine's window is to the millisecond.
+      return movements.filter((m) => m.postedAt >= window.from && m.postedAt < window.to);
+    },
+  };
+}
+
+/** A resource answer other than 200 (and other than a first 401), as the connector error it means. */
+export function statusFailure(
+  status: number,
+  retryAfter: string | null,
+  what: string,
+  now: number,
+): ConnectorError {
+  if (status === 429 || status === 529) {
+    const retryAt = retryAtOf(retryAfter, status, now);
+    return fail(
+      'bank_unavailable',
+      `the bank rate-limited ${what} (HTTP ${status}) until ${new Date(retryAt).toISOString()}`,
+      { retryAt },
+    );
+  }
+  if (status === 401)
+    return fail(
+      'rejected_credentials',
+      `the bank refused the access token for ${what} (HTTP 401) even after a refresh: the consent may be revoked; the user must renew it`,
+    );
+  if (status === 403)
+    return fail(
+      'action_required',
+      `the bank refused ${what} (HTTP 403): the consent does not cover it; the user must renew the consent`,
+    );
+  return fail('bank_unavailable', `the bank answered ${what} with HTTP ${status}`);
+}
+
+/** Why a refresh failed: a grant the bank no longer honours is the user's to renew; the rest is the bank's. */
+function refreshFailure(error: unknown, now: number): ConnectorError {
+  if (error instanceof client.ResponseBodyError) {
+    if (error.error === 'invalid_grant')
+      return fail(
+        'rejected_credentials',
+        'the bank refused to refresh the access token (invalid_grant): the consent was revoked or has expired; the user must renew it',
+      );
+    if (error.status === 429 || error.status === 529)
+      return statusFailure(error.status, error.response.headers.get('retry-after'), 'a token refresh', now);
+    return fail(
+      'bank_unavailable',
+      `the bank refused to refresh the access token (HTTP ${error.status}, ${/^[a-z_]{1,40}$/.test(error.error) ? error.error : 'another error'})`,
+    );
+  }
+  if (error instanceof Error && (error.name === 'TimeoutError' || error.name === 'AbortError'))
+    return fail('timeout', 'the bank did not answer a token refresh in time');
+  return fail('bank_unavailable', 'the bank could not be reached to refresh the access token');
+}
