@@ -24,6 +24,11 @@ export const CONSENT_BANK_USERS: readonly SandboxUser[] = [
   { rut: '11111111-1', faults: {}, note: 'checking, card, savings' },
   { rut: '12345678-5', faults: {}, note: 'checking, card, savings' },
   { rut: '55555555-5', faults: {}, note: 'checking, card, savings, USD checking' },
+  {
+    rut: '21212121-5',
+    faults: {},
+    note: 'a busy holder: about 1,100 movements in 90 days (checking, card, savings, cuenta vista)',
+  },
   { rut: '33333333-3', faults: { refuseConsent: true }, note: 'the bank refuses the consent' },
   { rut: '44444444-4', faults: { resourceStatus: 429 }, note: 'resource calls answer 429, Retry-After 30' },
   { rut: '66666666-6', faults: { delayMs: 4_500 }, note: 'resource calls answer after 4.5 s' },

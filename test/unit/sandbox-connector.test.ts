@@ -68,6 +68,8 @@ const HOLDERS: Who[] = [
   { bankId: 'falabella', rut: '66666666-6' },
   { bankId: 'bci', holderType: 'business', rut: '22222222-2', rutEmpresa: '77777777-7' },
   { bankId: 'itau', holderType: 'business', rut: '11111111-1', rutEmpresa: '76543210-3' },
+  // The busy holder: every property above holds for ten times the rows.
+  { bankId: 'bancochile', rut: '21.212.121-5' },
 ];
 
 t.test('the same inputs give deep-equal outputs, from two separate connectors', async (t) => {
@@ -300,6 +302,7 @@ t.test('the documented example RUTs have the documented accounts', async (t) => 
   const examples: Array<[Who, string, string[]]> = [
     [{ rut: '11.111.111-1' }, 'Nicolás Silva Soto', ['CC', 'TC', 'CA', 'CV']],
     [{ rut: '22.222.222-2' }, 'Antonia Pizarro Pérez', ['CC', 'TC', 'CV']],
+    [{ rut: '21.212.121-5' }, 'Catalina Núñez Contreras', ['CC', 'TC', 'CA', 'CV']],
     [{ rut: '55.555.555-5' }, 'Vicente Morales Soto', ['CC', 'TC', 'CA', 'CD', 'CV']],
     [{ rut: '66.666.666-6' }, 'Juan Pablo Castro Hernández', ['CC', 'TC', 'CD', 'CV']],
     [
@@ -328,6 +331,44 @@ t.test('the documented example RUTs have the documented accounts', async (t) => 
       if (usd) t.equal(usd.type, 'checking', 'the USD account is a checking account');
     }
 });
+
+t.test(
+  'the busy holder (21.212.121-5) has over 1,000 movements in 90 days, spending as others do',
+  async (t) => {
+    const connector = createSandboxConnector();
+    const busy = await login(connector, { rut: '21.212.121-5' });
+    const ordinary = await login(connector, { rut: '11.111.111-1' });
+    for (const now of [NOW, NOW + 45 * DAY + 3_600_000, NOW + 200 * DAY]) {
+      const window = { from: now - 90 * DAY, to: now + 1 };
+      const rowsOf = async (session: BankSession) =>
+        (
+          await Promise.all(
+            (await connector.listAccounts(session, now)).map((account) =>
+              connector.listMovements(session, account, window, now),
+            ),
+          )
+        ).flat();
+      const many = await rowsOf(busy);
+      const few = await rowsOf(ordinary);
+      t.ok(many.length >= 1_000, `${many.length} movements in the 90 days to ${isoDay(now)}`);
+      t.ok(few.length < 200, `an ordinary holder has ${few.length}`);
+      const spent = (rows: BankMovement[]) =>
+        -rows
+          .filter((row) => row.type === 'card_purchase' && !row.pending)
+          .reduce((sum, row) => sum + row.amount, 0);
+      const ratio = spent(many) / spent(few);
+      t.ok(
+        ratio > 0.3 && ratio < 3,
+        `card spending of the same order (${ratio.toFixed(2)}x), in smaller amounts`,
+      );
+    }
+    const { CONSENT_BANK_USERS } = await import('../../src/consent-bank/users.js');
+    t.ok(
+      CONSENT_BANK_USERS.some((user) => user.rut === '21212121-5' && /busy/.test(user.note)),
+      'the consent bank has the same busy holder as a sandbox user',
+    );
+  },
+);
 
 t.test('an account appears and another disappears after two successful syncs', async (t) => {
   const connector = createSandboxConnector();

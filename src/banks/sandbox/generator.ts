@@ -425,40 +425,7 @@ function checkingDay(context: GenerationContext, spec: AccountSpec, out: DayRows
         counterparty: employer,
       });
     }
-    if (rng.chance(0.3)) {
-      const contact = party(context, 'contact', rng.int(0, 9));
-      const amount = roundTo(income * (0.02 + rng.next() * 0.08), 100);
-      out.posted({
-        at: timeOn(day, rng, 8, 23),
-        amount: -amount,
-        description: `TRANSFERENCIA A ${contact.name}`,
-        type: 'transfer',
-        counterparty: contact,
-      });
-    }
-    if (rng.chance(0.06)) {
-      const contact = party(context, 'contact', rng.int(0, 9));
-      const amount = roundTo(income * (0.01 + rng.next() * 0.07), 100);
-      out.posted({
-        at: timeOn(day, rng, 8, 23),
-        amount,
-        description: `TRANSFERENCIA DE ${contact.name}`,
-        type: 'transfer',
-        counterparty: contact,
-      });
-    }
-    if (rng.chance(0.1)) {
-      const amount = roundTo(
-        rng.pick([20_000, 40_000, 50_000, 60_000, 100_000, 200_000]) * spendingScale(profile),
-        10_000,
-      );
-      out.posted({
-        at: timeOn(day, rng, 7, 23),
-        amount: -amount,
-        description: `GIRO CAJERO AUTOMATICO ${rng.pick(CITIES)}`,
-        type: 'withdrawal',
-      });
-    }
+    everydayDraws(context, out, rng);
   }
 
   if (isChosenDay(spec, Label.Duplicate, DUPLICATE_BLOCK_DAYS, day)) {
@@ -488,6 +455,51 @@ function checkingDay(context: GenerationContext, spec: AccountSpec, out: DayRows
   }
 }
 
+/**
+ * An individual's everyday checking rows of a day: transfers to and from contacts, ATM withdrawals.
+ * `activity` rounds of the same draws (one for everyone but a busy holder), each round's amounts that
+ * fraction of the usual, so a busy holder's month moves as much money in more rows.
+ */
+function everydayDraws(context: GenerationContext, out: DayRows, rng: Rng): void {
+  const { profile } = context;
+  const day = out.day;
+  const income = profile.monthlyIncome / profile.activity;
+  const scale = spendingScale(profile) / profile.activity;
+  for (let round = 0; round < profile.activity; round++) {
+    if (rng.chance(0.3)) {
+      const contact = party(context, 'contact', rng.int(0, 9));
+      const amount = roundTo(income * (0.02 + rng.next() * 0.08), 100);
+      out.posted({
+        at: timeOn(day, rng, 8, 23),
+        amount: -amount,
+        description: `TRANSFERENCIA A ${contact.name}`,
+        type: 'transfer',
+        counterparty: contact,
+      });
+    }
+    if (rng.chance(0.06)) {
+      const contact = party(context, 'contact', rng.int(0, 9));
+      const amount = roundTo(income * (0.01 + rng.next() * 0.07), 100);
+      out.posted({
+        at: timeOn(day, rng, 8, 23),
+        amount,
+        description: `TRANSFERENCIA DE ${contact.name}`,
+        type: 'transfer',
+        counterparty: contact,
+      });
+    }
+    if (rng.chance(0.1)) {
+      const amount = roundTo(rng.pick([20_000, 40_000, 50_000, 60_000, 100_000, 200_000]) * scale, 10_000);
+      out.posted({
+        at: timeOn(day, rng, 7, 23),
+        amount: -amount,
+        description: `GIRO CAJERO AUTOMATICO ${rng.pick(CITIES)}`,
+        type: 'withdrawal',
+      });
+    }
+  }
+}
+
 /** Purchases and fees of a card on one day (not its payment, which depends on the previous month). */
 function cardCharges(profile: Profile, spec: AccountSpec, out: DayRows, rng: Rng): void {
   const day = out.day;
@@ -501,17 +513,20 @@ function cardCharges(profile: Profile, spec: AccountSpec, out: DayRows, rng: Rng
       type: 'fee',
     });
   }
-  const scale = spendingScale(profile);
-  const purchases = (rng.chance(business ? 0.4 : 0.45) ? 1 : 0) + (rng.chance(0.15) ? 1 : 0);
-  for (let i = 0; i < purchases; i++) {
-    const merchant = rng.pick(MERCHANTS);
-    const amount = roundTo(rng.int(merchant.min, merchant.max) * scale, 10);
-    out.cardPurchase({
-      at: timeOn(day, rng, 10, 23),
-      amount: -amount,
-      description: `${merchant.name} ${rng.pick(CITIES)}`,
-      type: 'card_purchase',
-    });
+  // A busy holder (profile.activity > 1) draws the day's purchases that many times, each smaller.
+  const scale = spendingScale(profile) / profile.activity;
+  for (let round = 0; round < profile.activity; round++) {
+    const purchases = (rng.chance(business ? 0.4 : 0.45) ? 1 : 0) + (rng.chance(0.15) ? 1 : 0);
+    for (let i = 0; i < purchases; i++) {
+      const merchant = rng.pick(MERCHANTS);
+      const amount = roundTo(rng.int(merchant.min, merchant.max) * scale, 10);
+      out.cardPurchase({
+        at: timeOn(day, rng, 10, 23),
+        amount: -amount,
+        description: `${merchant.name} ${rng.pick(CITIES)}`,
+        type: 'card_purchase',
+      });
+    }
   }
 }
 

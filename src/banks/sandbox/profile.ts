@@ -36,6 +36,11 @@ export interface Profile {
   monthlyIncome: number;
   /** The employer paying the salary; null for businesses. */
   employer: Party | null;
+  /**
+   * How many times a day's everyday draws run (an individual's checking transfers and withdrawals, card
+   * purchases), each for that fraction of the usual amount: 1, or more for a busy holder (`BUSY_HOLDERS`).
+   */
+  activity: number;
   /** Every account the holder can ever have, present or not at a given point of the link's history. */
   accounts: AccountSpec[];
 }
@@ -131,6 +136,15 @@ export function isPresent(kind: AccountKind, ownerRut: string, successes: number
   }
 }
 
+/**
+ * Individuals whose days are busier than everyone's: `activity` by owner RUT. A holder has about 130
+ * movements in 90 days (about 1.1 everyday draws a day on checking and card, plus the monthly rows); at 11
+ * 21.212.121-5 has about 1,100, in many smaller amounts, so a month's spending and balances stay those of
+ * an ordinary holder. The consent bank's busy holder (consent-bank/users.ts) is this person, and
+ * bench/consent-sync.ts syncs them. Other RUTs draw exactly as before (the first round is the usual one).
+ */
+export const BUSY_HOLDERS: Readonly<Record<string, number>> = { '21212121-5': 11 };
+
 export function buildProfile(holder: Holder): Profile {
   const business = holder.holderType === 'business' && holder.rutEmpresa !== null;
   const ownerRut = business ? (holder.rutEmpresa as string) : holder.rut;
@@ -152,7 +166,8 @@ export function buildProfile(holder: Holder): Profile {
   const accounts = ACCOUNT_KINDS.map((kind, index) =>
     accountSpec(holder, ownerRut, business, monthlyIncome, kind, index),
   );
-  return { holder, ownerRut, holderName, monthlyIncome, employer, accounts };
+  const activity = business ? 1 : (BUSY_HOLDERS[ownerRut] ?? 1);
+  return { holder, ownerRut, holderName, monthlyIncome, employer, activity, accounts };
 }
 
 function accountSpec(
