@@ -15,7 +15,8 @@ export type IdPrefix =
   | 'aud'
   | 'req'
   | 'cu'
-  | 'cut';
+  | 'cut'
+  | 'grev';
 
 /** `prefix_` + 16 lowercase hex characters from the CSPRNG, as the spec fixes for every resource id. */
 export function newId(prefix: IdPrefix): string {

@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import { describeRevocation, revocationOfLink } from './consent/revocations.js';
 import { toIso } from '../clock/clock.js';
 import { errors } from '../errors/api-error.js';
 import { operatorPrincipal, type Principal } from '../auth/principal.js';
@@ -67,6 +68,9 @@ export interface LinkInspection {
 /** Everything support needs to answer "why is this link stale?", with the likely answer first. */
 export async function inspectLink(db: Knex, linkId: string, now: number): Promise<LinkInspection> {
   const row = await findLink(db, linkId);
+  const revocation = row ? undefined : await revocationOfLink(db, linkId);
+  if (revocation)
+    throw errors.notFound(`Link ${linkId} was deleted. ${describeRevocation(revocation)}`, 'link');
   if (!row)
     throw errors.notFound(
       `No link ${linkId}. (A deleted link leaves only its link.deleted event: try \`svc links list\`.)`,

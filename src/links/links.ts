@@ -17,6 +17,7 @@ import { rutDigestsOf } from './rut-search.js';
 import { firstSyncAt } from './schedule.js';
 import { fetchPage, NEWEST_FIRST } from '../db/paging.js';
 import { markLinkPaused, markLinkResumed } from './link-states.js';
+import { queueRevocation } from './consent/revocations.js';
 import { deleteLinkRow, insertLink, type LinkRow, type LinkStatus, type RefreshStatus } from './store.js';
 
 /** `last_error_code` of a link whose stored credentials no master key opens. */
@@ -310,6 +311,7 @@ export async function deleteLink(
   now: number,
 ): Promise<{ object: 'link'; id: string; deleted: true; deleted_at: string }> {
   const row = await findOwned<LinkRow>(trx, 'links', id, principal, 'link');
+  await queueRevocation(trx, row, now); // a consent link's grant is revoked at the bank after
   await deleteLinkRow(trx, id);
   const data = linkDeleted(row, now);
   await publishEvent(trx, { orgId: row.org_id, mode: row.mode, type: 'link.deleted', linkId: id, data, now });

@@ -64,7 +64,13 @@ export const SEALED_TABLES: readonly SealedTable[] = [
     columns: ['grant_id_sealed', 'access_token_sealed', 'refresh_token_sealed'],
     context: (row, column) => linkGrantContext(String(row.link_id), column),
   },
-  { table: 'grant_revocations', key: ['id'], columns: ['grant_id_sealed'], context: byId },
+  // Copied sealed from link_grants when the link is deleted (links/consent/revocations.ts): still its link's.
+  {
+    table: 'grant_revocations',
+    key: ['id'],
+    columns: ['grant_id_sealed'],
+    context: (row) => linkGrantContext(String(row.link_id), 'grant_id_sealed'),
+  },
   // The console's second factor (src/console/totp.ts).
   { table: 'console_users', key: ['id'], columns: ['totp_secret_sealed'], context: byId },
 ];

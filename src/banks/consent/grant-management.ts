@@ -1,0 +1,67 @@
+import type { ConsentClient } from './client.js';
+import { retryAtOf } from './consent-connector.js';
+
+/*
+ * Grant Management (FAPI Grant Management, draft 08, which the CMF's annex adopts): the client revokes a
+ * grant with `DELETE {grant_management_endpoint}/{grant_id}` over mutual TLS. 204 says it is revoked; 404
+ * `invalid_grant` says the bank no longer has it (already revoked or expired), which is as good.
+ */
+
+export type RevokeOutcome =
+  | { kind: 'revoked' }
+  | { kind: 'gone' }
+  /** Try again later: `retryAt` when the bank said when (429, 529 with `Retry-After`). No secret in `reason`. */
+  | { kind: 'failed'; reason: string; retryAt: number | null };
+
+/** A revoke's answer budget: the draft gives a bank 4 s; a slow one is tried again later, not waited for. */
+export const REVOKE_BUDGET_MS = 4_000;
+
+function grantManagementEndpoint(client: ConsentClient): string | null {
+  const metadata = client.configuration.serverMetadata() as {
+    grant_management_endpoint?: unknown;
+    mtls_endpoint_aliases?: { grant_management_endpoint?: unknown };
+  };
+  const endpoint =
+    metadata.mtls_endpoint_aliases?.grant_management_endpoint ?? metadata.grant_management_endpoint;
+  return typeof endpoint === 'string' ? endpoint : null;
+}
+
+export async function revokeGrant(
+  client: ConsentClient,
+  grantId: string,
+  now: number,
+): Promise<RevokeOutcome> {
+  const endpoint = grantManagementEndpoint(client);
+  if (!endpoint)
+    return {
+      kind: 'failed',
+      reason: "the bank's discovery names no grant_management_endpoint",
+      retryAt: null,
+    };
+  let response: Response;
+  try {
+    response = await client.fetch(`${endpoint.replace(/\/+$/, '')}/${encodeURIComponent(grantId)}`, {
+      method: 'DELETE',
+      signal: AbortSignal.timeout(REVOKE_BUDGET_MS),
+    });
+  } catch (error) {
+    const cause = (error as { cause?: { code?: string }; name?: string }).cause;
+    const said =
+      (error as Error).name === 'TimeoutError'
+        ? `no answer within ${REVOKE_BUDGET_MS} ms`
+        : (cause?.code ?? 'no answer');
+    return { kind: 'failed', reason: `the bank could not be reached: ${said}`, retryAt: null };
+  }
+  const body = (await response.json().catch(() => null)) as { error?: unknown } | null;
+  if (response.status === 204 || response.status === 200) return { kind: 'revoked' };
+  if (response.status === 404 && body?.error === 'invalid_grant') return { kind: 'gone' };
+  const oauthError = typeof body?.error === 'string' ? ` ${body.error.slice(0, 60)}` : '';
+  return {
+    kind: 'failed',
+    reason: `the bank answered HTTP ${response.status}${oauthError}`,
+    retryAt:
+      response.status === 429 || response.status === 529
+        ? retryAtOf(response.headers.get('retry-after'), response.status, now)
+        : null,
+  };
+}

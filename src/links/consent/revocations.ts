@@ -1,0 +1,196 @@
+import type { Knex } from 'knex';
+import type { Clock } from '../../clock/clock.js';
+import type { ConsentClients } from '../../banks/consent/client.js';
+import { revokeGrant, type RevokeOutcome } from '../../banks/consent/grant-management.js';
+import type { Database } from '../../db/database.js';
+import { newId } from '../../ids/ids.js';
+import type { Logger } from '../../logging/logger.js';
+import type { SecretBox } from '../../secrets/secret-box.js';
+import { linkGrantContext } from '../../secrets/sealed-columns.js';
+
+/*
+ * The only code that writes `grant_revocations`: the revoke outbox. Deleting a consent link queues a row
+ * in the deleting transaction (the link and its grant go at once; the bank is told after), and the
+ * scheduler's tick revokes due rows at the bank, retrying until it confirms or the attempts run out. The
+ * row outlives the link so `svc links inspect` can still say whether the bank was told.
+ *
+ * The grant id is copied still sealed: it was sealed under its link (link_grants/<link>/grant_id_sealed),
+ * and the row keeps the link id, so it opens here and nowhere else, with no key needed to delete a link.
+ */
+
+export type RevocationStatus = 'pending' | 'revoked' | 'failed';
+
+export interface GrantRevocationRow {
+  id: string;
+  link_id: string;
+  org_id: string;
+  mode: 'live' | 'test';
+  bank_id: string;
+  client_id: string;
+  grant_id_sealed: string;
+  status: RevocationStatus;
+  attempts: number;
+  next_attempt_at: number;
+  locked_until: number | null;
+  last_error: string | null;
+  created_at: number;
+  updated_at: number;
+  revoked_at: number | null;
+}
+
+/**
+ * After a failed attempt n (from 1), the next waits 1 minute doubled each time, at most 6 hours: 20
+ * attempts span about three days (1+2+…+256 minutes, then 6 h each), long enough for a bank's planned
+ * maintenance window, short enough that a revoke does not linger unseen.
+ */
+export const REVOKE_ATTEMPTS = 20;
+const FIRST_RETRY_MS = 60_000;
+const MAX_RETRY_MS = 6 * 3_600_000;
+/** A claimed row is someone's for this long: well past one call's 4 s budget, short enough to recover a crash. */
+const LEASE_MS = 60_000;
+/** Rows revoked per tick and process: each is one call of at most 4 s, and the tick is a minute. */
+const PER_TICK = 10;
+
+export function retryDelayMs(attempts: number): number {
+  return Math.min(FIRST_RETRY_MS * 2 ** Math.max(attempts - 1, 0), MAX_RETRY_MS);
+}
+
+/** Queues the revoke of a link's grant, if it has one, in the transaction that deletes the link. */
+export async function queueRevocation(
+  trx: Knex,
+  link: { id: string; org_id: string; mode: 'live' | 'test'; bank_id: string },
+  now: number,
+): Promise<void> {
+  // Read here, not through grants.ts, which builds on links.ts: links.ts calls this, and imports stay one-way.
+  const grant: { client_id: string; grant_id_sealed: string } | undefined = await trx('link_grants')
+    .where({ link_id: link.id })
+    .first('client_id', 'grant_id_sealed');
+  if (!grant) return;
+  const row: GrantRevocationRow = {
+    id: newId('grev'),
+    link_id: link.id,
+    org_id: link.org_id,
+    mode: link.mode,
+    bank_id: link.bank_id,
+    client_id: grant.client_id,
+    grant_id_sealed: grant.grant_id_sealed,
+    status: 'pending',
+    attempts: 0,
+    next_attempt_at: now,
+    locked_until: null,
+    last_error: null,
+    created_at: now,
+    updated_at: now,
+    revoked_at: null,
+  };
+  await trx('grant_revocations').insert(row);
+}
+
+/** The revocation of a deleted link's grant, newest first (a link has at most one). */
+export async function revocationOfLink(db: Knex, linkId: string): Promise<GrantRevocationRow | undefined> {
+  return db<GrantRevocationRow>('grant_revocations')
+    .where({ link_id: linkId })
+    .orderBy('created_at', 'desc')
+    .first();
+}
+
+/** Takes one due row with a lease (a conditional update: two schedulers never take the same row). */
+async function claimDue(db: Knex, now: number): Promise<GrantRevocationRow | null> {
+  const candidates: GrantRevocationRow[] = await db<GrantRevocationRow>('grant_revocations')
+    .where({ status: 'pending' })
+    .where('next_attempt_at', '<=', now)
+    .where((q) => q.whereNull('locked_until').orWhere('locked_until', '<', now))
+    .orderBy('next_attempt_at')
+    .limit(5);
+  for (const row of candidates) {
+    const taken = await db('grant_revocations')
+      .where({ id: row.id, status: 'pending' })
+      .where((q) => q.whereNull('locked_until').orWhere('locked_until', '<', now))
+      .update({ locked_until: now + LEASE_MS, updated_at: now });
+    if (taken === 1) return row;
+  }
+  return null;
+}
+
+/** What an attempt's outcome does to its row. Pure, so the schedule is tested without a bank. */
+export function afterAttempt(
+  row: Pick<GrantRevocationRow, 'attempts'>,
+  outcome: RevokeOutcome,
+  now: number,
+): Partial<GrantRevocationRow> {
+  const attempts = row.attempts + 1;
+  if (outcome.kind !== 'failed')
+    return {
+      status: 'revoked',
+      attempts,
+      revoked_at: now,
+      locked_until: null,
+      last_error: null,
+      updated_at: now,
+    };
+  const base = { attempts, locked_until: null, last_error: outcome.reason.slice(0, 500), updated_at: now };
+  if (attempts >= REVOKE_ATTEMPTS) return { ...base, status: 'failed' };
+  return { ...base, next_attempt_at: Math.max(outcome.retryAt ?? 0, now + retryDelayMs(attempts)) };
+}
+
+export interface RevokeServices {
+  db: Database;
+  clock: Clock;
+  secrets: SecretBox;
+  logger: Logger;
+  consentClients: ConsentClients;
+}
+
+/** One tick's revokes: due rows, one at a time, each recorded in its own short write. Returns how many were tried. */
+export async function revokeDueGrants(services: RevokeServices): Promise<number> {
+  let tried = 0;
+  for (; tried < PER_TICK; tried++) {
+    const now = services.clock.now();
+    const row = await claimDue(services.db.knex, now);
+    if (!row) break;
+    let outcome: RevokeOutcome;
+    try {
+      const client = await services.consentClients.forBank(services.db.knex, row.bank_id, row.mode);
+      outcome = !client
+        ? { kind: 'failed', reason: `no registration with ${row.bank_id} in ${row.mode} mode`, retryAt: null }
+        : client.registration.client_id !== row.client_id
+          ? { kind: 'failed', reason: 'the grant belongs to a registration that was replaced', retryAt: null }
+          : await revokeGrant(
+              client,
+              services.secrets.open(row.grant_id_sealed, linkGrantContext(row.link_id, 'grant_id_sealed')),
+              services.clock.now(),
+            );
+    } catch {
+      outcome = {
+        kind: 'failed',
+        reason: "the bank's discovery could not be read over mutual TLS",
+        retryAt: null,
+      };
+    }
+    const changes = afterAttempt(row, outcome, services.clock.now());
+    await services.db.knex('grant_revocations').where({ id: row.id }).update(changes);
+    services.logger.info(
+      {
+        link: row.link_id,
+        bank: row.bank_id,
+        status: changes.status ?? 'pending',
+        attempts: changes.attempts,
+        error: changes.last_error ?? undefined,
+      },
+      'grant revocation attempted',
+    );
+  }
+  return tried;
+}
+
+const at = (ms: number | null) => (ms === null ? '?' : new Date(Number(ms)).toISOString());
+
+/** Whether the bank was told, in words, for `svc links inspect` on a deleted consent link. */
+export function describeRevocation(row: GrantRevocationRow): string {
+  const bank = row.bank_id;
+  if (row.status === 'revoked') return `Its grant at ${bank} was revoked at ${at(row.revoked_at)}.`;
+  const last = row.last_error ? ` Last error: ${row.last_error}.` : '';
+  if (row.status === 'failed')
+    return `Revoking its grant at ${bank} failed after ${row.attempts} attempts; the bank may still hold the consent until it expires.${last}`;
+  return `Its grant at ${bank} is being revoked: attempt ${row.attempts + 1} of ${REVOKE_ATTEMPTS} at ${at(row.next_attempt_at)}.${last}`;
+}
