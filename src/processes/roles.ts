@@ -44,7 +44,15 @@ const api: Role = {
     const services = await openServices(config, 'api');
     const { startApiServer } = await import('../http/server.js');
     const { startMetricsServer } = await import('../metrics/metrics.js');
-    const server = await startApiServer(services, listener);
+    const { bankPublicBase, registerServedBank, serveConsentBank } = await import('../consent-bank/serve.js');
+    // The simulated bank first, so the app mounts its pages from the first request; it registers the
+    // appliance once the app serves (its discovery document is read through the API's own address).
+    const publicBaseUrl = bankPublicBase(config, listener.url);
+    const served = await serveConsentBank({ ...services, config, publicBaseUrl });
+    const server = await startApiServer(services, listener, [], {
+      consentBank: served?.bank.browserMiddleware,
+    });
+    if (served) await registerServedBank(served, { ...services, publicBaseUrl });
     const metricsAddress = `${config.metrics.host}:${config.metrics.port}`;
     // Metrics are an aid, the API is the product: a taken metrics port turns metrics off, with the reason,
     // rather than crash-looping the API until `svc serve` gives up.
@@ -60,12 +68,20 @@ const api: Role = {
             },
           )
         : null;
-    services.logger.info({ url: server.url, metrics: metrics ? metricsAddress : 'off' }, 'api listening');
+    services.logger.info(
+      {
+        url: server.url,
+        metrics: metrics ? metricsAddress : 'off',
+        consent_bank: served ? served.bank.mtlsBase : 'off',
+      },
+      'api listening',
+    );
     ready();
     await waitForAbort(signal);
     services.logger.info('api draining in-flight requests');
     await server.close(config.supervisor.shutdownTimeoutSeconds * 1000);
     await new Promise((resolve) => (metrics ? metrics.close(resolve) : resolve(undefined)));
+    await served?.bank.close();
     await services.consentClients.close();
     await services.db.close();
     services.logger.info('api stopped');
