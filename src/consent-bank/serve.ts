@@ -1,3 +1,4 @@
+import type { Middleware } from 'koa';
 import type { Clock } from '../clock/clock.js';
 import type { Config } from '../config/defaults.js';
 import type { Database } from '../db/database.js';
@@ -54,9 +55,9 @@ export function configuredBankAddress(config: Readonly<Config>): string {
 }
 
 /**
- * Starts the simulated bank when the configuration enables it, or answers null having said why not. Call it
- * before the HTTP app is built (the app mounts `bank.browserMiddleware`), and `registerServedBank` once the
- * app serves: registration reads the bank's discovery document through the appliance's own address.
+ * Starts the simulated bank when the configuration enables it, or answers null having said why not. The app
+ * must serve `bank.browserMiddleware` before `registerServedBank`: registration reads the bank's discovery
+ * document through the appliance's own address.
  */
 export async function serveConsentBank(input: ServeBankInput): Promise<ServedBank | null> {
   const settings = input.config.sandbox.consentBank;
@@ -119,6 +120,31 @@ export async function registerServedBank(
     );
     return null;
   }
+}
+
+/**
+ * The API process's whole part: starts the bank, hands its pages to `mount` (the app is already serving:
+ * the API does not wait the second the bank takes), then registers the appliance. Never throws: whatever
+ * keeps the bank from running is one log line and null, and the API serves on.
+ */
+export async function serveAndRegister(
+  input: ServeBankInput & { secrets: SecretBox },
+  mount: (pages: Middleware) => void,
+): Promise<ConsentBank | null> {
+  let served: ServedBank | null;
+  try {
+    served = await serveConsentBank(input);
+  } catch (error) {
+    input.logger.error(
+      { component: 'consent-bank', err: (error as Error).message },
+      'simulated consent bank off: it failed to start',
+    );
+    return null;
+  }
+  if (!served) return null;
+  mount(served.bank.browserMiddleware);
+  await registerServedBank(served, input);
+  return served.bank;
 }
 
 /**

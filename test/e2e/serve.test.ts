@@ -117,7 +117,11 @@ forEachEngine(t, async (t, engine) => {
       t.equal(anonymous.status, 401, 'and 401 without a key');
       const publishable = await serve.request('GET', '/v1/openapi.json', { key: installed.keys.publishable });
       t.equal(publishable.status, 403, 'and 403 with the publishable key');
-      const bank = await serve.request('GET', '/sandbox/consent-bank/.well-known/openid-configuration');
+      // The bank starts after the API is ready (it takes a second of its own).
+      const bank = await waitFor(async () => {
+        const answer = await serve.request('GET', '/sandbox/consent-bank/.well-known/openid-configuration');
+        return answer.status === 200 ? answer : undefined;
+      }, SLOW_START_MS).then((answer) => answer ?? { status: 404, body: null });
       t.equal(
         bank.status,
         200,

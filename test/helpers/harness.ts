@@ -4,6 +4,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import knexFactory from 'knex';
+import type { Middleware } from 'koa';
 import type { Test } from 'tap';
 import { ManualClock } from '../../src/clock/clock.js';
 import type { Config } from '../../src/config/defaults.js';
@@ -15,7 +16,7 @@ import { buildServices } from '../../src/processes/services.js';
 import { startApiServer, type ApiServer } from '../../src/http/server.js';
 import { listenForApi } from '../../src/http/listener.js';
 import type { ConsentBank } from '../../src/consent-bank/consent-bank.js';
-import { registerServedBank, serveConsentBank, type ServedBank } from '../../src/consent-bank/serve.js';
+import { serveAndRegister } from '../../src/consent-bank/serve.js';
 import { testCaDirectory, writeTestCa } from '../../src/consent-bank/test-ca.js';
 import type { AppServices } from '../../src/api/services.js';
 import type { AnyRoute } from '../../src/api/route.js';
@@ -187,24 +188,27 @@ export async function startTestApp(
     connectors: options.connectors,
   });
   const listener = await listenForApi({ ...config.api, host: '127.0.0.1' });
-  let served: ServedBank | null = null;
+  let bankPages: Middleware | null = null;
+  const server = await startApiServer(services, listener, options.extraRoutes, {
+    consentBank: (ctx, next) => (bankPages ? bankPages(ctx, next) : next()),
+  });
+  let bank: ConsentBank | null = null;
   if (options.consentBank) {
     const { testCa } = await import('./consent-bank.js');
     writeTestCa(testCaDirectory(config.home), await testCa());
-    served = await serveConsentBank({
-      ...services,
-      config,
-      publicBaseUrl: listener.url,
-      port: options.consentBank === true ? 0 : options.consentBank.port,
-    });
+    bank = await serveAndRegister(
+      {
+        ...services,
+        config,
+        publicBaseUrl: listener.url,
+        port: options.consentBank === true ? 0 : options.consentBank.port,
+      },
+      (pages) => (bankPages = pages),
+    );
   }
-  const server = await startApiServer(services, listener, options.extraRoutes, {
-    consentBank: served?.bank.browserMiddleware,
-  });
-  if (served) await registerServedBank(served, { ...services, publicBaseUrl: listener.url });
   t.teardown(async () => {
     await server.close(1000);
-    await served?.bank.close();
+    await bank?.close();
     await services.consentClients.close();
     await db.close();
   });
@@ -216,7 +220,7 @@ export async function startTestApp(
     services,
     db,
     server,
-    consentBank: served?.bank ?? null,
+    consentBank: bank,
     request: (method, path, opts) => request(server.url, method, path, opts),
   };
 }
