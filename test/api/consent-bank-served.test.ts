@@ -2,6 +2,8 @@ import { createServer } from 'node:net';
 import { pino } from 'pino';
 import t from 'tap';
 import { findRegistration } from '../../src/banks/consent/registrations.js';
+import { serveAndRegister } from '../../src/consent-bank/serve.js';
+import { testCaDirectory } from '../../src/consent-bank/test-ca.js';
 import {
   createTenant,
   forEachEngine,
@@ -83,6 +85,29 @@ forEachEngine(t, async (t, engine) => {
       const discovery = await fetch(`${again.url}${DISCOVERY}`);
       t.equal(discovery.status, 200, 'and the bank answers');
     });
+  });
+
+  await t.test('no test CA: one warning naming svc install, nothing served or registered', async (t) => {
+    const lines: { level: number; msg: string }[] = [];
+    const logger = pino({ level: 'info' }, { write: (line: string) => lines.push(JSON.parse(line)) });
+    const app = await startTestApp(t, engine);
+    const bank = await serveAndRegister(
+      { ...app.services, logger, config: app.config, publicBaseUrl: app.url, port: 0 },
+      () => t.fail('nothing is mounted'),
+    );
+    t.equal(bank, null, 'no bank');
+    t.match(
+      lines,
+      [
+        {
+          level: 40,
+          msg: `simulated consent bank off: no test CA in ${testCaDirectory(app.config.home)}; run \`svc install\` (it makes one and keeps everything else)`,
+        },
+      ],
+      'one warning',
+    );
+    t.equal(lines.length, 1, 'and nothing else');
+    t.equal(await findRegistration(app.db.knex, 'bancoabierto', 'test'), undefined, 'nothing registered');
   });
 
   await t.test('a taken port: the API serves without the bank and says why', async (t) => {
