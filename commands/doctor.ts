@@ -5,7 +5,7 @@ import type { DoctorReport } from '../src/doctor/doctor.js';
 export default class Doctor extends BaseCommand {
   static override summary = 'Check the installation and say how to fix each problem found';
   static override description =
-    'Checks Node.js, the configuration, the data directory and its modes, the master key (and that it opens a stored secret), the database and its migrations, the API and metrics ports, the clock against the database server, free disk space and the live-mode bank connectors. Changes nothing and creates nothing; it contacts only what the configuration names. Exits 1 when a check fails, 0 otherwise (warnings included).';
+    'Checks Node.js, the configuration, the data directory and its modes, the master key (and that it opens a stored secret), the database and its migrations, the API and metrics ports, the clock against the database server, free disk space, the live-mode bank connectors and the test CA of the simulated consent bank. Changes nothing and creates nothing; it contacts only what the configuration names. Exits 1 when a check fails, 0 otherwise (warnings included).';
   static override examples = ['<%= config.bin %> doctor', '<%= config.bin %> doctor --json'];
 
   async run(): Promise<DoctorReport> {

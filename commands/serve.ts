@@ -95,7 +95,7 @@ export default class Serve extends BaseCommand {
 
 /**
  * What `svc serve` runs, for the person at the terminal, with the database password masked:
- * `svc serve: API on http://127.0.0.1:8080, console http://127.0.0.1:8080/console; roles api, scheduler, dispatcher; data /root/.svc; database sqlite /root/.svc/svc.db. Ctrl-C stops it.`
+ * `svc serve: API on http://127.0.0.1:8080, console http://127.0.0.1:8080/console, simulated consent bank https://127.0.0.1:8443; roles api, scheduler, dispatcher; data /root/.svc; database sqlite /root/.svc/svc.db. Ctrl-C stops it.`
  */
 function runningLine(config: Readonly<Config>, roles: readonly RoleName[]): string {
   const database = config.databaseUrl.startsWith('sqlite')
@@ -103,10 +103,15 @@ function runningLine(config: Readonly<Config>, roles: readonly RoleName[]): stri
     : maskUrl(config.databaseUrl);
   const host = config.api.host.includes(':') ? `[${config.api.host}]` : config.api.host;
   const address = `http://${host}:${config.api.port}`;
-  const what = !roles.includes('api')
-    ? 'no API in this process'
-    : config.console.enabled
-      ? `API on ${address}, console ${address}/console`
-      : `API on ${address}`;
+  const bank = config.sandbox.consentBank;
+  const listeners = [
+    `API on ${address}`,
+    ...(config.console.enabled ? [`console ${address}/console`] : []),
+    // Its mTLS face; its pages are under the API's address. A taken port turns it off (the log says so).
+    ...(bank.enabled
+      ? [`simulated consent bank ${bank.port === 0 ? 'on a free port' : `https://${bank.host}:${bank.port}`}`]
+      : []),
+  ];
+  const what = roles.includes('api') ? listeners.join(', ') : 'no API in this process';
   return `svc serve: ${what}; roles ${roles.join(', ')}; data ${config.home}; database ${database}. Ctrl-C stops it.`;
 }

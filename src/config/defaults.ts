@@ -94,6 +94,8 @@ export function defaultConfig(home: string): Config {
       disableAfterFailingDays: 3,
     },
     banks: { connectors: {} },
+    // The simulated consent bank (src/consent-bank/): 8443 is HTTPS's usual alternate port; loopback only.
+    sandbox: { consentBank: { enabled: true, host: '127.0.0.1', port: 8443 } },
     widget: {
       name: 'Bank Connect',
       primaryColour: '#1f5eff',

@@ -136,6 +136,9 @@ function mergeInto(
   }
 }
 
+/** Where the simulated consent bank may listen: its server certificate names these (consent-bank/test-ca.ts). */
+const LOOPBACK_NAMES = ['127.0.0.1', 'localhost'];
+
 const ajv = new Ajv({ allErrors: false, strict: true, useDefaults: true });
 const validateSchema = ajv.compile(configSchema);
 
@@ -146,6 +149,13 @@ function validate(config: Record<string, unknown>, sources: Map<string, Source>)
       const from = sources.get('dispatcher.retryScheduleSeconds');
       throw new ConfigError(
         `Invalid configuration: dispatcher.retryScheduleSeconds must start with 0 (the first attempt is immediate)${from ? ` (set by ${from.name})` : ''}.`,
+      );
+    }
+    const bankHost = (config as unknown as Config).sandbox.consentBank.host;
+    if (!LOOPBACK_NAMES.includes(bankHost)) {
+      const from = sources.get('sandbox.consentBank.host');
+      throw new ConfigError(
+        `Invalid configuration: sandbox.consentBank.host must be ${LOOPBACK_NAMES.join(' or ')}, got "${bankHost}"${from ? ` (set by ${from.name})` : ''}: the simulated bank serves loopback only, as its sandbox users share one password and its certificate names only those hosts.`,
       );
     }
     return;

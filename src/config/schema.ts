@@ -522,6 +522,35 @@ export const configSchema = {
         },
       },
     },
+    /** Test mode's own banks (docs/open-finance.md, "How test mode works"). */
+    sandbox: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        consentBank: {
+          type: 'object',
+          additionalProperties: false,
+          properties: {
+            enabled: {
+              type: 'boolean',
+              description:
+                "The API process serves the simulated consent bank `bancoabierto` (test mode; docs/open-finance.md): its pages under `/sandbox/consent-bank` on the API's address, its mTLS endpoints on `sandbox.consentBank.port`",
+            },
+            host: {
+              type: 'string',
+              minLength: 1,
+              description:
+                "Listen address of the simulated bank's mTLS endpoints: loopback only, `127.0.0.1` or `localhost` (the names its certificate carries)",
+            },
+            port: {
+              ...port,
+              description:
+                "Port of the simulated bank's mTLS endpoints; `0` picks a free one. Taken: the API runs without the bank, with a warning",
+            },
+          },
+        },
+      },
+    },
   },
 } as const;
 

@@ -200,14 +200,24 @@ export function testCaDirectory(home: string): string {
   return join(home, 'consent-bank');
 }
 
+/** Whether `directory` holds a whole set (`ensureTestCa` writes its secret last). */
+export function hasTestCa(directory: string): boolean {
+  return existsSync(join(directory, FILES.stateSecret));
+}
+
 /**
  * Makes the CA material in `directory` unless it is there already (install runs again on upgrades; a new CA
  * would orphan the client registered with the old one). Private keys are written 0600 in a 0700 directory,
  * like the master key file; each file is written whole then renamed, so a crash leaves no half key.
  */
 export async function ensureTestCa(directory: string, now: number): Promise<{ created: boolean }> {
-  if (existsSync(join(directory, FILES.stateSecret))) return { created: false };
-  const material = await makeTestCa(now);
+  if (hasTestCa(directory)) return { created: false };
+  writeTestCa(directory, await makeTestCa(now));
+  return { created: true };
+}
+
+/** Writes `material` as `ensureTestCa` does (tests write one CA made once into each data directory). */
+export function writeTestCa(directory: string, material: TestCaMaterial): void {
   mkdirSync(directory, { recursive: true, mode: 0o700 });
   chmodSync(directory, 0o700);
   const contents: Record<string, string> = {
@@ -223,7 +233,6 @@ export async function ensureTestCa(directory: string, now: number): Promise<{ cr
   for (const [name, text] of Object.entries(contents)) writeWhole(join(directory, name), text);
   // The secret last: its presence says the set is complete.
   writeWhole(join(directory, FILES.stateSecret), material.stateSecret + '\n');
-  return { created: true };
 }
 
 function writeWhole(path: string, text: string): void {

@@ -401,6 +401,48 @@ export function checkConsentClients(clients: ConsentClientFacts[]): CheckResult[
   });
 }
 
+export interface SimulatedBankFacts {
+  enabled: boolean;
+  /** `<home>/consent-bank/`, where `svc install` makes the test CA. */
+  directory: string;
+  /** The CA material: missing, unreadable (why), or the dates of its certificates by file. */
+  material:
+    | { kind: 'missing' }
+    | { kind: 'unreadable'; reason: string }
+    | { kind: 'ok'; certificates: { file: string; notBefore: number; notAfter: number }[] };
+  now: number;
+}
+
+/**
+ * The simulated consent bank of test mode (`sandbox.consentBank`). The API serves on without it, so a
+ * missing CA is a warning; certificates out of date are a failure, since the bank would start and then
+ * refuse every TLS handshake (its certificates last 2 years, the CA 10).
+ */
+export function checkSimulatedBank(facts: SimulatedBankFacts): CheckResult {
+  const name = 'consent-bank';
+  if (!facts.enabled) return ok(name, 'sandbox.consentBank.enabled is false: not served');
+  const renew = `Move ${facts.directory} aside and run \`svc install\`: it makes a new test CA (the appliance registers with the bank again at its next start; test-mode consent links made before must be linked again).`;
+  if (facts.material.kind === 'missing')
+    return warn(
+      name,
+      `no test CA in ${facts.directory}: svc serve runs without the simulated bank`,
+      'Run `svc install` (it makes the test CA and keeps everything else), then restart svc serve.',
+    );
+  if (facts.material.kind === 'unreadable')
+    return fail(name, `the test CA in ${facts.directory} cannot be read (${facts.material.reason})`, renew);
+  const day = (at: number) => new Date(at).toISOString().slice(0, 10);
+  const early = facts.material.certificates.find((c) => c.notBefore > facts.now);
+  if (early) return fail(name, `${early.file} is valid only from ${day(early.notBefore)}`, renew);
+  const expired = facts.material.certificates.find((c) => c.notAfter <= facts.now);
+  if (expired)
+    return fail(name, `${expired.file} expired on ${day(expired.notAfter)}: the bank's TLS fails`, renew);
+  const first = facts.material.certificates.reduce((a, b) => (b.notAfter < a.notAfter ? b : a));
+  const days = Math.floor((first.notAfter - facts.now) / 86_400_000);
+  if (days < CERTIFICATE_WARN_DAYS)
+    return warn(name, `${first.file} ends on ${day(first.notAfter)}, in ${days} days`, renew);
+  return ok(name, `test CA in ${facts.directory}; its certificates are valid until ${day(first.notAfter)}`);
+}
+
 export interface RetentionFacts {
   eventsDays: number;
   jobsDays: number;

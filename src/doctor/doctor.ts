@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { BANK_IDS } from '../banks/institutions.js';
+import { BANK_IDS, CONSENT_SANDBOX_BANK_ID } from '../banks/institutions.js';
+import { testCaDirectory } from '../consent-bank/test-ca.js';
 import type { Config } from '../config/defaults.js';
 import { CONFIG_FILE, maskUrl } from '../config/load-config.js';
 import { engineOf, openDatabase, sqlitePath, type Database } from '../db/database.js';
@@ -24,6 +25,7 @@ import {
   checkPort,
   checkRetention,
   checkSchema,
+  checkSimulatedBank,
   hasFailure,
   type CheckResult,
   type ConnectorFacts,
@@ -39,6 +41,7 @@ import {
   probeMasterKeyFile,
   probePort,
   probeTcp,
+  probeTestCa,
   trySealedValue,
 } from './probes.js';
 
@@ -123,6 +126,15 @@ export async function runDoctor(
     checks.push(checkDisk(probeDisk(existsSync(config.home) ? config.home : '/')));
     checks.push(checkRetention(config.retention));
     checks.push(...checkConnectors(await connectorFacts(config)));
+    const bankDirectory = testCaDirectory(config.home);
+    checks.push(
+      checkSimulatedBank({
+        enabled: config.sandbox.consentBank.enabled,
+        directory: bankDirectory,
+        material: config.sandbox.consentBank.enabled ? probeTestCa(bankDirectory) : { kind: 'missing' },
+        now: Date.now(),
+      }),
+    );
     if (usable) checks.push(...checkConsentClients(await consentClientFacts(usable, config)));
   } finally {
     await db?.close();
@@ -209,7 +221,11 @@ export function configFailureReport(
 
 /** Each consent client registration: its certificate and sealed key as stored, and the bank's discovery. */
 async function consentClientFacts(db: Database, config: Readonly<Config>): Promise<ConsentClientFacts[]> {
-  const rows = await listRegistrations(db.reader);
+  // The appliance's own registration with the simulated bank is svc serve's (its discovery answers only
+  // while serve runs): the simulated bank's check covers it.
+  const rows = (await listRegistrations(db.reader)).filter(
+    (row) => !(row.bank_id === CONSENT_SANDBOX_BANK_ID && row.mode === 'test'),
+  );
   if (rows.length === 0) return [];
   let box: SecretBox | null = null;
   try {

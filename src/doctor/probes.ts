@@ -5,7 +5,9 @@ import { join } from 'node:path';
 import type { Database } from '../db/database.js';
 import { SEALED_TABLES } from '../secrets/sealed-columns.js';
 import type { SecretBox } from '../secrets/secret-box.js';
-import type { DataDirFacts, DiskFacts, MasterKeyFacts, PortFacts } from './checks.js';
+import { X509Certificate } from 'node:crypto';
+import { hasTestCa, readTestCa } from '../consent-bank/test-ca.js';
+import type { DataDirFacts, DiskFacts, MasterKeyFacts, PortFacts, SimulatedBankFacts } from './checks.js';
 
 /**
  * The I/O behind `svc doctor`'s checks: each probe looks, changes nothing, and turns what it met into the
@@ -171,5 +173,34 @@ export async function probeDiscovery(registration: {
     return { kind: 'failed', reason: (error as Error).message };
   } finally {
     await agent.close();
+  }
+}
+
+/** The simulated bank's test CA in `directory`: whether it is whole, and the dates of its certificates. */
+export function probeTestCa(directory: string): SimulatedBankFacts['material'] {
+  if (!hasTestCa(directory)) return { kind: 'missing' };
+  try {
+    const material = readTestCa(directory);
+    const dates = (file: string, pem: string) => {
+      const certificate = new X509Certificate(pem);
+      return {
+        file,
+        notBefore: Date.parse(certificate.validFrom),
+        notAfter: Date.parse(certificate.validTo),
+      };
+    };
+    return {
+      kind: 'ok',
+      certificates: [
+        dates('ca.pem', material.caCert),
+        dates('server.pem', material.server.cert),
+        dates('client.pem', material.client.cert),
+      ],
+    };
+  } catch (error) {
+    return {
+      kind: 'unreadable',
+      reason: (error as NodeJS.ErrnoException).code ?? 'a certificate does not parse',
+    };
   }
 }

@@ -1,3 +1,4 @@
+import type { Middleware } from 'koa';
 import type { Config } from '../config/defaults.js';
 import { flushLogger } from '../logging/logger.js';
 
@@ -44,7 +45,11 @@ const api: Role = {
     const services = await openServices(config, 'api');
     const { startApiServer } = await import('../http/server.js');
     const { startMetricsServer } = await import('../metrics/metrics.js');
-    const server = await startApiServer(services, listener);
+    // The simulated consent bank's pages once it runs (below); until then, and without it, their paths 404.
+    let bankPages: Middleware | null = null;
+    const server = await startApiServer(services, listener, [], {
+      consentBank: (ctx, next) => (bankPages ? bankPages(ctx, next) : next()),
+    });
     const metricsAddress = `${config.metrics.host}:${config.metrics.port}`;
     // Metrics are an aid, the API is the product: a taken metrics port turns metrics off, with the reason,
     // rather than crash-looping the API until `svc serve` gives up.
@@ -60,12 +65,34 @@ const api: Role = {
             },
           )
         : null;
-    services.logger.info({ url: server.url, metrics: metrics ? metricsAddress : 'off' }, 'api listening');
+    services.logger.info(
+      {
+        url: server.url,
+        metrics: metrics ? metricsAddress : 'off',
+      },
+      'api listening',
+    );
     ready();
+    // After `ready`: loading and starting the bank takes about a second (its modules 0.7 s), which a
+    // restarted API need not wait for. It logs `consent bank started` with its addresses, or why it is off.
+    const consentBank = config.sandbox.consentBank.enabled
+      ? import('../consent-bank/serve.js')
+          .then(({ bankPublicBase, serveAndRegister }) =>
+            serveAndRegister(
+              { ...services, config, publicBaseUrl: bankPublicBase(config, listener.url) },
+              (pages) => (bankPages = pages),
+            ),
+          )
+          .catch((error: Error) => {
+            services.logger.error({ err: error.message }, 'simulated consent bank off: it failed to load');
+            return null;
+          })
+      : Promise.resolve(null);
     await waitForAbort(signal);
     services.logger.info('api draining in-flight requests');
     await server.close(config.supervisor.shutdownTimeoutSeconds * 1000);
     await new Promise((resolve) => (metrics ? metrics.close(resolve) : resolve(undefined)));
+    await (await consentBank)?.close();
     await services.consentClients.close();
     await services.db.close();
     services.logger.info('api stopped');

@@ -117,6 +117,26 @@ forEachEngine(t, async (t, engine) => {
       t.equal(anonymous.status, 401, 'and 401 without a key');
       const publishable = await serve.request('GET', '/v1/openapi.json', { key: installed.keys.publishable });
       t.equal(publishable.status, 403, 'and 403 with the publishable key');
+      // The bank starts after the API is ready (it takes a second of its own).
+      const bank = await waitFor(async () => {
+        const answer = await serve.request('GET', '/sandbox/consent-bank/.well-known/openid-configuration');
+        return answer.status === 200 ? answer : undefined;
+      }, SLOW_START_MS).then((answer) => answer ?? { status: 404, body: null });
+      t.equal(
+        bank.status,
+        200,
+        'the simulated consent bank answers on the API address (svc install made its CA)',
+      );
+      t.match(
+        bank.body,
+        {
+          issuer: `${serve.url}/sandbox/consent-bank`,
+          mtls_endpoint_aliases: {
+            token_endpoint: /^https:\/\/127\.0\.0\.1:\d+\/sandbox\/consent-bank\/token$/,
+          },
+        },
+        'its machine face on its own loopback port',
+      );
     });
 
     await t.test('svc status --json shows the processes, the database and the queues', async (t) => {
@@ -209,10 +229,15 @@ forEachEngine(t, async (t, engine) => {
       const squatter = createServer();
       await new Promise<void>((resolve) => squatter.listen(metricsPort, '127.0.0.1', resolve));
       t.teardown(() => new Promise<void>((resolve) => squatter.close(() => resolve())));
+      // Another serve (or anything) holding the simulated bank's port: the API serves on without the bank.
+      const bankPort = await freePort();
+      const bankSquatter = createServer();
+      await new Promise<void>((resolve) => bankSquatter.listen(bankPort, '127.0.0.1', resolve));
+      t.teardown(() => new Promise<void>((resolve) => bankSquatter.close(() => resolve())));
       const serve = await startServe(t, {
         home,
         args: ['--roles', 'api'],
-        env: { SVC_METRICS_PORT: String(metricsPort) },
+        env: { SVC_METRICS_PORT: String(metricsPort), SVC_SANDBOX_CONSENT_BANK_PORT: String(bankPort) },
       });
 
       await t.test('it starts only the api, which serves', async (t) => {
@@ -253,6 +278,32 @@ forEachEngine(t, async (t, engine) => {
           t.match(api, { status: 'running', restarts: 0 }, 'the api was never restarted');
         },
       );
+
+      await t.test('a taken simulated bank port turns the bank off; the API serves on', async (t) => {
+        const said = await waitFor(
+          async () =>
+            serve
+              .stdout()
+              .split('\n')
+              .find((line) => line.includes('simulated consent bank off')),
+          SLOW_START_MS,
+        );
+        t.match(
+          JSON.parse(said ?? '{}'),
+          {
+            msg: new RegExp(
+              `simulated consent bank off: cannot listen on 127\\.0\\.0\\.1:${bankPort} \\(EADDRINUSE\\).*SVC_SANDBOX_CONSENT_BANK_PORT`,
+            ),
+          },
+          'the log says why the bank is off and what to set',
+        );
+        const discovery = await serve.request(
+          'GET',
+          '/sandbox/consent-bank/.well-known/openid-configuration',
+        );
+        t.equal(discovery.status, 404, 'its pages are not served');
+        t.match(supervisedChildren(home, serve).get('api'), { status: 'running', restarts: 0 });
+      });
 
       await t.test('a second svc serve of the same home on the same port names the first', async (t) => {
         const second = await runCli(['serve', '--port', String(serve.port)], {
@@ -331,11 +382,16 @@ forEachEngine(t, async (t, engine) => {
     { skip: hasScript ? false : 'needs `script` (util-linux) for a pseudo-terminal' },
     async (t) => {
       const port = await freePort();
+      const bankPort = await freePort();
       // `script` (util-linux) runs serve on a pseudo-terminal, as a person's shell would.
       const tty = spawnOwned(
         'script',
         ['-qec', `${process.execPath} ${CLI_ENTRY} serve --port ${port}`, '/dev/null'],
-        { cwd: REPO_ROOT, env: cliEnv(home, { SVC_METRICS_PORT: '0' }), stdio: ['ignore', 'pipe', 'pipe'] },
+        {
+          cwd: REPO_ROOT,
+          env: cliEnv(home, { SVC_METRICS_PORT: '0', SVC_SANDBOX_CONSENT_BANK_PORT: String(bankPort) }),
+          stdio: ['ignore', 'pipe', 'pipe'],
+        },
         t,
       );
       let screen = '';
@@ -357,7 +413,7 @@ forEachEngine(t, async (t, engine) => {
       const database = engine === 'sqlite' ? `sqlite ${join(home, 'svc.db')}` : maskUrl(url);
       t.equal(
         line,
-        `svc serve: API on http://127.0.0.1:${port}, console http://127.0.0.1:${port}/console; roles api, scheduler, dispatcher; data ${home}; database ${database}. Ctrl-C stops it.`,
+        `svc serve: API on http://127.0.0.1:${port}, console http://127.0.0.1:${port}/console, simulated consent bank https://127.0.0.1:${bankPort}; roles api, scheduler, dispatcher; data ${home}; database ${database}. Ctrl-C stops it.`,
         'one line says it all',
       );
       const door = await fetch(`http://127.0.0.1:${port}/`, { redirect: 'manual' });

@@ -202,12 +202,15 @@ export interface ServeProcess {
 export async function startServe(t: Test, options: ServeOptions): Promise<ServeProcess> {
   const port = options.port ?? (await freePort());
   const metricsPort = await freePort();
+  // The simulated consent bank's own port too, so that tests side by side do not share 8443.
+  const consentBankPort = await freePort();
   const child = spawnCli(
     ['serve', '--port', String(port), ...(options.args ?? [])],
     {
       ...options,
       env: {
         SVC_METRICS_PORT: String(metricsPort),
+        SVC_SANDBOX_CONSENT_BANK_PORT: String(consentBankPort),
         SVC_SUPERVISOR_SHUTDOWN_TIMEOUT_SECONDS: '5',
         ...options.env,
       },

@@ -4,6 +4,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import knexFactory from 'knex';
+import type { Middleware } from 'koa';
 import type { Test } from 'tap';
 import { ManualClock } from '../../src/clock/clock.js';
 import type { Config } from '../../src/config/defaults.js';
@@ -13,6 +14,10 @@ import { migrateUp } from '../../src/db/migrations.js';
 import { silentLogger, type Logger } from '../../src/logging/logger.js';
 import { buildServices } from '../../src/processes/services.js';
 import { startApiServer, type ApiServer } from '../../src/http/server.js';
+import { listenForApi } from '../../src/http/listener.js';
+import type { ConsentBank } from '../../src/consent-bank/consent-bank.js';
+import { serveAndRegister } from '../../src/consent-bank/serve.js';
+import { testCaDirectory, writeTestCa } from '../../src/consent-bank/test-ca.js';
 import type { AppServices } from '../../src/api/services.js';
 import type { AnyRoute } from '../../src/api/route.js';
 import { SecretBox } from '../../src/secrets/secret-box.js';
@@ -106,6 +111,8 @@ export interface TestApp {
   services: AppServices;
   db: Database;
   server: ApiServer;
+  /** The simulated consent bank this app serves (`consentBank` option), else null. */
+  consentBank: ConsentBank | null;
   request(method: string, path: string, options?: RequestOptions): Promise<TestResponse>;
 }
 
@@ -159,13 +166,20 @@ export async function startTestApp(
     connectors?: ConnectorResolver;
     /** Instead of a silent one: to read what the app logs. */
     logger?: Logger;
+    /**
+     * Serve the simulated consent bank as the API process does (the suite's test CA written into the data
+     * directory, the appliance registered with it), on a free port unless one is given. Off by default: it
+     * costs a listener and a registration. The clock then starts at the real time (the CA's certificates are
+     * made now) unless the test gives one.
+     */
+    consentBank?: boolean | { port: number };
   } = {},
 ): Promise<TestApp> {
   const database = options.database ?? (await freshDatabase(t, engine));
   const config = testConfig(database, options.config);
   const db = openDatabase({ url: config.databaseUrl });
   await migrateUp(db);
-  const clock = options.clock ?? new ManualClock(TEST_EPOCH);
+  const clock = options.clock ?? new ManualClock(options.consentBank ? Date.now() : TEST_EPOCH);
   const services = buildServices(config, 'api', {
     db,
     clock,
@@ -173,9 +187,28 @@ export async function startTestApp(
     secrets: new SecretBox({ id: 'mk_test', key: randomBytes(32) }),
     connectors: options.connectors,
   });
-  const server = await startApiServer(services, { host: '127.0.0.1', port: 0 }, options.extraRoutes);
+  const listener = await listenForApi({ ...config.api, host: '127.0.0.1' });
+  let bankPages: Middleware | null = null;
+  const server = await startApiServer(services, listener, options.extraRoutes, {
+    consentBank: (ctx, next) => (bankPages ? bankPages(ctx, next) : next()),
+  });
+  let bank: ConsentBank | null = null;
+  if (options.consentBank) {
+    const { testCa } = await import('./consent-bank.js');
+    writeTestCa(testCaDirectory(config.home), await testCa());
+    bank = await serveAndRegister(
+      {
+        ...services,
+        config,
+        publicBaseUrl: listener.url,
+        port: options.consentBank === true ? 0 : options.consentBank.port,
+      },
+      (pages) => (bankPages = pages),
+    );
+  }
   t.teardown(async () => {
     await server.close(1000);
+    await bank?.close();
     await services.consentClients.close();
     await db.close();
   });
@@ -187,6 +220,7 @@ export async function startTestApp(
     services,
     db,
     server,
+    consentBank: bank,
     request: (method, path, opts) => request(server.url, method, path, opts),
   };
 }

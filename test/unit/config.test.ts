@@ -250,3 +250,33 @@ t.test(
     );
   },
 );
+
+t.test('the simulated consent bank: on, loopback 8443 by default; any other host refused', async (t) => {
+  const home = tempHome(t);
+  t.same(loadConfig({ home, env: {} }).sandbox.consentBank, { enabled: true, host: '127.0.0.1', port: 8443 });
+  const set = loadConfig({
+    home,
+    env: {
+      SVC_SANDBOX_CONSENT_BANK_ENABLED: 'false',
+      SVC_SANDBOX_CONSENT_BANK_HOST: 'localhost',
+      SVC_SANDBOX_CONSENT_BANK_PORT: '0',
+    },
+  });
+  t.same(set.sandbox.consentBank, { enabled: false, host: 'localhost', port: 0 }, 'each from its variable');
+  t.throws(
+    () => loadConfig({ home, env: { SVC_SANDBOX_CONSENT_BANK_HOST: '0.0.0.0' } }),
+    new ConfigError(
+      'Invalid configuration: sandbox.consentBank.host must be 127.0.0.1 or localhost, got "0.0.0.0" (set by SVC_SANDBOX_CONSENT_BANK_HOST): the simulated bank serves loopback only, as its sandbox users share one password and its certificate names only those hosts.',
+    ),
+    'a public address is refused, naming the variable',
+  );
+  const fromFile = tempHome(t, { sandbox: { consentBank: { host: '192.168.1.5' } } });
+  t.throws(
+    () => loadConfig({ home: fromFile, env: {} }),
+    /sandbox\.consentBank\.host must be 127\.0\.0\.1 or localhost, got "192\.168\.1\.5" \(set by .*config\.json\)/,
+  );
+  t.throws(
+    () => loadConfig({ home, env: { SVC_SANDBOX_CONSENT_BANK_PORT: '70000' } }),
+    /sandbox\.consentBank\.port must be <= 65535/,
+  );
+});

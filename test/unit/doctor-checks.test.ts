@@ -3,6 +3,7 @@ import {
   checkClock,
   checkConnectors,
   checkConsentClients,
+  checkSimulatedBank,
   checkDataDir,
   checkDisk,
   checkMasterKey,
@@ -195,3 +196,51 @@ t.test('a consent client: its certificate, key and bank, with the fix to registe
   }
   t.same(checkConsentClients([]), [], 'no registration, no line');
 });
+
+t.test(
+  'the simulated consent bank: its test CA is there and in date, or the fix that makes one',
+  async (t) => {
+    const DAY = 86_400_000;
+    const now = Date.UTC(2026, 10, 28);
+    const directory = '/srv/svc/consent-bank';
+    const dates = (notAfter: number) => [
+      { file: 'ca.pem', notBefore: now - DAY, notAfter: now + 3650 * DAY },
+      { file: 'server.pem', notBefore: now - DAY, notAfter },
+      { file: 'client.pem', notBefore: now - DAY, notAfter: now + 730 * DAY },
+    ];
+    const facts = {
+      enabled: true,
+      directory,
+      now,
+      material: { kind: 'ok' as const, certificates: dates(now + 700 * DAY) },
+    };
+    t.match(checkSimulatedBank(facts), {
+      check: 'consent-bank',
+      status: 'ok',
+      detail: `test CA in ${directory}; its certificates are valid until 2028-10-28`,
+      fix: null,
+    });
+    t.match(checkSimulatedBank({ ...facts, enabled: false, material: { kind: 'missing' } }), {
+      status: 'ok',
+      detail: /enabled is false: not served/,
+    });
+    t.match(checkSimulatedBank({ ...facts, material: { kind: 'missing' } }), {
+      status: 'warn',
+      detail: `no test CA in ${directory}: svc serve runs without the simulated bank`,
+      fix: /Run `svc install`/,
+    });
+    t.match(checkSimulatedBank({ ...facts, material: { kind: 'ok', certificates: dates(now + 12 * DAY) } }), {
+      status: 'warn',
+      detail: 'server.pem ends on 2026-12-10, in 12 days',
+      fix: new RegExp(`Move ${directory} aside and run \`svc install\``),
+    });
+    t.match(checkSimulatedBank({ ...facts, material: { kind: 'ok', certificates: dates(now - DAY) } }), {
+      status: 'fail',
+      detail: "server.pem expired on 2026-11-27: the bank's TLS fails",
+    });
+    t.match(checkSimulatedBank({ ...facts, material: { kind: 'unreadable', reason: 'EACCES' } }), {
+      status: 'fail',
+      detail: /cannot be read \(EACCES\)/,
+    });
+  },
+);

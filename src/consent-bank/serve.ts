@@ -1,0 +1,156 @@
+import type { Middleware } from 'koa';
+import type { Clock } from '../clock/clock.js';
+import type { Config } from '../config/defaults.js';
+import type { Database } from '../db/database.js';
+import type { Logger } from '../logging/logger.js';
+import type { SecretBox } from '../secrets/secret-box.js';
+import { CONSENT_BANK_PATH, startConsentBank, type ConsentBank } from './consent-bank.js';
+import type { ConsentBankFaults } from './faults.js';
+import { registerWithSimulatedBank } from './self-registration.js';
+import { hasTestCa, readTestCa, testCaDirectory, type TestCaMaterial } from './test-ca.js';
+
+/*
+ * The simulated bank as the API process serves it (docs/open-finance.md, "How test mode works"). It is an aid
+ * for test mode, the API is the product: a missing test CA or a taken port turns the bank off with one
+ * warning that says what to do, as a taken metrics port does, rather than crash-looping the API.
+ */
+
+/** Where the end user comes back from the bank's page (the widget's consent callback). */
+export const CONSENT_CALLBACK_PATH = '/widget/consent/callback';
+
+export interface ServeBankInput {
+  config: Readonly<Config>;
+  db: Database;
+  clock: Clock;
+  logger: Logger;
+  /** The appliance's public base URL, as a browser reaches it: the bank's issuer lives under it. */
+  publicBaseUrl: string;
+  /** Tests: a port other than the configured one (0 picks a free one). */
+  port?: number;
+  faults?: ConsentBankFaults;
+}
+
+export interface ServedBank {
+  bank: ConsentBank;
+  ca: TestCaMaterial;
+}
+
+/** The test CA of `home`, or why there is none (a sentence naming `svc install`). */
+export function loadServedCa(home: string): TestCaMaterial | string {
+  const directory = testCaDirectory(home);
+  if (!hasTestCa(directory))
+    return `no test CA in ${directory}; run \`svc install\` (it makes one and keeps everything else)`;
+  try {
+    return readTestCa(directory);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
+    return `cannot read the test CA in ${directory} (${code}); run \`svc install\` again`;
+  }
+}
+
+/** The bank's mTLS address as configured, `https://127.0.0.1:8443`, for start-up lines. */
+export function configuredBankAddress(config: Readonly<Config>): string {
+  const { host, port } = config.sandbox.consentBank;
+  return `https://${host}:${port}${CONSENT_BANK_PATH}`;
+}
+
+/**
+ * Starts the simulated bank when the configuration enables it, or answers null having said why not. The app
+ * must serve `bank.browserMiddleware` before `registerServedBank`: registration reads the bank's discovery
+ * document through the appliance's own address.
+ */
+export async function serveConsentBank(input: ServeBankInput): Promise<ServedBank | null> {
+  const settings = input.config.sandbox.consentBank;
+  if (!settings.enabled) return null;
+  const log = input.logger.child({ component: 'consent-bank' });
+  const ca = loadServedCa(input.config.home);
+  if (typeof ca === 'string') {
+    log.warn(`simulated consent bank off: ${ca}`);
+    return null;
+  }
+  const port = input.port ?? settings.port;
+  const address = `${settings.host}:${port}`;
+  try {
+    const bank = await startConsentBank({
+      db: input.db,
+      ca,
+      clock: input.clock,
+      logger: input.logger,
+      publicBaseUrl: input.publicBaseUrl,
+      host: settings.host,
+      port,
+      faults: input.faults,
+    });
+    return { bank, ca };
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code !== 'EADDRINUSE' && code !== 'EACCES' && code !== 'EADDRNOTAVAIL') throw error;
+    // Several API processes or `svc serve` instances on one machine: only one holds the port.
+    log.warn(
+      { consent_bank: address },
+      `simulated consent bank off: cannot listen on ${address} (${code}); another svc serve may hold it, or set sandbox.consentBank.port (SVC_SANDBOX_CONSENT_BANK_PORT) to a free port, or 0`,
+    );
+    return null;
+  }
+}
+
+/**
+ * Registers the appliance with the bank it serves (once; again only when an address or the certificate
+ * changed). A failure is logged and leaves the bank running: the next start tries again.
+ */
+export async function registerServedBank(
+  served: ServedBank,
+  input: { db: Database; secrets: SecretBox; clock: Clock; logger: Logger; publicBaseUrl: string },
+): Promise<string | null> {
+  const redirectUri = `${input.publicBaseUrl.replace(/\/$/, '')}${CONSENT_CALLBACK_PATH}`;
+  try {
+    const row = await registerWithSimulatedBank({
+      db: input.db,
+      secrets: input.secrets,
+      bank: served.bank,
+      ca: served.ca,
+      redirectUri,
+      now: input.clock.now(),
+    });
+    return row.id;
+  } catch (error) {
+    input.logger.warn(
+      { component: 'consent-bank', err: (error as Error).message },
+      'simulated consent bank: the appliance could not register with it; test mode cannot link bancoabierto until the next start',
+    );
+    return null;
+  }
+}
+
+/**
+ * The API process's whole part: starts the bank, hands its pages to `mount` (the app is already serving:
+ * the API does not wait the second the bank takes), then registers the appliance. Never throws: whatever
+ * keeps the bank from running is one log line and null, and the API serves on.
+ */
+export async function serveAndRegister(
+  input: ServeBankInput & { secrets: SecretBox },
+  mount: (pages: Middleware) => void,
+): Promise<ConsentBank | null> {
+  let served: ServedBank | null;
+  try {
+    served = await serveConsentBank(input);
+  } catch (error) {
+    input.logger.error(
+      { component: 'consent-bank', err: (error as Error).message },
+      'simulated consent bank off: it failed to start',
+    );
+    return null;
+  }
+  if (!served) return null;
+  mount(served.bank.browserMiddleware);
+  await registerServedBank(served, input);
+  return served.bank;
+}
+
+/**
+ * The base URL the bank's issuer lives under: the configured one, unless the API was asked for any free port
+ * (`api.port` 0), when only the listener knows it.
+ */
+export function bankPublicBase(config: Readonly<Config>, listenerUrl: string): string {
+  return new URL(config.api.baseUrl).port === '0' ? listenerUrl : config.api.baseUrl;
+}
