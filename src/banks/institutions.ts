@@ -1,3 +1,4 @@
+import { CONSENT_COVERAGES, type ConsentCoverage } from './consent/authorization-details.js';
 import type { HolderType } from './connector.js';
 
 export type Product = 'movements' | 'income' | 'backfill';
@@ -9,15 +10,6 @@ export const PRODUCTS: readonly Product[] = ['movements', 'income', 'backfill'];
  * a grant and its tokens, never a password (docs/open-finance.md).
  */
 export type ConnectionMethod = 'credentials' | 'consent';
-
-/** What a consent may cover, in the end user's terms (the widget's consent screen words each one). */
-export type ConsentCoverage = 'accounts' | 'balances' | 'movements' | 'credit_cards';
-export const CONSENT_COVERAGES: readonly ConsentCoverage[] = [
-  'accounts',
-  'balances',
-  'movements',
-  'credit_cards',
-];
 
 /**
  * The standards a consent bank speaks. `security` names the authorisation profile (`fapi2-cl`: FAPI 2.0

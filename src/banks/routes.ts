@@ -1,8 +1,8 @@
+import { CONSENT_COVERAGES } from './consent/authorization-details.js';
 import { defineListRoute } from '../api/list-route.js';
 import type { JsonSchema } from '../api/route.js';
 import { bankHealth } from './health.js';
 import {
-  CONSENT_COVERAGES,
   CHILE_DRAFT_PROFILE,
   INSTITUTIONS,
   PRODUCTS,

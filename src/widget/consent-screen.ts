@@ -1,5 +1,5 @@
 import { coverageOf, validUntil, type AuthorizationDetail } from '../banks/consent/authorization-details.js';
-import type { ConsentCoverage } from '../banks/institutions.js';
+import type { ConsentCoverage } from '../banks/consent/authorization-details.js';
 import { html, type Html } from '../html/html.js';
 import type { Locale } from './messages.js';
 

@@ -1,5 +1,4 @@
 import { Ajv } from 'ajv';
-import type { ConsentCoverage } from '../institutions.js';
 
 /*
  * Rich Authorization Requests (RFC 9396) as the CMF's draft annex uses them: one `Accounts` entry whose
@@ -7,6 +6,15 @@ import type { ConsentCoverage } from '../institutions.js';
  * keeps what the bank says was authorised on the link (links/consent/), and words them for the end user
  * (widget/consent-screen.ts).
  */
+
+/** What a consent may cover, in the end user's terms (the widget's consent screen words each one). */
+export type ConsentCoverage = 'accounts' | 'balances' | 'movements' | 'credit_cards';
+export const CONSENT_COVERAGES: readonly ConsentCoverage[] = [
+  'accounts',
+  'balances',
+  'movements',
+  'credit_cards',
+];
 
 export const ACCOUNT_ACTIONS = [
   'ReadAccounts',

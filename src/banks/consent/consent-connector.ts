@@ -10,7 +10,7 @@ import {
   type DateWindow,
   type GrantCredentials,
 } from '../connector.js';
-import type { ConsentCoverage } from '../institutions.js';
+import type { ConsentCoverage } from './authorization-details.js';
 import { coverageOf } from './authorization-details.js';
 import type { ConsentClient } from './client.js';
 import type { AnswerChecker, AnswerKind } from './data-schemas.js';
