@@ -105,6 +105,7 @@ async function claimDue(db: Knex, now: number): Promise<GrantRevocationRow | nul
   for (const row of candidates) {
     const taken = await db('grant_revocations')
       .where({ id: row.id, status: 'pending' })
+      .where('next_attempt_at', '<=', now) // another scheduler may have tried it since the read
       .where((q) => q.whereNull('locked_until').orWhere('locked_until', '<', now))
       .update({ locked_until: now + LEASE_MS, updated_at: now });
     if (taken === 1) return row;
