@@ -1,10 +1,8 @@
 import t from 'tap';
 import { fetch as undiciFetch } from 'undici';
-import { parseAuthorizationDetails, validUntil } from '../../src/banks/consent/authorization-details.js';
 import { registerWithSimulatedBank } from '../../src/consent-bank/self-registration.js';
 import { ApiError } from '../../src/errors/api-error.js';
 import { inspectLink } from '../../src/links/inspect.js';
-import { createConsentLink } from '../../src/links/consent/grants.js';
 import {
   afterAttempt,
   retryDelayMs,
@@ -12,7 +10,7 @@ import {
   REVOKE_ATTEMPTS,
   type GrantRevocationRow,
 } from '../../src/links/consent/revocations.js';
-import { consent, mtlsAgent, REDIRECT_URI, startBank } from '../helpers/consent-bank.js';
+import { consentLink, mtlsAgent, REDIRECT_URI, startBank } from '../helpers/consent-bank.js';
 import { createTenant, forEachEngine, request, startTestApp, tableCounts } from '../helpers/harness.js';
 
 /*
@@ -58,37 +56,11 @@ forEachEngine(t, async (t, engine) => {
     now: Date.now(),
   });
   const agent = mtlsAgent(t, fixture.ca);
-  const consentLink = async (rut: string) => {
-    const configuration = (await app.services.consentClients.forRegistration(registration)).configuration;
-    const { tokens } = await consent(fixture, configuration, { rut });
-    const details = parseAuthorizationDetails(tokens!.authorization_details)!;
-    const link = await app.db.transaction((trx) =>
-      createConsentLink(
-        trx,
-        { orgId: a.orgId, mode: 'test' },
-        {
-          bank_id: 'bancoabierto',
-          holder_type: 'individual',
-          consent_version: 'widget-1',
-          consent_text_hash: 'c'.repeat(64),
-          subject: rut,
-        },
-        {
-          consentClientId: registration.id,
-          clientId: registration.client_id,
-          grantId: String(tokens!.grant_id),
-          authorizationDetails: details,
-          expiresAt: validUntil(details),
-          accessToken: tokens!.access_token,
-          accessTokenExpiresAt: null,
-          refreshToken: tokens!.refresh_token ?? null,
-        },
-        { secrets: app.services.secrets, syncIntervalMs: 3_600_000 },
-        app.clock.now(),
-      ),
-    );
-    return { link, grantId: String(tokens!.grant_id), accessToken: tokens!.access_token };
-  };
+  const consentLinkOf = (rut: string) =>
+    consentLink(fixture, app, registration, a.orgId, rut).then((made) => ({
+      ...made,
+      link: { id: made.linkId },
+    }));
   const grantStatus = async (grantId: string) =>
     (
       (await (
@@ -108,7 +80,7 @@ forEachEngine(t, async (t, engine) => {
     (await app.db.knex<GrantRevocationRow>('grant_revocations').where({ link_id: linkId }).first())!;
 
   t.test('a delete is refused for another organisation and nothing is queued', async (t) => {
-    const { link, grantId } = await consentLink('11.111.111-1');
+    const { link, grantId } = await consentLinkOf('11.111.111-1');
     const before = await tableCounts(app.db);
     const refused = await request(app.url, 'DELETE', `/v1/links/${link.id}`, { key: b.keys.sk_test.secret });
     t.equal(refused.status, 404);
@@ -117,7 +89,7 @@ forEachEngine(t, async (t, engine) => {
   });
 
   t.test('deleting the link revokes its grant at the bank; inspect says so', async (t) => {
-    const { link, grantId, accessToken } = await consentLink('12.345.678-5');
+    const { link, grantId, accessToken } = await consentLinkOf('12.345.678-5');
     const deleted = await request(app.url, 'DELETE', `/v1/links/${link.id}`, { key: a.keys.sk_test.secret });
     t.equal(deleted.status, 200);
     t.match(await revocation(link.id), { status: 'pending', attempts: 0, bank_id: 'bancoabierto' });
@@ -141,7 +113,7 @@ forEachEngine(t, async (t, engine) => {
   });
 
   t.test('a bank out of reach is tried again later, and inspect shows the wait', async (t) => {
-    const { link, grantId } = await consentLink('55.555.555-5');
+    const { link, grantId } = await consentLinkOf('55.555.555-5');
     t.equal(
       (await request(app.url, 'DELETE', `/v1/links/${link.id}`, { key: a.keys.sk_test.secret })).status,
       200,

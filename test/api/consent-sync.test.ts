@@ -1,16 +1,10 @@
 import t, { type Test } from 'tap';
-import { parseAuthorizationDetails, validUntil } from '../../src/banks/consent/authorization-details.js';
 import { ManualClock } from '../../src/clock/clock.js';
 import { registerWithSimulatedBank } from '../../src/consent-bank/self-registration.js';
 import type { UserFaults } from '../../src/consent-bank/faults.js';
 import { inspectLink } from '../../src/links/inspect.js';
-import {
-  createConsentLink,
-  findGrantRow,
-  openGrant,
-  saveGrantTokens,
-} from '../../src/links/consent/grants.js';
-import { consent, REDIRECT_URI, startBank } from '../helpers/consent-bank.js';
+import { findGrantRow, openGrant, saveGrantTokens } from '../../src/links/consent/grants.js';
+import { consentLink, REDIRECT_URI, startBank } from '../helpers/consent-bank.js';
 import {
   createTenant,
   forEachEngine,
@@ -43,44 +37,12 @@ forEachEngine(t, async (t, engine) => {
     redirectUri: REDIRECT_URI,
     now: Date.now(),
   });
-  const opened = (await app.services.consentClients.forBank(app.db.knex, 'bancoabierto', 'test'))!;
 
-  /** A consent at the bank, recorded as a link with its first (full) sync queued. */
-  async function consentLink(rut: string, actions?: string[]): Promise<string> {
-    const done = await consent(fixture, opened.configuration, { rut, actions });
-    const details = parseAuthorizationDetails(done.tokens!.authorization_details)!;
-    const now = app.clock.now();
-    const link = await app.db.transaction((trx) =>
-      createConsentLink(
-        trx,
-        { orgId: tenant.orgId, mode: 'test' },
-        {
-          bank_id: 'bancoabierto',
-          holder_type: 'individual',
-          consent_version: 'widget-1',
-          consent_text_hash: 'a'.repeat(64),
-          subject: rut.replace(/\./g, ''),
-        },
-        {
-          consentClientId: registration.id,
-          clientId: registration.client_id,
-          grantId: String(done.tokens!.grant_id),
-          authorizationDetails: details,
-          expiresAt: validUntil(details),
-          accessToken: done.tokens!.access_token,
-          accessTokenExpiresAt: now + (done.tokens!.expires_in ?? 0) * 1000,
-          refreshToken: done.tokens!.refresh_token ?? null,
-        },
-        { secrets: app.services.secrets, syncIntervalMs: 3_600_000 },
-        now,
-        { announce: false },
-      ),
-    );
-    return link.id;
-  }
+  const consentLinkOf = (rut: string, actions?: string[]) =>
+    consentLink(fixture, app, registration, tenant.orgId, rut, actions).then((made) => made.linkId);
 
   t.test('a sync reads accounts, balances, movements and credit cards; a second keeps the ids', async (t) => {
-    const linkId = await consentLink('11.111.111-1');
+    const linkId = await consentLinkOf('11.111.111-1');
     t.equal(await runSyncs(app), 1);
     t.equal((await latestJob(app, linkId)).last_error, null, 'the sync succeeded');
     const link = await linkRow(app, linkId);
@@ -125,7 +87,7 @@ forEachEngine(t, async (t, engine) => {
   });
 
   t.test('a consent without ReadCreditCards syncs the deposit accounts only', async (t) => {
-    const linkId = await consentLink('12.345.678-5', ['ReadAccounts', 'ReadBalances', 'ReadTransactions']);
+    const linkId = await consentLinkOf('12.345.678-5', ['ReadAccounts', 'ReadBalances', 'ReadTransactions']);
     await runSyncs(app);
     t.equal((await linkRow(app, linkId)).last_error_code, null);
     const accounts = await api(app, tenant, `/v1/accounts?link_id=${linkId}`);
@@ -137,7 +99,7 @@ forEachEngine(t, async (t, engine) => {
   });
 
   t.test('an access token due within a minute is refreshed first, and the new one stored', async (t) => {
-    const linkId = await consentLink('12.345.678-5');
+    const linkId = await consentLinkOf('12.345.678-5');
     const first = openGrant((await findGrantRow(app.db.knex, linkId))!, app.services.secrets);
     await saveGrantTokens(
       app.db.knex,
@@ -154,7 +116,7 @@ forEachEngine(t, async (t, engine) => {
   });
 
   t.test('429 with Retry-After 30 (44.444.444-4): the job waits, then fails after three tries', async (t) => {
-    const linkId = await consentLink('44.444.444-4');
+    const linkId = await consentLinkOf('44.444.444-4');
     const started = app.clock.now();
     t.equal(await runSyncs(app), 1);
     let job = await latestJob(app, linkId);
@@ -187,7 +149,7 @@ forEachEngine(t, async (t, engine) => {
   });
 
   t.test('529 with its Retry-After: the job is due again then', async (t) => {
-    const linkId = await consentLink('12.345.678-5');
+    const linkId = await consentLinkOf('12.345.678-5');
     await withFaults(t, '12345678-5', { resourceStatus: 529, retryAfterSeconds: 3 });
     const started = app.clock.now();
     await runSyncs(app);
@@ -203,7 +165,7 @@ forEachEngine(t, async (t, engine) => {
   });
 
   t.test('401: one refresh and one more try, then a credential failure', async (t) => {
-    const linkId = await consentLink('12.345.678-5');
+    const linkId = await consentLinkOf('12.345.678-5');
     const before = openGrant((await findGrantRow(app.db.knex, linkId))!, app.services.secrets);
     await withFaults(t, '12345678-5', { resourceStatus: 401 });
     await runSyncs(app);
@@ -217,7 +179,7 @@ forEachEngine(t, async (t, engine) => {
   });
 
   t.test('403: the consent does not cover the call', async (t) => {
-    const linkId = await consentLink('12.345.678-5');
+    const linkId = await consentLinkOf('12.345.678-5');
     await withFaults(t, '12345678-5', { resourceStatus: 403 });
     await runSyncs(app);
     t.equal((await linkRow(app, linkId)).last_error_code, 'action_required');
@@ -227,7 +189,7 @@ forEachEngine(t, async (t, engine) => {
   });
 
   t.test('an answer after 4.5 s (66.666.666-6) is a timeout; nothing is written', async (t) => {
-    const linkId = await consentLink('66.666.666-6');
+    const linkId = await consentLinkOf('66.666.666-6');
     const began = Date.now();
     await runSyncs(app);
     t.ok(Date.now() - began < 4_450, 'the connector did not wait for the answer');
@@ -238,7 +200,7 @@ forEachEngine(t, async (t, engine) => {
   });
 
   t.test('answers that break the schema (77.777.777-7): invalid_bank_data with its reason', async (t) => {
-    const linkId = await consentLink('77.777.777-7');
+    const linkId = await consentLinkOf('77.777.777-7');
     await runSyncs(app);
     t.equal((await linkRow(app, linkId)).last_error_code, 'invalid_bank_data');
     const inspection = await inspectLink(app.db.reader, linkId, app.clock.now());

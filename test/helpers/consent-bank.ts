@@ -19,7 +19,10 @@ import { builtInFaults } from '../../src/consent-bank/users.js';
 import { openDatabase, type Database } from '../../src/db/database.js';
 import { migrateUp } from '../../src/db/migrations.js';
 import { silentLogger } from '../../src/logging/logger.js';
-import { freshDatabase, type EngineName } from './harness.js';
+import { freshDatabase, type EngineName, type TestApp } from './harness.js';
+import { parseAuthorizationDetails, validUntil } from '../../src/banks/consent/authorization-details.js';
+import type { ConsentClientRow } from '../../src/banks/consent/registrations.js';
+import { createConsentLink } from '../../src/links/consent/grants.js';
 
 /*
  * The simulated consent bank in a test: a migrated database, a test CA of its own, the bank's mTLS listener on
@@ -212,4 +215,50 @@ export async function consent(
 
 export function sha(text: string): string {
   return createHash('sha256').update(text).digest('hex');
+}
+
+/**
+ * A consent at the simulated bank, recorded as a link of `orgId` with its first (full) sync queued, as the
+ * widget records one: what the sync and revoke tests start from.
+ */
+export async function consentLink(
+  fixture: BankFixture,
+  app: Pick<TestApp, 'db' | 'clock' | 'services'>,
+  registration: ConsentClientRow,
+  orgId: string,
+  rut: string,
+  actions?: string[],
+): Promise<{ linkId: string; grantId: string; accessToken: string }> {
+  const { configuration } = await app.services.consentClients.forRegistration(registration);
+  const { tokens } = await consent(fixture, configuration, { rut, actions });
+  const details = parseAuthorizationDetails(tokens!.authorization_details)!;
+  const now = app.clock.now();
+  const grantId = String(tokens!.grant_id);
+  const link = await app.db.transaction((trx) =>
+    createConsentLink(
+      trx,
+      { orgId, mode: 'test' },
+      {
+        bank_id: 'bancoabierto',
+        holder_type: 'individual',
+        consent_version: 'widget-1',
+        consent_text_hash: 'a'.repeat(64),
+        subject: rut.replace(/\./g, ''),
+      },
+      {
+        consentClientId: registration.id,
+        clientId: registration.client_id,
+        grantId,
+        authorizationDetails: details,
+        expiresAt: validUntil(details),
+        accessToken: tokens!.access_token,
+        accessTokenExpiresAt: now + (tokens!.expires_in ?? 0) * 1000,
+        refreshToken: tokens!.refresh_token ?? null,
+      },
+      { secrets: app.services.secrets, syncIntervalMs: 3_600_000 },
+      now,
+      { announce: false },
+    ),
+  );
+  return { linkId: link.id, grantId, accessToken: tokens!.access_token };
 }
