@@ -1,6 +1,5 @@
 import t from 'tap';
 import { fetch as undiciFetch } from 'undici';
-import { registerWithSimulatedBank } from '../../src/consent-bank/self-registration.js';
 import { ApiError } from '../../src/errors/api-error.js';
 import { inspectLink } from '../../src/links/inspect.js';
 import {
@@ -10,7 +9,7 @@ import {
   REVOKE_ATTEMPTS,
   type GrantRevocationRow,
 } from '../../src/links/consent/revocations.js';
-import { consentLink, mtlsAgent, REDIRECT_URI, startBank } from '../helpers/consent-bank.js';
+import { consentLink, mtlsAgent, registerApp, startBank } from '../helpers/consent-bank.js';
 import { createTenant, forEachEngine, request, startTestApp, tableCounts } from '../helpers/harness.js';
 
 /*
@@ -47,14 +46,7 @@ forEachEngine(t, async (t, engine) => {
   const fixture = await startBank(t, engine);
   const app = await startTestApp(t, engine);
   const [a, b] = [await createTenant(app), await createTenant(app)];
-  const registration = await registerWithSimulatedBank({
-    db: app.db,
-    secrets: app.services.secrets,
-    bank: fixture.bank,
-    ca: fixture.ca,
-    redirectUri: REDIRECT_URI,
-    now: Date.now(),
-  });
+  const registration = await registerApp(fixture, app);
   const agent = mtlsAgent(t, fixture.ca);
   const consentLinkOf = (rut: string) =>
     consentLink(fixture, app, registration, a.orgId, rut).then((made) => ({

@@ -1,10 +1,9 @@
 import t, { type Test } from 'tap';
 import { ManualClock } from '../../src/clock/clock.js';
-import { registerWithSimulatedBank } from '../../src/consent-bank/self-registration.js';
 import type { UserFaults } from '../../src/consent-bank/faults.js';
 import { inspectLink } from '../../src/links/inspect.js';
 import { findGrantRow, openGrant, saveGrantTokens } from '../../src/links/consent/grants.js';
-import { consentLink, REDIRECT_URI, startBank } from '../helpers/consent-bank.js';
+import { consentLink, registerApp, startBank } from '../helpers/consent-bank.js';
 import {
   createTenant,
   forEachEngine,
@@ -29,14 +28,7 @@ forEachEngine(t, async (t, engine) => {
   // The bank runs on the real clock; the app's starts there too, so the sync windows and token lives agree.
   const app = await startTestApp(t, engine, { clock: new ManualClock(Date.now()) });
   const tenant = await createTenant(app);
-  const registration = await registerWithSimulatedBank({
-    db: app.db,
-    secrets: app.services.secrets,
-    bank: fixture.bank,
-    ca: fixture.ca,
-    redirectUri: REDIRECT_URI,
-    now: Date.now(),
-  });
+  const registration = await registerApp(fixture, app);
 
   const consentLinkOf = (rut: string, actions?: string[]) =>
     consentLink(fixture, app, registration, tenant.orgId, rut, actions).then((made) => made.linkId);

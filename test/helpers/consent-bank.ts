@@ -23,6 +23,7 @@ import { freshDatabase, type EngineName, type TestApp } from './harness.js';
 import { parseAuthorizationDetails, validUntil } from '../../src/banks/consent/authorization-details.js';
 import type { ConsentClientRow } from '../../src/banks/consent/registrations.js';
 import { createConsentLink } from '../../src/links/consent/grants.js';
+import { registerWithSimulatedBank } from '../../src/consent-bank/self-registration.js';
 
 /*
  * The simulated consent bank in a test: a migrated database, a test CA of its own, the bank's mTLS listener on
@@ -261,4 +262,19 @@ export async function consentLink(
     ),
   );
   return { linkId: link.id, grantId, accessToken: tokens!.access_token };
+}
+
+/** The appliance registered with a simulated bank of its own (the bank's database is separate, as at a bank). */
+export async function registerApp(
+  fixture: BankFixture,
+  app: Pick<TestApp, 'db' | 'services'>,
+): Promise<ConsentClientRow> {
+  return registerWithSimulatedBank({
+    db: app.db,
+    secrets: app.services.secrets,
+    bank: fixture.bank,
+    ca: fixture.ca,
+    redirectUri: REDIRECT_URI,
+    now: Date.now(),
+  });
 }

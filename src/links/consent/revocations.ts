@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import type { Clock } from '../../clock/clock.js';
+import { toIso, type Clock } from '../../clock/clock.js';
 import type { ConsentClients } from '../../banks/consent/client.js';
 import { revokeGrant, type RevokeOutcome } from '../../banks/consent/grant-management.js';
 import type { Database } from '../../db/database.js';
@@ -184,14 +184,13 @@ export async function revokeDueGrants(services: RevokeServices): Promise<number>
   return tried;
 }
 
-const at = (ms: number | null) => (ms === null ? '?' : new Date(Number(ms)).toISOString());
-
 /** Whether the bank was told, in words, for `svc links inspect` on a deleted consent link. */
 export function describeRevocation(row: GrantRevocationRow): string {
   const bank = row.bank_id;
-  if (row.status === 'revoked') return `Its grant at ${bank} was revoked at ${at(row.revoked_at)}.`;
+  if (row.status === 'revoked')
+    return `Its grant at ${bank} was revoked at ${toIso(Number(row.revoked_at))}.`;
   const last = row.last_error ? ` Last error: ${row.last_error}.` : '';
   if (row.status === 'failed')
     return `Revoking its grant at ${bank} failed after ${row.attempts} attempts; the bank may still hold the consent until it expires.${last}`;
-  return `Its grant at ${bank} is being revoked: attempt ${row.attempts + 1} of ${REVOKE_ATTEMPTS} at ${at(row.next_attempt_at)}.${last}`;
+  return `Its grant at ${bank} is being revoked: attempt ${row.attempts + 1} of ${REVOKE_ATTEMPTS} at ${toIso(Number(row.next_attempt_at))}.${last}`;
 }
