@@ -23,6 +23,7 @@ export const OWNERS = {
   events: 'src/events/',
   widget_sessions: 'src/widget/',
   widget_tokens: 'src/widget/',
+  widget_consent_requests: 'src/widget/',
   exchange_tokens: 'src/exchange/',
   api_keys: 'src/keys/',
   organisations: 'src/orgs/',

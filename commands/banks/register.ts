@@ -50,7 +50,7 @@ export default class BanksRegister extends BaseCommand {
     const config = this.appConfig(flags.home);
     const { readFileSync } = await import('node:fs');
     const { loadSecretBox } = await import('../../src/secrets/master-key-file.js');
-    const { registerWithBank } = await import('../../src/banks/consent/register.js');
+    const { registerWithBank, CONSENT_CALLBACK_PATH } = await import('../../src/banks/consent/register.js');
     const { saveRegistration, viewOf } = await import('../../src/banks/consent/registrations.js');
     const base = config.api.baseUrl || `http://${config.api.host}:${config.api.port}`;
     const now = this.clock(config).now();
@@ -64,7 +64,7 @@ export default class BanksRegister extends BaseCommand {
         certificatePem: readFileSync(flags.cert, 'utf8'),
         privateKeyPem: readFileSync(flags.key, 'utf8'),
         serverCaPem: flags.ca ? readFileSync(flags.ca, 'utf8') : null,
-        redirectUri: flags['redirect-uri'] ?? `${base}/widget/consent/callback`,
+        redirectUri: flags['redirect-uri'] ?? `${base}${CONSENT_CALLBACK_PATH}`,
       },
       loadSecretBox(config),
       now,

@@ -7,6 +7,7 @@ import type { SecretBox } from '../secrets/secret-box.js';
 import { CONSENT_BANK_PATH, startConsentBank, type ConsentBank } from './consent-bank.js';
 import type { ConsentBankFaults } from './faults.js';
 import { registerWithSimulatedBank } from './self-registration.js';
+import { CONSENT_CALLBACK_PATH } from '../banks/consent/register.js';
 import { hasTestCa, readTestCa, testCaDirectory, type TestCaMaterial } from './test-ca.js';
 
 /*
@@ -14,9 +15,6 @@ import { hasTestCa, readTestCa, testCaDirectory, type TestCaMaterial } from './t
  * for test mode, the API is the product: a missing test CA or a taken port turns the bank off with one
  * warning that says what to do, as a taken metrics port does, rather than crash-looping the API.
  */
-
-/** Where the end user comes back from the bank's page (the widget's consent callback). */
-export const CONSENT_CALLBACK_PATH = '/widget/consent/callback';
 
 export interface ServeBankInput {
   config: Readonly<Config>;

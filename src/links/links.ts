@@ -18,7 +18,14 @@ import { firstSyncAt } from './schedule.js';
 import { fetchPage, NEWEST_FIRST } from '../db/paging.js';
 import { markLinkPaused, markLinkResumed } from './link-states.js';
 import { queueRevocation } from './consent/revocations.js';
-import { deleteLinkRow, insertLink, type LinkRow, type LinkStatus, type RefreshStatus } from './store.js';
+import {
+  deleteLinkRow,
+  findLink,
+  insertLink,
+  type LinkRow,
+  type LinkStatus,
+  type RefreshStatus,
+} from './store.js';
 
 /** `last_error_code` of a link whose stored credentials no master key opens. */
 export const UNREADABLE_CREDENTIALS = 'credentials_unreadable';
@@ -298,6 +305,22 @@ export async function resumeLink(trx: Knex, principal: Principal, id: string, no
   const resumed = presentLink({ ...row, ...(await markLinkResumed(trx, id, now)) });
   await auditChange(trx, principal, { action: 'link.resume', targetType: 'link', targetId: id }, now);
   return resumed;
+}
+
+/**
+ * A link the widget made whose first sync failed: never announced (no exchange token, no `link.created`),
+ * so it goes without an event; a consent link's grant is still revoked at the bank.
+ */
+export async function discardUnannouncedLink(
+  trx: Knex,
+  id: string,
+  orgId: string,
+  now: number,
+): Promise<void> {
+  const row = await findLink(trx, id);
+  if (!row || row.org_id !== orgId) return;
+  await queueRevocation(trx, row, now);
+  await deleteLinkRow(trx, id, orgId);
 }
 
 /**

@@ -28,6 +28,11 @@ export function linkGrantContext(linkId: string, column: string): string {
   return `link_grants/${linkId}/${column}`;
 }
 
+/** A widget consent request's PKCE verifier: its row and column. */
+export function consentRequestContext(requestId: string, column: string): string {
+  return `widget_consent_requests/${requestId}/${column}`;
+}
+
 const byId = (row: Record<string, unknown>) => String(row.id);
 
 export const SEALED_TABLES: readonly SealedTable[] = [
@@ -70,6 +75,13 @@ export const SEALED_TABLES: readonly SealedTable[] = [
     key: ['id'],
     columns: ['grant_id_sealed'],
     context: (row) => linkGrantContext(String(row.link_id), 'grant_id_sealed'),
+  },
+  // The PKCE verifier of a trip to a consent bank's page (widget/consent-flow.ts), until its callback.
+  {
+    table: 'widget_consent_requests',
+    key: ['id'],
+    columns: ['verifier_sealed'],
+    context: (row, column) => consentRequestContext(String(row.id), column),
   },
   // The console's second factor (src/console/totp.ts).
   { table: 'console_users', key: ['id'], columns: ['totp_secret_sealed'], context: byId },

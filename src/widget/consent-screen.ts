@@ -50,6 +50,8 @@ export interface ConsentScreen {
   button: string;
   /** False when the details ask for nothing we can word: the widget must not offer to continue. */
   canContinue: boolean;
+  /** What the widget says instead of the button when it cannot continue. */
+  warning: string | null;
 }
 
 const fill = (text: string, values: Record<string, string | number>) =>
@@ -88,6 +90,7 @@ export function consentScreen(
     });
   }
   const names = { app: context.app, bank: context.bank };
+  const canContinue = items.length > 0 && (until === null || until > context.now);
   return {
     locale,
     title: fill(words.title, names),
@@ -95,7 +98,8 @@ export function consentScreen(
     duration,
     notes: [fill(words.noPassword, names), fill(words.revoke, names)],
     button: fill(words.continue, names),
-    canContinue: items.length > 0 && (until === null || until > context.now),
+    canContinue,
+    warning: canContinue ? null : words.nothing,
   };
 }
 
@@ -111,7 +115,7 @@ export function renderConsentScreen(screen: ConsentScreen): Html {
     ${
       screen.canContinue
         ? html`<button type="submit" class="primary">${screen.button}</button>`
-        : html`<p role="alert">${WORDS[screen.locale].nothing}</p>`
+        : html`<p role="alert">${screen.warning}</p>`
     }
   </section>`;
 }

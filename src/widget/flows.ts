@@ -10,13 +10,14 @@ import { findInstitution, offers, type Product } from '../banks/institutions.js'
 import { enqueueSync } from '../jobs/jobs.js';
 import {
   createLink,
+  discardUnannouncedLink,
   isSameHolder,
   openCredentials,
   validateLinkInput,
   type LinkPolicy,
 } from '../links/links.js';
 import { expireFailedReconnect, reconnectLink } from '../links/link-states.js';
-import { countLinksOfUser, deleteLinkRow, findLink, type LinkRow } from '../links/store.js';
+import { countLinksOfUser, findLink, type LinkRow } from '../links/store.js';
 import { rutDigestsOf } from '../links/rut-search.js';
 import { findIntent, firstIntentOfLink, type IntentRow } from '../refresh/store.js';
 import { acceptMfaCode } from '../refresh/refresh.js';
@@ -26,6 +27,7 @@ import { describeProblem, type Problem } from './problems.js';
 import { message, type Locale } from './messages.js';
 import type { SessionRow } from './sessions.js';
 import type { WidgetTokenRow } from './widget-tokens.js';
+import { openConsentRequest } from './consent-requests.js';
 
 /** Credential attempts one widget session accepts, so an open widget is not a password-guessing oracle. */
 export const MAX_ATTEMPTS = 5;
@@ -45,6 +47,8 @@ export interface WidgetContext {
 
 export type WidgetStatus =
   | { state: 'idle' }
+  /** The end user is at a consent bank's page (consent-flow.ts); the callback moves the session on. */
+  | { state: 'awaiting_bank'; expires_at: string }
   | { state: 'in_progress'; step: 'queued' | 'syncing' | 'verifying' }
   | {
       state: 'requires_mfa';
@@ -65,7 +69,7 @@ export interface CredentialsInput {
   rut_empresa?: string;
 }
 
-function refuse(
+export function refuse(
   code: string,
   status = 409,
   context: Parameters<typeof describeProblem>[1] = {},
@@ -91,7 +95,7 @@ function bankName(bankId: string | null): string | undefined {
   return bankId ? findInstitution(bankId)?.name : undefined;
 }
 
-async function widgetTokenOf(trx: Knex, session: SessionRow): Promise<WidgetTokenRow> {
+export async function widgetTokenOf(trx: Knex, session: SessionRow): Promise<WidgetTokenRow> {
   const row: WidgetTokenRow | undefined = await trx('widget_tokens')
     .where({ id: session.widget_token_id })
     .first();
@@ -137,15 +141,7 @@ export async function submitCredentials(
         'holder_type',
         `${institution.name} does not offer ${product} to ${holderType} holders.`,
       );
-    if (token.connection_limit !== null && token.external_user_id !== null) {
-      // Serialise the count-then-insert of one organisation's widgets: on Postgres this row lock makes a
-      // second widget wait for the first to commit (SQLite writers are serialised already), so two widgets
-      // racing for the last slot cannot both create a link.
-      await lockOrganisation(trx, session.org_id);
-      const owner = { orgId: session.org_id, mode: session.mode, externalUserId: token.external_user_id };
-      if ((await countLinksOfUser(trx, owner)) >= token.connection_limit)
-        throw refuse('connection_limit_reached', 409, { connectionLimit: token.connection_limit });
-    }
+    await refuseOverConnectionLimit(trx, session, token, { lock: true });
     const link = await createLink(
       trx,
       { orgId: session.org_id, mode: session.mode },
@@ -219,13 +215,32 @@ export async function submitCredentials(
 }
 
 /**
+ * The token's `connection_limit`: refused when its end user already has that many links. With `lock`, in
+ * the transaction that creates the link, the organisation's row is locked first: on Postgres this makes a
+ * second widget wait for the first to commit (SQLite writers are serialised already), so two widgets
+ * racing for the last slot cannot both create a link.
+ */
+export async function refuseOverConnectionLimit(
+  trx: Knex,
+  session: SessionRow,
+  token: WidgetTokenRow,
+  options: { lock?: boolean } = {},
+): Promise<void> {
+  if (token.connection_limit === null || token.external_user_id === null) return;
+  if (options.lock) await lockOrganisation(trx, session.org_id);
+  const owner = { orgId: session.org_id, mode: session.mode, externalUserId: token.external_user_id };
+  if ((await countLinksOfUser(trx, owner)) >= token.connection_limit)
+    throw refuse('connection_limit_reached', 409, { connectionLimit: token.connection_limit });
+}
+
+/**
  * Takes one attempt on the session row itself, in the transaction that uses it. The session the request
  * authenticated with was read before this transaction: twenty submissions sent at once all saw it idle,
  * created twenty links and counted one attempt. The conditional update makes a second submission wait for
  * the first (a row lock on Postgres; SQLite serialises writers) and then find the session taken or its
  * attempts spent. A submission refused later in the transaction rolls the claim back with it.
  */
-async function claimAttempt(trx: Knex, session: SessionRow, now: number): Promise<void> {
+export async function claimAttempt(trx: Knex, session: SessionRow, now: number): Promise<void> {
   const claimed = await trx('widget_sessions')
     .where({ id: session.id, refresh_intent_id: null, finished_at: null })
     .where('attempts', '<', MAX_ATTEMPTS)
@@ -261,6 +276,8 @@ export async function sessionStatus(
         }
       : { state: 'finished' };
   if (session.refresh_intent_id === null) {
+    const trip = await openConsentRequest(db.reader, session.id, context.now);
+    if (trip) return { state: 'awaiting_bank', expires_at: toIso(trip.expires_at)! };
     return session.last_error_code
       ? {
           state: 'failed',
@@ -324,7 +341,7 @@ async function settleFailure(
       });
     if (claimed !== 1) return;
     if (session.kind === 'connect') {
-      await deleteLinkRow(trx, intent.link_id, session.org_id);
+      await discardUnannouncedLink(trx, intent.link_id, session.org_id, now);
       return;
     }
     // A bank that was down says nothing about the new credentials: the link stays active with them and

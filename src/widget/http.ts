@@ -6,7 +6,14 @@ import type { AppServices } from '../api/services.js';
 import { compileValidator } from '../api/validation.js';
 import { INTENT_TOKEN, WIDGET_TOKEN } from '../auth/tokens.js';
 import { bankHealth } from '../banks/health.js';
-import { INSTITUTIONS, findInstitution, offers, type Product } from '../banks/institutions.js';
+import {
+  INSTITUTIONS,
+  connectionMethod,
+  findInstitution,
+  offers,
+  type Product,
+} from '../banks/institutions.js';
+import { registeredBanks } from '../banks/consent/registrations.js';
 import type { HolderType } from '../banks/connector.js';
 import { errors } from '../errors/api-error.js';
 import { formatRut } from '../rut/rut.js';
@@ -19,6 +26,7 @@ import {
   sessionStatus,
   submitCredentials,
   submitMfa,
+  widgetTokenOf,
   type CredentialsInput,
   type WidgetContext,
 } from './flows.js';
@@ -28,14 +36,17 @@ import { CATALOGUES, chooseLocale, type Locale } from './messages.js';
 import { redirectUrl } from './flows.js';
 import { describeProblem } from './problems.js';
 import { isAllowedOrigin } from '../api/cors.js';
+import { completeConsent, consentScreenFor, startConsent, type ConsentFlowContext } from './consent-flow.js';
 import {
   authenticateSession,
   openSession,
+  rotateSessionSecret,
   SESSION_HEADER,
   type OpenFailure,
   type SessionRow,
 } from './sessions.js';
 import type { WidgetTokenRow } from './widget-tokens.js';
+import { CONSENT_CALLBACK_PATH } from '../banks/consent/register.js';
 
 /** How often the page asks how its connection is going. */
 const POLL_INTERVAL_MS = 1000;
@@ -122,6 +133,23 @@ export function widgetRouter(services: AppServices): Router {
     policy: linkPolicy(services),
     now: services.clock.now(),
   });
+  const consentContext = (): ConsentFlowContext => ({
+    ...context(),
+    db: services.db,
+    consentClients: services.consentClients,
+  });
+  const validateConsentStart = compileValidator(
+    {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        bank_id: { type: 'string', minLength: 1, maxLength: 24 },
+        holder_type: { enum: ['individual', 'business'] },
+      },
+    },
+    'body',
+    {},
+  );
 
   const router = new Router();
   const route = (path: string) => async (ctx: Context, next: Next) => {
@@ -233,16 +261,32 @@ export function widgetRouter(services: AppServices): Router {
   ): Promise<Bootstrap> => {
     const product: Product = token?.product ?? 'movements';
     const health = await bankHealth(services.db.reader, session.mode, now);
-    const banks = INSTITUTIONS.filter((bank) => services.connectors(bank.id, session.mode) !== null)
-      .map((bank) => ({
-        id: bank.id,
-        name: bank.name,
-        status: health.get(bank.id) ?? ('up' as const),
-        holder_types: (['individual', 'business'] as HolderType[]).filter((holder) =>
-          offers(bank, product, holder),
-        ),
-      }))
-      .filter((bank) => bank.holder_types.length > 0);
+    const registered = await registeredBanks(services.db.reader, session.mode);
+    const banks = INSTITUTIONS.flatMap((bank) => {
+      const connection = connectionMethod(bank, session.mode, registered.has(bank.id));
+      // A consent bank is offered once the appliance is registered with it; a credential one with a connector.
+      const reachable =
+        connection === 'consent'
+          ? registered.has(bank.id)
+          : services.connectors(bank.id, session.mode) !== null;
+      const holderTypes = (['individual', 'business'] as HolderType[]).filter((holder) =>
+        offers(bank, product, holder),
+      );
+      if (!reachable || holderTypes.length === 0) return [];
+      return [
+        {
+          id: bank.id,
+          name: bank.name,
+          status: health.get(bank.id) ?? ('up' as const),
+          holder_types: holderTypes,
+          connection,
+          consent:
+            connection === 'consent'
+              ? consentScreenFor(product, bank.name, { config, now, locale: session.locale })
+              : null,
+        },
+      ];
+    });
     const hosted = session.opener_origin === '';
     const base: Bootstrap = {
       session: secret,
@@ -316,6 +360,52 @@ export function widgetRouter(services: AppServices): Router {
     const body = validateCode(await readJson(ctx)) as { code: string };
     await services.db.transaction((trx) => submitMfa(trx, session, body.code, context()));
     ctx.body = await sessionStatus(services.db, session, statusContext(services.clock.now()));
+  });
+
+  router.post('/widget/api/consent', route('/widget/api/consent'), async (ctx) => {
+    const session = await withSession(ctx);
+    const body = validateConsentStart(await readJson(ctx)) as { bank_id?: string; holder_type?: HolderType };
+    const start = await startConsent(session, body, consentContext());
+    ctx.body = { ...start, status: { state: 'awaiting_bank', expires_at: start.expires_at } };
+  });
+
+  /**
+   * Where the bank sends the browser back (docs/open-finance.md). In the hosted flow it is the widget's own
+   * window: the page is the widget again, under a new session secret (the old one went with the page that
+   * left for the bank), and goes on polling. In a popup it says how the trip ended and closes; the widget
+   * that opened it learns the rest by polling. The query carries the code: never logged, never cached.
+   */
+  router.get(CONSENT_CALLBACK_PATH, route(CONSENT_CALLBACK_PATH), async (ctx) => {
+    const single = (name: string) => {
+      const value = ctx.query[name];
+      return typeof value === 'string' ? value : undefined;
+    };
+    const outcome = await completeConsent(
+      { state: single('state'), code: single('code'), iss: single('iss'), error: single('error') },
+      consentContext(),
+    );
+    const now = services.clock.now();
+    const session = outcome.session;
+    if (!session) {
+      const problem = outcome.ok ? 'consent_unknown' : outcome.problem;
+      return sendPage(
+        ctx,
+        problem === 'consent_used' ? 409 : 400,
+        errorBootstrap(problem, null, localeOf(ctx)),
+      );
+    }
+    if (session.opener_origin !== '') {
+      // The popup's page: the trip's end in words, then it closes; the widget that opened it polls.
+      const page = outcome.ok
+        ? { ...errorBootstrap('consent_returned', null, session.locale, session.bank_id), error: null }
+        : errorBootstrap(outcome.problem, null, session.locale, session.bank_id);
+      return sendPage(ctx, 200, { ...page, returned_from_bank: true });
+    }
+    const secret = await rotateSessionSecret(services.db.knex, session.id, now);
+    const fresh = await authenticateSession(services.db.knex, secret, now);
+    const bootstrap = await bootstrapFor(fresh, secret, await widgetTokenOf(services.db.reader, fresh), now);
+    bootstrap.status = await sessionStatus(services.db, fresh, statusContext(now));
+    sendPage(ctx, 200, bootstrap);
   });
 
   router.post('/widget/api/finish', route('/widget/api/finish'), async (ctx) => {

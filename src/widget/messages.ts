@@ -86,6 +86,18 @@ const en = {
   'done.text': 'You can close this window and go back to the app.',
   'done.redirecting': 'Taking you back to the app…',
 
+  'consent.lead': '{bank} will show you this same list and ask you to confirm it.',
+  'consent.opening': 'Opening {bank}…',
+  'consent.awaitingTitle': 'Authorise at {bank}',
+  'consent.awaitingLead':
+    'We opened {bank} in a new window. Sign in there and confirm what you share; this window goes on by itself.',
+  'consent.reopen': 'Open {bank} again',
+  'consent.popupBlocked':
+    'Your browser blocked the window of {bank}. Press the button again, or allow pop-ups for this page.',
+  'consent.returnedTitle': 'Authorised',
+  'consent.returnedText': 'Go back to the app window to finish. This window closes by itself.',
+  'consent.returnedClose': 'You can close this window.',
+
   'error.tryAgain': 'Try again',
   'error.close': 'Close',
   'error.backToApp': 'Back to the app',
@@ -150,6 +162,20 @@ const en = {
   'problem.connection_in_progress.title': 'A connection is under way',
   'problem.connection_in_progress.message':
     'A connection is already being made in this window. Wait for its result.',
+  'problem.consent_denied.title': 'You did not authorise {bankLower}',
+  'problem.consent_denied.message':
+    'Nothing was shared and no connection was made. Try again if you want to connect this bank.',
+  'problem.consent_expired.title': 'The authorisation took too long',
+  'problem.consent_expired.message':
+    'For your security the trip to {bankLower} is valid for 10 minutes. Nothing was shared; try again.',
+  'problem.consent_invalid.title': 'The answer of {bankLower} could not be used',
+  'problem.consent_invalid.message': 'Nothing was shared and no connection was made. Try again.',
+  'problem.consent_used.title': 'This authorisation was already used',
+  'problem.consent_used.message':
+    'Each authorisation at the bank completes one connection only. Go back to the app window: it shows how the connection went.',
+  'problem.consent_unknown.title': 'This authorisation is not ours',
+  'problem.consent_unknown.message':
+    'The page the bank returned to does not match a connection in progress, so nothing was done. Go back to the app and start again.',
   'problem.default.title': 'Something went wrong',
   'problem.default.message':
     'The connection could not be completed ({code}). Go back to the app and start again.',
@@ -237,6 +263,18 @@ const es: Catalogue = {
   'done.text': 'Puedes cerrar esta ventana y volver a la app.',
   'done.redirecting': 'Te estamos llevando de vuelta a la app…',
 
+  'consent.lead': '{bank} te mostrará esta misma lista y te pedirá confirmarla.',
+  'consent.opening': 'Abriendo {bank}…',
+  'consent.awaitingTitle': 'Autoriza en {bank}',
+  'consent.awaitingLead':
+    'Abrimos {bank} en una ventana nueva. Ingresa ahí y confirma lo que compartes; esta ventana seguirá sola.',
+  'consent.reopen': 'Abrir {bank} de nuevo',
+  'consent.popupBlocked':
+    'Tu navegador bloqueó la ventana de {bank}. Presiona el botón otra vez o permite las ventanas emergentes en esta página.',
+  'consent.returnedTitle': 'Autorizado',
+  'consent.returnedText': 'Vuelve a la ventana de la app para terminar. Esta ventana se cerrará sola.',
+  'consent.returnedClose': 'Puedes cerrar esta ventana.',
+
   'error.tryAgain': 'Intentar de nuevo',
   'error.close': 'Cerrar',
   'error.backToApp': 'Volver a la app',
@@ -302,6 +340,20 @@ const es: Catalogue = {
   'problem.connection_in_progress.title': 'Ya hay una conexión en curso',
   'problem.connection_in_progress.message':
     'Ya se está haciendo una conexión en esta ventana. Espera su resultado.',
+  'problem.consent_denied.title': 'No autorizaste a {bankLower}',
+  'problem.consent_denied.message':
+    'No se compartió nada ni se creó una conexión. Inténtalo de nuevo si quieres conectar este banco.',
+  'problem.consent_expired.title': 'La autorización tardó demasiado',
+  'problem.consent_expired.message':
+    'Por tu seguridad, el paso por {bankLower} vale 10 minutos. No se compartió nada; inténtalo de nuevo.',
+  'problem.consent_invalid.title': 'No pudimos usar la respuesta de {bankLower}',
+  'problem.consent_invalid.message': 'No se compartió nada ni se creó una conexión. Inténtalo de nuevo.',
+  'problem.consent_used.title': 'Esta autorización ya se usó',
+  'problem.consent_used.message':
+    'Cada autorización en el banco completa una sola conexión. Vuelve a la ventana de la app: ahí verás cómo terminó.',
+  'problem.consent_unknown.title': 'Esta autorización no es nuestra',
+  'problem.consent_unknown.message':
+    'La página a la que volvió el banco no corresponde a una conexión en curso, así que no se hizo nada. Vuelve a la app y comienza de nuevo.',
   'problem.default.title': 'Algo salió mal',
   'problem.default.message':
     'No se pudo completar la conexión ({code}). Vuelve a la app y comienza de nuevo.',

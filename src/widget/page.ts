@@ -1,5 +1,7 @@
 import type { HolderType } from '../banks/connector.js';
 import type { BankHealth } from '../banks/health.js';
+import type { ConnectionMethod } from '../banks/institutions.js';
+import type { ConsentScreen } from './consent-screen.js';
 import type { Problem } from './problems.js';
 import type { SessionKind } from './sessions.js';
 import type { WidgetStatus } from './flows.js';
@@ -23,7 +25,15 @@ export interface Bootstrap {
   operator: string;
   consent: string;
   poll_interval_ms: number;
-  banks: { id: string; name: string; status: BankHealth; holder_types: HolderType[] }[];
+  banks: {
+    id: string;
+    name: string;
+    status: BankHealth;
+    holder_types: HolderType[];
+    /** `consent`: the end user authorises at the bank's page, after reading `consent` (consent-screen.ts). */
+    connection: ConnectionMethod;
+    consent: ConsentScreen | null;
+  }[];
   /** The bank chosen for the person (a preselected institution, the link being reconnected or refreshed). */
   bank_id: string | null;
   holder_type: HolderType | null;
@@ -32,6 +42,8 @@ export interface Bootstrap {
   error: Problem | null;
   /** The state of a connection already under way (an MFA refresh waits for its code). */
   status: WidgetStatus | null;
+  /** The page in the bank's popup after its callback: it says how the trip ended (`error`) and closes. */
+  returned_from_bank?: boolean;
 }
 
 export interface PageAssets {

@@ -28,6 +28,9 @@ const RETRYABLE = new Set([
   'mfa_required',
   'holder_mismatch',
   'institution_unavailable',
+  'consent_denied',
+  'consent_expired',
+  'consent_invalid',
 ]);
 
 /** Codes worded alike. */

@@ -202,6 +202,18 @@ export async function pruneExpiredWidgetTokens(trx: Knex, cutoff: number, limit:
   return trx('widget_tokens').whereIn('id', ids).delete();
 }
 
+/**
+ * A new secret for a session whose page is gone: the hosted flow's window left for a consent bank's page
+ * and comes back at the callback, which is the only holder of the new secret (the old one stops working).
+ */
+export async function rotateSessionSecret(db: Knex, sessionId: string, now: number): Promise<string> {
+  const secret = `wss_${randomBase62(40)}`;
+  await db('widget_sessions')
+    .where({ id: sessionId })
+    .update({ session_hash: sha256Hex(secret), updated_at: now });
+  return secret;
+}
+
 export function sessionError(message: string): ApiError {
   return new ApiError(401, 'authentication_error', 'widget_session_invalid', message);
 }

@@ -124,7 +124,11 @@ export async function register(
 /** A browser without JavaScript: follows redirects by hand, keeps cookies by name. */
 export class Browser {
   private readonly cookies = new Map<string, string>();
-  constructor(private readonly language = 'es') {}
+  /** `stopAt`: the redirect URI, where `follow` stops and hands back the callback URL unvisited. */
+  constructor(
+    private readonly language = 'es',
+    private readonly stopAt = REDIRECT_URI,
+  ) {}
 
   async go(url: string, init: { method?: string; form?: Record<string, string> } = {}): Promise<Response> {
     const headers: Record<string, string> = { 'accept-language': this.language };
@@ -152,7 +156,7 @@ export class Browser {
     let at = url;
     while (response.status >= 300 && response.status < 400) {
       at = new URL(response.headers.get('location')!, at).href;
-      if (at.startsWith(REDIRECT_URI)) return { response, url: at };
+      if (at.startsWith(this.stopAt)) return { response, url: at };
       response = await this.go(at);
     }
     return { response, url: at };
@@ -191,9 +195,29 @@ export async function consent(
     grant_management_action: 'create',
     authorization_details: JSON.stringify([{ type: 'Accounts', actions: options.actions ?? ALL_ACTIONS }]),
   });
-  const browser = new Browser(options.language ?? 'es');
+  const { callback: at, pages } = await atTheBank(url.href, REDIRECT_URI, options);
+  const callback = new URL(at);
+  if (options.exchange === false || callback.searchParams.has('error'))
+    return { callback, verifier, state, pages };
+  const tokens = await client.authorizationCodeGrant(config, callback, {
+    pkceCodeVerifier: verifier,
+    expectedState: state,
+  });
+  return { callback, verifier, state, pages, tokens };
+}
+
+/**
+ * The end user at the bank's pages: sign-in (a sandbox user, password `sandbox`) and the consent page, where
+ * `decision` picks the button. Answers the callback URL the bank sent the browser to, not yet visited.
+ */
+export async function atTheBank(
+  authorizationUrl: string,
+  redirectUri: string,
+  options: { rut?: string; language?: string; decision?: 'confirm' | 'abort' } = {},
+): Promise<{ callback: string; pages: string[] }> {
+  const browser = new Browser(options.language ?? 'es', redirectUri);
   const pages: string[] = [];
-  const signInPage = await browser.follow(url.href);
+  const signInPage = await browser.follow(authorizationUrl);
   pages.push(await signInPage.response.text());
   const afterLogin = await browser.follow(`${signInPage.url}/login`, {
     method: 'POST',
@@ -204,14 +228,7 @@ export async function consent(
     method: 'POST',
     form: {},
   });
-  const callback = new URL(done.url);
-  if (options.exchange === false || callback.searchParams.has('error'))
-    return { callback, verifier, state, pages };
-  const tokens = await client.authorizationCodeGrant(config, callback, {
-    pkceCodeVerifier: verifier,
-    expectedState: state,
-  });
-  return { callback, verifier, state, pages, tokens };
+  return { callback: done.url, pages };
 }
 
 export function sha(text: string): string {

@@ -41,7 +41,7 @@ export function widgetApi(
   app: Pick<TestApp, 'url'>,
   session: string,
   method: 'GET' | 'POST',
-  path: 'status' | 'credentials' | 'mfa' | 'finish',
+  path: 'status' | 'credentials' | 'mfa' | 'finish' | 'consent',
   body?: unknown,
 ): Promise<TestResponse> {
   return request(app.url, method, `/widget/api/${path}`, {

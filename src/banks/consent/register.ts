@@ -7,6 +7,9 @@ import { CertificateError, certificateFacts } from './certificates.js';
 import { mtlsAgent, mtlsFetch, type ClientIdentity } from './mtls.js';
 import { publicRegistration, type ConsentClientRow } from './registrations.js';
 
+/** Where a bank sends the end user back to (the widget's consent callback), under the API's base URL. */
+export const CONSENT_CALLBACK_PATH = '/widget/consent/callback';
+
 /*
  * `svc banks register`: discovery of the bank's authorization server, then Dynamic Client Registration
  * (RFC 7591) with the software statement the directory signed, as a `tls_client_auth` client whose

@@ -29,6 +29,7 @@
     busy: false,
     finishing: false,
     lastError: null,
+    popup: null,
   };
 
   // ---- words: the catalogue of the page's language (src/widget/messages.ts) ----
@@ -317,8 +318,11 @@
         return failure(status.error);
       case 'finished':
         return done();
+      case 'awaiting_bank':
+        if (state.screen !== 'awaiting') awaiting();
+        return startPolling();
       default:
-        return state.bank ? credentials() : picker();
+        return state.bank ? begin() : picker();
     }
   }
 
@@ -370,7 +374,7 @@
               onclick: () => {
                 state.bank = bank;
                 state.holderType = bank.holder_types[0];
-                credentials();
+                begin();
               },
             },
             h(
@@ -602,6 +606,124 @@
     );
   }
 
+  /** The first step with a chosen bank: its consent screen for a consent bank, else the login form. */
+  function begin() {
+    if (state.bank && state.bank.connection === 'consent' && boot.kind === 'connect') return consent();
+    credentials();
+  }
+
+  /**
+   * A consent bank: what will be shared and for how long (worded by the server from the request it will
+   * push), and a button to the bank's own page: a popup when embedded (opened at the click, so no blocker
+   * stops it), this window itself in the hosted flow.
+   */
+  function consent(alertText) {
+    const bank = state.bank;
+    const screen = bank.consent;
+    const alert = h('p', { className: 'form-alert', role: 'alert', hidden: !alertText }, alertText || '');
+    const go = screen.canContinue
+      ? h(
+          'button',
+          { type: 'submit', className: 'button', 'aria-describedby': 'consent-duration' },
+          screen.button,
+        )
+      : null;
+    const actions = h('div', { className: 'actions' }, go);
+    if (!boot.bank_id) actions.append(button(t('credentials.otherBank'), () => picker(), true));
+    const form = h(
+      'form',
+      { novalidate: true, className: 'consent-screen' },
+      h(
+        'ul',
+        { className: 'consent-items' },
+        screen.items.map((item) => h('li', { 'data-covers': item.coverage }, item.text)),
+      ),
+      h('p', { id: 'consent-duration', className: 'consent-duration' }, screen.duration),
+      screen.notes.map((note) => h('p', { className: 'hint' }, note)),
+      h('p', { className: 'hint' }, t('consent.lead', { bank: bank.name })),
+      alert,
+      screen.warning ? h('p', { className: 'form-alert', role: 'alert' }, screen.warning) : null,
+      actions,
+    );
+    form.addEventListener('submit', async (event) => {
+      event.preventDefault();
+      if (state.busy || !go) return;
+      state.busy = true;
+      go.setAttribute('aria-disabled', 'true');
+      go.textContent = t('consent.opening', { bank: bank.name });
+      // Opened now, in the click: a window opened after the request returns would meet the popup blocker.
+      const popup = hosted ? null : window.open('', 'svc-consent', 'popup,width=520,height=760');
+      if (!hosted && !popup) {
+        state.busy = false;
+        return consent(t('consent.popupBlocked', { bank: bank.name }));
+      }
+      let start;
+      try {
+        start = await api('POST', 'consent', {
+          ...(boot.bank_id ? {} : { bank_id: bank.id }),
+          holder_type: state.holderType,
+        });
+      } catch (error) {
+        if (popup) popup.close();
+        state.busy = false;
+        if (error.status === 400 || error.code === 'network_error') return consent(error.message);
+        return failure(problemFor(error.code));
+      }
+      if (hosted) return window.location.assign(start.authorization_url);
+      state.popup = popup;
+      popup.location.replace(start.authorization_url);
+      handleStatus(start.status);
+    });
+    show('consent', [heading(screen.title), form], go || undefined);
+  }
+
+  /** The end user is at the bank's page; the callback moves the session on and polling sees it. */
+  function awaiting() {
+    const bank = state.bank;
+    const again = button(
+      t('consent.reopen', { bank: bankName() }),
+      () => {
+        if (state.popup && !state.popup.closed) return state.popup.focus();
+        consent();
+      },
+      true,
+    );
+    show('awaiting', [
+      heading(t('consent.awaitingTitle', { bank: bankName() })),
+      h('div', { className: 'status-art', 'aria-hidden': 'true' }, h('div', { className: 'spinner' })),
+      h('p', { className: 'lead centered', role: 'status' }, t('consent.awaitingLead', { bank: bankName() })),
+      bank && bank.consent ? h('div', { className: 'actions' }, again) : null,
+    ]);
+  }
+
+  /** The page in the bank's popup, after the callback: how the trip ended, then the popup closes itself. */
+  function returnedFromBank() {
+    if (boot.error) {
+      show('returned', [
+        art('error'),
+        h(
+          'div',
+          { className: 'centered' },
+          heading(boot.error.title),
+          h('p', { className: 'lead' }, boot.error.message),
+          h('p', { className: 'hint' }, t('consent.returnedClose')),
+        ),
+      ]);
+    } else {
+      show('returned', [
+        art('ok'),
+        h(
+          'div',
+          { className: 'centered' },
+          heading(t('consent.returnedTitle')),
+          h('p', { className: 'lead' }, t('consent.returnedText')),
+        ),
+      ]);
+    }
+    // A moment to read it; a window a script did not open ignores close() and keeps saying the above.
+    setTimeout(() => window.close(), boot.error ? 4000 : 1200);
+  }
+
   const STEP_TEXT = {
     queued: () => t('progress.queued', { bank: bankName() }),
     syncing: () => t('progress.syncing', { bank: bankName() }),
@@ -784,7 +906,7 @@
     state.lastError = problem;
     const canRetry = problem.retry && boot.session && (boot.kind === 'connect' || boot.kind === 'reconnect');
     const actions = h('div', { className: 'actions' });
-    if (canRetry) actions.append(button(t('error.tryAgain'), () => credentials()));
+    if (canRetry) actions.append(button(t('error.tryAgain'), () => begin()));
     if (embedded) actions.append(button(t('error.close'), () => exit('error', problem.code), canRetry));
     else if (hosted && boot.exit_url)
       actions.append(button(t('error.backToApp'), () => leave(exitUrl(problem.code)), canRetry));
@@ -821,6 +943,7 @@
       if (event.key === 'Escape') close();
     });
   }
+  if (boot.returned_from_bank) return returnedFromBank();
   post({ type: 'ready' });
   if (boot.error) failure(boot.error);
   else if (boot.status) handleStatus(boot.status);

@@ -1,0 +1,401 @@
+import { randomBytes } from 'node:crypto';
+import * as client from 'openid-client';
+import type { Knex } from 'knex';
+import type { HolderType } from '../banks/connector.js';
+import type { ConsentClient, ConsentClients } from '../banks/consent/client.js';
+import {
+  ACCOUNT_ACTIONS,
+  parseAuthorizationDetails,
+  validUntil,
+  type AccountAction,
+  type AuthorizationDetail,
+} from '../banks/consent/authorization-details.js';
+import { revokeGrant } from '../banks/consent/grant-management.js';
+import { findRegistration, type ConsentClientRow } from '../banks/consent/registrations.js';
+import { connectionMethod, findInstitution, offers, type Product } from '../banks/institutions.js';
+import type { Database } from '../db/database.js';
+import { ApiError, errors } from '../errors/api-error.js';
+import { createConsentLink } from '../links/consent/grants.js';
+import { firstIntentOfLink } from '../refresh/store.js';
+import { sha256Hex } from '../secrets/secret-box.js';
+import { consentScreen, type ConsentScreen } from './consent-screen.js';
+import {
+  claimAttempt,
+  MAX_ATTEMPTS,
+  refuse,
+  refuseOverConnectionLimit,
+  widgetTokenOf,
+  type WidgetContext,
+} from './flows.js';
+import {
+  claimConsentRequest,
+  findConsentRequestByState,
+  insertConsentRequest,
+  openVerifier,
+  settleConsentRequest,
+} from './consent-requests.js';
+import type { SessionRow } from './sessions.js';
+
+/*
+ * The end user's path to a consent bank (docs/open-finance.md, "What the end user sees"): the widget shows
+ * what will be shared (consent-screen.ts), `startConsent` pushes the authorization request (PAR, PKCE, RAR)
+ * over mTLS and hands the widget the bank's page; the bank sends the browser back to the callback, where
+ * `completeConsent` checks state and issuer, exchanges the code over mTLS and records the link with its
+ * grant and first sync: from there the widget goes on exactly as for a credential link (progress, success,
+ * exchange token, `link.created` at the exchange). Every way the callback can fail ends with a problem
+ * code the widget words, and nothing recorded but the trip's outcome.
+ */
+
+/** The consent the widget asks for: a year, within the draft's 36 months (the bank may grant less). */
+export const CONSENT_MONTHS = 12;
+/** How long a trip to the bank may take before its callback is refused as late. */
+export const CONSENT_WAIT_MS = 10 * 60_000;
+/** The consent version recorded on a link made through a bank's page (`widget-1` is the password form's). */
+export const CONSENT_VERSION = 'widget-consent-1';
+
+/** What each product reads: every product needs the accounts and their movements; `movements` the cards too. */
+export function consentActions(product: Product): AccountAction[] {
+  return product === 'movements'
+    ? [...ACCOUNT_ACTIONS]
+    : ACCOUNT_ACTIONS.filter((action) => action !== 'ReadCreditCards');
+}
+
+/** `now` plus whole calendar months (the 31st of a shorter month falls to its last day). */
+export function addMonths(now: number, months: number): number {
+  const date = new Date(now);
+  const day = date.getUTCDate();
+  date.setUTCDate(1);
+  date.setUTCMonth(date.getUTCMonth() + months);
+  const last = new Date(Date.UTC(date.getUTCFullYear(), date.getUTCMonth() + 1, 0)).getUTCDate();
+  date.setUTCDate(Math.min(day, last));
+  return date.getTime();
+}
+
+/** The `authorization_details` pushed for a product: one `Accounts` entry, valid CONSENT_MONTHS. */
+export function consentDetails(product: Product, now: number): AuthorizationDetail[] {
+  return [
+    {
+      type: 'Accounts',
+      actions: consentActions(product),
+      validTo: new Date(addMonths(now, CONSENT_MONTHS)).toISOString(),
+    },
+  ];
+}
+
+/** The consent screen of a bank for a product, as the widget shows it and as the link records its hash. */
+export function consentScreenFor(
+  product: Product,
+  bankName: string,
+  context: Pick<WidgetContext, 'config' | 'now'> & { locale: SessionRow['locale'] },
+): ConsentScreen {
+  return consentScreen(consentDetails(product, context.now), context.locale, {
+    app: context.config.widget.name,
+    bank: bankName,
+    now: context.now,
+  });
+}
+
+export interface ConsentFlowContext extends WidgetContext {
+  db: Database;
+  consentClients: ConsentClients;
+}
+
+export interface ConsentStartInput {
+  bank_id?: string;
+  holder_type?: HolderType;
+}
+
+export interface ConsentStart {
+  authorization_url: string;
+  expires_at: string;
+}
+
+/** The redirect URI the registration was made with: the bank accepts no other. */
+function registeredRedirectUri(row: ConsentClientRow): string {
+  const registration = JSON.parse(row.registration) as { redirect_uris?: unknown };
+  const [first] = Array.isArray(registration.redirect_uris) ? registration.redirect_uris : [];
+  if (typeof first !== 'string') throw errors.internal('The bank registration has no redirect URI.');
+  return first;
+}
+
+/** The consent bank a start may use: the token's, else the one chosen, reachable by consent in this mode. */
+async function consentBankOf(
+  db: Knex,
+  session: SessionRow,
+  input: ConsentStartInput,
+  product: Product,
+  preset: string | null,
+): Promise<{ bankId: string; holderType: HolderType; registration: ConsentClientRow }> {
+  const bankId = preset ?? input.bank_id;
+  if (bankId === undefined) throw errors.missingParameter('bank_id', 'Choose a bank.');
+  if (preset && input.bank_id !== undefined && input.bank_id !== preset)
+    throw errors.invalidParameter('bank_id', `This widget connects ${preset} only.`);
+  const institution = findInstitution(bankId);
+  if (!institution) throw errors.invalidParameter('bank_id', `Unknown bank ${bankId}.`);
+  const registration = await findRegistration(db, bankId, session.mode);
+  if (connectionMethod(institution, session.mode, registration !== undefined) !== 'consent')
+    throw errors.badRequest(
+      'credentials_required',
+      `${institution.name} connects with the end user's bank login, not by consent: send the credentials form.`,
+    );
+  if (!registration) throw refuse('institution_unavailable', 409, { bankName: institution.name });
+  const holderType = input.holder_type ?? 'individual';
+  if (!offers(institution, product, holderType))
+    throw errors.invalidParameter(
+      'holder_type',
+      `${institution.name} does not offer ${product} to ${holderType} holders.`,
+    );
+  return { bankId, holderType, registration };
+}
+
+/** Open failures of openid-client as the widget words them: the bank said no, or did not answer. */
+function bankProblem(error: unknown): 'bank_unavailable' | 'consent_invalid' {
+  if (
+    error instanceof client.ResponseBodyError ||
+    error instanceof client.AuthorizationResponseError ||
+    (error instanceof Error && /^OAUTH_/.test(String((error as { code?: unknown }).code)))
+  )
+    return 'consent_invalid';
+  return 'bank_unavailable';
+}
+
+/**
+ * "Continue to the bank": pushes the authorization request and records the trip. The attempt is counted
+ * like a credentials submission (MAX_ATTEMPTS per widget); the PAR is made before anything is written, so
+ * a bank that does not answer leaves the session as it was.
+ */
+export async function startConsent(
+  session: SessionRow,
+  input: ConsentStartInput,
+  context: ConsentFlowContext,
+): Promise<ConsentStart> {
+  const { db, now } = context;
+  if (session.finished_at !== null) throw refuse('session_expired', 409);
+  if (session.kind !== 'connect')
+    throw errors.badRequest(
+      'wrong_step',
+      'A consent link is renewed by a new consent (a new widget token), not reconnected.',
+    );
+  if (session.refresh_intent_id !== null)
+    throw errors.conflict(
+      'connection_in_progress',
+      'A connection is already being made in this window; wait for its result.',
+    );
+  if (session.attempts >= MAX_ATTEMPTS) throw refuse('too_many_attempts', 429);
+  const token = await widgetTokenOf(db.reader, session);
+  const product: Product = token.product ?? 'movements';
+  const { bankId, holderType, registration } = await consentBankOf(
+    db.reader,
+    session,
+    input,
+    product,
+    token.institution_id,
+  );
+  await refuseOverConnectionLimit(db.reader, session, token);
+
+  let consentClient: ConsentClient;
+  let url: URL;
+  const state = randomBytes(24).toString('base64url');
+  const verifier = client.randomPKCECodeVerifier();
+  const details = consentDetails(product, now);
+  try {
+    consentClient = await context.consentClients.forRegistration(registration);
+    url = await client.buildAuthorizationUrlWithPAR(consentClient.configuration, {
+      redirect_uri: registeredRedirectUri(registration),
+      scope: 'openid',
+      response_type: 'code',
+      code_challenge: await client.calculatePKCECodeChallenge(verifier),
+      code_challenge_method: 'S256',
+      state,
+      grant_management_action: 'create',
+      authorization_details: JSON.stringify(details),
+      ui_locales: session.locale === 'es' ? 'es-CL es' : 'en',
+    });
+  } catch (error) {
+    if (error instanceof ApiError) throw error;
+    const bankName = findInstitution(bankId)!.name;
+    throw new ApiError(
+      502,
+      'api_error',
+      bankProblem(error) === 'consent_invalid' ? 'consent_invalid' : 'bank_unavailable',
+      `${bankName} did not accept the authorization request; try again in a moment.`,
+    );
+  }
+  const screen = consentScreenFor(product, findInstitution(bankId)!.name, {
+    ...context,
+    locale: session.locale,
+  });
+  const expiresAt = now + CONSENT_WAIT_MS;
+  await db.transaction(async (trx) => {
+    await claimAttempt(trx, session, now);
+    await insertConsentRequest(
+      trx,
+      context.secrets,
+      {
+        sessionId: session.id,
+        orgId: session.org_id,
+        mode: session.mode,
+        bankId,
+        holderType,
+        consentClientId: registration.id,
+        state,
+        verifier,
+        details,
+        consentTextHash: sha256Hex(JSON.stringify(screen)),
+        expiresAt,
+      },
+      now,
+    );
+    await trx('widget_sessions')
+      .where({ id: session.id })
+      .update({ bank_id: bankId, last_error_code: null, updated_at: now });
+  });
+  return { authorization_url: url.href, expires_at: new Date(expiresAt).toISOString() };
+}
+
+/** The query of the bank's callback, as received (each member a single string, or absent). */
+export interface CallbackQuery {
+  state?: string;
+  code?: string;
+  iss?: string;
+  error?: string;
+}
+
+export type ConsentOutcome =
+  | { ok: true; session: SessionRow; linkId: string }
+  | {
+      ok: false;
+      problem:
+        | 'consent_unknown'
+        | 'consent_used'
+        | 'consent_expired'
+        | 'consent_denied'
+        | 'consent_invalid'
+        | 'bank_unavailable'
+        | 'session_expired'
+        | 'connection_limit_reached'
+        | 'connection_in_progress';
+      /** The widget session the trip belonged to; null when the callback names none, or a used one. */
+      session: SessionRow | null;
+    };
+
+/** The query string a callback may carry: short, printable (a state is 32 base64url characters). */
+const CALLBACK_VALUE = /^[\x21-\x7e]{1,2048}$/;
+
+/**
+ * The bank's callback. The trip is claimed first, in its own statement, so a replayed or racing callback
+ * with the same state finds it used before any code is exchanged; a bank that would exchange a code twice
+ * (a fault the simulated bank can show) is never asked to.
+ */
+export async function completeConsent(
+  query: CallbackQuery,
+  context: ConsentFlowContext,
+): Promise<ConsentOutcome> {
+  const { db, now } = context;
+  if (!query.state || !CALLBACK_VALUE.test(query.state))
+    return { ok: false, problem: 'consent_unknown', session: null };
+  const request = await findConsentRequestByState(db.knex, query.state);
+  if (!request) return { ok: false, problem: 'consent_unknown', session: null };
+  if (!(await claimConsentRequest(db.knex, request.id, now)))
+    return { ok: false, problem: 'consent_used', session: null };
+  const session: SessionRow | undefined = await db
+    .knex('widget_sessions')
+    .where({ id: request.session_id })
+    .first();
+  const fail = async (problem: Exclude<ConsentOutcome, { ok: true }>['problem']) => {
+    await db.transaction(async (trx) => {
+      await settleConsentRequest(trx, request.id, problem);
+      if (session && problem !== 'session_expired')
+        await trx('widget_sessions')
+          .where({ id: session.id, refresh_intent_id: null })
+          .whereNull('finished_at')
+          .update({ last_error_code: problem, updated_at: now });
+    });
+    return { ok: false as const, problem, session: session ?? null };
+  };
+  if (!session || session.finished_at !== null || session.expires_at <= now) return fail('session_expired');
+  if (request.expires_at <= now) return fail('consent_expired');
+  if (query.error !== undefined)
+    return fail(query.error === 'access_denied' ? 'consent_denied' : 'consent_invalid');
+  if (!query.code || !CALLBACK_VALUE.test(query.code)) return fail('consent_invalid');
+
+  const registration = await findRegistration(db.knex, request.bank_id, request.mode);
+  // Re-registered since the trip started: the code was issued to a client the appliance no longer is.
+  if (!registration || registration.id !== request.consent_client_id) return fail('consent_invalid');
+  let consentClient: ConsentClient;
+  let tokens: client.TokenEndpointResponse & client.TokenEndpointResponseHelpers;
+  try {
+    consentClient = await context.consentClients.forRegistration(registration);
+    const callback = new URL(registeredRedirectUri(registration));
+    for (const [name, value] of Object.entries(query))
+      if (value !== undefined) callback.searchParams.set(name, value);
+    tokens = await client.authorizationCodeGrant(consentClient.configuration, callback, {
+      pkceCodeVerifier: openVerifier(request, context.secrets),
+      expectedState: query.state,
+    });
+  } catch (error) {
+    return fail(bankProblem(error));
+  }
+  const granted = parseAuthorizationDetails(tokens.authorization_details ?? []);
+  const grantId = typeof tokens.grant_id === 'string' ? tokens.grant_id : null;
+  const subject = tokens.claims()?.sub;
+  if (!granted || granted.length === 0 || grantId === null || !subject) {
+    if (grantId !== null) await revokeGrant(consentClient, grantId, now).catch(() => undefined);
+    return fail('consent_invalid');
+  }
+  try {
+    const linkId = await db.transaction(async (trx) => {
+      const current: SessionRow | undefined = await trx('widget_sessions').where({ id: session.id }).first();
+      if (!current || current.finished_at !== null) throw refuse('session_expired', 409);
+      if (current.refresh_intent_id !== null)
+        throw errors.conflict('connection_in_progress', 'This window is already connecting.');
+      await refuseOverConnectionLimit(trx, current, await widgetTokenOf(trx, current), { lock: true });
+      const link = await createConsentLink(
+        trx,
+        { orgId: request.org_id, mode: request.mode },
+        {
+          bank_id: request.bank_id,
+          holder_type: request.holder_type,
+          external_user_id: (await widgetTokenOf(trx, current)).external_user_id ?? undefined,
+          consent_version: CONSENT_VERSION,
+          consent_text_hash: request.consent_text_hash,
+          subject,
+        },
+        {
+          consentClientId: registration.id,
+          clientId: registration.client_id,
+          grantId,
+          authorizationDetails: granted,
+          expiresAt: validUntil(granted),
+          accessToken: tokens.access_token,
+          accessTokenExpiresAt: tokens.expires_in === undefined ? null : now + tokens.expires_in * 1000,
+          refreshToken: tokens.refresh_token ?? null,
+        },
+        context.policy,
+        now,
+        { announce: false, interactive: true },
+      );
+      const intent = await firstIntentOfLink(trx, link.id);
+      await trx('widget_sessions').where({ id: session.id }).update({
+        bank_id: request.bank_id,
+        link_id: link.id,
+        refresh_intent_id: intent.id,
+        last_error_code: null,
+        updated_at: now,
+      });
+      await settleConsentRequest(trx, request.id, 'linked', link.id);
+      return link.id;
+    });
+    return { ok: true, session, linkId };
+  } catch (error) {
+    // The bank granted a consent this widget cannot use: it is revoked at once rather than left to expire.
+    await revokeGrant(consentClient, grantId, now).catch(() => undefined);
+    if (error instanceof ApiError && isOutcomeProblem(error.code)) return fail(error.code);
+    throw error;
+  }
+}
+
+const OUTCOME_PROBLEMS = new Set(['session_expired', 'connection_limit_reached', 'connection_in_progress']);
+function isOutcomeProblem(code: string): code is 'session_expired' | 'connection_limit_reached' {
+  return OUTCOME_PROBLEMS.has(code);
+}

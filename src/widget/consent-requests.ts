@@ -1,0 +1,137 @@
+import { randomBytes } from 'node:crypto';
+import type { Knex } from 'knex';
+import type { HolderType } from '../banks/connector.js';
+import type { AuthorizationDetail } from '../banks/consent/authorization-details.js';
+import { sha256Hex, type SecretBox } from '../secrets/secret-box.js';
+import { consentRequestContext } from '../secrets/sealed-columns.js';
+
+/*
+ * The only code that writes `widget_consent_requests`: one row per trip of an end user to a consent bank's
+ * page (consent-flow.ts). The `state` in the bank's URL is kept as its SHA-256, the PKCE verifier sealed
+ * under the row, so a copy of the table neither finds a callback nor finishes one.
+ */
+
+export interface ConsentRequestRow {
+  id: string;
+  session_id: string;
+  org_id: string;
+  mode: 'live' | 'test';
+  bank_id: string;
+  holder_type: HolderType;
+  consent_client_id: string;
+  state_hash: string;
+  verifier_sealed: string;
+  /** JSON: the `authorization_details` pushed to the bank (what the consent screen worded). */
+  authorization_details: string;
+  consent_text_hash: string;
+  expires_at: number;
+  completed_at: number | null;
+  /** `linked`, `superseded`, or the problem code the callback ended with; null while the bank has it. */
+  outcome: string | null;
+  link_id: string | null;
+  created_at: number;
+}
+
+export interface NewConsentRequest {
+  sessionId: string;
+  orgId: string;
+  mode: 'live' | 'test';
+  bankId: string;
+  holderType: HolderType;
+  consentClientId: string;
+  state: string;
+  verifier: string;
+  details: AuthorizationDetail[];
+  consentTextHash: string;
+  expiresAt: number;
+}
+
+const verifierContext = (id: string) => consentRequestContext(id, 'verifier_sealed');
+
+/**
+ * Records a trip to the bank; an earlier trip of the same session still open is superseded, so only the
+ * newest authorisation page can finish the widget (a late callback of the old one finds it used).
+ */
+export async function insertConsentRequest(
+  trx: Knex,
+  secrets: SecretBox,
+  request: NewConsentRequest,
+  now: number,
+): Promise<ConsentRequestRow> {
+  await trx('widget_consent_requests')
+    .where({ session_id: request.sessionId })
+    .whereNull('completed_at')
+    .update({ completed_at: now, outcome: 'superseded' });
+  const id = `wcr_${randomBytes(8).toString('hex')}`;
+  const row: ConsentRequestRow = {
+    id,
+    session_id: request.sessionId,
+    org_id: request.orgId,
+    mode: request.mode,
+    bank_id: request.bankId,
+    holder_type: request.holderType,
+    consent_client_id: request.consentClientId,
+    state_hash: sha256Hex(request.state),
+    verifier_sealed: secrets.seal(request.verifier, verifierContext(id)),
+    authorization_details: JSON.stringify(request.details),
+    consent_text_hash: request.consentTextHash,
+    expires_at: request.expiresAt,
+    completed_at: null,
+    outcome: null,
+    link_id: null,
+    created_at: now,
+  };
+  await trx('widget_consent_requests').insert(row);
+  return row;
+}
+
+export async function findConsentRequestByState(
+  db: Knex,
+  state: string,
+): Promise<ConsentRequestRow | undefined> {
+  return db<ConsentRequestRow>('widget_consent_requests')
+    .where({ state_hash: sha256Hex(state) })
+    .first();
+}
+
+/** The trip a session is waiting on (not completed, not past its wait), if any. */
+export async function openConsentRequest(
+  db: Knex,
+  sessionId: string,
+  now: number,
+): Promise<ConsentRequestRow | undefined> {
+  return db<ConsentRequestRow>('widget_consent_requests')
+    .where({ session_id: sessionId })
+    .whereNull('completed_at')
+    .where('expires_at', '>', now)
+    .orderBy('created_at', 'desc')
+    .first();
+}
+
+/**
+ * Takes the callback: true for the one caller that completed the row. A second callback with the same
+ * state (a replay, a reload, a race) finds it completed and gets false.
+ */
+export async function claimConsentRequest(db: Knex, id: string, now: number): Promise<boolean> {
+  const claimed = await db('widget_consent_requests')
+    .where({ id })
+    .whereNull('completed_at')
+    .update({ completed_at: now, outcome: 'in_progress' });
+  return claimed === 1;
+}
+
+export async function settleConsentRequest(
+  db: Knex,
+  id: string,
+  outcome: string,
+  linkId: string | null = null,
+): Promise<void> {
+  await db('widget_consent_requests').where({ id }).update({ outcome, link_id: linkId });
+}
+
+export function openVerifier(
+  row: Pick<ConsentRequestRow, 'id' | 'verifier_sealed'>,
+  secrets: SecretBox,
+): string {
+  return secrets.open(row.verifier_sealed, verifierContext(row.id));
+}
