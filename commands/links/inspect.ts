@@ -1,22 +1,24 @@
 import { Args } from '@oclif/core';
 import { BaseCommand } from '../../src/cli/base-command.js';
-import type { LinkInspection } from '../../src/links/inspect.js';
+import type { DeletedLinkInspection, LinkInspection } from '../../src/links/inspect.js';
 
 export default class LinksInspect extends BaseCommand {
   static override summary =
     'Everything about one link: why it is stale, its accounts, syncs, intents, events and deliveries';
+  static override description =
+    'For a deleted consent link: `deleted: true` and whether its grant was revoked at the bank (`grant_revocation`: status, attempts, last error, next attempt).';
   static override examples = [
     '<%= config.bin %> links inspect link_0123456789abcdef',
     '<%= config.bin %> links inspect link_0123456789abcdef --json',
   ];
   static override args = { linkId: Args.string({ required: true, description: 'the link (link_…)' }) };
 
-  async run(): Promise<LinkInspection> {
+  async run(): Promise<LinkInspection | DeletedLinkInspection> {
     const { args, flags } = await this.parse(LinksInspect);
     const config = this.appConfig(flags.home);
-    const { inspectLink } = await import('../../src/links/inspect.js');
+    const { inspectLinkOrDeleted } = await import('../../src/links/inspect.js');
     const data = await this.withDatabase(config, (db) =>
-      inspectLink(db.reader, args.linkId, this.clock(config).now()),
+      inspectLinkOrDeleted(db.reader, args.linkId, this.clock(config).now()),
     );
     if (!this.jsonEnabled()) {
       const { renderLinkInspection } = await import('../../src/cli/views/link-view.js');

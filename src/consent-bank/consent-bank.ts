@@ -637,6 +637,12 @@ export async function startConsentBank(options: ConsentBankOptions): Promise<Con
         'Grant Management answers GET (query) and DELETE (revoke)',
       );
     }
+    // A fault answers before the bank looks at the grant, as a rate limiter or a maintenance page would.
+    const fault = faults.bankWide.grantManagementStatus;
+    if (fault && ctx.method === 'DELETE') {
+      ctx.set('Retry-After', String(retryAfterOf(faults.bankWide, fault)));
+      return oauthError(ctx, fault, 'temporarily_unavailable', `Grant Management answers ${fault} (fault)`);
+    }
     const cert = peerCertificate(ctx);
     const owns = async (clientId: string) => {
       const client = await provider.Client.find(clientId);

@@ -29,11 +29,20 @@ export interface BankFaults extends UserFaults {
   requestUriTtlSeconds?: number;
   /** New TLS connections to the mTLS face get a server certificate from a CA the client does not trust. */
   foreignServerCertificate?: boolean;
+  /**
+   * Grant Management's revoke (DELETE of a grant) answers this status with `Retry-After` (`retryAfterSeconds`,
+   * default as `retryAfterOf`), as a bank rate-limiting (429), down for maintenance (503) or overloaded (529)
+   * would; queries (GET) still answer, so a test can see the grant is still there.
+   */
+  grantManagementStatus?: 429 | 503 | 529;
 }
 
-/** The default `Retry-After` of a rate-limit fault: to the next minute (429) or a few seconds (529). */
-export function retryAfterOf(faults: UserFaults): number {
-  return faults.retryAfterSeconds ?? (faults.resourceStatus === 529 ? 2 : 30);
+/**
+ * The default `Retry-After` of a fault's status (the resource calls' unless given): to the next half-minute
+ * (429, 503) or a few seconds (529).
+ */
+export function retryAfterOf(faults: UserFaults, status: number | undefined = faults.resourceStatus): number {
+  return faults.retryAfterSeconds ?? (status === 529 ? 2 : 30);
 }
 
 export const SLOW_ANSWER_MS = 4_500;

@@ -1,5 +1,10 @@
 import type { Knex } from 'knex';
-import { describeRevocation, revocationOfLink } from './consent/revocations.js';
+import {
+  describeRevocation,
+  revocationOfLink,
+  REVOKE_ATTEMPTS,
+  type RevocationStatus,
+} from './consent/revocations.js';
 import { toIso } from '../clock/clock.js';
 import { errors } from '../errors/api-error.js';
 import { operatorPrincipal, type Principal } from '../auth/principal.js';
@@ -65,17 +70,93 @@ export interface LinkInspection {
   }[];
 }
 
+/**
+ * What a deleted consent link leaves for support: whether its bank was told to revoke the grant. The shape of
+ * the API's delete answer (`object`, `id`, `deleted`, `deleted_at`), so a script tells it apart by `deleted`.
+ * Nothing of the grant itself: its id stays sealed in the row, and the tokens went with the link.
+ */
+export interface DeletedLinkInspection {
+  object: 'link';
+  id: string;
+  deleted: true;
+  deleted_at: string | null;
+  org_id: string;
+  mode: 'live' | 'test';
+  bank_id: string;
+  grant_revocation: {
+    status: RevocationStatus;
+    attempts: number;
+    /** After this many the revocation is `failed`. */
+    max_attempts: number;
+    /** The appliance's words and the bank's status or OAuth error code; never a token or the grant id. */
+    last_error: string | null;
+    /** When the next attempt is due; null once the revocation is settled (revoked or failed). */
+    next_attempt_at: string | null;
+    revoked_at: string | null;
+    /** When it was queued: in the transaction that deleted the link. */
+    created_at: string | null;
+  };
+  /** The revocation in the operator's words. */
+  diagnosis: string[];
+}
+
+const missingLink = (linkId: string) =>
+  errors.notFound(
+    `No link ${linkId}. (A deleted link leaves only its link.deleted event: try \`svc links list\`.)`,
+    'link',
+  );
+
 /** Everything support needs to answer "why is this link stale?", with the likely answer first. */
 export async function inspectLink(db: Knex, linkId: string, now: number): Promise<LinkInspection> {
   const row = await findLink(db, linkId);
-  const revocation = row ? undefined : await revocationOfLink(db, linkId);
-  if (revocation)
-    throw errors.notFound(`Link ${linkId} was deleted. ${describeRevocation(revocation)}`, 'link');
-  if (!row)
-    throw errors.notFound(
-      `No link ${linkId}. (A deleted link leaves only its link.deleted event: try \`svc links list\`.)`,
-      'link',
-    );
+  if (!row) throw missingLink(linkId);
+  return inspectLinkRow(db, row, now);
+}
+
+/**
+ * `svc links inspect`: a link, or what a deleted consent link left (its grant's revocation); a link that is
+ * neither (never existed, or deleted with no grant to revoke) is not found.
+ */
+export async function inspectLinkOrDeleted(
+  db: Knex,
+  linkId: string,
+  now: number,
+): Promise<LinkInspection | DeletedLinkInspection> {
+  const row = await findLink(db, linkId);
+  if (row) return inspectLinkRow(db, row, now);
+  const deleted = await inspectDeletedLink(db, linkId);
+  if (!deleted) throw missingLink(linkId);
+  return deleted;
+}
+
+/** A deleted consent link's revocation, or null when the link left none (it was not a consent link). */
+export async function inspectDeletedLink(db: Knex, linkId: string): Promise<DeletedLinkInspection | null> {
+  const revocation = await revocationOfLink(db, linkId);
+  if (!revocation) return null;
+  return {
+    object: 'link',
+    id: revocation.link_id,
+    deleted: true,
+    // The revocation is queued in the deleting transaction, at the delete's time.
+    deleted_at: toIso(revocation.created_at),
+    org_id: revocation.org_id,
+    mode: revocation.mode,
+    bank_id: revocation.bank_id,
+    grant_revocation: {
+      status: revocation.status,
+      attempts: revocation.attempts,
+      max_attempts: REVOKE_ATTEMPTS,
+      last_error: revocation.last_error,
+      next_attempt_at: revocation.status === 'pending' ? toIso(revocation.next_attempt_at) : null,
+      revoked_at: toIso(revocation.revoked_at),
+      created_at: toIso(revocation.created_at),
+    },
+    diagnosis: [describeRevocation(revocation)],
+  };
+}
+
+async function inspectLinkRow(db: Knex, row: LinkRow, now: number): Promise<LinkInspection> {
+  const linkId = row.id;
   const [accounts, jobs, intents, events, deliveries] = await Promise.all([
     accountsOfLinkByAge(db, linkId),
     recentJobsOfLink(db, linkId, 5),

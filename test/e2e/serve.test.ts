@@ -170,7 +170,13 @@ forEachEngine(t, async (t, engine) => {
         size_bytes: Number,
       });
       t.ok(current.database.size_bytes! > 0, 'the database size is reported');
-      t.same(current.queues, { sync_jobs_queued: 0, sync_jobs_running: 0, webhook_deliveries_pending: 0 });
+      t.same(current.queues, {
+        sync_jobs_queued: 0,
+        sync_jobs_running: 0,
+        webhook_deliveries_pending: 0,
+        grant_revocations_pending: 0,
+        grant_revocations_failed: 0,
+      });
     });
 
     await t.test('kill -9 of the scheduler is repaired by a restart', (t) =>

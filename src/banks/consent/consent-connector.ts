@@ -54,8 +54,11 @@ export const REFRESH_AHEAD_MS = 60_000;
 const MAX_PAGES = 500;
 /** A `Retry-After` beyond this is read as this: the job is tried again within the hour regardless. */
 const MAX_RETRY_AFTER_S = 3_600;
-/** When a 429 or 529 carries no usable `Retry-After`: the draft's per-minute window, or a few seconds. */
-const DEFAULT_RETRY_AFTER_S = { 429: 60, 529: 5 } as const;
+/**
+ * When a 429 or 529 carries no usable `Retry-After`: the draft's per-minute window, or a few seconds. A 503
+ * is read only when it carries one (Grant Management's revoke), and a minute if it cannot be read.
+ */
+const DEFAULT_RETRY_AFTER_S = { 429: 60, 503: 60, 529: 5 } as const;
 
 /** Tokens as a refresh returns them; the caller seals and stores them (links/consent/grants.ts). */
 export interface RefreshedTokens {
@@ -87,7 +90,7 @@ const fail = (code: ConstructorParameters<typeof ConnectorError>[0], reason: str
   new ConnectorError(code, reason, { reason, ...(extra as ConnectorErrorOptions) });
 
 /** `Retry-After` as seconds or an HTTP date (RFC 9110 §10.2.3), to ms since the epoch, within bounds. */
-export function retryAtOf(header: string | null, status: 429 | 529, now: number): number {
+export function retryAtOf(header: string | null, status: 429 | 503 | 529, now: number): number {
   let seconds: number = DEFAULT_RETRY_AFTER_S[status];
   if (header !== null && /^\d+$/.test(header.trim())) seconds = Number(header.trim());
   else if (header !== null && !Number.isNaN(Date.parse(header)))

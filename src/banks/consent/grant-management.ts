@@ -10,7 +10,7 @@ import { retryAtOf } from './consent-connector.js';
 export type RevokeOutcome =
   | { kind: 'revoked' }
   | { kind: 'gone' }
-  /** Try again later: `retryAt` when the bank said when (429, 529 with `Retry-After`). No secret in `reason`. */
+  /** Try again later: `retryAt` when the bank said when (429, 529; 503 with `Retry-After`). No secret in `reason`. */
   | { kind: 'failed'; reason: string; retryAt: number | null };
 
 /** A revoke's answer budget: the draft gives a bank 4 s; a slow one is tried again later, not waited for. */
@@ -55,13 +55,30 @@ export async function revokeGrant(
   const body = (await response.json().catch(() => null)) as { error?: unknown } | null;
   if (response.status === 204 || response.status === 200) return { kind: 'revoked' };
   if (response.status === 404 && body?.error === 'invalid_grant') return { kind: 'gone' };
-  const oauthError = typeof body?.error === 'string' ? ` ${body.error.slice(0, 60)}` : '';
+  const code = oauthErrorCode(body?.error, grantId);
   return {
     kind: 'failed',
-    reason: `the bank answered HTTP ${response.status}${oauthError}`,
-    retryAt:
-      response.status === 429 || response.status === 529
-        ? retryAtOf(response.headers.get('retry-after'), response.status, now)
-        : null,
+    reason: `the bank answered HTTP ${response.status}${code ? ` ${code}` : ''}`,
+    retryAt: retryAtOfAnswer(response.status, response.headers.get('retry-after'), now),
   };
+}
+
+/**
+ * The bank's OAuth error code, for `last_error` (which `svc links inspect` prints): only a code's shape
+ * (RFC 6749's are lower-case words joined by `_`), and never one that carries the grant id, so a bank that
+ * echoes what it was sent cannot put a secret in the row.
+ */
+function oauthErrorCode(error: unknown, grantId: string): string | null {
+  if (typeof error !== 'string' || !/^[a-z][a-z_]{0,59}$/.test(error)) return null;
+  return error.includes(grantId) ? null : error;
+}
+
+/**
+ * When the bank said to call again: a 429 or 529 always means later (its `Retry-After`, else a default); a
+ * 503 when it says so (RFC 9110 §15.6.4: a bank down for maintenance may name its end). Else the schedule.
+ */
+function retryAtOfAnswer(status: number, retryAfter: string | null, now: number): number | null {
+  if (status === 429 || status === 529) return retryAtOf(retryAfter, status, now);
+  if (status === 503 && retryAfter !== null) return retryAtOf(retryAfter, 503, now);
+  return null;
 }

@@ -1,5 +1,5 @@
 import { Box, Text, render } from 'ink';
-import type { LinkInspection } from '../../links/inspect.js';
+import type { DeletedLinkInspection, LinkInspection } from '../../links/inspect.js';
 
 function money(amount: number | null, currency: string): string {
   if (amount === null) return '-';
@@ -112,8 +112,41 @@ function LinkView({ data }: { data: LinkInspection }) {
   );
 }
 
-export async function renderLinkInspection(data: LinkInspection): Promise<void> {
-  const app = render(<LinkView data={data} />);
+const REVOCATION_COLOUR = { revoked: 'green', pending: 'yellow', failed: 'red' } as const;
+
+/** A deleted consent link: what support asks of it is whether the bank was told, so that is all it shows. */
+function DeletedLinkView({ data }: { data: DeletedLinkInspection }) {
+  const revocation = data.grant_revocation;
+  return (
+    <Box flexDirection="column">
+      <Text>
+        <Text bold>{data.id}</Text> {data.bank_id} <Text color="red">deleted</Text> at {data.deleted_at}{' '}
+        {data.mode} mode, org {data.org_id}
+      </Text>
+      <Section title="Grant revocation at the bank">
+        <Text>
+          {' '}
+          status <Text color={REVOCATION_COLOUR[revocation.status]}>{revocation.status}</Text>, attempts{' '}
+          {revocation.attempts} of {revocation.max_attempts}, queued {revocation.created_at}
+        </Text>
+        {revocation.status === 'pending' ? <Text> next attempt {revocation.next_attempt_at}</Text> : null}
+        {revocation.revoked_at ? <Text> revoked {revocation.revoked_at}</Text> : null}
+        {revocation.last_error ? <Text> last error {revocation.last_error}</Text> : null}
+      </Section>
+      <Section title="Diagnosis">
+        {data.diagnosis.map((note, i) => (
+          <Text key={i} color={REVOCATION_COLOUR[revocation.status]}>
+            {' '}
+            • {note}
+          </Text>
+        ))}
+      </Section>
+    </Box>
+  );
+}
+
+export async function renderLinkInspection(data: LinkInspection | DeletedLinkInspection): Promise<void> {
+  const app = render('deleted' in data ? <DeletedLinkView data={data} /> : <LinkView data={data} />);
   app.unmount();
   await app.waitUntilExit();
 }

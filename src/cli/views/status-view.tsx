@@ -73,6 +73,13 @@ function StatusView({
             sync jobs queued {queues.sync_jobs_queued}, running {queues.sync_jobs_running}
           </Text>
           <Text> webhook deliveries pending {queues.webhook_deliveries_pending}</Text>
+          <Text>
+            {' '}
+            grant revocations pending {queues.grant_revocations_pending}, failed{' '}
+            <Text color={queues.grant_revocations_failed > 0 ? 'yellow' : undefined}>
+              {queues.grant_revocations_failed}
+            </Text>
+          </Text>
         </Box>
       ) : null}
     </Box>

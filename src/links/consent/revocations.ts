@@ -94,6 +94,21 @@ export async function revocationOfLink(db: Knex, linkId: string): Promise<GrantR
     .first();
 }
 
+/**
+ * Revocations still waiting for the bank, and those that gave up (the bank may hold those consents until
+ * they expire): the queue depths `svc status` and `/metrics` show. The (status, next_attempt_at) index
+ * answers it; failed rows are kept with their audit trail, so that count only grows until someone acts.
+ */
+export async function revocationCounts(db: Knex): Promise<{ pending: number; failed: number }> {
+  const rows: { status: string; n: number | string }[] = await db('grant_revocations')
+    .select('status')
+    .count({ n: '*' })
+    .whereIn('status', ['pending', 'failed'])
+    .groupBy('status');
+  const byStatus = new Map(rows.map((row) => [row.status, Number(row.n)]));
+  return { pending: byStatus.get('pending') ?? 0, failed: byStatus.get('failed') ?? 0 };
+}
+
 /** Takes one due row with a lease (a conditional update: two schedulers never take the same row). */
 async function claimDue(db: Knex, now: number): Promise<GrantRevocationRow | null> {
   const candidates: GrantRevocationRow[] = await db<GrantRevocationRow>('grant_revocations')
