@@ -98,7 +98,7 @@ function rowsAfter(db: Knex, sealed: SealedTable, cursor: Row | null, batchSize:
   return query
     .orderBy(key.map((column) => ({ column })))
     .limit(batchSize)
-    .select(...key, ...columns) as Promise<Row[]>;
+    .select(...key, ...(sealed.contextColumns ?? []), ...columns) as Promise<Row[]>;
 }
 
 /** Rows of a table holding at least one sealed value, `batchSize` at a time in primary-key order. */

@@ -10,6 +10,8 @@ export interface SealedTable {
   /** The primary key's columns: the order a rotation walks the rows in, and how it updates one. */
   key: readonly string[];
   columns: readonly string[];
+  /** Other columns `context` reads (a value sealed under another row's id names it here). */
+  contextColumns?: readonly string[];
   /** A table may seal each column under its own context, so a value moved to another column does not open. */
   context(row: Record<string, unknown>, column: string): string;
 }
@@ -74,6 +76,7 @@ export const SEALED_TABLES: readonly SealedTable[] = [
     table: 'grant_revocations',
     key: ['id'],
     columns: ['grant_id_sealed'],
+    contextColumns: ['link_id'],
     context: (row) => linkGrantContext(String(row.link_id), 'grant_id_sealed'),
   },
   // The PKCE verifier of a trip to a consent bank's page (widget/consent-flow.ts), until its callback.

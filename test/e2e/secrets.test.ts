@@ -27,6 +27,10 @@ import {
   withDatabase,
 } from '../helpers/cli.js';
 import { independentlyVerified, startReceiver } from '../helpers/receiver.js';
+import { atTheBank } from '../helpers/consent-bank.js';
+import { openWidget, widgetApi } from '../helpers/widget.js';
+import { loadSecretBox } from '../../src/secrets/master-key-file.js';
+import { findGrantRow, openGrant } from '../../src/links/consent/grants.js';
 import { preSessionToken } from '../helpers/console.js';
 
 /*
@@ -350,6 +354,60 @@ forEachEngine(t, async (t, engine) => {
       status: 'requires_mfa',
     });
     waitingIntent = second.id;
+  });
+
+  let consentLinkId = '';
+  t.test('a consent link through the widget: its code, tokens and grant id', async (t) => {
+    const token = await api('POST', '/v1/widget_tokens', { key: sk, body: {} });
+    outputs.at(-1)!.allowed.push(token.body.token);
+    const opened = await openWidget({ url: serve.url }, token.body.token);
+    t.equal(opened.status, 200, 'the widget opens');
+    const session = opened.bootstrap.session as string;
+    const started = await widgetApi({ url: serve.url }, session, 'POST', 'consent', {
+      bank_id: 'bancoabierto',
+    });
+    t.equal(started.status, 200, started.text);
+    const { callback } = await atTheBank(
+      started.body.authorization_url,
+      `${serve.url}/widget/consent/callback`,
+    );
+    const callbackUrl = new URL(callback);
+    canaries.set('consent authorization code', callbackUrl.searchParams.get('code')!);
+    canaries.set('consent state', callbackUrl.searchParams.get('state')!);
+    t.equal((await fetch(callback)).status, 200, 'the callback takes the code');
+    const succeeded = await waitFor(async () => {
+      const status = await widgetApi({ url: serve.url }, session, 'GET', 'status');
+      return status.body.state === 'succeeded' ? status.body : undefined;
+    }, HANG_GUARD_MS);
+    t.ok(succeeded.accounts_count > 0, 'the first sync read the bank API');
+    const finished = await widgetApi({ url: serve.url }, session, 'POST', 'finish');
+    outputs.push({ label: 'widget finish', text: finished.text, allowed: [finished.body.exchange_token] });
+    const exchanged = await api('POST', `/v1/exchange_tokens/${finished.body.exchange_token}`, { key: sk });
+    consentLinkId = exchanged.body.id as string;
+    // What the appliance holds for the link, opened with the master key as only the server does.
+    const secrets = loadSecretBox({ masterKeyFile: keyFile, masterKey: '' });
+    const grant = openGrant(
+      (await withDatabase(database.url, (db) => findGrantRow(db.knex, consentLinkId)))!,
+      secrets,
+    );
+    canaries.set('consent grant id', grant.grantId);
+    canaries.set('consent access token', grant.accessToken);
+    if (grant.refreshToken) canaries.set('consent refresh token', grant.refreshToken);
+    await svc(['links', 'inspect', consentLinkId]);
+    await svc(['links', 'inspect', consentLinkId, '--json']);
+    await api('GET', `/v1/links/${consentLinkId}`, { key: sk });
+    t.equal((await api('DELETE', `/v1/links/${consentLinkId}`, { key: sk })).status, 200, 'deleted');
+    const revoked = await waitFor(async () => {
+      const inspected = await svc(['links', 'inspect', consentLinkId, '--json']);
+      const view = JSON.parse(inspected.stdout || '{}') as { grant_revocation?: { status: string } };
+      return view.grant_revocation?.status === 'revoked' ? view : undefined;
+    }, HANG_GUARD_MS);
+    t.match(
+      revoked,
+      { deleted: true, grant_revocation: { status: 'revoked' } },
+      'the grant is revoked at the bank',
+    );
+    await svc(['links', 'inspect', consentLinkId]);
   });
 
   t.test('a flipped bit in stored credentials fails the sync with a clear error, nothing else', async (t) => {
