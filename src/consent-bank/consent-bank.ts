@@ -90,6 +90,7 @@ const MTLS_ROUTES = {
   pushed_authorization_request_endpoint: PAR_PATH,
   registration_endpoint: '/reg',
   grant_management_endpoint: GRANT_MANAGEMENT_PATH,
+  introspection_endpoint: '/token/introspection',
 } as const;
 
 /** The browser face passes only these to the library; the rest lives on the mTLS face. */
@@ -295,6 +296,8 @@ export async function startConsentBank(options: ConsentBankOptions): Promise<Con
       pushedAuthorizationRequests: { enabled: true, requirePushedAuthorizationRequests: true },
       registration: { enabled: true },
       devInteractions: { enabled: false },
+      // A client may ask whether its token is bound to its certificate (the appliance does, once a consent).
+      introspection: { enabled: true },
       revocation: { enabled: false },
       userinfo: { enabled: false },
       mTLS: {

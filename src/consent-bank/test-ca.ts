@@ -10,7 +10,7 @@ import { join } from 'node:path';
 // @peculiar/x509 registers its ASN.1 providers with tsyringe, which needs the Reflect metadata API first.
 import 'reflect-metadata';
 import * as x509 from '@peculiar/x509';
-import { rfc4514 } from '../banks/consent/certificates.js';
+import { certificateThumbprint, rfc4514 } from '../banks/consent/certificates.js';
 
 /*
  * The simulated consent bank's local test CA, made once at install (and by each test in a temp dir). Nothing
@@ -282,8 +282,4 @@ export function sameDn(a: string, b: string): boolean {
   return canonical(a) === canonical(b);
 }
 
-/** RFC 8705's `x5t#S256`: the base64url SHA-256 of the certificate's DER. */
-export function certificateThumbprint(cert: NodeX509 | string): string {
-  const der = typeof cert === 'string' ? new NodeX509(cert).raw : cert.raw;
-  return createHash('sha256').update(der).digest('base64url');
-}
+export { certificateThumbprint };

@@ -11,6 +11,7 @@ import {
   type AuthorizationDetail,
 } from '../banks/consent/authorization-details.js';
 import { revokeGrant } from '../banks/consent/grant-management.js';
+import { tokenBinding } from '../banks/consent/token-binding.js';
 import { findRegistration, type ConsentClientRow } from '../banks/consent/registrations.js';
 import { connectionMethod, findInstitution, offers, type Product } from '../banks/institutions.js';
 import type { Database } from '../db/database.js';
@@ -339,7 +340,15 @@ export async function completeConsent(
   const granted = parseAuthorizationDetails(tokens.authorization_details ?? []);
   const grantId = typeof tokens.grant_id === 'string' ? tokens.grant_id : null;
   const subject = tokens.claims()?.sub;
-  if (!granted || granted.length === 0 || grantId === null || !subject) {
+  // A grant the appliance will not use: what the bank granted is unreadable, or its token is not bound to
+  // the appliance's certificate (FAPI 2.0's sender constraint), which a leaked token would not need.
+  const unusable =
+    !granted ||
+    granted.length === 0 ||
+    grantId === null ||
+    !subject ||
+    (await tokenBinding(consentClient, tokens.access_token).catch(() => 'unknown' as const)) === 'unbound';
+  if (unusable) {
     if (grantId !== null) await revokeGrant(consentClient, grantId, now).catch(() => undefined);
     return fail('consent_invalid');
   }

@@ -23,6 +23,7 @@ forEachEngine(t, async (t, engine) => {
       pushed_authorization_request_endpoint: `${fixture.bank.mtlsBase}/par`,
       registration_endpoint: `${fixture.bank.mtlsBase}/reg`,
       grant_management_endpoint: `${fixture.bank.mtlsBase}/grants`,
+      introspection_endpoint: `${fixture.bank.mtlsBase}/token/introspection`,
     });
     t.same(body.grant_management_actions_supported, ['create', 'query', 'revoke']);
     t.same(body.authorization_details_types_supported, ['Accounts']);

@@ -232,6 +232,23 @@ forEachEngine(t, async (t, engine) => {
     },
   );
 
+  t.test('tokens not bound to our certificate (88.888.888-8): refused, nothing recorded', async (t) => {
+    const before = await counts(app);
+    const opened = await open();
+    const session = opened.bootstrap.session as string;
+    const started = await startAt(session);
+    const { callback } = await atTheBank(started.body.authorization_url, redirectUri, {
+      rut: '88.888.888-8',
+    });
+    const page = await callbackPage(callback);
+    t.match(page.bootstrap, { returned_from_bank: true, error: { code: 'consent_invalid' } });
+    t.match((await widgetApi(app, session, 'GET', 'status')).body, {
+      state: 'failed',
+      error: { code: 'consent_invalid', retry: true },
+    });
+    t.same(await counts(app), before, 'no link, no grant, no event');
+  });
+
   t.test('a late callback, a wrong state, a wrong issuer: refused, nothing recorded', async (t) => {
     const before = await counts(app);
     const opened = await open();

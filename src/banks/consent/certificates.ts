@@ -1,4 +1,4 @@
-import { X509Certificate, createPrivateKey } from 'node:crypto';
+import { X509Certificate, createHash, createPrivateKey } from 'node:crypto';
 
 /*
  * What the appliance must know about a client certificate and its key before it registers with a bank and
@@ -79,4 +79,10 @@ export function certificateFacts(certificatePem: string, privateKeyPem: string |
     chainProblem,
     keyMatches,
   };
+}
+
+/** RFC 8705's `x5t#S256` of a certificate (the first in the PEM): the base64url SHA-256 of its DER. */
+export function certificateThumbprint(cert: X509Certificate | string): string {
+  const der = typeof cert === 'string' ? new X509Certificate(cert).raw : cert.raw;
+  return createHash('sha256').update(der).digest('base64url');
 }
