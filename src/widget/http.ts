@@ -386,20 +386,18 @@ export function widgetRouter(services: AppServices): Router {
     );
     const now = services.clock.now();
     const session = outcome.session;
-    if (!session) {
-      const problem = outcome.ok ? 'consent_unknown' : outcome.problem;
+    const problem = outcome.ok ? null : outcome.problem;
+    // No session to go back to (a callback that names no trip, a used one, a window that has timed out).
+    if (!session || problem === 'session_expired')
       return sendPage(
         ctx,
-        problem === 'consent_used' ? 409 : 400,
-        errorBootstrap(problem, null, localeOf(ctx)),
+        problem === 'consent_used' ? 409 : problem === 'session_expired' ? 200 : 400,
+        errorBootstrap(problem ?? 'consent_unknown', null, session?.locale ?? localeOf(ctx)),
       );
-    }
     if (session.opener_origin !== '') {
       // The popup's page: the trip's end in words, then it closes; the widget that opened it polls.
-      const page = outcome.ok
-        ? { ...errorBootstrap('consent_returned', null, session.locale, session.bank_id), error: null }
-        : errorBootstrap(outcome.problem, null, session.locale, session.bank_id);
-      return sendPage(ctx, 200, { ...page, returned_from_bank: true });
+      const page = errorBootstrap(problem ?? 'consent_returned', null, session.locale, session.bank_id);
+      return sendPage(ctx, 200, { ...page, error: problem ? page.error : null, returned_from_bank: true });
     }
     const secret = await rotateSessionSecret(services.db.knex, session.id, now);
     const fresh = await authenticateSession(services.db.knex, secret, now);
