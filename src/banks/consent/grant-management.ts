@@ -111,7 +111,8 @@ export async function queryGrant(client: ConsentClient, grantId: string): Promis
   } catch {
     return { kind: 'unknown', reason: 'no answer' };
   }
-  if (response.status === 404 && body?.error === 'invalid_grant') return { kind: 'ended', status: 'not found' };
+  if (response.status === 404 && body?.error === 'invalid_grant')
+    return { kind: 'ended', status: 'not found' };
   if (response.status !== 200) return { kind: 'unknown', reason: `HTTP ${response.status}` };
   // The draft's query answer lists what the grant holds (a 200 says it exists); the simulated bank, like the
   // Chilean annex's consent resources, adds its `status`, which may say it has ended.
