@@ -163,6 +163,9 @@ export const CONNECTOR_ERROR_CODES = [
   // A consent bank's answer did not match the schema we expect (src/banks/consent/data-schemas.ts): the
   // sync fails with the reason, writes nothing, and is tried again at the next one.
   'invalid_bank_data',
+  // A consent bank ended the grant (revoked at the bank, or gone from its Grant Management): no retry can
+  // help, so the link expires at once (ENDING_FAILURES) and the user must consent again.
+  'consent_revoked',
 ] as const;
 export type ConnectorErrorCode = (typeof CONNECTOR_ERROR_CODES)[number];
 
@@ -174,7 +177,15 @@ export const CREDENTIAL_FAILURES: ReadonlySet<ConnectorErrorCode> = new Set([
   'rejected_credentials',
   'account_locked',
   'action_required',
+  'consent_revoked',
 ]);
+
+/**
+ * Failures the bank states as final: the link expires at the first one, not after three in a row. A consent
+ * bank that refuses to refresh the grant's tokens (`invalid_grant`) or says in Grant Management that the
+ * grant is revoked, gone or expired will say the same at every retry; retrying only costs the bank calls.
+ */
+export const ENDING_FAILURES: ReadonlySet<ConnectorErrorCode> = new Set(['consent_revoked']);
 
 export interface ConnectorErrorOptions {
   /**

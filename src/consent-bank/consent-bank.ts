@@ -81,8 +81,15 @@ export interface ConsentBank {
   /** The browser face: the appliance's HTTP server mounts it (it answers only under CONSENT_BANK_PATH). */
   browserMiddleware: Middleware;
   faults: ConsentBankFaults;
+  /** Requests the mTLS face answered since the bank started, by kind: what a test counts to bound our calls. */
+  calls(): Readonly<Record<CallKind, number>>;
   close(): Promise<void>;
 }
+
+export type CallKind = 'token' | 'resources' | 'grant_management' | 'other';
+
+/** The models the invalidate-all fault hides: every grant and every token of one. */
+const GRANT_MODELS = new Set(['Grant', 'AccessToken', 'RefreshToken']);
 
 /** The machine endpoints, relative to the bank's base on either face. */
 const MTLS_ROUTES = {
@@ -192,6 +199,7 @@ export async function startConsentBank(options: ConsentBankOptions): Promise<Con
         }
         return payload;
       },
+      hides: (model) => faults.bankWide.invalidateAllGrants === true && GRANT_MODELS.has(model),
       shouldConsume(model, payload) {
         return !(
           model === 'AuthorizationCode' &&
@@ -493,12 +501,20 @@ export async function startConsentBank(options: ConsentBankOptions): Promise<Con
     return finish({ consent: { grantId } }, true);
   };
 
+  const calls: Record<CallKind, number> = { token: 0, resources: 0, grant_management: 0, other: 0 };
   const mtlsApp = new Koa();
   mtlsApp.silent = true;
   mtlsApp.use(async (ctx) => {
-    if (ctx.path.startsWith(`${issuerPath}/open-banking/`))
-      return resources(ctx, ctx.path.slice(issuerPath.length));
-    if (ctx.path.startsWith(`${issuerPath}${GRANT_MANAGEMENT_PATH}/`))
+    const kind: CallKind = ctx.path.startsWith(`${issuerPath}/open-banking/`)
+      ? 'resources'
+      : ctx.path.startsWith(`${issuerPath}${GRANT_MANAGEMENT_PATH}/`)
+        ? 'grant_management'
+        : ctx.path === `${issuerPath}${MTLS_ROUTES.token_endpoint}`
+          ? 'token'
+          : 'other';
+    calls[kind] += 1;
+    if (kind === 'resources') return resources(ctx, ctx.path.slice(issuerPath.length));
+    if (kind === 'grant_management')
       return grantManagement(
         ctx,
         decodeURIComponent(ctx.path.slice(`${issuerPath}${GRANT_MANAGEMENT_PATH}/`.length)),
@@ -696,6 +712,7 @@ export async function startConsentBank(options: ConsentBankOptions): Promise<Con
     mtlsBase,
     browserMiddleware,
     faults,
+    calls: () => ({ ...calls }),
     async close() {
       unsubscribe();
       await new Promise<void>((resolve) => {

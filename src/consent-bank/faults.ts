@@ -35,6 +35,12 @@ export interface BankFaults extends UserFaults {
    * would; queries (GET) still answer, so a test can see the grant is still there.
    */
   grantManagementStatus?: 429 | 503 | 529;
+  /**
+   * Every grant and its tokens are gone at once, as at a bank that reset its authorization server or revoked
+   * a client's consents in bulk: resource calls answer 401, refreshes `invalid_grant`, Grant Management 404.
+   * Nothing is deleted: turning the fault off brings them back.
+   */
+  invalidateAllGrants?: boolean;
 }
 
 /**

@@ -69,6 +69,8 @@ export interface AdapterHooks {
   beforeStore?(model: string, payload: Payload): Payload;
   /** False leaves a consumed code usable again (the replayed-code fault). */
   shouldConsume?(model: string, payload: Payload): boolean;
+  /** True: rows of this model are not found for now (the invalidate-all fault); they stay stored. */
+  hides?(model: string): boolean;
 }
 
 export interface StateStoreOptions {
@@ -113,6 +115,7 @@ export function stateAdapterClass(options: StateStoreOptions) {
     }
 
     async find(id: string): Promise<Payload | undefined> {
+      if (hooks.hides?.(this.model)) return undefined;
       const row = await live(
         db.knex(STATE_TABLE).where({ model: this.model, key: lookupKey(keys, id) }),
       ).first();

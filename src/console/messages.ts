@@ -55,6 +55,8 @@ const es = {
   // Diagnosis, column names and states on a link's page
   'finding.expired':
     'Expiró el {at} después de {failures} inicios de sesión fallidos ({error}): la persona debe reconectarla desde el widget (intención «reconnect»).',
+  'finding.expired_consent_revoked':
+    'Expiró el {at}: el banco dio por terminado el consentimiento (consent_revoked). La persona debe volver a consentir desde el widget (intención «reconnect»).',
   'finding.paused':
     'En pausa desde el {since}: el programador la omite. Usa «Reanudar» para volver a sincronizarla.',
   'finding.credentials_unreadable':
@@ -467,6 +469,8 @@ const en: typeof es = {
   // Diagnosis, column names and states on a link's page
   'finding.expired':
     'Expired {at} after {failures} failed logins ({error}): the customer must reconnect it through the widget (intent "reconnect").',
+  'finding.expired_consent_revoked':
+    'Expired {at}: the bank ended the consent (consent_revoked). The customer must consent again through the widget (intent "reconnect").',
   'finding.paused': 'Paused since {since}: the scheduler skips it. Use Resume to sync it again.',
   'finding.credentials_unreadable':
     "The last sync failed with credentials_unreadable: the stored credentials do not open with any of this server's master keys. The operator must restore master.key from the backup, or the customer must reconnect the link.",

@@ -223,7 +223,8 @@ const HOUR = 3_600_000;
 
 /** One thing `inspect` found about a link; times are ISO 8601. */
 export type Finding =
-  | { code: 'expired'; at: string | null; failures: number; error: string | null }
+  /** `reason`: as for `sync_failed`, from the failed job that expired it (why the bank ended a consent). */
+  | { code: 'expired'; at: string | null; failures: number; error: string | null; reason: string | null }
   | { code: 'paused'; since: string | null }
   | { code: 'credentials_unreadable' }
   /** `reason`: the appliance's own words on the failure, from the failed job (a consent bank's, say). */
@@ -261,6 +262,7 @@ export function findingsOf(row: LinkRow, jobs: JobFacts[], now: number): Finding
       at: toIso(row.expired_at),
       failures: row.consecutive_failures,
       error: row.last_error_code,
+      reason: row.last_error_code ? reasonOf(lastFailed?.last_error, row.last_error_code) : null,
     });
   if (row.paused) found.push({ code: 'paused', since: toIso(row.paused_at) });
   if (row.status === 'active' && row.last_error_code === UNREADABLE_CREDENTIALS)
@@ -298,6 +300,9 @@ export function findingsOf(row: LinkRow, jobs: JobFacts[], now: number): Finding
 export function describeFinding(finding: Finding, linkId: string): string {
   switch (finding.code) {
     case 'expired':
+      // One answer of the bank ends a consent (ENDING_FAILURES): no count of failed logins to give.
+      if (finding.error === 'consent_revoked')
+        return `Expired ${finding.at}: ${finding.reason ?? 'the bank ended the consent'} (consent_revoked): the user must consent again with a widget token (intent "reconnect").`;
       return `Expired ${finding.at} after ${finding.failures} failed logins (${finding.error}): the user must reconnect it with a widget token (intent "reconnect").`;
     case 'paused':
       return `Paused since ${finding.since}: the scheduler skips it; resume it with \`svc links resume ${linkId}\`.`;

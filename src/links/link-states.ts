@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { CREDENTIAL_FAILURES, type ConnectorErrorCode } from '../banks/connector.js';
+import { CREDENTIAL_FAILURES, ENDING_FAILURES, type ConnectorErrorCode } from '../banks/connector.js';
 import { transition, type Transitions } from '../errors/illegal-transition.js';
 import type { RutDigests } from './rut-search.js';
 import type { LinkChanges, LinkRow, LinkStatus } from './store.js';
@@ -17,7 +17,10 @@ export type LinkChange = 'sync_succeeded' | 'expire' | 'reconnect' | 'reconnect_
 export const LINK_TRANSITIONS = {
   /** A sync succeeded: the link is active, whatever it was (a reconnect's first sync, or a race with one). */
   sync_succeeded: { from: ['active', 'expired'], to: 'active' },
-  /** `sync.failuresToExpire` syncs in a row failed on the credentials: the user must reconnect. */
+  /**
+   * `sync.failuresToExpire` syncs in a row failed on the credentials, or one sync met a failure the bank
+   * states as final (`consent_revoked`): the user must reconnect.
+   */
   expire: { from: ['active'], to: 'expired' },
   /** The widget's reconnect stored new credentials for an expired link. */
   reconnect: { from: ['expired'], to: 'active' },
@@ -70,8 +73,8 @@ export interface SyncFailure {
 
 /**
  * The columns a failed sync writes, and whether it expires the link. Only a refusal of the credentials
- * counts towards expiry (a bank that is down says nothing about them), and only an active link expires.
- * Pure.
+ * counts towards expiry (a bank that is down says nothing about them), a final one (ENDING_FAILURES)
+ * expires it at once, and only an active link expires. Pure.
  */
 export function syncFailed(
   link: LinkRow,
@@ -80,7 +83,8 @@ export function syncFailed(
 ): { changes: LinkChanges; expires: boolean } {
   const counts = CREDENTIAL_FAILURES.has(failure.errorCode as ConnectorErrorCode);
   const failures = counts ? link.consecutive_failures + 1 : link.consecutive_failures;
-  const expires = link.status === 'active' && failures >= failure.failuresToExpire;
+  const ends = ENDING_FAILURES.has(failure.errorCode as ConnectorErrorCode);
+  const expires = link.status === 'active' && (ends || failures >= failure.failuresToExpire);
   return {
     changes: {
       consecutive_failures: failures,

@@ -1,6 +1,7 @@
 import { defineRoute, type JsonSchema } from '../api/route.js';
 import { defineListRoute } from '../api/list-route.js';
 import type { AppServices } from '../api/services.js';
+import { CONNECTOR_ERROR_CODES } from '../banks/connector.js';
 import { BANK_IDS } from '../banks/institutions.js';
 import { requestBackfill } from './backfill.js';
 import {
@@ -11,6 +12,7 @@ import {
   pauseLink,
   resumeLink,
   type LinkPolicy,
+  UNREADABLE_CREDENTIALS,
 } from './links.js';
 
 const ref = { $ref: '#/components/schemas/Link' };
@@ -60,7 +62,10 @@ export const linkComponents: Record<string, JsonSchema> = {
       next_sync_at: nullableTime,
       accounts_count: { type: 'integer' },
       new_movements_count: { type: 'integer' },
-      last_error_code: { type: ['string', 'null'] },
+      last_error_code: {
+        type: ['string', 'null'],
+        description: `Why the last sync failed, or null: ${[...CONNECTOR_ERROR_CODES, UNREADABLE_CREDENTIALS].join(', ')}. consent_revoked: a consent bank ended the grant, and the link expired at once (docs/links-and-sync.md)`,
+      },
       expired_at: nullableTime,
       external_user_id: { type: ['string', 'null'] },
       consent_version: { type: ['string', 'null'] },

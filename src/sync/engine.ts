@@ -67,7 +67,7 @@ import {
   removeAccount,
 } from '../accounts/store.js';
 import { applyPlan, movementCounts, movementsToMatch } from '../movements/store.js';
-import { recordSyncOutcome } from '../banks/health.js';
+import { bankEndingConsents, recordSyncOutcome } from '../banks/health.js';
 import { reconcile } from './reconcile.js';
 
 const DAY = 86_400_000;
@@ -296,9 +296,21 @@ async function openConsentLogin(
       'the grant was issued to an earlier registration with the bank, which was replaced: the user must renew the consent';
     throw new ConnectorError('rejected_credentials', reason, { reason });
   }
+  // While the bank ends consents in bulk, each link is first checked with one Grant Management query.
+  const checkGrantFirst = await bankEndingConsents(
+    services.db.reader,
+    { bankId: link.bank_id, mode: link.mode },
+    services.clock.now(),
+  );
+  if (checkGrantFirst)
+    services.logger.warn(
+      { link: link.id, bank: link.bank_id },
+      'the bank is ending consents in bulk: the grant is checked with Grant Management first',
+    );
   const connector = createConsentConnector({
     client,
     answers: services.consentClients.answers(),
+    checkGrantFirst,
     saveTokens: (tokens) =>
       services.db.transaction((trx) =>
         saveGrantTokens(trx, services.secrets, link.id, tokens, services.clock.now()),

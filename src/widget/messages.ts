@@ -170,6 +170,9 @@ const en = {
     'For your security the trip to {bankLower} is valid for 10 minutes. Nothing was shared; try again.',
   'problem.consent_invalid.title': 'The answer of {bankLower} could not be used',
   'problem.consent_invalid.message': 'Nothing was shared and no connection was made. Try again.',
+  'problem.consent_revoked.title': '{bank} ended the authorisation',
+  'problem.consent_revoked.message':
+    'The bank says the authorisation was revoked or has ended, so nothing more is shared. Authorise again to connect.',
   'problem.consent_used.title': 'This authorisation was already used',
   'problem.consent_used.message':
     'Each authorisation at the bank completes one connection only. Go back to the app window: it shows how the connection went.',
@@ -348,6 +351,9 @@ const es: Catalogue = {
     'Por tu seguridad, el paso por {bankLower} vale 10 minutos. No se compartió nada; inténtalo de nuevo.',
   'problem.consent_invalid.title': 'No pudimos usar la respuesta de {bankLower}',
   'problem.consent_invalid.message': 'No se compartió nada ni se creó una conexión. Inténtalo de nuevo.',
+  'problem.consent_revoked.title': '{bank} dio por terminada la autorización',
+  'problem.consent_revoked.message':
+    'El banco dice que la autorización fue revocada o terminó, así que no se comparte nada más. Autoriza de nuevo para conectar.',
   'problem.consent_used.title': 'Esta autorización ya se usó',
   'problem.consent_used.message':
     'Cada autorización en el banco completa una sola conexión. Vuelve a la ventana de la app: ahí verás cómo terminó.',

@@ -31,6 +31,7 @@ const RETRYABLE = new Set([
   'consent_denied',
   'consent_expired',
   'consent_invalid',
+  'consent_revoked',
 ]);
 
 /** Codes worded alike. */

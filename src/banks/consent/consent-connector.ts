@@ -13,6 +13,7 @@ import {
 import type { ConsentCoverage } from './authorization-details.js';
 import { coverageOf } from './authorization-details.js';
 import type { ConsentClient } from './client.js';
+import { queryGrant, type GrantQuery } from './grant-management.js';
 import type { AnswerChecker, AnswerKind } from './data-schemas.js';
 import {
   mapAll,
@@ -73,6 +74,12 @@ export interface ConsentConnectorOptions {
   answers: AnswerChecker;
   /** Stores refreshed tokens; awaited before they are used, so the next sync anywhere starts from them. */
   saveTokens: (tokens: RefreshedTokens, now: number) => Promise<void>;
+  /**
+   * Ask Grant Management about the grant before any other call, and stop there if it has ended: the engine
+   * sets it while the bank is ending consents in bulk (banks/health.ts), so each link costs the bank one
+   * query instead of a resource call, a refresh and a query.
+   */
+  checkGrantFirst?: boolean;
   /** Per call; default the draft's 4 s. */
   budgetMs?: number;
   pageSize?: number;
@@ -80,6 +87,9 @@ export interface ConsentConnectorOptions {
 
 /** What a sync holds between calls: the current tokens and what the consent lets it read. */
 interface GrantState {
+  grantId: string;
+  /** Grant Management's answer, once asked (at most once a sync). */
+  query: GrantQuery | null;
   accessToken: string;
   accessTokenExpiresAt: number | null;
   refreshToken: string | null;
@@ -98,6 +108,13 @@ export function retryAtOf(header: string | null, status: 429 | 503 | 529, now: n
   return now + Math.min(Math.max(seconds, 0), MAX_RETRY_AFTER_S) * 1000;
 }
 
+/** Why a grant whose query says it ended ends the link, in the appliance's words (never the grant id). */
+export function endedReason(query: Extract<GrantQuery, { kind: 'ended' }>): string {
+  return query.status === 'expired'
+    ? 'the bank says the consent has expired (Grant Management: expired)'
+    : `the bank says the consent was revoked (Grant Management: ${query.status})`;
+}
+
 /** `YYYY-MM-DD` (UTC) of the days a window touches, as the booking-date filters take them. */
 export function bookingDates(window: DateWindow): { from: string; to: string } {
   const day = (ms: number) => new Date(ms).toISOString().slice(0, 10);
@@ -112,6 +129,26 @@ export function createConsentConnector(options: ConsentConnectorOptions): Consen
 
   const stateOf = (session: BankSession) => session.state as unknown as GrantState;
 
+  /** Grant Management's word on the grant, asked at most once a sync. */
+  async function grantQuery(state: GrantState): Promise<GrantQuery> {
+    state.query ??= await queryGrant(bank, state.grantId);
+    return state.query;
+  }
+
+  /**
+   * The bank refused to refresh the grant's tokens (`invalid_grant`): no later sync can get tokens either, so
+   * the consent is over whatever Grant Management says; its answer only words the reason.
+   */
+  async function refusedRefresh(state: GrantState): Promise<ConnectorError> {
+    const query = await grantQuery(state);
+    if (query.kind === 'ended') return fail('consent_revoked', endedReason(query));
+    const said = query.kind === 'authorised' ? 'authorised' : query.reason;
+    return fail(
+      'consent_revoked',
+      `the bank refused to refresh the access token (invalid_grant): the consent was revoked or has expired (Grant Management: ${said})`,
+    );
+  }
+
   async function refresh(state: GrantState, now: number): Promise<void> {
     if (state.refreshToken === null)
       throw fail(
@@ -122,6 +159,8 @@ export function createConsentConnector(options: ConsentConnectorOptions): Consen
     try {
       answer = await client.refreshTokenGrant(bank.configuration, state.refreshToken);
     } catch (error) {
+      if (error instanceof client.ResponseBodyError && error.error === 'invalid_grant')
+        throw await refusedRefresh(state);
       throw refreshFailure(error, now);
     }
     const tokens: RefreshedTokens = {
@@ -168,6 +207,11 @@ export function createConsentConnector(options: ConsentConnectorOptions): Consen
       if (status === 401 && !refreshed) {
         await refresh(state, now);
         continue;
+      }
+      // A fresh token refused too: a revoked consent, or a bank-side fault. Grant Management tells which.
+      if (status === 401) {
+        const query = await grantQuery(state);
+        if (query.kind === 'ended') throw fail('consent_revoked', endedReason(query));
       }
       throw statusFailure(status, response.headers.get('retry-after'), what, now);
     }
@@ -229,11 +273,17 @@ export function createConsentConnector(options: ConsentConnectorOptions): Consen
           'the consent lets no account be read (neither ReadAccounts nor ReadCreditCards): the user must renew it',
         );
       const state: GrantState = {
+        grantId: grant.grantId,
+        query: null,
         accessToken: grant.accessToken,
         accessTokenExpiresAt: grant.accessTokenExpiresAt,
         refreshToken: grant.refreshToken,
         covers,
       };
+      if (options.checkGrantFirst) {
+        const query = await grantQuery(state);
+        if (query.kind === 'ended') throw fail('consent_revoked', endedReason(query));
+      }
       if (state.accessTokenExpiresAt !== null && state.accessTokenExpiresAt - request.now < REFRESH_AHEAD_MS)
         await refresh(state, request.now);
       // No MFA ever: the person authenticated at the bank when they consented. The holder's name is in
@@ -386,14 +436,9 @@ export function statusFailure(
   return fail('bank_unavailable', `the bank answered ${what} with HTTP ${status}`);
 }
 
-/** Why a refresh failed: a grant the bank no longer honours is the user's to renew; the rest is the bank's. */
+/** Why a refresh failed, other than `invalid_grant` (the consent is over: `refusedRefresh`): the bank's. */
 function refreshFailure(error: unknown, now: number): ConnectorError {
   if (error instanceof client.ResponseBodyError) {
-    if (error.error === 'invalid_grant')
-      return fail(
-        'rejected_credentials',
-        'the bank refused to refresh the access token (invalid_grant): the consent was revoked or has expired; the user must renew it',
-      );
     if (error.status === 429 || error.status === 529)
       return statusFailure(error.status, error.response.headers.get('retry-after'), 'a token refresh', now);
     return fail(

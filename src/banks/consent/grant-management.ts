@@ -4,7 +4,9 @@ import { retryAtOf } from './consent-connector.js';
 /*
  * Grant Management (FAPI Grant Management, draft 08, which the CMF's annex adopts): the client revokes a
  * grant with `DELETE {grant_management_endpoint}/{grant_id}` over mutual TLS. 204 says it is revoked; 404
- * `invalid_grant` says the bank no longer has it (already revoked or expired), which is as good.
+ * `invalid_grant` says the bank no longer has it (already revoked or expired), which is as good. A `GET`
+ * of the same URL queries it: the sync asks when the bank stops honouring a grant's tokens, to tell a
+ * consent the user revoked at the bank from a token that merely went bad.
  */
 
 export type RevokeOutcome =
@@ -81,4 +83,41 @@ function retryAtOfAnswer(status: number, retryAfter: string | null, now: number)
   if (status === 429 || status === 529) return retryAtOf(retryAfter, status, now);
   if (status === 503 && retryAfter !== null) return retryAtOf(retryAfter, 503, now);
   return null;
+}
+
+/**
+ * What Grant Management says of a grant. `ended`: the bank no longer honours it (`status` in the appliance's
+ * words: revoked, not found, expired). `unknown`: it did not say (unreachable, another status, no endpoint),
+ * with why, no secret in it.
+ */
+export type GrantQuery =
+  | { kind: 'authorised' }
+  | { kind: 'ended'; status: 'revoked' | 'not found' | 'expired' }
+  | { kind: 'unknown'; reason: string };
+
+/** One query of a grant, within the same 4 s budget as a revoke. */
+export async function queryGrant(client: ConsentClient, grantId: string): Promise<GrantQuery> {
+  const endpoint = grantManagementEndpoint(client);
+  if (!endpoint) return { kind: 'unknown', reason: 'no grant_management_endpoint' };
+  let response: Response;
+  let body: { status?: unknown; error?: unknown } | null;
+  try {
+    response = await client.fetch(`${endpoint.replace(/\/+$/, '')}/${encodeURIComponent(grantId)}`, {
+      method: 'GET',
+      headers: { accept: 'application/json' },
+      signal: AbortSignal.timeout(REVOKE_BUDGET_MS),
+    });
+    body = (await response.json().catch(() => null)) as typeof body;
+  } catch {
+    return { kind: 'unknown', reason: 'no answer' };
+  }
+  if (response.status === 404 && body?.error === 'invalid_grant')
+    return { kind: 'ended', status: 'not found' };
+  if (response.status !== 200) return { kind: 'unknown', reason: `HTTP ${response.status}` };
+  // The draft's query answer lists what the grant holds (a 200 says it exists); the simulated bank, like the
+  // Chilean annex's consent resources, adds its `status`, which may say it has ended.
+  const status = typeof body?.status === 'string' ? body.status.toLowerCase() : null;
+  if (status === 'revoked') return { kind: 'ended', status: 'revoked' };
+  if (status === 'expired') return { kind: 'ended', status: 'expired' };
+  return { kind: 'authorised' };
 }

@@ -81,6 +81,7 @@ export const ERROR_STATUS: Readonly<Record<ConnectorErrorCode, number>> = {
   bank_unavailable: 503,
   timeout: 504,
   invalid_bank_data: 502,
+  consent_revoked: 422,
 };
 
 const MAX_REQUEST_BYTES = 1024 * 1024;

@@ -42,6 +42,8 @@ const RECENT_MOVEMENTS = 10;
 export function findingText(t: Words, finding: Finding): string {
   switch (finding.code) {
     case 'expired':
+      if (finding.error === 'consent_revoked')
+        return t('finding.expired_consent_revoked', { at: when(finding.at) });
       return t('finding.expired', {
         at: when(finding.at),
         failures: String(finding.failures),
