@@ -273,7 +273,11 @@ export async function consentLink(
         accessTokenExpiresAt: now + (tokens!.expires_in ?? 0) * 1000,
         refreshToken: tokens!.refresh_token ?? null,
       },
-      { secrets: app.services.secrets, syncIntervalMs: 3_600_000 },
+      {
+        secrets: app.services.secrets,
+        syncIntervalMs: 3_600_000,
+        consentExpiryWarningDays: app.services.config.links.consentExpiryWarningDays,
+      },
       now,
       { announce: false },
     ),
