@@ -71,7 +71,7 @@ export const linkComponents: Record<string, JsonSchema> = {
       mode: { enum: ['live', 'test'] },
       consent: {
         description:
-          "A consent link's consent at the bank (docs/open-finance.md, \"A consent's life\"); null for a link that logs in with credentials",
+          'A consent link\'s consent at the bank (docs/open-finance.md, "A consent\'s life"); null for a link that logs in with credentials',
         oneOf: [{ type: 'null' }, { $ref: '#/components/schemas/LinkConsent' }],
       },
     },
@@ -222,7 +222,9 @@ export const linkRoutes = [
     params: linkParams,
     responses: { 200: { description: 'The link', schema: ref } },
     async handler({ services, principal, params, now }) {
-      return { body: await getLink(services.db.reader, principal, params.linkId, consentView(services, now)) };
+      return {
+        body: await getLink(services.db.reader, principal, params.linkId, consentView(services, now)),
+      };
     },
   }),
   defineRoute({
@@ -248,7 +250,11 @@ export const linkRoutes = [
     params: linkParams,
     responses: { 200: { description: 'The paused link', schema: ref } },
     async handler({ services, principal, params, now }) {
-      return { body: await services.db.transaction((trx) => pauseLink(trx, principal, params.linkId, consentView(services, now))) };
+      return {
+        body: await services.db.transaction((trx) =>
+          pauseLink(trx, principal, params.linkId, consentView(services, now)),
+        ),
+      };
     },
   }),
   defineRoute({
@@ -261,7 +267,11 @@ export const linkRoutes = [
     params: linkParams,
     responses: { 200: { description: 'The resumed link', schema: ref } },
     async handler({ services, principal, params, now }) {
-      return { body: await services.db.transaction((trx) => resumeLink(trx, principal, params.linkId, consentView(services, now))) };
+      return {
+        body: await services.db.transaction((trx) =>
+          resumeLink(trx, principal, params.linkId, consentView(services, now)),
+        ),
+      };
     },
   }),
 ];

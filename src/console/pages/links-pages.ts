@@ -362,12 +362,16 @@ const principal = (ctx: Context, kit: ConsoleKit) =>
   consolePrincipal(kit.state(ctx).scope, kit.state(ctx).user);
 
 const pauseAction = act(async (ctx, kit, linkId, now) => {
-  await kit.services.db.transaction((trx) => pauseLink(trx, principal(ctx, kit), linkId, consentView(kit.services, now)));
+  await kit.services.db.transaction((trx) =>
+    pauseLink(trx, principal(ctx, kit), linkId, consentView(kit.services, now)),
+  );
   return { notice: kit.words(ctx)('link.paused_done') };
 });
 
 const resumeAction = act(async (ctx, kit, linkId, now) => {
-  await kit.services.db.transaction((trx) => resumeLink(trx, principal(ctx, kit), linkId, consentView(kit.services, now)));
+  await kit.services.db.transaction((trx) =>
+    resumeLink(trx, principal(ctx, kit), linkId, consentView(kit.services, now)),
+  );
   return { notice: kit.words(ctx)('link.resumed_done') };
 });
 

@@ -191,6 +191,12 @@ export async function createConsentLink(
   await insertGrant(trx, policy.secrets, id, grant, now);
   if (options.announce ?? true) await emitLinkCreated(trx, row, now);
   await enqueueSync(trx, { link: row, refreshType: 'full', now, interactive: options.interactive ?? false });
-  const consent = { expires_at: grant.expiresAt, authorization_details: JSON.stringify(grant.authorizationDetails) };
-  return presentLink(row, presentConsent(consent, { now, warningDays: policy.consentExpiryWarningDays }, row));
+  const consent = {
+    expires_at: grant.expiresAt,
+    authorization_details: JSON.stringify(grant.authorizationDetails),
+  };
+  return presentLink(
+    row,
+    presentConsent(consent, { now, warningDays: policy.consentExpiryWarningDays }, row),
+  );
 }
