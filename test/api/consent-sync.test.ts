@@ -137,7 +137,9 @@ forEachEngine(t, async (t, engine) => {
       'the next sync is not before the Retry-After',
     );
     t.equal(await countOf(app, 'accounts', linkId), 0, 'nothing written');
-    const diagnosis = (await inspectLink(app.db.reader, linkId, consentView(app.services, app.clock.now()))).diagnosis.join('\n');
+    const diagnosis = (
+      await inspectLink(app.db.reader, linkId, consentView(app.services, app.clock.now()))
+    ).diagnosis.join('\n');
     t.match(diagnosis, /failed with bank_unavailable \(the bank rate-limited .* until /);
   });
 
@@ -176,7 +178,9 @@ forEachEngine(t, async (t, engine) => {
     await withFaults(t, '12345678-5', { resourceStatus: 403 });
     await runSyncs(app);
     t.equal((await linkRow(app, linkId)).last_error_code, 'action_required');
-    const diagnosis = (await inspectLink(app.db.reader, linkId, consentView(app.services, app.clock.now()))).diagnosis.join('\n');
+    const diagnosis = (
+      await inspectLink(app.db.reader, linkId, consentView(app.services, app.clock.now()))
+    ).diagnosis.join('\n');
     t.match(diagnosis, /HTTP 403\): the consent does not cover it/);
     t.equal(await countOf(app, 'accounts', linkId), 0, 'nothing written');
   });
