@@ -213,7 +213,7 @@ async function consentLink(
         accessTokenExpiresAt: now + (tokens.expires_in ?? 0) * 1000,
         refreshToken: tokens.refresh_token ?? null,
       },
-      { secrets, syncIntervalMs: 3_600_000 },
+      { secrets, syncIntervalMs: 3_600_000, consentExpiryWarningDays: 7 },
       now,
       { announce: false },
     ),

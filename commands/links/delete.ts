@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import type { Principal } from '../../src/auth/principal.js';
+import type { ConsentView } from '../../src/links/consent/consent-life.js';
 import { LinkActionCommand } from '../../src/cli/link-action-command.js';
 
 export default class LinksDelete extends LinkActionCommand {
@@ -7,7 +8,7 @@ export default class LinksDelete extends LinkActionCommand {
   static override examples = ['<%= config.bin %> links delete link_0123456789abcdef'];
   static override args = LinkActionCommand.args;
 
-  protected async apply(trx: Knex, principal: Principal, linkId: string, now: number) {
+  protected async apply(trx: Knex, principal: Principal, linkId: string, { now }: ConsentView) {
     const { deleteLink } = await import('../../src/links/links.js');
     return deleteLink(trx, principal, linkId, now);
   }

@@ -18,7 +18,10 @@ export default class LinksInspect extends BaseCommand {
     const config = this.appConfig(flags.home);
     const { inspectLinkOrDeleted } = await import('../../src/links/inspect.js');
     const data = await this.withDatabase(config, (db) =>
-      inspectLinkOrDeleted(db.reader, args.linkId, this.clock(config).now()),
+      inspectLinkOrDeleted(db.reader, args.linkId, {
+        now: this.clock(config).now(),
+        warningDays: config.links.consentExpiryWarningDays,
+      }),
     );
     if (!this.jsonEnabled()) {
       const { renderLinkInspection } = await import('../../src/cli/views/link-view.js');

@@ -23,15 +23,19 @@ export default class LinksList extends BaseCommand {
     const config = this.appConfig(flags.home);
     const { listLinksForOperator } = await import('../../src/links/inspect.js');
     const links = await this.withDatabase(config, (db) =>
-      listLinksForOperator(db.reader, {
-        org: flags.org,
-        mode: flags.mode,
-        status: flags.status,
-        bank: flags.bank,
-        externalUser: flags['external-user'],
-        paused: flags.paused,
-        limit: flags.limit,
-      }),
+      listLinksForOperator(
+        db.reader,
+        {
+          org: flags.org,
+          mode: flags.mode,
+          status: flags.status,
+          bank: flags.bank,
+          externalUser: flags['external-user'],
+          paused: flags.paused,
+          limit: flags.limit,
+        },
+        { now: this.clock(config).now(), warningDays: config.links.consentExpiryWarningDays },
+      ),
     );
     if (this.jsonEnabled()) return links;
     if (links.length === 0) {

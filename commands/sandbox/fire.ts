@@ -37,7 +37,10 @@ export default class SandboxFire extends BaseCommand {
           trx,
           principal,
           { type: args.type, link_id: flags.link },
-          { syncIntervalMinutes: config.scheduler.syncIntervalMinutes },
+          {
+            syncIntervalMinutes: config.scheduler.syncIntervalMinutes,
+            consentExpiryWarningDays: config.links.consentExpiryWarningDays,
+          },
           now,
         );
       });

@@ -58,6 +58,8 @@ export function defaultConfig(home: string): Config {
       pollIntervalMs: 1000,
     },
     sync: { failuresToExpire: 3 },
+    // A week: time for the end user to renew before the consent ends (issue 31).
+    links: { consentExpiryWarningDays: 7 },
     // Stripe keeps events 30 days; deliveries and attempts go with their event. Jobs and bank outcomes are
     // diagnostics of recent syncs (institution health reads one hour). Refresh intents past a quarter are
     // history nobody polls. Widget tokens live 10 minutes; a week past expiry answers any support question.

@@ -333,6 +333,20 @@ export const configSchema = {
         },
       },
     },
+    /** Links (docs/links-and-sync.md, docs/open-finance.md). */
+    links: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        consentExpiryWarningDays: {
+          type: 'integer',
+          minimum: 0,
+          maximum: 365,
+          description:
+            "Days before a consent link's consent ends that it shows `expiring` and `link.consent_expiring` is sent (once); `0` warns only when it ends",
+        },
+      },
+    },
     /** The webhook dispatcher (docs/webhooks.md). */
     dispatcher: {
       type: 'object',

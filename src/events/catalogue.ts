@@ -18,7 +18,9 @@ export const EVENT_PAYLOADS = {
   'refresh_intent.requires_mfa': payloads.refreshIntentRequiresMfa,
   'refresh_intent.succeeded': payloads.refreshIntentSucceeded,
   'refresh_intent.failed': payloads.refreshIntentFailed,
-  // Not in the spec's catalogue: the appliance's own (docs/webhook-endpoints.md).
+  // Not in the spec's catalogue: the appliance's own. A consent link's consent ends soon (docs/open-finance.md;
+  // when it ends, the link sends `link.expired`); an endpoint was disabled (docs/webhook-endpoints.md).
+  'link.consent_expiring': payloads.linkConsentExpiring,
   'webhook_endpoint.disabled': payloads.webhookEndpointDisabled,
 } as const;
 

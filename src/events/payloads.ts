@@ -89,6 +89,30 @@ export function linkExpired(link: {
   };
 }
 
+const DAY_MS = 86_400_000;
+
+/** A consent link's consent ends soon (the whole days left, rounded up: 7 a week before, 1 on the last day). */
+export type LinkConsentExpiringData = {
+  object: 'consent';
+  link_id: string;
+  status: 'expiring';
+  expires_at: Iso;
+  days_left: number;
+};
+
+export function linkConsentExpiring(
+  consent: { link_id: string; expires_at: number },
+  now: number,
+): LinkConsentExpiringData {
+  return {
+    object: 'consent',
+    link_id: consent.link_id,
+    status: 'expiring',
+    expires_at: toIso(consent.expires_at),
+    days_left: Math.max(0, Math.ceil((consent.expires_at - now) / DAY_MS)),
+  };
+}
+
 export type LinkDeletedData = { object: 'link'; id: string; deleted_at: string };
 
 export function linkDeleted(link: { id: string }, deletedAt: number): LinkDeletedData {

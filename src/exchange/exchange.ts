@@ -5,7 +5,8 @@ import { errors } from '../errors/api-error.js';
 import type { Principal } from '../auth/principal.js';
 import { generateExchangeToken } from '../auth/tokens.js';
 import { sha256Hex } from '../secrets/secret-box.js';
-import { emitLinkCreated, presentLink, type Link } from '../links/links.js';
+import { emitLinkCreated, presentOneLink, type Link } from '../links/links.js';
+import type { ConsentView } from '../links/consent/consent-life.js';
 import { findLink } from '../links/store.js';
 
 export type ExchangeIntent = 'connect' | 'reconnect';
@@ -70,8 +71,9 @@ export async function redeemExchangeToken(
   trx: Knex,
   principal: Principal,
   token: string,
-  now: number,
+  view: ConsentView,
 ): Promise<Link> {
+  const { now } = view;
   const hash = sha256Hex(token);
   const consumed = await trx('exchange_tokens')
     .where({ token_hash: hash, org_id: principal.orgId, mode: principal.mode })
@@ -100,7 +102,7 @@ export async function redeemExchangeToken(
   // The foreign key cascades a deleted link's tokens away, so a consumed row always has its link.
   if (!link) throw errors.notFound('The link of this exchange token was deleted.', 'tokenId');
   if (row!.intent === 'connect') await emitLinkCreated(trx, link, now);
-  return presentLink(link);
+  return presentOneLink(trx, link, view);
 }
 
 /**

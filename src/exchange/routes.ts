@@ -1,4 +1,5 @@
 import { defineRoute } from '../api/route.js';
+import { consentView } from '../links/consent/consent-life.js';
 import { redeemExchangeToken } from './exchange.js';
 
 export const exchangeRoutes = [
@@ -31,7 +32,7 @@ export const exchangeRoutes = [
     async handler({ services, principal, params, now }) {
       return {
         body: await services.db.transaction((trx) =>
-          redeemExchangeToken(trx, principal, params.tokenId, now),
+          redeemExchangeToken(trx, principal, params.tokenId, consentView(services, now)),
         ),
       };
     },

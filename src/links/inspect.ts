@@ -8,7 +8,8 @@ import {
 import { toIso } from '../clock/clock.js';
 import { errors } from '../errors/api-error.js';
 import { operatorPrincipal, type Principal } from '../auth/principal.js';
-import { presentLink, UNREADABLE_CREDENTIALS, type Link } from './links.js';
+import { presentLinks, presentOneLink, UNREADABLE_CREDENTIALS, type Link } from './links.js';
+import { CONSENT_EXPIRED, type ConsentView, type LinkConsent } from './consent/consent-life.js';
 import { accountsOfLinkByAge } from '../accounts/store.js';
 import { recentEventsOfLink } from '../events/store.js';
 import { recentJobsOfLink } from '../jobs/jobs.js';
@@ -107,10 +108,10 @@ const missingLink = (linkId: string) =>
   );
 
 /** Everything support needs to answer "why is this link stale?", with the likely answer first. */
-export async function inspectLink(db: Knex, linkId: string, now: number): Promise<LinkInspection> {
+export async function inspectLink(db: Knex, linkId: string, view: ConsentView): Promise<LinkInspection> {
   const row = await findLink(db, linkId);
   if (!row) throw missingLink(linkId);
-  return inspectLinkRow(db, row, now);
+  return inspectLinkRow(db, row, view);
 }
 
 /**
@@ -120,10 +121,10 @@ export async function inspectLink(db: Knex, linkId: string, now: number): Promis
 export async function inspectLinkOrDeleted(
   db: Knex,
   linkId: string,
-  now: number,
+  view: ConsentView,
 ): Promise<LinkInspection | DeletedLinkInspection> {
   const row = await findLink(db, linkId);
-  if (row) return inspectLinkRow(db, row, now);
+  if (row) return inspectLinkRow(db, row, view);
   const deleted = await inspectDeletedLink(db, linkId);
   if (!deleted) throw missingLink(linkId);
   return deleted;
@@ -155,19 +156,20 @@ export async function inspectDeletedLink(db: Knex, linkId: string): Promise<Dele
   };
 }
 
-async function inspectLinkRow(db: Knex, row: LinkRow, now: number): Promise<LinkInspection> {
+async function inspectLinkRow(db: Knex, row: LinkRow, view: ConsentView): Promise<LinkInspection> {
   const linkId = row.id;
-  const [accounts, jobs, intents, events, deliveries] = await Promise.all([
+  const [link, accounts, jobs, intents, events, deliveries] = await Promise.all([
+    presentOneLink(db, row, view),
     accountsOfLinkByAge(db, linkId),
     recentJobsOfLink(db, linkId, 5),
     recentIntentsOfLink(db, linkId, 10),
     recentEventsOfLink(db, linkId, 15),
     recentDeliveriesOfLink(db, linkId, 10),
   ]);
-  const found = findingsOf(row, jobs, now);
+  const found = findingsOf(row, jobs, view.now, link.consent);
   return {
     link: {
-      ...presentLink(row),
+      ...link,
       org_id: row.org_id,
       consecutive_failures: row.consecutive_failures,
       sync_attempts: row.sync_attempts,
@@ -225,6 +227,10 @@ const HOUR = 3_600_000;
 export type Finding =
   /** `reason`: as for `sync_failed`, from the failed job that expired it (why the bank ended a consent). */
   | { code: 'expired'; at: string | null; failures: number; error: string | null; reason: string | null }
+  /** The link expired because its consent at the bank ended (`consent_expired`). */
+  | { code: 'consent_expired'; at: string | null }
+  /** Its consent ends within the warning days: the end user should renew it before then. */
+  | { code: 'consent_expiring'; expiresAt: string | null }
   | { code: 'paused'; since: string | null }
   | { code: 'credentials_unreadable' }
   /** `reason`: the appliance's own words on the failure, from the failed job (a consent bank's, say). */
@@ -250,13 +256,20 @@ export interface JobFacts {
   last_error?: string | null;
 }
 
-export function findingsOf(row: LinkRow, jobs: JobFacts[], now: number): Finding[] {
+export function findingsOf(
+  row: LinkRow,
+  jobs: JobFacts[],
+  now: number,
+  consent: LinkConsent | null = null,
+): Finding[] {
   const found: Finding[] = [];
   const lastFailed = jobs.find((j) => j.status === 'failed');
   const deferred = jobs.find(
     (j) => j.status === 'queued' && j.run_at !== undefined && j.run_at > now && j.last_error,
   );
-  if (row.status === 'expired')
+  if (row.status === 'expired' && row.last_error_code === CONSENT_EXPIRED)
+    found.push({ code: 'consent_expired', at: toIso(row.expired_at) });
+  else if (row.status === 'expired')
     found.push({
       code: 'expired',
       at: toIso(row.expired_at),
@@ -264,6 +277,7 @@ export function findingsOf(row: LinkRow, jobs: JobFacts[], now: number): Finding
       error: row.last_error_code,
       reason: row.last_error_code ? reasonOf(lastFailed?.last_error, row.last_error_code) : null,
     });
+  if (consent?.status === 'expiring') found.push({ code: 'consent_expiring', expiresAt: consent.expires_at });
   if (row.paused) found.push({ code: 'paused', since: toIso(row.paused_at) });
   if (row.status === 'active' && row.last_error_code === UNREADABLE_CREDENTIALS)
     found.push({ code: 'credentials_unreadable' });
@@ -304,6 +318,10 @@ export function describeFinding(finding: Finding, linkId: string): string {
       if (finding.error === 'consent_revoked')
         return `Expired ${finding.at}: ${finding.reason ?? 'the bank ended the consent'} (consent_revoked): the user must consent again with a widget token (intent "reconnect").`;
       return `Expired ${finding.at} after ${finding.failures} failed logins (${finding.error}): the user must reconnect it with a widget token (intent "reconnect").`;
+    case 'consent_expired':
+      return `Expired ${finding.at}: its consent at the bank ended (consent_expired). The end user must renew it with a widget token (intent "reconnect").`;
+    case 'consent_expiring':
+      return `Its consent at the bank ends ${finding.expiresAt}: the end user should renew it before then with a widget token (intent "reconnect"), or the link expires.`;
     case 'paused':
       return `Paused since ${finding.since}: the scheduler skips it; resume it with \`svc links resume ${linkId}\`.`;
     case 'credentials_unreadable':
@@ -341,9 +359,9 @@ export async function linkOwner(db: Knex, linkId: string, actor: string): Promis
 export async function listLinksForOperator(
   db: Knex,
   filter: OperatorLinkFilter,
+  view: ConsentView,
 ): Promise<(Link & { org_id: string })[]> {
-  return (await listAllLinks(db, filter)).map((row: LinkRow) => ({
-    ...presentLink(row),
-    org_id: row.org_id,
-  }));
+  const rows = await listAllLinks(db, filter);
+  const links = await presentLinks(db, rows, view);
+  return links.map((link, i) => ({ ...link, org_id: rows[i]!.org_id }));
 }

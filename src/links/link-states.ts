@@ -12,7 +12,7 @@ import type { LinkChanges, LinkRow, LinkStatus } from './store.js';
  * active one.
  */
 
-export type LinkChange = 'sync_succeeded' | 'expire' | 'reconnect' | 'reconnect_failed';
+export type LinkChange = 'sync_succeeded' | 'expire' | 'reconnect' | 'reconnect_failed' | 'consent_ended';
 
 export const LINK_TRANSITIONS = {
   /** A sync succeeded: the link is active, whatever it was (a reconnect's first sync, or a race with one). */
@@ -26,6 +26,8 @@ export const LINK_TRANSITIONS = {
   reconnect: { from: ['expired'], to: 'active' },
   /** The reconnect's first sync refused them: the link is expired again, as before the reconnect. */
   reconnect_failed: { from: ['active'], to: 'expired' },
+  /** A consent link's consent reached its end (`validTo`): the end user must renew it at the bank. */
+  consent_ended: { from: ['active'], to: 'expired' },
 } as const satisfies Transitions<LinkStatus, LinkChange>;
 
 const MACHINE = 'link';
@@ -169,6 +171,30 @@ export async function expireFailedReconnect(
     .where({ id })
     .whereIn('status', LINK_TRANSITIONS.reconnect_failed.from)
     .update({ status: LINK_TRANSITIONS.reconnect_failed.to, expired_at: expiredAt, updated_at: now });
+}
+
+/**
+ * A consent link's consent ended: the link is `expired` with `errorCode` (`consent_expired`) as of `endedAt`,
+ * the consent's end, not the tick that noticed. Only an active link changes (one expired for another reason
+ * keeps that reason); answers whether this call expired it, so its event is sent once.
+ */
+export async function expireEndedConsentLink(
+  trx: Knex,
+  id: string,
+  errorCode: string,
+  endedAt: number,
+  now: number,
+): Promise<boolean> {
+  const updated = await trx('links')
+    .where({ id })
+    .whereIn('status', LINK_TRANSITIONS.consent_ended.from)
+    .update({
+      status: LINK_TRANSITIONS.consent_ended.to,
+      last_error_code: errorCode,
+      expired_at: endedAt,
+      updated_at: now,
+    });
+  return updated > 0;
 }
 
 /** Pausing stops the scheduler; on-demand refreshes keep working. The flag is independent of the status. */

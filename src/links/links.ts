@@ -19,6 +19,12 @@ import { fetchPage, NEWEST_FIRST } from '../db/paging.js';
 import { markLinkPaused, markLinkResumed } from './link-states.js';
 import { queueRevocation } from './consent/revocations.js';
 import {
+  consentsOfLinks,
+  presentConsent,
+  type ConsentView,
+  type LinkConsent,
+} from './consent/consent-life.js';
+import {
   deleteLinkRow,
   findLink,
   insertLink,
@@ -50,9 +56,12 @@ export interface Link {
   external_user_id: string | null;
   consent_version: string | null;
   mode: 'live' | 'test';
+  /** A consent link's consent (docs/open-finance.md, "A consent's life"); null for a credential link. */
+  consent: LinkConsent | null;
 }
 
-export function presentLink(row: LinkRow): Link {
+/** A link as the API shows it, with its consent (null: a credential link). Pure. */
+export function presentLink(row: LinkRow, consent: LinkConsent | null): Link {
   return {
     object: 'link',
     id: row.id,
@@ -73,7 +82,28 @@ export function presentLink(row: LinkRow): Link {
     external_user_id: row.external_user_id,
     consent_version: row.consent_version,
     mode: row.mode,
+    consent,
   };
+}
+
+/**
+ * Links as the API shows them, each with its consent: one read of `link_grants` for the lot, so a page of
+ * links costs one query more, not one per link.
+ */
+export async function presentLinks(db: Knex, rows: LinkRow[], view: ConsentView): Promise<Link[]> {
+  const consents = await consentsOfLinks(
+    db,
+    rows.map((row) => row.id),
+  );
+  return rows.map((row) => {
+    const facts = consents.get(row.id);
+    return presentLink(row, facts ? presentConsent(facts, view, row) : null);
+  });
+}
+
+/** One link as the API shows it, with its consent. */
+export async function presentOneLink(db: Knex, row: LinkRow, view: ConsentView): Promise<Link> {
+  return (await presentLinks(db, [row], view))[0]!;
 }
 
 export interface CreateLinkInput {
@@ -88,6 +118,8 @@ export interface CreateLinkInput {
 export interface LinkPolicy {
   secrets: SecretBox;
   syncIntervalMs: number;
+  /** `links.consentExpiryWarningDays`: a consent ending this soon is `expiring`. */
+  consentExpiryWarningDays: number;
   /** Whether the bank has a connector in this mode (every bank has the sandbox in test mode). */
   bankAvailable(bankId: string, mode: 'live' | 'test'): boolean;
 }
@@ -197,7 +229,7 @@ export async function createLink(
   await insertLink(trx, row);
   if (options.announce ?? true) await emitLinkCreated(trx, row, now);
   await enqueueSync(trx, { link: row, refreshType: 'full', now, interactive: options.interactive ?? false });
-  return presentLink(row);
+  return presentLink(row, null); // a credential link
 }
 
 /** What a new link is before its first sync, whichever way it logs in (a password here, a grant in consent/). */
@@ -269,8 +301,8 @@ export function openCredentials(
   return JSON.parse(secrets.open(row.credentials_encrypted, row.id)) as BankCredentials;
 }
 
-export async function getLink(db: Knex, principal: Principal, id: string): Promise<Link> {
-  return presentLink(await findOwned<LinkRow>(db, 'links', id, principal, 'link'));
+export async function getLink(db: Knex, principal: Principal, id: string, view: ConsentView): Promise<Link> {
+  return presentOneLink(db, await findOwned<LinkRow>(db, 'links', id, principal, 'link'), view);
 }
 
 export async function listLinks(
@@ -279,6 +311,7 @@ export async function listLinks(
   filter: { status?: LinkStatus; external_user_id?: string },
   offset: number,
   limit: number,
+  view: ConsentView,
 ): Promise<{ data: Link[]; total: number }> {
   const scoped = () => {
     const query = db<LinkRow>('links').where({ org_id: principal.orgId, mode: principal.mode });
@@ -287,22 +320,34 @@ export async function listLinks(
     return query;
   };
   const { rows, total } = await fetchPage<LinkRow>(scoped, NEWEST_FIRST, offset, limit);
-  return { data: rows.map(presentLink), total };
+  return { data: await presentLinks(db, rows, view), total };
 }
 
 /** Pausing stops the 4-hour scheduler; on-demand refreshes keep working. */
-export async function pauseLink(trx: Knex, principal: Principal, id: string, now: number): Promise<Link> {
+export async function pauseLink(
+  trx: Knex,
+  principal: Principal,
+  id: string,
+  view: ConsentView,
+): Promise<Link> {
+  const { now } = view;
   const row = await findOwned<LinkRow>(trx, 'links', id, principal, 'link');
-  if (row.paused) return presentLink(row);
-  const paused = presentLink({ ...row, ...(await markLinkPaused(trx, id, now)) });
+  if (row.paused) return presentOneLink(trx, row, view);
+  const paused = await presentOneLink(trx, { ...row, ...(await markLinkPaused(trx, id, now)) }, view);
   await auditChange(trx, principal, { action: 'link.pause', targetType: 'link', targetId: id }, now);
   return paused;
 }
 
 /** Resuming clears the flag and sets `next_sync_at` to now, so the next scheduler tick picks the link up. */
-export async function resumeLink(trx: Knex, principal: Principal, id: string, now: number): Promise<Link> {
+export async function resumeLink(
+  trx: Knex,
+  principal: Principal,
+  id: string,
+  view: ConsentView,
+): Promise<Link> {
+  const { now } = view;
   const row = await findOwned<LinkRow>(trx, 'links', id, principal, 'link');
-  const resumed = presentLink({ ...row, ...(await markLinkResumed(trx, id, now)) });
+  const resumed = await presentOneLink(trx, { ...row, ...(await markLinkResumed(trx, id, now)) }, view);
   await auditChange(trx, principal, { action: 'link.resume', targetType: 'link', targetId: id }, now);
   return resumed;
 }

@@ -3,6 +3,8 @@ import { defineListRoute } from '../api/list-route.js';
 import type { AppServices } from '../api/services.js';
 import { CONNECTOR_ERROR_CODES } from '../banks/connector.js';
 import { BANK_IDS } from '../banks/institutions.js';
+import { CONSENT_COVERAGES } from '../banks/consent/authorization-details.js';
+import { consentView } from './consent/consent-life.js';
 import { requestBackfill } from './backfill.js';
 import {
   createLink,
@@ -27,6 +29,7 @@ export function linkPolicy(services: AppServices): LinkPolicy {
   return {
     secrets: services.secrets,
     syncIntervalMs: services.config.scheduler.syncIntervalMinutes * 60_000,
+    consentExpiryWarningDays: services.config.links.consentExpiryWarningDays,
     bankAvailable: (bankId, mode) => services.connectors(bankId, mode) !== null,
   };
 }
@@ -46,6 +49,7 @@ export const linkComponents: Record<string, JsonSchema> = {
       'accounts_count',
       'new_movements_count',
       'mode',
+      'consent',
     ],
     properties: {
       object: { const: 'link' },
@@ -70,6 +74,31 @@ export const linkComponents: Record<string, JsonSchema> = {
       external_user_id: { type: ['string', 'null'] },
       consent_version: { type: ['string', 'null'] },
       mode: { enum: ['live', 'test'] },
+      consent: {
+        description:
+          'A consent link\'s consent at the bank (docs/open-finance.md, "A consent\'s life"); null for a link that logs in with credentials',
+        oneOf: [{ type: 'null' }, { $ref: '#/components/schemas/LinkConsent' }],
+      },
+    },
+  },
+  LinkConsent: {
+    type: 'object',
+    required: ['expires_at', 'status', 'covers'],
+    properties: {
+      expires_at: {
+        ...nullableTime,
+        description: 'When the consent ends; null: when the end user revokes it',
+      },
+      status: {
+        enum: ['active', 'expiring', 'expired', 'revoked'],
+        description:
+          '`active`; `expiring`: it ends within `links.consentExpiryWarningDays` (7 by default); `expired`: it ended, and the link with it (`last_error_code` `consent_expired`); `revoked`: the end user or the bank withdrew it (`consent_revoked`). All but `active` need the end user: a widget token with intent `reconnect` renews it',
+      },
+      covers: {
+        type: 'array',
+        items: { enum: CONSENT_COVERAGES },
+        description: 'What the end user authorised the appliance to read',
+      },
     },
   },
   DeletedLink: {
@@ -185,8 +214,8 @@ export const linkRoutes = [
     },
     description: 'A page of links',
     items: ref,
-    list: ({ services, principal, query }, { offset, limit }) =>
-      listLinks(services.db.reader, principal, query, offset, limit),
+    list: ({ services, principal, query, now }, { offset, limit }) =>
+      listLinks(services.db.reader, principal, query, offset, limit, consentView(services, now)),
   }),
   defineRoute({
     method: 'get',
@@ -197,8 +226,10 @@ export const linkRoutes = [
     auth: ['secret_key'],
     params: linkParams,
     responses: { 200: { description: 'The link', schema: ref } },
-    async handler({ services, principal, params }) {
-      return { body: await getLink(services.db.reader, principal, params.linkId) };
+    async handler({ services, principal, params, now }) {
+      return {
+        body: await getLink(services.db.reader, principal, params.linkId, consentView(services, now)),
+      };
     },
   }),
   defineRoute({
@@ -224,7 +255,11 @@ export const linkRoutes = [
     params: linkParams,
     responses: { 200: { description: 'The paused link', schema: ref } },
     async handler({ services, principal, params, now }) {
-      return { body: await services.db.transaction((trx) => pauseLink(trx, principal, params.linkId, now)) };
+      return {
+        body: await services.db.transaction((trx) =>
+          pauseLink(trx, principal, params.linkId, consentView(services, now)),
+        ),
+      };
     },
   }),
   defineRoute({
@@ -237,7 +272,11 @@ export const linkRoutes = [
     params: linkParams,
     responses: { 200: { description: 'The resumed link', schema: ref } },
     async handler({ services, principal, params, now }) {
-      return { body: await services.db.transaction((trx) => resumeLink(trx, principal, params.linkId, now)) };
+      return {
+        body: await services.db.transaction((trx) =>
+          resumeLink(trx, principal, params.linkId, consentView(services, now)),
+        ),
+      };
     },
   }),
 ];

@@ -108,6 +108,7 @@ const scheduler: Role = {
     const { enqueueDueLinks } = await import('../scheduler/enqueue-due.js');
     const { runHousekeeping } = await import('../scheduler/housekeeping.js');
     const { revokeDueGrants } = await import('../links/consent/revocations.js');
+    const { runConsentExpiry } = await import('../scheduler/consent-expiry.js');
     const { runSyncWorkers } = await import('../sync/worker-pool.js');
     let running: Promise<void> = Promise.resolve();
     const intervalMs = config.scheduler.syncIntervalMinutes * 60_000;
@@ -116,6 +117,7 @@ const scheduler: Role = {
         const queued = await enqueueDueLinks(services.db, services.clock.now(), intervalMs, periodMs);
         if (queued > 0) services.logger.info({ queued }, 'due links queued');
         await runHousekeeping(services, periodMs);
+        await runConsentExpiry(services, periodMs);
         await revokeDueGrants(services);
       })().catch((error: Error) => services.logger.error({ err: error }, 'scheduler tick failed'));
     };

@@ -10,6 +10,7 @@ import * as payloads from '../events/payloads.js';
 import type { EventInput, EventRecord } from '../events/store.js';
 import { someAccountOfLink } from '../accounts/store.js';
 import type { LinkRow } from '../links/store.js';
+import { CONSENT_EXPIRED, consentsOfLinks } from '../links/consent/consent-life.js';
 import { publishEvent } from './fan-out.js';
 
 /** How long the made-up MFA token of a fired `refresh_intent.requires_mfa` claims to live (the spec's 10 min). */
@@ -22,6 +23,8 @@ export interface FireInput {
 
 export interface SandboxSettings {
   syncIntervalMinutes: number;
+  /** `links.consentExpiryWarningDays`: how far off a fired consent warning's made-up end is. */
+  consentExpiryWarningDays: number;
 }
 
 /**
@@ -55,6 +58,7 @@ export async function fireSandboxEvent(
     intentId: newId('ri'),
     now,
     syncIntervalMinutes: settings.syncIntervalMinutes,
+    consent: await consentOfSample(trx, link.id, now, settings.consentExpiryWarningDays),
   };
   const event = await publishEvent(trx, sampleEvent(input.type, sample));
   await auditChange(
@@ -81,6 +85,11 @@ export interface EventSample {
   intentId: string;
   now: number;
   syncIntervalMinutes: number;
+  /**
+   * The link's consent: whether it is a consent link, and when its consent ends (a consent link's own end,
+   * else a made-up one the warning days away, so a credential link can fire the warning too).
+   */
+  consent: { isConsentLink: boolean; expiresAt: number };
 }
 
 /**
@@ -105,7 +114,9 @@ export function sampleEvent(type: EventType, sample: EventSample): EventInput {
       return { ...base, type, data: payloads.linkRefreshed(link, sync) };
     }
     case 'link.expired': {
-      const expired = { id: link.id, last_error_code: 'rejected_credentials', expired_at: now };
+      // A consent link expires when its consent ends; a credential link when its password is refused.
+      const reason = sample.consent.isConsentLink ? CONSENT_EXPIRED : 'rejected_credentials';
+      const expired = { id: link.id, last_error_code: reason, expired_at: now };
       return { ...base, type, data: payloads.linkExpired(expired) };
     }
     case 'link.deleted':
@@ -136,12 +147,24 @@ export function sampleEvent(type: EventType, sample: EventSample): EventInput {
       const failure = { error_code: 'bank_unavailable', completed_at: now };
       return { ...base, type, data: payloads.refreshIntentFailed({ ...intent, ...failure }) };
     }
+    case 'link.consent_expiring': {
+      const consent = { link_id: link.id, expires_at: sample.consent.expiresAt };
+      return { ...base, type, data: payloads.linkConsentExpiring(consent, now) };
+    }
     case 'webhook_endpoint.disabled': {
       // Nothing is disabled: the data says what a real one would, failing for the default three days.
       const failing = { ...sample.endpoint, failing_since: now - 3 * 86_400_000 };
       return { ...base, linkId: null, type, data: payloads.webhookEndpointDisabled(failing, now) };
     }
   }
+}
+
+/** The link's consent for a sample: its end when it has one and it is set, else the warning days from now. */
+async function consentOfSample(trx: Knex, linkId: string, now: number, warningDays: number) {
+  const facts = (await consentsOfLinks(trx, [linkId])).get(linkId);
+  const madeUp = now + warningDays * 86_400_000;
+  const expiresAt = facts?.expires_at == null ? madeUp : Number(facts.expires_at);
+  return { isConsentLink: facts !== undefined, expiresAt };
 }
 
 /** The organisation's oldest test endpoint, else a made-up one. */

@@ -24,7 +24,10 @@ export const sandboxEventRoutes = [
           trx,
           principal,
           body,
-          { syncIntervalMinutes: services.config.scheduler.syncIntervalMinutes },
+          {
+            syncIntervalMinutes: services.config.scheduler.syncIntervalMinutes,
+            consentExpiryWarningDays: services.config.links.consentExpiryWarningDays,
+          },
           now,
         ),
       );

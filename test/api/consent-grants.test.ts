@@ -69,7 +69,7 @@ forEachEngine(t, async (t, engine) => {
           subject: '12345678-5',
         },
         grant,
-        { secrets, syncIntervalMs: 3_600_000 },
+        { secrets, syncIntervalMs: 3_600_000, consentExpiryWarningDays: 7 },
         Date.now(),
         { announce: false },
       ),

@@ -5,6 +5,7 @@ import { endingConsentsInBulk } from '../../src/banks/health.js';
 import type { CallKind } from '../../src/consent-bank/consent-bank.js';
 import { enqueueSync } from '../../src/jobs/jobs.js';
 import { inspectLink } from '../../src/links/inspect.js';
+import { consentView } from '../../src/links/consent/consent-life.js';
 import { syncFailed } from '../../src/links/link-states.js';
 import type { LinkRow } from '../../src/links/store.js';
 import { findGrantRow, openGrant, saveGrantTokens } from '../../src/links/consent/grants.js';
@@ -91,7 +92,11 @@ forEachEngine(t, async (t, engine) => {
     t.equal(expiredEvents.length, 1, 'one link.expired');
     t.equal(JSON.parse(expiredEvents[0]!.data).last_error_code, 'consent_revoked');
 
-    const inspection = await inspectLink(app.db.reader, made.linkId, app.clock.now());
+    const inspection = await inspectLink(
+      app.db.reader,
+      made.linkId,
+      consentView(app.services, app.clock.now()),
+    );
     t.match(
       inspection.diagnosis[0],
       /^Expired .*: the bank says the consent was revoked \(Grant Management: revoked\) \(consent_revoked\): the user must consent again/,

@@ -2,6 +2,7 @@ import t, { type Test } from 'tap';
 import { ManualClock } from '../../src/clock/clock.js';
 import type { UserFaults } from '../../src/consent-bank/faults.js';
 import { inspectLink } from '../../src/links/inspect.js';
+import { consentView } from '../../src/links/consent/consent-life.js';
 import { findGrantRow, openGrant, saveGrantTokens } from '../../src/links/consent/grants.js';
 import { consentLink, registerApp, startBank } from '../helpers/consent-bank.js';
 import {
@@ -116,7 +117,7 @@ forEachEngine(t, async (t, engine) => {
     t.equal(Number(job.run_at), started + 30_000, 'until the bank said');
     t.match(job.last_error, /^bank_unavailable: the bank rate-limited .* \(HTTP 429\) until /);
     t.equal(await runSyncs(app), 0, 'not tried again before then');
-    const inspection = await inspectLink(app.db.reader, linkId, app.clock.now());
+    const inspection = await inspectLink(app.db.reader, linkId, consentView(app.services, app.clock.now()));
     t.match(inspection.diagnosis.join('\n'), /waits until .*HTTP 429/, 'inspect says why it waits');
 
     app.clock.advance(30_000);
@@ -136,7 +137,9 @@ forEachEngine(t, async (t, engine) => {
       'the next sync is not before the Retry-After',
     );
     t.equal(await countOf(app, 'accounts', linkId), 0, 'nothing written');
-    const diagnosis = (await inspectLink(app.db.reader, linkId, app.clock.now())).diagnosis.join('\n');
+    const diagnosis = (
+      await inspectLink(app.db.reader, linkId, consentView(app.services, app.clock.now()))
+    ).diagnosis.join('\n');
     t.match(diagnosis, /failed with bank_unavailable \(the bank rate-limited .* until /);
   });
 
@@ -175,7 +178,9 @@ forEachEngine(t, async (t, engine) => {
     await withFaults(t, '12345678-5', { resourceStatus: 403 });
     await runSyncs(app);
     t.equal((await linkRow(app, linkId)).last_error_code, 'action_required');
-    const diagnosis = (await inspectLink(app.db.reader, linkId, app.clock.now())).diagnosis.join('\n');
+    const diagnosis = (
+      await inspectLink(app.db.reader, linkId, consentView(app.services, app.clock.now()))
+    ).diagnosis.join('\n');
     t.match(diagnosis, /HTTP 403\): the consent does not cover it/);
     t.equal(await countOf(app, 'accounts', linkId), 0, 'nothing written');
   });
@@ -195,7 +200,7 @@ forEachEngine(t, async (t, engine) => {
     const linkId = await consentLinkOf('77.777.777-7');
     await runSyncs(app);
     t.equal((await linkRow(app, linkId)).last_error_code, 'invalid_bank_data');
-    const inspection = await inspectLink(app.db.reader, linkId, app.clock.now());
+    const inspection = await inspectLink(app.db.reader, linkId, consentView(app.services, app.clock.now()));
     const job = inspection.jobs[0]!;
     t.match(job.last_error, /^invalid_bank_data: The bank's ResponseAccountList answer does not match/);
     t.match(

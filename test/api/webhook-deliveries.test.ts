@@ -33,7 +33,8 @@ const CATALOGUE: Record<string, string[]> = {
   'refresh_intent.requires_mfa': ['object', 'id', 'link_id', 'status', 'requires_mfa'],
   'refresh_intent.succeeded': ['object', 'id', 'link_id', 'status', 'completed_at', 'summary'],
   'refresh_intent.failed': ['object', 'id', 'link_id', 'status', 'error_code', 'completed_at'],
-  // The appliance's own (docs/webhook-endpoints.md).
+  // The appliance's own (docs/open-finance.md, docs/webhook-endpoints.md).
+  'link.consent_expiring': ['object', 'link_id', 'status', 'expires_at', 'days_left'],
   'webhook_endpoint.disabled': [
     'object',
     'id',
@@ -99,7 +100,8 @@ forEachEngine(t, async (t, engine) => {
         if (type.startsWith('account.'))
           t.equal(response.body.data.id, account.id, "one of the link's accounts");
         if (type.startsWith('refresh_intent.')) t.match(response.body.data.id, /^ri_[0-9a-f]{16}$/);
-        if (type !== 'link.created' && type.startsWith('link.')) t.equal(response.body.data.id, link.id);
+        if (type === 'link.consent_expiring') t.equal(response.body.data.link_id, link.id);
+        else if (type !== 'link.created' && type.startsWith('link.')) t.equal(response.body.data.id, link.id);
         if (type.startsWith('webhook_endpoint.')) t.match(response.body.data.id, /^we_[0-9a-f]{16}$/);
       }
       const mfa = (await fire('refresh_intent.requires_mfa')).body.data;

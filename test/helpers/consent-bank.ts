@@ -182,6 +182,8 @@ export async function consent(
     language?: string;
     decision?: 'confirm' | 'abort';
     exchange?: boolean;
+    /** When the consent ends (RFC 3339); none: the bank's default, a year. */
+    validTo?: string;
   } = {},
 ): Promise<{ callback: URL; verifier: string; state: string; pages: string[]; tokens?: Consent['tokens'] }> {
   const verifier = client.randomPKCECodeVerifier();
@@ -193,7 +195,13 @@ export async function consent(
     code_challenge_method: 'S256',
     state,
     grant_management_action: 'create',
-    authorization_details: JSON.stringify([{ type: 'Accounts', actions: options.actions ?? ALL_ACTIONS }]),
+    authorization_details: JSON.stringify([
+      {
+        type: 'Accounts',
+        actions: options.actions ?? ALL_ACTIONS,
+        ...(options.validTo ? { validTo: options.validTo } : {}),
+      },
+    ]),
   });
   const { callback: at, pages } = await atTheBank(url.href, REDIRECT_URI, options);
   const callback = new URL(at);
@@ -246,9 +254,10 @@ export async function consentLink(
   orgId: string,
   rut: string,
   actions?: string[],
+  validTo?: string,
 ): Promise<{ linkId: string; grantId: string; accessToken: string }> {
   const { configuration } = await app.services.consentClients.forRegistration(registration);
-  const { tokens } = await consent(fixture, configuration, { rut, actions });
+  const { tokens } = await consent(fixture, configuration, { rut, actions, validTo });
   const details = parseAuthorizationDetails(tokens!.authorization_details)!;
   const now = app.clock.now();
   const grantId = String(tokens!.grant_id);
@@ -273,7 +282,11 @@ export async function consentLink(
         accessTokenExpiresAt: now + (tokens!.expires_in ?? 0) * 1000,
         refreshToken: tokens!.refresh_token ?? null,
       },
-      { secrets: app.services.secrets, syncIntervalMs: 3_600_000 },
+      {
+        secrets: app.services.secrets,
+        syncIntervalMs: 3_600_000,
+        consentExpiryWarningDays: app.services.config.links.consentExpiryWarningDays,
+      },
       now,
       { announce: false },
     ),

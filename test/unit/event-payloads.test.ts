@@ -71,6 +71,10 @@ const expected: Record<EventType, [unknown, string]> = {
     build['refresh_intent.failed']({ ...intent, error_code: 'bank_unavailable', completed_at: AT }),
     `{"object":"refresh_intent","id":"${intent.id}","link_id":"${link.id}","status":"failed","error_code":"bank_unavailable","completed_at":"${ISO}"}`,
   ],
+  'link.consent_expiring': [
+    build['link.consent_expiring']({ link_id: link.id, expires_at: AT + 6.5 * 86_400_000 }, AT),
+    `{"object":"consent","link_id":"${link.id}","status":"expiring","expires_at":"2026-06-22T03:00:00.123Z","days_left":7}`,
+  ],
   'webhook_endpoint.disabled': [
     build['webhook_endpoint.disabled'](
       { id: 'we_0123456789abcdef', url: 'https://example.com/hook', failing_since: AT },
@@ -98,6 +102,7 @@ t.test(
       'refresh_intent.requires_mfa',
       'refresh_intent.succeeded',
       'refresh_intent.failed',
+      'link.consent_expiring',
       'webhook_endpoint.disabled',
     ]);
     t.same(Object.keys(EVENT_PAYLOADS), EVENT_TYPES);
@@ -150,6 +155,7 @@ t.test('a fired sandbox event has the keys, in order, of a real one of its type'
       intentId: intent.id,
       now: AT,
       syncIntervalMinutes: 240,
+      consent: { isConsentLink: true, expiresAt: AT + 7 * 86_400_000 },
     });
     t.equal(fired.type, type);
     t.same(keyPaths(fired.data), keyPaths(expected[type][0]), type);

@@ -77,10 +77,12 @@ t.test('a link: expires only when active, reconnects only when expired', async (
     'active -expire-> expired',
     'active -reconnect-> ✗',
     'active -reconnect_failed-> expired',
+    'active -consent_ended-> expired',
     'expired -sync_succeeded-> active',
     'expired -expire-> ✗',
     'expired -reconnect-> active',
     'expired -reconnect_failed-> ✗',
+    'expired -consent_ended-> ✗',
   ]);
 });
 

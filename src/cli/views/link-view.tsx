@@ -45,6 +45,16 @@ function LinkView({ data }: { data: LinkInspection }) {
         syncs {link.sync_successes}/{link.sync_attempts} succeeded, credential failures in a row{' '}
         {link.consecutive_failures}, last error {link.last_error_code ?? '-'}
       </Text>
+      {link.consent ? (
+        <Section title="Consent">
+          <Text>
+            {'  '}
+            <Text color={link.consent.status === 'active' ? 'green' : 'yellow'}>{link.consent.status}</Text>,
+            expires {link.consent.expires_at ?? 'never (until revoked)'}, covers{' '}
+            {link.consent.covers.join(', ') || '-'}
+          </Text>
+        </Section>
+      ) : null}
       <Section title="Diagnosis">
         {data.diagnosis.map((note, i) => (
           <Text key={i} color={link.status === 'active' && !link.last_error_code ? 'green' : 'yellow'}>

@@ -1,13 +1,20 @@
 import type { Context } from 'koa';
 import { toIso } from '../../clock/clock.js';
 import { ApiError, errors } from '../../errors/api-error.js';
+import {
+  consentNeedsUser,
+  consentsOfLinks,
+  consentView,
+  presentConsent,
+  type LinkConsent,
+} from '../../links/consent/consent-life.js';
 import { inspectLink, type Finding } from '../../links/inspect.js';
 import { deleteLink, pauseLink, resumeLink } from '../../links/links.js';
 import { rutSearchDigests } from '../../links/rut-search.js';
 import { findLink, searchLinks, type LinkStatus } from '../../links/store.js';
 import { recentMovementsOfAccounts } from '../../movements/store.js';
 import { requestRefresh } from '../../refresh/refresh.js';
-import { html, type HtmlValue } from '../../html/html.js';
+import { html, type Html, type HtmlValue } from '../../html/html.js';
 import { consolePrincipal, may, scopePath } from '../access.js';
 import type { ConsoleKit, ConsoleRoute } from '../kit.js';
 import { bankName, money } from '../format.js';
@@ -62,11 +69,35 @@ export function findingText(t: Words, finding: Finding): string {
       return t('finding.scheduler_late', { at: when(finding.nextSyncAt) });
     case 'sync_deferred':
       return t('finding.sync_deferred', { at: when(finding.until) });
+    case 'consent_expired':
+      return t('finding.consent_expired', { at: when(finding.at) });
+    case 'consent_expiring':
+      return t('finding.consent_expiring', { at: when(finding.expiresAt) });
     case 'healthy':
       return t('finding.healthy', { last: when(finding.lastSyncedAt), next: when(finding.nextSyncAt) });
     default:
       return t(`finding.${finding.code}`);
   }
+}
+
+/**
+ * A consent link's consent as a badge: marked (`badge attention`) when the end user must act (it is expiring,
+ * expired or revoked), so support sees at a glance which links wait for a person rather than for a bank.
+ */
+export function consentBadge(t: Words, consent: LinkConsent): Html {
+  const word = t(`consent.${consent.status}`);
+  return consentNeedsUser(consent.status)
+    ? html`<span class="badge attention">${word}</span>`
+    : html`<span class="badge">${word}</span>`;
+}
+
+/** The consent's facts on a link's page: its badge, when it ends, what it covers. */
+function consentFacts(t: Words, consent: LinkConsent): HtmlValue {
+  const until = consent.expires_at
+    ? t('consent.until', { at: when(consent.expires_at) })
+    : t('consent.until_revoked');
+  const covers = consent.covers.map((coverage) => t(`coverage.${coverage}`)).join(', ');
+  return html`${consentBadge(t, consent)} ${until}; ${t('consent.covers', { covers: covers || '-' })}`;
 }
 
 export async function showLinks(ctx: Context, kit: ConsoleKit) {
@@ -79,12 +110,23 @@ export async function showLinks(ctx: Context, kit: ConsoleKit) {
   const window = pageWindow(ctx.query);
   const rutDigests = rutSearchDigests(secrets, query);
   const { rows, total } = await searchLinks(db.reader, state.scope, { query, status, rutDigests }, window);
+  // One read for the page's consents; only those that need the end user get a badge here.
+  const view = consentView(kit.services, kit.services.clock.now());
+  const consents = await consentsOfLinks(
+    db.reader,
+    rows.map((row) => row.id),
+  );
+  const badgeOf = (row: (typeof rows)[number]): HtmlValue => {
+    const facts = consents.get(row.id);
+    const consent = facts ? presentConsent(facts, view, row) : null;
+    return consent && consentNeedsUser(consent.status) ? html` ${consentBadge(t, consent)}` : null;
+  };
   const cells = rows.map((row) => [
     html`<a href="${base}/${row.id}"><code>${row.id}</code></a>`,
     bankName(row.bank_id),
     row.holder_name ?? '-',
     row.external_user_id ?? '-',
-    stateWord(state.locale, row.status) + (row.paused ? `, ${t('links.paused')}` : ''),
+    html`${stateWord(state.locale, row.status) + (row.paused ? `, ${t('links.paused')}` : '')}${badgeOf(row)}`,
     when(toIso(row.last_synced_at)),
   ]);
   const search = html`<form method="get" action="${base}" class="search-form" role="search">
@@ -134,7 +176,7 @@ async function renderLink(ctx: Context, kit: ConsoleKit, status: number, notice:
   const state = kit.state(ctx);
   const t = kit.words(ctx);
   const row = await scopedLink(ctx, kit);
-  const inspection = await inspectLink(db.reader, row.id, clock.now());
+  const inspection = await inspectLink(db.reader, row.id, consentView(kit.services, clock.now()));
   const movements = await recentMovementsOfAccounts(
     db.reader,
     inspection.accounts.map((account) => account.id),
@@ -168,6 +210,7 @@ async function renderLink(ctx: Context, kit: ConsoleKit, status: number, notice:
       stateWord(state.locale, link.status) + (link.paused ? `, ${t('links.paused')}` : ''),
     ],
     [t('links.last_synced'), when(link.last_synced_at)],
+    ...(link.consent ? [[t('links.consent'), consentFacts(t, link.consent)] as [string, HtmlValue]] : []),
   ];
   const section = (title: ConsoleMessageKey, headers: string[], rows: HtmlValue[][]) =>
     html`<h2>${t(title)}</h2>${table(t(title), headers, rows, t('link.none'))}`;
@@ -321,12 +364,16 @@ const principal = (ctx: Context, kit: ConsoleKit) =>
   consolePrincipal(kit.state(ctx).scope, kit.state(ctx).user);
 
 const pauseAction = act(async (ctx, kit, linkId, now) => {
-  await kit.services.db.transaction((trx) => pauseLink(trx, principal(ctx, kit), linkId, now));
+  await kit.services.db.transaction((trx) =>
+    pauseLink(trx, principal(ctx, kit), linkId, consentView(kit.services, now)),
+  );
   return { notice: kit.words(ctx)('link.paused_done') };
 });
 
 const resumeAction = act(async (ctx, kit, linkId, now) => {
-  await kit.services.db.transaction((trx) => resumeLink(trx, principal(ctx, kit), linkId, now));
+  await kit.services.db.transaction((trx) =>
+    resumeLink(trx, principal(ctx, kit), linkId, consentView(kit.services, now)),
+  );
   return { notice: kit.words(ctx)('link.resumed_done') };
 });
 

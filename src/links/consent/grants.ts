@@ -16,6 +16,7 @@ import {
   type LinkPolicy,
 } from '../links.js';
 import { rutDigestsOf } from '../rut-search.js';
+import { presentConsent } from './consent-life.js';
 import { insertLink } from '../store.js';
 
 /*
@@ -171,7 +172,7 @@ export async function createConsentLink(
   principal: Pick<Principal, 'orgId' | 'mode'>,
   input: CreateConsentLinkInput,
   grant: NewGrant,
-  policy: Pick<LinkPolicy, 'secrets' | 'syncIntervalMs'>,
+  policy: Pick<LinkPolicy, 'secrets' | 'syncIntervalMs' | 'consentExpiryWarningDays'>,
   now: number,
   options: CreateLinkOptions = {},
 ): Promise<Link> {
@@ -190,5 +191,12 @@ export async function createConsentLink(
   await insertGrant(trx, policy.secrets, id, grant, now);
   if (options.announce ?? true) await emitLinkCreated(trx, row, now);
   await enqueueSync(trx, { link: row, refreshType: 'full', now, interactive: options.interactive ?? false });
-  return presentLink(row);
+  const consent = {
+    expires_at: grant.expiresAt,
+    authorization_details: JSON.stringify(grant.authorizationDetails),
+  };
+  return presentLink(
+    row,
+    presentConsent(consent, { now, warningDays: policy.consentExpiryWarningDays }, row),
+  );
 }

@@ -209,7 +209,10 @@ export async function fireAction(ctx: Context, kit: ConsoleKit) {
         trx,
         principal(kit, ctx),
         body,
-        { syncIntervalMinutes: config.scheduler.syncIntervalMinutes },
+        {
+          syncIntervalMinutes: config.scheduler.syncIntervalMinutes,
+          consentExpiryWarningDays: config.links.consentExpiryWarningDays,
+        },
         now,
       ),
     );
