@@ -28,6 +28,16 @@ t.test('the status: revoked first, then the date, expiring within the warning da
   t.equal(consentStatus(now + DAY, { now, warningDays: 0 }, active), 'active', '0 days: no expiring');
   const revoked = { status: 'expired' as const, last_error_code: 'consent_revoked' };
   t.equal(consentStatus(now + 30 * DAY, view, revoked), 'revoked');
+  t.equal(
+    consentStatus(now - DAY, view, { ...revoked, expired_at: now - DAY + 60_000 }),
+    'expired',
+    'refused by the bank after its end (a sync before the tick): it ended, it was not revoked',
+  );
+  t.equal(
+    consentStatus(now - DAY, view, { ...revoked, expired_at: now - 2 * DAY }),
+    'revoked',
+    'revoked before its end: revoked',
+  );
   const ended = { status: 'expired' as const, last_error_code: 'consent_expired' };
   t.equal(consentStatus(now + 30 * DAY, view, ended), 'expired', 'the link expired for its consent');
   const refused = { status: 'expired' as const, last_error_code: 'rejected_credentials' };

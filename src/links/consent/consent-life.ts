@@ -62,9 +62,14 @@ export function consentView(
 export function consentStatus(
   expiresAt: number | null,
   view: ConsentView,
-  link: { status: LinkStatus; last_error_code: string | null },
+  link: { status: LinkStatus; last_error_code: string | null; expired_at?: number | string | null },
 ): ConsentStatus {
-  if (link.status === 'expired' && link.last_error_code === CONSENT_REVOKED) return 'revoked';
+  if (link.status === 'expired' && link.last_error_code === CONSENT_REVOKED) {
+    // A bank refuses a consent that reached its end as it refuses a revoked one: a sync that met the end
+    // before the tick did expired the link `consent_revoked`, but the consent simply ended.
+    const endedFirst = expiresAt !== null && link.expired_at != null && expiresAt <= Number(link.expired_at);
+    return endedFirst ? 'expired' : 'revoked';
+  }
   if (link.status === 'expired' && link.last_error_code === CONSENT_EXPIRED) return 'expired';
   if (expiresAt === null) return 'active';
   if (expiresAt <= view.now) return 'expired';
@@ -80,7 +85,7 @@ export function consentNeedsUser(status: ConsentStatus): boolean {
 export function presentConsent(
   facts: ConsentFacts,
   view: ConsentView,
-  link: { status: LinkStatus; last_error_code: string | null },
+  link: { status: LinkStatus; last_error_code: string | null; expired_at?: number | string | null },
 ): LinkConsent {
   const expiresAt = facts.expires_at === null ? null : Number(facts.expires_at);
   return {
