@@ -35,6 +35,11 @@ export interface BankFaults extends UserFaults {
    * would; queries (GET) still answer, so a test can see the grant is still there.
    */
   grantManagementStatus?: 429 | 503 | 529;
+  /**
+   * The token endpoint answers after this long: a slow bank between the person's return from its page and
+   * the appliance's link (the widget must keep saying the connection is under way meanwhile).
+   */
+  tokenDelayMs?: number;
 }
 
 /**
