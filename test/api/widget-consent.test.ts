@@ -164,6 +164,14 @@ forEachEngine(t, async (t, engine) => {
     },
   );
 
+  t.test('a token naming the consent bank (institution_id): the widget starts at its consent', async (t) => {
+    const opened = await open({ institution_id: 'bancoabierto' });
+    t.equal(opened.bootstrap.bank_id, 'bancoabierto', 'the widget opens on the named bank');
+    const started = await startAt(opened.bootstrap.session as string, {});
+    t.equal(started.status, 200, started.text);
+    t.match(started.body, { status: { state: 'awaiting_bank' } }, 'no bank_id needed');
+  });
+
   t.test('while the callback exchanges the code, the widget hears "in progress", never "idle"', async (t) => {
     const opened = await open();
     const session = opened.bootstrap.session as string;
