@@ -519,8 +519,11 @@ export async function startConsentBank(options: ConsentBankOptions): Promise<Con
         ctx,
         decodeURIComponent(ctx.path.slice(`${issuerPath}${GRANT_MANAGEMENT_PATH}/`.length)),
       );
-    if (ctx.path === issuerPath || ctx.path.startsWith(`${issuerPath}/`))
+    if (ctx.path === issuerPath || ctx.path.startsWith(`${issuerPath}/`)) {
+      const delay = faults.bankWide.tokenDelayMs;
+      if (delay && ctx.path === `${issuerPath}${MTLS_ROUTES.token_endpoint}`) await sleep(delay);
       return delegate(ctx, new URL(mtlsOrigin));
+    }
     return oauthError(ctx, 404, 'invalid_request', 'Not an endpoint of the consent bank');
   });
   handleMtls = mtlsApp.callback();

@@ -41,6 +41,11 @@ export interface BankFaults extends UserFaults {
    * Nothing is deleted: turning the fault off brings them back.
    */
   invalidateAllGrants?: boolean;
+  /**
+   * The token endpoint answers after this long: a slow bank between the person's return from its page and
+   * the appliance's link (the widget must keep saying the connection is under way meanwhile).
+   */
+  tokenDelayMs?: number;
 }
 
 /**

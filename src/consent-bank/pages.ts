@@ -1,3 +1,4 @@
+import { CONSENT_SANDBOX_BANK_ID, findInstitution } from '../banks/institutions.js';
 import { html, type Html } from '../html/html.js';
 import type { AccountAction } from './authorization-details.js';
 
@@ -9,9 +10,15 @@ import type { AccountAction } from './authorization-details.js';
 
 export type Language = 'es' | 'en';
 
+/**
+ * The bank's name on its own pages: the institution's, so that the person who pressed "Continue to Banco
+ * Abierto (simulado)" in the widget lands on a page of that name (it said "Banco Sandbox" before).
+ */
+const BANK_NAME = findInstitution(CONSENT_SANDBOX_BANK_ID)!.name;
+
 const WORDS = {
   es: {
-    bank: 'Banco Sandbox (consentimiento)',
+    bank: BANK_NAME,
     signInTitle: 'Ingresa a tu banco',
     signInLead: 'Estás en el sitio de tu banco. Ingresa con tu RUT y tu clave.',
     rut: 'RUT',
@@ -34,7 +41,7 @@ const WORDS = {
     } satisfies Record<AccountAction, string>,
   },
   en: {
-    bank: 'Sandbox Bank (consent)',
+    bank: BANK_NAME,
     signInTitle: 'Sign in to your bank',
     signInLead: 'You are on your bank’s site. Sign in with your RUT and password.',
     rut: 'RUT',

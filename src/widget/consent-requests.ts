@@ -46,6 +46,9 @@ export interface NewConsentRequest {
   expiresAt: number;
 }
 
+/** The outcome of a trip whose callback is exchanging its code, until it settles. */
+export const CLAIMED = 'in_progress';
+
 const verifierContext = (id: string) => consentRequestContext(id, 'verifier_sealed');
 
 /**
@@ -94,7 +97,12 @@ export async function findConsentRequestByState(
     .first();
 }
 
-/** The trip a session is waiting on (not completed, not past its wait), if any. */
+/**
+ * The trip a session is waiting on, not past its wait: at the bank (not completed), or back from it with its
+ * code being exchanged (claimed by the callback, `outcome` still `in_progress`). The second counts too: until
+ * the callback settles the trip (a link, or a problem) the session has neither, and a widget polling in that
+ * moment must not read "nothing happening" (it went back to the consent screen and stopped polling).
+ */
 export async function openConsentRequest(
   db: Knex,
   sessionId: string,
@@ -102,7 +110,7 @@ export async function openConsentRequest(
 ): Promise<ConsentRequestRow | undefined> {
   return db<ConsentRequestRow>('widget_consent_requests')
     .where({ session_id: sessionId })
-    .whereNull('completed_at')
+    .where((open) => open.whereNull('completed_at').orWhere({ outcome: CLAIMED }))
     .where('expires_at', '>', now)
     .orderBy('created_at', 'desc')
     .first();
@@ -116,7 +124,7 @@ export async function claimConsentRequest(db: Knex, id: string, now: number): Pr
   const claimed = await db('widget_consent_requests')
     .where({ id })
     .whereNull('completed_at')
-    .update({ completed_at: now, outcome: 'in_progress' });
+    .update({ completed_at: now, outcome: CLAIMED });
   return claimed === 1;
 }
 

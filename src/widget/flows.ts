@@ -277,6 +277,8 @@ export async function sessionStatus(
       : { state: 'finished' };
   if (session.refresh_intent_id === null) {
     const trip = await openConsentRequest(db.reader, session.id, context.now);
+    // Back from the bank, the code being exchanged: the connection is under way, as it is once linked.
+    if (trip?.completed_at != null) return { state: 'in_progress', step: 'queued' };
     if (trip) return { state: 'awaiting_bank', expires_at: toIso(trip.expires_at)! };
     return session.last_error_code
       ? {

@@ -5,7 +5,8 @@ import type { Principal } from '../auth/principal.js';
 import { findOwned } from '../auth/ownership.js';
 import { generateWidgetToken } from '../auth/tokens.js';
 import { sha256Hex } from '../secrets/secret-box.js';
-import { findInstitution, offers, type Product } from '../banks/institutions.js';
+import { findRegistration } from '../banks/consent/registrations.js';
+import { connectionMethod, findInstitution, offers, type Product } from '../banks/institutions.js';
 import { formatRut, normaliseRut } from '../rut/rut.js';
 import type { LinkPolicy } from '../links/links.js';
 import type { LinkRow } from '../links/store.js';
@@ -115,7 +116,14 @@ export async function createWidgetToken(
       );
     if (!offers(institution, product, 'individual') && !offers(institution, product, 'business'))
       throw errors.invalidParameter('institution_id', `${institution.name} does not offer ${product}.`);
-    if (!options.policy.bankAvailable(institution.id, principal.mode))
+    // As the widget lists banks (http.ts): a consent bank through its registration, which it has no
+    // connector besides; a credential bank through its connector.
+    const registered = (await findRegistration(trx, institution.id, principal.mode)) !== undefined;
+    const available =
+      connectionMethod(institution, principal.mode, registered) === 'consent'
+        ? registered
+        : options.policy.bankAvailable(institution.id, principal.mode);
+    if (!available)
       throw errors.badRequest(
         'institution_unavailable',
         `${institution.name} is not available in ${principal.mode} mode on this appliance.`,

@@ -164,6 +164,37 @@ forEachEngine(t, async (t, engine) => {
     },
   );
 
+  t.test('a token naming the consent bank (institution_id): the widget starts at its consent', async (t) => {
+    const opened = await open({ institution_id: 'bancoabierto' });
+    t.equal(opened.bootstrap.bank_id, 'bancoabierto', 'the widget opens on the named bank');
+    const started = await startAt(opened.bootstrap.session as string, {});
+    t.equal(started.status, 200, started.text);
+    t.match(started.body, { status: { state: 'awaiting_bank' } }, 'no bank_id needed');
+  });
+
+  t.test('while the callback exchanges the code, the widget hears "in progress", never "idle"', async (t) => {
+    const opened = await open();
+    const session = opened.bootstrap.session as string;
+    const started = await startAt(session);
+    const { callback } = await atTheBank(started.body.authorization_url, redirectUri);
+    // A slow token endpoint: the trip is claimed at once, the link made only after the exchange.
+    faults.setFaults({ tokenDelayMs: 1_500 });
+    let returned = false;
+    const returning = callbackPage(callback).finally(() => (returned = true));
+    let status = (await widgetApi(app, session, 'GET', 'status')).body;
+    while (status.state === 'awaiting_bank' && !returned) {
+      await new Promise((resolve) => setTimeout(resolve, 25));
+      status = (await widgetApi(app, session, 'GET', 'status')).body;
+    }
+    t.notOk(returned, 'seen while the callback was still exchanging the code');
+    t.match(status, { state: 'in_progress', step: 'queued' }, 'the connection is under way');
+    t.equal((await returning).status, 200);
+    t.match((await widgetApi(app, session, 'GET', 'status')).body, { state: 'in_progress' });
+    faults.reset();
+    await runSyncs(app);
+    t.match((await widgetApi(app, session, 'GET', 'status')).body, { state: 'succeeded' });
+  });
+
   t.test('a replay at a bank that accepts replayed codes (99.999.999-9) makes no second link', async (t) => {
     const opened = await open();
     const session = opened.bootstrap.session as string;

@@ -128,6 +128,16 @@ forEachEngine(t, async (t, engine) => {
     });
     t.equal(unavailable.status, 400);
     t.equal(unavailable.body.error.code, 'institution_unavailable', 'no live connector for bci here');
+    const unregistered = await app.request('POST', '/v1/widget_tokens', {
+      key: tenant.keys.pk_test.secret,
+      body: { institution_id: 'bancoabierto' },
+    });
+    t.equal(unregistered.status, 400);
+    t.equal(
+      unregistered.body.error.code,
+      'institution_unavailable',
+      'a consent bank the appliance is not registered with',
+    );
   });
 
   t.test('bad input: the envelope with a param, and nothing written', async (t) => {

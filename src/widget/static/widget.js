@@ -947,6 +947,7 @@
   post({ type: 'ready' });
   if (boot.error) failure(boot.error);
   else if (boot.status) handleStatus(boot.status);
-  else if (state.bank) credentials();
+  // A token naming its bank starts on that bank's first step: the consent screen for a consent bank.
+  else if (state.bank) begin();
   else picker();
 })();
