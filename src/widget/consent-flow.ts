@@ -218,7 +218,7 @@ export async function startConsent(
     throw new ApiError(
       502,
       'api_error',
-      bankProblem(error) === 'consent_invalid' ? 'consent_invalid' : 'bank_unavailable',
+      bankProblem(error),
       `${bankName} did not accept the authorization request; try again in a moment.`,
     );
   }
