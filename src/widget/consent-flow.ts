@@ -126,7 +126,7 @@ async function consentBankOf(
   input: ConsentStartInput,
   product: Product,
   preset: string | null,
-): Promise<{ bankId: string; holderType: HolderType; registration: ConsentClientRow }> {
+): Promise<{ bankId: string; bankName: string; holderType: HolderType; registration: ConsentClientRow }> {
   const bankId = preset ?? input.bank_id;
   if (bankId === undefined) throw errors.missingParameter('bank_id', 'Choose a bank.');
   if (preset && input.bank_id !== undefined && input.bank_id !== preset)
@@ -146,7 +146,7 @@ async function consentBankOf(
       'holder_type',
       `${institution.name} does not offer ${product} to ${holderType} holders.`,
     );
-  return { bankId, holderType, registration };
+  return { bankId, bankName: institution.name, holderType, registration };
 }
 
 /** Open failures of openid-client as the widget words them: the bank said no, or did not answer. */
@@ -185,7 +185,7 @@ export async function startConsent(
   if (session.attempts >= MAX_ATTEMPTS) throw refuse('too_many_attempts', 429);
   const token = await widgetTokenOf(db.reader, session);
   const product: Product = token.product ?? 'movements';
-  const { bankId, holderType, registration } = await consentBankOf(
+  const { bankId, bankName, holderType, registration } = await consentBankOf(
     db.reader,
     session,
     input,
@@ -194,14 +194,13 @@ export async function startConsent(
   );
   await refuseOverConnectionLimit(db.reader, session, token);
 
-  let consentClient: ConsentClient;
   let url: URL;
   const state = randomBytes(24).toString('base64url');
   const verifier = client.randomPKCECodeVerifier();
   const details = consentDetails(product, now);
   try {
-    consentClient = await context.consentClients.forRegistration(registration);
-    url = await client.buildAuthorizationUrlWithPAR(consentClient.configuration, {
+    const { configuration } = await context.consentClients.forRegistration(registration);
+    url = await client.buildAuthorizationUrlWithPAR(configuration, {
       redirect_uri: registeredRedirectUri(registration),
       scope: 'openid',
       response_type: 'code',
@@ -214,7 +213,6 @@ export async function startConsent(
     });
   } catch (error) {
     if (error instanceof ApiError) throw error;
-    const bankName = findInstitution(bankId)!.name;
     throw new ApiError(
       502,
       'api_error',
@@ -222,7 +220,7 @@ export async function startConsent(
       `${bankName} did not accept the authorization request; try again in a moment.`,
     );
   }
-  const screen = consentScreenFor(product, findInstitution(bankId)!.name, {
+  const screen = consentScreenFor(product, bankName, {
     ...context,
     locale: session.locale,
   });
@@ -358,14 +356,15 @@ export async function completeConsent(
       if (!current || current.finished_at !== null) throw refuse('session_expired', 409);
       if (current.refresh_intent_id !== null)
         throw errors.conflict('connection_in_progress', 'This window is already connecting.');
-      await refuseOverConnectionLimit(trx, current, await widgetTokenOf(trx, current), { lock: true });
+      const token = await widgetTokenOf(trx, current);
+      await refuseOverConnectionLimit(trx, current, token, { lock: true });
       const link = await createConsentLink(
         trx,
         { orgId: request.org_id, mode: request.mode },
         {
           bank_id: request.bank_id,
           holder_type: request.holder_type,
-          external_user_id: (await widgetTokenOf(trx, current)).external_user_id ?? undefined,
+          external_user_id: token.external_user_id ?? undefined,
           consent_version: CONSENT_VERSION,
           consent_text_hash: request.consent_text_hash,
           subject,
@@ -400,11 +399,18 @@ export async function completeConsent(
     // The bank granted a consent this widget cannot use: it is revoked at once rather than left to expire.
     await revokeGrant(consentClient, grantId, now).catch(() => undefined);
     if (error instanceof ApiError && isOutcomeProblem(error.code)) return fail(error.code);
+    // Anything else still settles the trip, so the widget does not read "connecting" until it times out.
+    await fail('bank_unavailable').catch(() => undefined);
     throw error;
   }
 }
 
-const OUTCOME_PROBLEMS = new Set(['session_expired', 'connection_limit_reached', 'connection_in_progress']);
-function isOutcomeProblem(code: string): code is 'session_expired' | 'connection_limit_reached' {
+type OutcomeProblem = 'session_expired' | 'connection_limit_reached' | 'connection_in_progress';
+const OUTCOME_PROBLEMS: ReadonlySet<string> = new Set<OutcomeProblem>([
+  'session_expired',
+  'connection_limit_reached',
+  'connection_in_progress',
+]);
+function isOutcomeProblem(code: string): code is OutcomeProblem {
   return OUTCOME_PROBLEMS.has(code);
 }
