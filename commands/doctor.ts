@@ -27,9 +27,9 @@ export default class Doctor extends BaseCommand {
       })),
     };
     if (!this.jsonEnabled()) {
-      const { formatTable } = await import('../src/cli/views/table.js');
-      const rows = report.checks.map((c) => [c.check, c.status, c.detail, c.fix ?? '']);
-      for (const line of formatTable(['CHECK', 'STATUS', 'DETAIL', 'FIX'], rows)) this.log(line);
+      const { formatDoctorChecks } = await import('../src/cli/views/doctor-view.js');
+      const { outputWidth } = await import('../src/cli/views/wrap.js');
+      for (const line of formatDoctorChecks(report.checks, outputWidth())) this.log(line);
       const count = (status: string) => report.checks.filter((c) => c.status === status).length;
       this.log(`\n${count('ok')} ok, ${count('warn')} warning(s), ${count('fail')} failed.`);
     }

@@ -21,6 +21,10 @@ export default class Serve extends BaseCommand {
       default: 'api,scheduler,dispatcher',
     }),
     host: Flags.string({ description: 'address the API listens on (default from config: 127.0.0.1)' }),
+    json: Flags.boolean({
+      description: 'log JSON lines even on a terminal (they are JSON whenever stdout is not a terminal)',
+      default: false,
+    }),
     port: Flags.integer({
       description: 'port the API listens on (default from config: 8080)',
       min: 0,
@@ -66,7 +70,20 @@ export default class Serve extends BaseCommand {
     const env: Record<string, string | undefined> = { ...process.env };
     if (flags.host) env.SVC_API_HOST = flags.host;
     if (flags.port !== undefined) env.SVC_API_PORT = String(flags.port);
-    const logger = createLogger({ level: config.log.level, name: 'supervisor', file: config.log.file });
+    // Every process of this serve writes the same format: the children share this stdout.
+    const { resolveLogFormat } = await import('../src/logging/pretty.js');
+    const format = resolveLogFormat(
+      flags.json ? 'json' : config.log.format,
+      config.log.file !== '',
+      process.stdout.isTTY === true,
+    );
+    env.SVC_LOG_FORMAT = format;
+    const logger = createLogger({
+      level: config.log.level,
+      name: 'supervisor',
+      file: config.log.file,
+      format,
+    });
     logger.info(
       {
         roles,
@@ -76,7 +93,8 @@ export default class Serve extends BaseCommand {
       'starting',
     );
     // A person at a terminal gets one line saying what runs where; journald and log files keep the JSON.
-    const announce = process.stdout.isTTY ? () => this.log(runningLine(config, roles)) : () => undefined;
+    const announce =
+      process.stdout.isTTY && !flags.json ? () => this.log(runningLine(config, roles)) : () => undefined;
     const supervisor = new Supervisor(config, roles, env, logger, announce, presence);
     let code: number;
     try {

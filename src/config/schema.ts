@@ -126,6 +126,11 @@ export const configSchema = {
           description:
             'Empty: JSON lines on stdout (journald under systemd); otherwise appended to this file instead',
         },
+        format: {
+          enum: ['auto', 'json', 'pretty'],
+          description:
+            '`auto`: one readable line per entry when stdout is a terminal, JSON lines otherwise (and always in `log.file`); `json` or `pretty` to choose',
+        },
       },
     },
     auth: {

@@ -220,7 +220,12 @@ export interface PortFacts {
 
 export function checkPort(facts: PortFacts): CheckResult {
   const address = `${facts.host}:${facts.port}`;
-  const variable = facts.setting === 'api.port' ? 'SVC_API_PORT' : 'SVC_METRICS_PORT';
+  const api = facts.name === 'api-port';
+  const variable = api ? 'SVC_API_PORT' : 'SVC_METRICS_PORT';
+  // Metrics are an aid: svc serve starts without them when their port is taken (processes/roles.ts), so a
+  // busy metrics port is a warning; without its API port svc serve refuses to start.
+  const verdict = api ? fail : warn;
+  const consequence = api ? 'svc serve cannot listen' : 'svc serve starts without metrics';
   switch (facts.state) {
     case 'off':
       return ok(facts.name, `${facts.setting} is 0: off`);
@@ -232,15 +237,15 @@ export function checkPort(facts: PortFacts): CheckResult {
         `${address} is held by svc serve from this home${facts.detail ? ` (${facts.detail})` : ''}`,
       );
     case 'taken':
-      return fail(
+      return verdict(
         facts.name,
-        `${address} is held by another program${facts.detail ? ` (${facts.detail})` : ''}: svc serve cannot listen`,
+        `${address} is held by another program${facts.detail ? ` (${facts.detail})` : ''}: ${consequence}`,
         `Stop what listens on ${address} (\`ss -ltnp 'sport = :${facts.port}'\` names it), or set ${facts.setting} (${variable}) to a free port.`,
       );
     case 'error':
-      return fail(
+      return verdict(
         facts.name,
-        `cannot listen on ${address}: ${facts.detail}`,
+        `cannot listen on ${address}: ${facts.detail}; ${consequence}`,
         `Set ${facts.setting} (${variable}) or the host to an address of this machine that this user may bind.`,
       );
   }

@@ -1,4 +1,5 @@
 import { pino, destination, stdTimeFunctions, symbols, type Logger, type DestinationStream } from 'pino';
+import { prettyLine, type LogFormat } from './pretty.js';
 
 export type { Logger };
 
@@ -19,6 +20,8 @@ export function createLogger(options: {
   name: string;
   file?: string;
   destination?: DestinationStream;
+  /** `pretty` for a person at a terminal (pretty.ts); JSON lines otherwise. */
+  format?: LogFormat;
 }): Logger {
   return pino(
     {
@@ -38,15 +41,19 @@ export function createLogger(options: {
         censor: '[redacted]',
       },
     },
-    options.destination ?? batchedDestination(options.file),
+    options.destination ?? batchedDestination(options.file, options.format === 'pretty'),
   );
 }
 
 const BATCH_MAX_AGE_MS = 1000;
 const BATCH_BYTES = 16 * 1024;
 
-function batchedDestination(file: string | undefined): DestinationStream {
-  const batch = new LineBatch(destination({ dest: file || 1, mkdir: true, append: true, sync: false }));
+function batchedDestination(file: string | undefined, pretty: boolean): DestinationStream {
+  const batch = new LineBatch(
+    destination({ dest: file || 1, mkdir: true, append: true, sync: false }),
+    // Read at each line, so that a resized terminal gets lines of its new width.
+    pretty ? (line) => prettyLine(line, process.stdout.columns || undefined) : (line) => line,
+  );
   setInterval(() => {
     try {
       batch.flush();
@@ -62,9 +69,13 @@ class LineBatch implements DestinationStream {
   private lines: string[] = [];
   private length = 0;
 
-  constructor(private readonly target: ReturnType<typeof destination>) {}
+  constructor(
+    private readonly target: ReturnType<typeof destination>,
+    private readonly view: (line: string) => string,
+  ) {}
 
-  write(line: string): void {
+  write(json: string): void {
+    const line = this.view(json);
     this.lines.push(line);
     this.length += line.length;
     if (this.length >= BATCH_BYTES) this.handOver();

@@ -4,6 +4,7 @@ import { offsetClock, type Clock } from '../clock/clock.js';
 import type { Config } from '../config/defaults.js';
 import { openDatabase, type Database } from '../db/database.js';
 import { createLogger, type Logger } from '../logging/logger.js';
+import { resolveLogFormat } from '../logging/pretty.js';
 import { createHttpMetrics } from '../metrics/metrics.js';
 import { queueDepths } from './queue-depths.js';
 import { retentionTotals } from '../scheduler/retention-totals.js';
@@ -32,7 +33,13 @@ export function buildServices(
   const db = overrides.db ?? openDatabase({ url: config.databaseUrl });
   const clock = overrides.clock ?? offsetClock(config.clockOffsetMs);
   const logger =
-    overrides.logger ?? createLogger({ level: config.log.level, name: role, file: config.log.file });
+    overrides.logger ??
+    createLogger({
+      level: config.log.level,
+      name: role,
+      file: config.log.file,
+      format: resolveLogFormat(config.log.format, config.log.file !== '', process.stdout.isTTY === true),
+    });
   const secrets = overrides.secrets ?? loadSecretBox(config);
   const authenticator = new Authenticator({
     db: db.reader,

@@ -53,15 +53,21 @@ forEachEngine(t, async (t, engine) => {
   /** The table row of a check, as printed. */
   const row = (stdout: string, check: string) =>
     stdout.split('\n').find((line) => line.startsWith(`${check} `));
+  /** A check's row and the indented lines under it (its detail wrapped, then its fix), joined by spaces. */
+  const block = (stdout: string, check: string) => {
+    const lines = stdout.split('\n');
+    const start = lines.findIndex((line) => line.startsWith(`${check} `));
+    const end = lines.findIndex((line, i) => i > start && !line.startsWith(' '));
+    return lines
+      .slice(start, end)
+      .map((line) => line.trim())
+      .join(' ');
+  };
 
   await t.test('a healthy installation: every check ok, exit 0', async (t) => {
     const { text, report } = await doctor();
     t.equal(text.code, 0, 'exit 0');
-    t.match(
-      text.stdout.split('\n')[0]?.split(/\s{2,}/),
-      ['CHECK', 'STATUS', 'DETAIL', 'FIX'],
-      'a header row',
-    );
+    t.match(text.stdout.split('\n')[0]?.split(/\s{2,}/), ['CHECK', 'STATUS', 'DETAIL'], 'a header row');
     t.same(
       report.checks.filter((c) => c.status !== 'ok'),
       [],
@@ -87,7 +93,7 @@ forEachEngine(t, async (t, engine) => {
     );
     t.match(row(text.stdout, 'schema'), /ok\s+all \d+ migrations applied/);
     t.match(
-      row(text.stdout, 'retention'),
+      block(text.stdout, 'retention'),
       /ok\s+events 30 d, .*audit log kept forever; movements never pruned/,
     );
     t.match(text.stdout, /13 ok, 0 warning\(s\), 0 failed\./);
@@ -127,8 +133,33 @@ forEachEngine(t, async (t, engine) => {
       detail: new RegExp(`127\\.0\\.0\\.1:${port} is held by another program`),
       fix: /SVC_API_PORT/,
     });
-    t.match(row(text.stdout, 'api-port'), /fail\s+.*Stop what listens/);
+    t.match(block(text.stdout, 'api-port'), /fail\s+.*is held by another program.* fix: Stop what listens/);
   });
+
+  await t.test(
+    'a busy metrics port warns (svc serve starts without metrics); rows fit the width',
+    async (t) => {
+      const port = await foreignListener(t);
+      const { text, byName } = await doctor({ SVC_METRICS_PORT: String(port), COLUMNS: '80' });
+      t.equal(text.code, 0, 'a warning does not fail doctor');
+      t.match(byName('metrics-port'), { status: 'warn', detail: /svc serve starts without metrics/ });
+      const lines = text.stdout.split('\n');
+      t.same(
+        lines.filter((line) => line.length > 80),
+        [],
+        'no line is wider than the 80 columns asked for',
+      );
+      const at = lines.findIndex((line) => line.startsWith('metrics-port '));
+      t.match(lines[at], /^metrics-port\s+warn\s+127\.0\.0\.1:\d+ is held by another program/);
+      const fixLine = lines.findIndex((line, i) => i > at && line.trim().startsWith('fix: '));
+      t.ok(
+        fixLine > at && lines.slice(at + 1, fixLine + 1).every((line) => line.startsWith(' '.repeat(8))),
+        'the fix follows its check on the indented lines under it',
+      );
+      t.match(block(text.stdout, 'metrics-port'), /fix: Stop what listens on .*\(SVC_METRICS_PORT\)/);
+      t.match(text.stdout, /12 ok, 1 warning\(s\), 0 failed\./);
+    },
+  );
 
   await t.test('the master key: loose mode, missing, the wrong key', async (t) => {
     const keyFile = join(home, 'master.key');

@@ -383,39 +383,53 @@ forEachEngine(t, async (t, engine) => {
     t.notOk(refused.leftProcesses, 'no process is left behind');
   });
 
+  /**
+   * `svc serve ARGS` on a pseudo-terminal of 100 columns and 24 rows, as a person's shell runs it (`script`,
+   * util-linux); `screen` is what the terminal received so far.
+   */
+  const onTerminal = (t: Test, args: string, env: Record<string, string> = {}) => {
+    const tty = spawnOwned(
+      'script',
+      ['-qec', `stty cols 100 rows 24; ${process.execPath} ${CLI_ENTRY} serve ${args}`, '/dev/null'],
+      {
+        cwd: REPO_ROOT,
+        env: cliEnv(home, { SVC_METRICS_PORT: '0', ...env }),
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+      t,
+    );
+    const output = { screen: '' };
+    tty.stdout!.on('data', (chunk: Buffer) => (output.screen += chunk.toString()));
+    const exited = new Promise<number | null>((resolve) => tty.once('exit', (code) => resolve(code)));
+    // script starts serve in a session of its own, out of the group the harness kills: kill it by the pid
+    // its state file names.
+    t.teardown(() => {
+      for (const name of readdirSync(join(home, 'run'))) {
+        const pid = /^serve-(\d+)\.json$/.exec(name)?.[1];
+        if (pid) killGroup(Number(pid), 'SIGKILL');
+      }
+    });
+    const lines = () => output.screen.split(/\r?\n/);
+    const stop = async () => {
+      const servePid = (await status(t, home)).processes.find((p) => p.status === 'running')?.supervisor_pid;
+      t.ok(servePid, 'svc status names the supervisor');
+      if (servePid) process.kill(servePid, 'SIGTERM');
+      t.equal(await within(exited, SLOW_START_MS), 0, 'SIGTERM stops it with exit 0');
+    };
+    return { lines, stop };
+  };
+
   await t.test(
-    'on a terminal, serve says in one line where it listens, its roles, data and database',
+    'on a terminal, serve says in one line where it listens, its roles, data and database, then logs readable lines',
     { skip: hasScript ? false : 'needs `script` (util-linux) for a pseudo-terminal' },
     async (t) => {
       const port = await freePort();
       const bankPort = await freePort();
-      // `script` (util-linux) runs serve on a pseudo-terminal, as a person's shell would.
-      const tty = spawnOwned(
-        'script',
-        ['-qec', `${process.execPath} ${CLI_ENTRY} serve --port ${port}`, '/dev/null'],
-        {
-          cwd: REPO_ROOT,
-          env: cliEnv(home, { SVC_METRICS_PORT: '0', SVC_SANDBOX_CONSENT_BANK_PORT: String(bankPort) }),
-          stdio: ['ignore', 'pipe', 'pipe'],
-        },
-        t,
-      );
-      let screen = '';
-      tty.stdout!.on('data', (chunk: Buffer) => (screen += chunk.toString()));
-      const exited = new Promise<number | null>((resolve) => tty.once('exit', (code) => resolve(code)));
-      // script starts serve in a session of its own, out of the group the harness kills: kill it by the pid
-      // its state file names.
-      t.teardown(() => {
-        for (const name of readdirSync(join(home, 'run'))) {
-          const pid = /^serve-(\d+)\.json$/.exec(name)?.[1];
-          if (pid) killGroup(Number(pid), 'SIGKILL');
-        }
-      });
+      const serve = onTerminal(t, `--port ${port}`, { SVC_SANDBOX_CONSENT_BANK_PORT: String(bankPort) });
       const line = await waitFor(
-        async () => screen.split(/\r?\n/).find((text) => text.startsWith('svc serve: ')),
+        async () => serve.lines().find((text) => text.startsWith('svc serve: ')),
         SLOW_START_MS,
       );
-      const servePid = (await status(t, home)).processes.find((p) => p.status === 'running')?.supervisor_pid;
       const database = engine === 'sqlite' ? `sqlite ${join(home, 'svc.db')}` : maskUrl(url);
       t.equal(
         line,
@@ -427,14 +441,56 @@ forEachEngine(t, async (t, engine) => {
       t.equal(door.headers.get('location'), '/console', 'to the console');
       if (engine === 'postgres') t.notMatch(line ?? '', /:[^@/]*@/, 'with no password');
       t.equal((await request(`http://127.0.0.1:${port}`, 'GET', '/health')).status, 200, 'and it is true');
-      t.ok(servePid, 'svc status names the supervisor');
-      if (servePid) process.kill(servePid, 'SIGTERM');
-      t.equal(await within(exited, SLOW_START_MS), 0, 'SIGTERM stops it with exit 0');
+      // Lines reach the terminal within a second (logging/logger.ts batches them).
+      const health = await waitFor(
+        async () =>
+          serve
+            .lines()
+            .find((text) => / INFO {2}api {2}GET \/health 200 [\d.]+ ms request_id=req_/.test(text)),
+        SLOW_START_MS,
+      );
+      t.match(health, /^\d\d:\d\d:\d\d\.\d{3} INFO {2}api {2}GET \/health 200/, 'a request reads as one');
+      const upToHealth = serve.lines().slice(0, serve.lines().indexOf(health!) + 1);
+      t.ok(
+        upToHealth.some((text) => /^\d\d:\d\d:\d\d\.\d{3} INFO {2}api {2}api listening url=http/.test(text)),
+        'each process says it started, in words',
+      );
+      t.same(
+        upToHealth.filter((text) => text.startsWith('{')),
+        [],
+        'no JSON on a terminal',
+      );
+      // What `svc install` printed just before (its one-time keys) must still be on a 24-row screen.
+      const rows = upToHealth.reduce((sum, text) => sum + Math.max(1, Math.ceil(text.length / 100)), 0);
+      t.ok(rows <= 12, `serve took ${rows} of the terminal's 24 rows to start and answer a request`);
+      await serve.stop();
       t.equal(
-        screen.split('\n').filter((text) => text.startsWith('svc serve: ')).length,
+        serve.lines().filter((text) => text.startsWith('svc serve: ')).length,
         1,
         'the line is printed once',
       );
+    },
+  );
+
+  await t.test(
+    'on a terminal, serve --json logs JSON lines',
+    { skip: hasScript ? false : 'needs `script` (util-linux) for a pseudo-terminal' },
+    async (t) => {
+      const port = await freePort();
+      const serve = onTerminal(t, `--port ${port} --json`, {
+        SVC_SANDBOX_CONSENT_BANK_PORT: String(await freePort()),
+      });
+      const listening = await waitFor(
+        async () => serve.lines().find((text) => text.includes('"msg":"api listening"')),
+        SLOW_START_MS,
+      );
+      t.match(JSON.parse(listening!), { level: 30, role: 'api', msg: 'api listening' }, 'a JSON line');
+      t.same(
+        serve.lines().filter((text) => text.trim() !== '' && !text.startsWith('{')),
+        [],
+        'nothing but JSON lines, not even the one-line summary',
+      );
+      await serve.stop();
     },
   );
 

@@ -72,6 +72,13 @@ t.test('schema, ports, clock, disk, connectors', async (t) => {
   t.equal(checkPort({ ...port, state: 'free' }).status, 'ok');
   t.equal(checkPort({ ...port, state: 'ours' }).status, 'ok');
   t.match(checkPort({ ...port, state: 'taken' }), { status: 'fail', fix: /SVC_API_PORT/ });
+  // svc serve starts without metrics when their port is taken, so it is a warning, not a failure.
+  const metricsPort = { ...port, name: 'metrics-port', setting: 'metrics.port', port: 9464 } as const;
+  t.match(checkPort({ ...metricsPort, state: 'taken' }), {
+    status: 'warn',
+    detail: /starts without metrics/,
+    fix: /SVC_METRICS_PORT/,
+  });
 
   t.equal(checkClock({ engine: 'postgres', offsetMs: 0, skewMs: 150 }).status, 'ok');
   t.equal(checkClock({ engine: 'postgres', offsetMs: 0, skewMs: -5_000 }).status, 'warn');
