@@ -2,6 +2,7 @@ import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { Flags } from '@oclif/core';
 import { BaseCommand } from '../src/cli/base-command.js';
+import { buildLabel } from '../src/processes/build-info.js';
 import type { BackupProgress, BackupResult } from '../src/backup/backup.js';
 
 export const BACKUP_WARNING =
@@ -79,7 +80,7 @@ export default class Backup extends BaseCommand {
       config,
       out,
       passphrase,
-      svcVersion: this.config.version,
+      svcVersion: buildLabel(),
       env: process.env,
       now,
       onProgress: (progress) => this.showProgress(progress),

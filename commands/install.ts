@@ -1,5 +1,6 @@
 import { Flags } from '@oclif/core';
 import { BaseCommand } from '../src/cli/base-command.js';
+import { buildLabel } from '../src/processes/build-info.js';
 import { resolveHome } from '../src/config/load-config.js';
 import type { InstallResult } from '../src/install/install.js';
 
@@ -30,7 +31,7 @@ export default class Install extends BaseCommand {
       brand: flags.brand,
       clock: systemClock,
       actor: this.actor(),
-      version: this.config.version,
+      version: buildLabel(),
     });
     this.log(`Data directory  ${result.home}`);
     this.log(`Config          ${result.configFile}`);

@@ -1,5 +1,6 @@
 import { Flags } from '@oclif/core';
 import { BaseCommand } from '../src/cli/base-command.js';
+import { buildLabel } from '../src/processes/build-info.js';
 import { formatTable } from '../src/cli/views/table.js';
 
 export default class Migrate extends BaseCommand {
@@ -38,7 +39,7 @@ export default class Migrate extends BaseCommand {
         return status;
       }
       // Not under a running svc serve of another build (of any build, for a rollback): the README's upgrade.
-      const build = currentBuild(this.config.version);
+      const build = currentBuild(buildLabel());
       if (flags.rollback) {
         const guard = refuseUnderRunningServers(db, build, config.home, 'svc migrate --rollback');
         const reverted = await migrateRollback(db, { guard });

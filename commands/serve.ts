@@ -1,5 +1,6 @@
 import { Flags } from '@oclif/core';
 import { BaseCommand } from '../src/cli/base-command.js';
+import { buildLabel } from '../src/processes/build-info.js';
 import { CliError } from '../src/cli/errors.js';
 import type { Config } from '../src/config/defaults.js';
 import { maskUrl } from '../src/config/load-config.js';
@@ -48,7 +49,7 @@ export default class Serve extends BaseCommand {
     const { ServePresence, currentBuild } = await import('../src/processes/presence.js');
     // The migrations this build knows, read once: installing another build under a running server replaces
     // them on disk, and this server's row and heartbeat must go on naming the code it runs.
-    const build = currentBuild(this.config.version);
+    const build = currentBuild(buildLabel());
     const problem = await this.withDatabase(config, async (db) =>
       schemaMismatch(await migrationStatus(db, build.migrations)),
     );

@@ -3,7 +3,9 @@ import { join } from 'node:path';
 import type { Config } from '../config/defaults.js';
 import type { Database } from '../db/database.js';
 import { migrationStatus } from '../db/migrations.js';
+import { buildLabel, thisBuild, type BuildInfo } from './build-info.js';
 import { queueDepths, type QueueDepths } from './queue-depths.js';
+import { liveServeInstances } from './serve-instances.js';
 import type { RoleName } from './roles.js';
 
 /* The state file each `svc serve` keeps under `<home>/run` (supervisor.ts writes it, this file reads it). */
@@ -41,19 +43,55 @@ export interface ProcessStatus {
   started_at: string | null;
 }
 
+/** A running `svc serve`, on this host or another, as the database knows it. */
+export interface ServerStatus {
+  host: string;
+  pid: number;
+  roles: string;
+  /** Its build: `0.8.0+<commit>` (build-info.ts). */
+  version: string;
+  migration_head: string;
+  started_at: string;
+  /** Runs the build this CLI is: false while an upgrade is under way, or on a node left behind. */
+  same_build: boolean;
+}
+
+/**
+ * The schema beside this build's migrations: `behind` has migrations this build would apply (`svc migrate`),
+ * `ahead` has some this build does not know (a newer svc migrated it).
+ */
+export type SchemaState = 'current' | 'behind' | 'ahead' | 'empty';
+
 export interface ApplianceStatus {
   home: string;
+  /** This CLI's build. */
+  build: BuildInfo;
   processes: ProcessStatus[];
+  servers: ServerStatus[];
   database: {
     engine: string;
     location: string;
     reachable: boolean;
     error?: string;
     schema_version: string | null;
+    schema_state: SchemaState | null;
     pending_migrations: number;
+    /** Applied migrations this build does not know. */
+    unknown_migrations: string[];
     size_bytes: number | null;
   };
   queues: QueueDepths | null;
+}
+
+export function schemaState(status: {
+  version: string | null;
+  pending: unknown[];
+  unknown: unknown[];
+}): SchemaState {
+  if (status.version === null) return 'empty';
+  if (status.unknown.length > 0) return 'ahead';
+  if (status.pending.length > 0) return 'behind';
+  return 'current';
 }
 
 export function isAlive(pid: number): boolean {
@@ -108,17 +146,32 @@ export async function collectStatus(
       started_at: child.started_at,
     })),
   );
+  const build = thisBuild();
   try {
     const migrations = await migrationStatus(db);
+    const label = buildLabel(build);
+    const servers = (await liveServeInstances(db)).map((row) => ({
+      host: row.host,
+      pid: Number(row.pid),
+      roles: row.roles,
+      version: row.version,
+      migration_head: row.migration_head,
+      started_at: new Date(Number(row.started_at)).toISOString(),
+      same_build: row.version === label,
+    }));
     return {
       home: config.home,
+      build,
       processes,
+      servers,
       database: {
         engine: db.engine,
         location: db.describe(),
         reachable: true,
         schema_version: migrations.version,
+        schema_state: schemaState(migrations),
         pending_migrations: migrations.pending.length,
+        unknown_migrations: migrations.unknown,
         size_bytes: await db.sizeBytes(),
       },
       queues: migrations.version ? await queueDepths(db) : null,
@@ -126,14 +179,18 @@ export async function collectStatus(
   } catch (error) {
     return {
       home: config.home,
+      build,
       processes,
+      servers: [],
       database: {
         engine: db.engine,
         location: db.describe(),
         reachable: false,
         error: (error as Error).message,
         schema_version: null,
+        schema_state: null,
         pending_migrations: 0,
+        unknown_migrations: [],
         size_bytes: null,
       },
       queues: null,

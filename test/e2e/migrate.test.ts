@@ -1,5 +1,6 @@
 import t from 'tap';
 import { migrationNames } from '../../src/db/migrations.js';
+import type { ApplianceStatus } from '../../src/processes/status.js';
 import { freePort, installArgs, runCli, runCliJson, startServe, withDatabase } from '../helpers/cli.js';
 import { HANG_GUARD_MS, forEachEngine, freshDatabase } from '../helpers/harness.js';
 
@@ -18,6 +19,7 @@ forEachEngine(t, async (t, engine) => {
 
   await t.test('after install nothing is pending', async (t) => {
     const status = await runCliJson<MigrationStatusJson>(t, ['migrate', '--status'], { home });
+    t.equal((await runCliJson<ApplianceStatus>(t, ['status'], { home })).database.schema_state, 'current');
     t.same(status, { applied: all, pending: [], unknown: [], version: all.at(-1) });
     const text = await runCli(['migrate'], { home });
     t.equal(text.code, 0);
@@ -63,6 +65,28 @@ forEachEngine(t, async (t, engine) => {
     t.same(health.body, { status: 'ok' });
   });
 
+  await t.test('svc status says when the database is behind this build', async (t) => {
+    // As a database migrated by the previous build looks: its newest migration not recorded.
+    const last = all.at(-1)!;
+    const row = await withDatabase(url, async (db) =>
+      db.knex('knex_migrations').where({ name: last }).first(),
+    );
+    await withDatabase(url, async (db) => db.knex('knex_migrations').where({ name: last }).delete());
+    t.teardown(() => withDatabase(url, async (db) => db.knex('knex_migrations').insert(row)));
+    const appliance = await runCliJson<ApplianceStatus>(t, ['status'], { home });
+    t.match(
+      appliance.database,
+      { schema_state: 'behind', pending_migrations: 1, unknown_migrations: [] },
+      'svc status: behind this build',
+    );
+    t.match(
+      // ink wraps the line at the terminal's width (80 without one).
+      (await runCli(['status'], { home })).stdout.replace(/\s+/g, ' '),
+      '(behind this build: 1 pending; run svc migrate)',
+      'and says so in words',
+    );
+  });
+
   await t.test('serve refuses a schema newer than the code', async (t) => {
     const future = '29991231000000_from_a_newer_svc';
     await withDatabase(url, async (db) => {
@@ -74,6 +98,14 @@ forEachEngine(t, async (t, engine) => {
 
     const status = await runCliJson<MigrationStatusJson>(t, ['migrate', '--status'], { home });
     t.same(status.unknown, [future], 'status reports the unknown migration');
+    const appliance = await runCliJson<ApplianceStatus>(t, ['status'], { home });
+    t.match(appliance.database, { schema_state: 'ahead', unknown_migrations: [future] }, 'svc status: ahead');
+    const text = await runCli(['status'], { home });
+    t.match(
+      text.stdout.replace(/\s+/g, ' '),
+      `(ahead of this build: it has ${future}; upgrade svc)`,
+      'and says so in words',
+    );
     const refused = await runCli(['serve', '--port', String(await freePort())], {
       home,
       env: { SVC_METRICS_PORT: '0' },

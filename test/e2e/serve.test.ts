@@ -170,6 +170,31 @@ forEachEngine(t, async (t, engine) => {
         size_bytes: Number,
       });
       t.ok(current.database.size_bytes! > 0, 'the database size is reported');
+      t.equal(current.database.schema_state, 'current', "the schema is the build's");
+      const build = JSON.parse(readFileSync(join(REPO_ROOT, 'dist', 'build-info.json'), 'utf8')) as {
+        version: string;
+        commit: string | null;
+      };
+      const pkg = JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8')) as { version: string };
+      t.match(current.build, { version: pkg.version, commit: build.commit }, "this CLI's version and commit");
+      const running = current.servers.filter((server) => server.pid === serve.pid);
+      t.equal(running.length, 1, 'the running server, as the database knows it');
+      t.match(running[0], {
+        version: new RegExp(`^${pkg.version.replace(/\./g, '\\.')}(\\+${build.commit ?? ''})?`),
+        roles: 'api,scheduler,dispatcher',
+        same_build: true,
+      });
+      const text = await runCli(['status'], { home });
+      t.match(
+        text.stdout,
+        new RegExp(`^Build svc ${pkg.version.replace(/\./g, '\\.')} \\(commit `),
+        'the first line names the build',
+      );
+      t.match(
+        text.stdout,
+        new RegExp(`pid ${serve.pid}: svc ${pkg.version.replace(/\./g, '\\.')}`),
+        'and the running server',
+      );
       t.same(current.queues, {
         sync_jobs_queued: 0,
         sync_jobs_running: 0,

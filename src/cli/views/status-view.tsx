@@ -1,6 +1,7 @@
 import { Box, Text, render } from 'ink';
 import { useEffect, useState } from 'react';
 import type { ApplianceStatus } from '../../processes/status.js';
+import { describeBuild } from '../../processes/build-info.js';
 import { formatBytes, formatSeconds } from './format.js';
 
 const STATUS_COLOUR: Record<string, string> = {
@@ -28,6 +29,10 @@ function StatusView({
   const { database, queues } = status;
   return (
     <Box flexDirection="column">
+      <Text>
+        <Text bold>Build</Text> {describeBuild(status.build)}
+      </Text>
+      <Box marginTop={1} />
       <Text bold>Processes</Text>
       {status.processes.length === 0 ? (
         <Text color="gray"> none running from {status.home} (start them with `svc serve`)</Text>
@@ -50,14 +55,36 @@ function StatusView({
           ))}
         </Box>
       )}
+      {status.servers.length > 0 ? (
+        <Box marginTop={1} flexDirection="column">
+          <Text bold>Servers (from the database: every host)</Text>
+          {status.servers.map((server) => (
+            <Text key={`${server.host}-${server.pid}`}>
+              {'  '}
+              {server.host} pid {server.pid}: svc {server.version}
+              {server.same_build ? null : <Text color="yellow"> (not this build)</Text>}, roles {server.roles}
+              , since {server.started_at}
+            </Text>
+          ))}
+        </Box>
+      ) : null}
       <Box marginTop={1} flexDirection="column">
         <Text bold>Database</Text>
         <Text> {database.location}</Text>
         {database.reachable ? (
           <Text>
             {'  '}schema {database.schema_version ?? '(empty)'}
-            {database.pending_migrations > 0 ? (
-              <Text color="yellow"> ({database.pending_migrations} pending: run svc migrate)</Text>
+            {database.schema_state === 'behind' ? (
+              <Text color="yellow">
+                {' '}
+                (behind this build: {database.pending_migrations} pending; run svc migrate)
+              </Text>
+            ) : null}
+            {database.schema_state === 'ahead' ? (
+              <Text color="red">
+                {' '}
+                (ahead of this build: it has {database.unknown_migrations.join(', ')}; upgrade svc)
+              </Text>
             ) : null}
             , size {formatBytes(database.size_bytes)}
           </Text>
