@@ -173,7 +173,11 @@ export function createConsent(input: CreateInput, now: number, namespace: string
 export function settle(record: ConsentRecord, now: number): ConsentRecord {
   if (record.status === 'AWAITING_AUTHORISATION' && now >= record.creationDateTime + AUTHORISATION_WINDOW_MS)
     return reject(record, 'ASPSP', 'CONSENT_EXPIRED', record.creationDateTime + AUTHORISATION_WINDOW_MS);
-  if (record.status === 'AUTHORISED' && record.expirationDateTime !== null && now >= record.expirationDateTime)
+  if (
+    record.status === 'AUTHORISED' &&
+    record.expirationDateTime !== null &&
+    now >= record.expirationDateTime
+  )
     return reject(record, 'ASPSP', 'CONSENT_MAX_DATE_REACHED', record.expirationDateTime);
   return record;
 }
@@ -193,7 +197,12 @@ export function authorise(record: ConsentRecord, cpf: string, now: number): Cons
 }
 
 /** The customer refused at the bank (or the bank refused for them). */
-export function refuse(record: ConsentRecord, by: RejectedBy, code: RejectionCode, now: number): ConsentRecord {
+export function refuse(
+  record: ConsentRecord,
+  by: RejectedBy,
+  code: RejectionCode,
+  now: number,
+): ConsentRecord {
   const current = settle(record, now);
   return current.status === 'REJECTED' ? current : reject(current, by, code, now);
 }
@@ -205,7 +214,11 @@ export function refuse(record: ConsentRecord, by: RejectedBy, code: RejectionCod
 export function revoke(record: ConsentRecord, now: number): ConsentRecord | Refusal {
   const current = settle(record, now);
   if (current.status === 'REJECTED')
-    return { status: 422, code: 'CONSENTIMENTO_EM_STATUS_REJEITADO', detail: 'the consent is already rejected' };
+    return {
+      status: 422,
+      code: 'CONSENTIMENTO_EM_STATUS_REJEITADO',
+      detail: 'the consent is already rejected',
+    };
   return reject(
     current,
     'TPP',
@@ -225,9 +238,17 @@ export interface ExtendInput {
 export function extend(record: ConsentRecord, input: ExtendInput, now: number): ConsentRecord | Refusal {
   const current = settle(record, now);
   if (current.status !== 'AUTHORISED')
-    return { status: 422, code: 'ESTADO_CONSENTIMENTO_INVALIDO', detail: 'only an authorised consent is extended' };
+    return {
+      status: 422,
+      code: 'ESTADO_CONSENTIMENTO_INVALIDO',
+      detail: 'only an authorised consent is extended',
+    };
   if (input.cpf !== current.cpf)
-    return { status: 422, code: 'DEPENDE_MULTIPLA_ALCADA', detail: 'loggedUser is not the consent’s customer' };
+    return {
+      status: 422,
+      code: 'DEPENDE_MULTIPLA_ALCADA',
+      detail: 'loggedUser is not the consent’s customer',
+    };
   const next = input.expirationDateTime;
   if (next !== null) {
     if (next <= now || (current.expirationDateTime !== null && next <= current.expirationDateTime))

@@ -70,7 +70,10 @@ export function signInBrasil(cpfText: string, password: string): BrasilUser | nu
 export const PAGINATION_KEY_TTL_MS = 10 * 60_000;
 
 export function paginationKey(secret: Buffer, listPath: string, snapshot: number): string {
-  const mac = createHmac('sha256', secret).update(`${listPath}\n${snapshot}`).digest('base64url').slice(0, 22);
+  const mac = createHmac('sha256', secret)
+    .update(`${listPath}\n${snapshot}`)
+    .digest('base64url')
+    .slice(0, 22);
   return `${snapshot.toString(36)}.${mac}`;
 }
 
