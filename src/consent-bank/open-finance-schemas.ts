@@ -80,7 +80,7 @@ function compile<F extends string>(files: readonly F[], adapt: (node: unknown) =
   // OpenAPI 3.0 keywords (`example`, `nullable` and the like) are not JSON Schema's: strict mode would refuse them.
   const ajv = new Ajv({ strict: false, allErrors: true });
   addFormats.default(ajv);
-  for (const format of ['double', 'int32', 'int64', 'float']) ajv.addFormat(format, true);
+  for (const format of ['double', 'int32', 'int64', 'float', 'integer']) ajv.addFormat(format, true);
   for (const file of files) {
     const document = adapt(parse(readFileSync(`${SPECS}${file}.yml`, 'utf8'))) as Schema;
     ajv.addSchema({ $id: file, components: document.components }, file);

@@ -282,6 +282,31 @@ export async function startBrasilBank(options: BrasilBankOptions): Promise<Brasi
       introspection: { enabled: true },
       revocation: { enabled: false },
       userinfo: { enabled: false },
+      // The data APIs are one resource, the mTLS base. Its scopes are the static ones plus the `consent:<id>`
+      // a request, code or refresh token carries: oidc-provider drops any scope its resource does not list.
+      resourceIndicators: {
+        enabled: true,
+        defaultResource: () => mtlsBase,
+        useGrantedResource: () => true,
+        getResourceServerInfo: (ctx: any, resource: string) => {
+          if (resource !== mtlsBase)
+            throw new errors.InvalidTarget('the only resource is the bank’s mTLS base');
+          const carried = [
+            ctx.oidc?.params?.scope,
+            ctx.oidc?.entities?.AuthorizationCode?.scope,
+            ctx.oidc?.entities?.RefreshToken?.scope,
+          ];
+          const dynamic = carried.flatMap((scope) =>
+            typeof scope === 'string' ? scope.split(' ').filter((s) => CONSENT_SCOPE.test(s)) : [],
+          );
+          return {
+            scope: ['consents', ...DATA_SCOPES, ...new Set(dynamic)].join(' '),
+            audience: mtlsBase,
+            accessTokenFormat: 'opaque',
+            accessTokenTTL: BRASIL_ACCESS_TOKEN_TTL_S,
+          };
+        },
+      },
       mTLS: {
         enabled: true,
         certificateBoundAccessTokens: true,
@@ -422,16 +447,11 @@ export async function startBrasilBank(options: BrasilBankOptions): Promise<Brasi
     await saveConsent(authorised);
     const grant = new provider.Grant({ accountId: cpf, clientId: details.params.client_id });
     const asked = String(details.params.scope ?? '').split(' ');
-    grant.addOIDCScope(
-      asked
-        .filter(
-          (s) =>
-            s === 'openid' ||
-            (DATA_SCOPES as readonly string[]).includes(s) ||
-            s === `consent:${record.consentId}`,
-        )
-        .join(' '),
-    );
+    // The data scopes asked, and this consent's own, on the data APIs' resource (the static ones are also
+    // the library's OIDC scopes, so they go on both): a token reads only what its consent allows.
+    const data = DATA_SCOPES.filter((s) => asked.includes(s));
+    grant.addOIDCScope([...(asked.includes('openid') ? ['openid'] : []), ...data].join(' '));
+    grant.addResourceScope(mtlsBase, [...data, `consent:${record.consentId}`].join(' '));
     const grantId = await grant.save();
     return finish({ consent: { grantId } }, true);
   };
@@ -458,7 +478,11 @@ export async function startBrasilBank(options: BrasilBankOptions): Promise<Brasi
   const fail = (ctx: Context, status: number, code: string, detail: string, oauth?: string) => {
     ctx.status = status;
     if (oauth) ctx.set('WWW-Authenticate', `Bearer error="${oauth}"`);
-    ctx.body = { errors: [{ code, title: code, detail }], meta: { requestDateTime: zulu(clock.now()) } };
+    // `totalRecords`/`totalPages` too: the data files' error meta requires them; the consents file allows them.
+    ctx.body = {
+      errors: [{ code, title: code, detail }],
+      meta: { totalRecords: 1, totalPages: 1, requestDateTime: zulu(clock.now()) },
+    };
   };
   const refused = (ctx: Context, refusal: Refusal) => fail(ctx, refusal.status, refusal.code, refusal.detail);
 
