@@ -77,7 +77,9 @@ export const institutionComponents: Record<string, JsonSchema> = {
       },
       data_profiles: {
         type: 'array',
-        items: { enum: ['ob-br-accounts-2', 'ob-br-credit-cards-2', 'ob-br-consents-3', 'ob-br-resources-3'] },
+        items: {
+          enum: ['ob-br-accounts-2', 'ob-br-credit-cards-2', 'ob-br-consents-3', 'ob-br-resources-3'],
+        },
         description:
           "The APIs' shapes: Open Finance Brasil's accounts 2.x and credit cards 2.x (in CLP with RUT holders at a Chilean bank; in BRL with CPF and CNPJ at a Brazilian one), and at a Brazilian bank its consents 3.x and resources 3.x",
       },

@@ -91,7 +91,11 @@ function frame(language: Language, title: string, body: Html): Html {
 }
 
 /** The page around a simulated bank's content (the Brazilian bank's pages use it too: brasil/pages.ts). */
-export function bankFrame(words: { lang: string; bank: string; note: string }, title: string, body: Html): Html {
+export function bankFrame(
+  words: { lang: string; bank: string; note: string },
+  title: string,
+  body: Html,
+): Html {
   return html`<!doctype html>
 <html lang="${words.lang}">
 <head>
