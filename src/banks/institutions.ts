@@ -18,12 +18,20 @@ export type ConnectionMethod = 'credentials' | 'consent';
  * CLP and RUT, until the CMF publishes its own files).
  */
 export interface ConsentProfile {
-  security: 'fapi2-cl';
-  data: readonly ('ob-br-accounts-2' | 'ob-br-credit-cards-2')[];
+  security: SecurityProfile;
+  data: readonly ('ob-br-accounts-2' | 'ob-br-credit-cards-2' | 'ob-br-consents-3' | 'ob-br-resources-3')[];
   covers: readonly ConsentCoverage[];
   /** The longest consent the bank grants: 36 months in the CMF's draft. */
   maxDurationMonths: number;
 }
+
+/**
+ * `fapi2-cl`: FAPI 2.0, PAR, PKCE, mTLS, RAR and Grant Management (the CMF's draft). `fapi1-br`: Open
+ * Finance Brasil's FAPI 1.0 Advanced (PAR, PKCE, `tls_client_auth`, JARM, PS256) with its consents API: a
+ * consent is created with a `client_credentials` token and authorised with the scope `consent:<consentId>`.
+ */
+export type SecurityProfile = 'fapi2-cl' | 'fapi1-br';
+export const SECURITY_PROFILES: readonly SecurityProfile[] = ['fapi2-cl', 'fapi1-br'];
 
 /** Chile's draft profile: every consent bank registered today gets it (the annex is not final yet). */
 export const CHILE_DRAFT_PROFILE: ConsentProfile = {
@@ -33,10 +41,20 @@ export const CHILE_DRAFT_PROFILE: ConsentProfile = {
   maxDurationMonths: 36,
 };
 
+/** Open Finance Brasil as it is live: consents 3, resources 3, accounts 2.4 and credit cards 2.3 in BRL. */
+export const BRASIL_PROFILE: ConsentProfile = {
+  security: 'fapi1-br',
+  data: ['ob-br-consents-3', 'ob-br-resources-3', 'ob-br-accounts-2', 'ob-br-credit-cards-2'],
+  covers: CONSENT_COVERAGES,
+  maxDurationMonths: 12,
+};
+
 export interface Institution {
   id: string;
   name: string;
-  country: 'CL';
+  country: 'CL' | 'BR';
+  /** How a consent with this bank is made; absent: Chile's draft profile (CHILE_DRAFT_PROFILE). */
+  consentProfile?: ConsentProfile;
   /** Products and holder types the bank offers; a combination may still be unavailable (see below). */
   products: Product[];
   holderTypes: HolderType[];
@@ -53,6 +71,8 @@ export interface Institution {
 /** The 11 banks of the design. Backfill is offered by `bci` to business holders only. */
 /** The simulated consent bank that ships with the appliance (src/consent-bank/), in test mode only. */
 export const CONSENT_SANDBOX_BANK_ID = 'bancoabierto';
+/** The simulated Open Finance Brasil bank (src/consent-bank/brasil/), in test mode only. */
+export const BRASIL_SANDBOX_BANK_ID = 'bancoabierto-br';
 
 export const INSTITUTIONS: readonly Institution[] = [
   {
@@ -152,7 +172,22 @@ export const INSTITUTIONS: readonly Institution[] = [
     unavailable: [],
     consentSandbox: true,
   },
+  {
+    id: BRASIL_SANDBOX_BANK_ID,
+    name: 'Banco Aberto (simulado, Brasil)',
+    country: 'BR',
+    products: ['movements', 'income'],
+    holderTypes: ['individual'],
+    unavailable: [],
+    consentSandbox: true,
+    consentProfile: BRASIL_PROFILE,
+  },
 ];
+
+/** The consent profile a bank speaks: its own, else Chile's draft. */
+export function consentProfileOf(institution: Institution): ConsentProfile {
+  return institution.consentProfile ?? CHILE_DRAFT_PROFILE;
+}
 
 /**
  * The bank codes: the one list, derived from the institutions. The config schema's `banks.connectors` keys

@@ -3,8 +3,9 @@ import { defineListRoute } from '../api/list-route.js';
 import type { JsonSchema } from '../api/route.js';
 import { bankHealth } from './health.js';
 import {
-  CHILE_DRAFT_PROFILE,
   INSTITUTIONS,
+  SECURITY_PROFILES,
+  consentProfileOf,
   PRODUCTS,
   connectionMethod,
   consentReachable,
@@ -70,15 +71,17 @@ export const institutionComponents: Record<string, JsonSchema> = {
     required: ['security_profile', 'data_profiles', 'covers', 'max_duration_months'],
     properties: {
       security_profile: {
-        enum: ['fapi2-cl'],
+        enum: SECURITY_PROFILES,
         description:
-          "The authorisation profile: `fapi2-cl` is FAPI 2.0 with PAR, PKCE, mutual TLS and certificate-bound tokens, as the CMF's draft annex asks",
+          "The authorisation profile: `fapi2-cl` is FAPI 2.0 with PAR, PKCE, mutual TLS and certificate-bound tokens, as the CMF's draft annex asks; `fapi1-br` is Open Finance Brasil's FAPI 1.0 Advanced (PAR, PKCE, `tls_client_auth`, JARM, PS256) with its consents API (a consent created with a `client_credentials` token, authorised with the scope `consent:<consentId>`)",
       },
       data_profiles: {
         type: 'array',
-        items: { enum: ['ob-br-accounts-2', 'ob-br-credit-cards-2'] },
+        items: {
+          enum: ['ob-br-accounts-2', 'ob-br-credit-cards-2', 'ob-br-consents-3', 'ob-br-resources-3'],
+        },
         description:
-          "The resource APIs' shapes: Open Finance Brasil's accounts 2.x and credit cards 2.x, in CLP with RUT holders",
+          "The APIs' shapes: Open Finance Brasil's accounts 2.x and credit cards 2.x (in CLP with RUT holders at a Chilean bank; in BRL with CPF and CNPJ at a Brazilian one), and at a Brazilian bank its consents 3.x and resources 3.x",
       },
       covers: {
         type: 'array',
@@ -88,19 +91,20 @@ export const institutionComponents: Record<string, JsonSchema> = {
       max_duration_months: {
         type: 'integer',
         minimum: 1,
-        description: 'The longest consent the bank grants (36 months in the draft annex)',
+        description: 'The longest consent the bank grants (36 months in the draft annex; 12 in Brazil)',
       },
     },
   },
 };
 
 /** The `consent` field of an institution that connects by consent. */
-function consentOf(): Record<string, unknown> {
+function consentOf(institution: Institution): Record<string, unknown> {
+  const profile = consentProfileOf(institution);
   return {
-    security_profile: CHILE_DRAFT_PROFILE.security,
-    data_profiles: [...CHILE_DRAFT_PROFILE.data],
-    covers: [...CHILE_DRAFT_PROFILE.covers],
-    max_duration_months: CHILE_DRAFT_PROFILE.maxDurationMonths,
+    security_profile: profile.security,
+    data_profiles: [...profile.data],
+    covers: [...profile.covers],
+    max_duration_months: profile.maxDurationMonths,
   };
 }
 
@@ -169,7 +173,7 @@ export const institutionRoutes = [
           status: health.get(institution.id) ?? 'up',
           mode: principal.mode,
           connection: method,
-          consent: method === 'consent' ? consentOf() : null,
+          consent: method === 'consent' ? consentOf(institution) : null,
         };
       }).filter((institution) => institution.availability.length > 0);
       return { data: all.slice(offset, offset + limit), total: all.length };

@@ -40,23 +40,53 @@ export function adaptToChile(node: unknown, key = ''): unknown {
 }
 
 export type OpenFinanceFile = 'accounts-2.4.2' | 'credit-cards-2.3.1';
+export type BrasilFile = OpenFinanceFile | 'consents-3.3.1' | 'resources-3.1.0';
+
+/** Brazil's files as they are, but for page links (any URI, as in Chile's: a bank on loopback has no DNS name). */
+export function adaptLinks(node: unknown, key = ''): unknown {
+  if (Array.isArray(node)) return node.map((item) => adaptLinks(item));
+  if (node === null || typeof node !== 'object') return node;
+  const copy: Schema = {};
+  for (const [name, value] of Object.entries(node as Schema)) copy[name] = adaptLinks(value, name);
+  if (LINK_FIELDS.has(key) && copy.type === 'string') {
+    delete copy.pattern;
+    if (copy.format === 'url') copy.format = 'uri';
+  }
+  return copy;
+}
 
 export interface OpenFinanceValidator {
   /** A validator for a component schema, e.g. `validator('accounts-2.4.2', 'ResponseAccountList')`. */
   (file: OpenFinanceFile, schema: string): ValidateFunction;
 }
 
+export interface BrasilValidator {
+  (file: BrasilFile, schema: string): ValidateFunction;
+}
+
+/**
+ * Validators for the Brazilian bank: the four files with CPF, CNPJ and BRL as Brazil has them (only page links
+ * adapted, `adaptLinks`). The bank checks every consent request with it; tests check every answer.
+ */
+export function brasilValidator(): BrasilValidator {
+  return compile(['accounts-2.4.2', 'credit-cards-2.3.1', 'consents-3.3.1', 'resources-3.1.0'], adaptLinks);
+}
+
 export function openFinanceValidator(): OpenFinanceValidator {
+  return compile(['accounts-2.4.2', 'credit-cards-2.3.1'], adaptToChile);
+}
+
+function compile<F extends string>(files: readonly F[], adapt: (node: unknown) => unknown) {
   // OpenAPI 3.0 keywords (`example`, `nullable` and the like) are not JSON Schema's: strict mode would refuse them.
   const ajv = new Ajv({ strict: false, allErrors: true });
   addFormats.default(ajv);
-  for (const format of ['double', 'int32', 'int64', 'float']) ajv.addFormat(format, true);
-  for (const file of ['accounts-2.4.2', 'credit-cards-2.3.1'] as const) {
-    const document = adaptToChile(parse(readFileSync(`${SPECS}${file}.yml`, 'utf8'))) as Schema;
+  for (const format of ['double', 'int32', 'int64', 'float', 'integer']) ajv.addFormat(format, true);
+  for (const file of files) {
+    const document = adapt(parse(readFileSync(`${SPECS}${file}.yml`, 'utf8'))) as Schema;
     ajv.addSchema({ $id: file, components: document.components }, file);
   }
   const cache = new Map<string, ValidateFunction>();
-  return (file, schema) => {
+  return (file: F, schema: string): ValidateFunction => {
     const id = `${file}#/components/schemas/${schema}`;
     let validate = cache.get(id);
     if (!validate) {

@@ -87,8 +87,17 @@ export const PAGE_CSP = [
 
 function frame(language: Language, title: string, body: Html): Html {
   const words = WORDS[language];
+  return bankFrame({ lang: language, bank: words.bank, note: words.sandbox }, title, body);
+}
+
+/** The page around a simulated bank's content (the Brazilian bank's pages use it too: brasil/pages.ts). */
+export function bankFrame(
+  words: { lang: string; bank: string; note: string },
+  title: string,
+  body: Html,
+): Html {
   return html`<!doctype html>
-<html lang="${language}">
+<html lang="${words.lang}">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -110,7 +119,7 @@ small { color: #555; }
 <main>
 <h1>${title}</h1>
 ${body}
-<p><small>${words.sandbox}</small></p>
+<p><small>${words.note}</small></p>
 </main>
 </body>
 </html>`;

@@ -24,6 +24,25 @@ export const MAX_PAGE_SIZE = 1_000;
 export interface Paging {
   page: number;
   pageSize: number;
+  /**
+   * Brazil's `pagination-key` (accounts 2.4.2, credit cards 2.3.1): the bank hands one out with the first
+   * page and the client sends it back with the next ones, so every page is cut from the same list.
+   */
+  key?: string;
+}
+
+/**
+ * Where the simulated bank is: the currency its peso accounts are kept in, and the tax ids the files carry
+ * (`companyCnpj` the bank's, `partieCnpjCpf` a counterparty's). Chile's bank keeps the sandbox's CLP and RUTs;
+ * Brazil's (brasil/) reads the same generated rows in BRL, a CLP peso being a centavo (so a 1,500,000 CLP
+ * salary is R$ 15.000,00), with CNPJs and CPFs.
+ */
+export interface Market {
+  /** The currency an account of the sandbox's `currency` is kept in here. */
+  currency(sandboxCurrency: string): string;
+  bankTaxId: string;
+  /** A counterparty's tax id and person type, from the sandbox's RUT. */
+  party(rut: string): { id: string; personType: 'PESSOA_NATURAL' | 'PESSOA_JURIDICA' };
 }
 
 function depositAccounts(profile: Profile): AccountSpec[] {
@@ -38,7 +57,13 @@ function cardAccounts(profile: Profile): AccountSpec[] {
   );
 }
 
-/** Minor units as the schema's decimal string: CLP has no minor unit, USD has cents. */
+export const CHILE_MARKET: Market = {
+  currency: (sandboxCurrency) => sandboxCurrency,
+  bankTaxId: BANK_RUT,
+  party: (rut) => ({ id: rut, personType: partyPersonType(rut) }),
+};
+
+/** Minor units as the schema's decimal string: CLP has no minor unit, USD and BRL have cents. */
 export function decimal(minor: number, currency: string): string {
   const units = currency === 'CLP' ? Math.abs(minor) : Math.abs(minor) / 100;
   return `${minor < 0 ? '-' : ''}${units.toFixed(2)}`;
@@ -76,6 +101,7 @@ export function pageLinks(self: URL, paging: Paging, total: number, withLast = t
     const url = new URL(self);
     url.searchParams.set('page', String(page));
     url.searchParams.set('page-size', String(paging.pageSize));
+    if (paging.key !== undefined) url.searchParams.set('pagination-key', paging.key);
     return url.href;
   };
   const links: Record<string, string> = { self: self.href };
@@ -94,12 +120,12 @@ function slice<T>(items: T[], paging: Paging): T[] {
   return items.slice((paging.page - 1) * paging.pageSize, paging.page * paging.pageSize);
 }
 
-export function accountsList(rut: string, self: URL, paging: Paging, now: number) {
+export function accountsList(rut: string, self: URL, paging: Paging, now: number, market = CHILE_MARKET) {
   const accounts = depositAccounts(profileOf(rut));
   return {
     data: slice(accounts, paging).map((spec) => ({
       brandName: BANK_BRAND,
-      companyCnpj: BANK_RUT,
+      companyCnpj: market.bankTaxId,
       type: accountType(spec),
       compeCode: BANK_CODE,
       ...accountNumber(spec),
@@ -118,29 +144,36 @@ export function findCardAccount(rut: string, accountId: string): AccountSpec | n
   return cardAccounts(profileOf(rut)).find((spec) => spec.ref === accountId) ?? null;
 }
 
-export function accountIdentification(spec: AccountSpec, self: URL, now: number) {
+export function accountIdentification(spec: AccountSpec, self: URL, now: number, market = CHILE_MARKET) {
   return {
     data: {
       compeCode: BANK_CODE,
       ...accountNumber(spec),
       type: accountType(spec),
       subtype: 'INDIVIDUAL',
-      currency: spec.currency,
+      currency: market.currency(spec.currency),
     },
     links: { self: self.href },
     meta: meta(1, 1, now),
   };
 }
 
-export function accountBalances(rut: string, spec: AccountSpec, self: URL, now: number) {
+export function accountBalances(
+  rut: string,
+  spec: AccountSpec,
+  self: URL,
+  now: number,
+  market = CHILE_MARKET,
+) {
+  const currency = market.currency(spec.currency);
   const context = generationContext(profileOf(rut));
   const balance = balanceAt(context, spec, now);
   const current = spec.opening + balance.posted;
   return {
     data: {
-      availableAmount: { amount: decimal(current, spec.currency), currency: spec.currency },
-      blockedAmount: { amount: decimal(0, spec.currency), currency: spec.currency },
-      automaticallyInvestedAmount: { amount: decimal(0, spec.currency), currency: spec.currency },
+      availableAmount: { amount: decimal(current, currency), currency },
+      blockedAmount: { amount: decimal(0, currency), currency },
+      automaticallyInvestedAmount: { amount: decimal(0, currency), currency },
       updateDateTime: secondsIso(now),
     },
     links: { self: self.href },
@@ -192,7 +225,11 @@ function movementsOf(
   return rowsBetween(context, spec, window.from, window.to, now).reverse();
 }
 
-function partyPersonType(rut: string): string {
+function partyFields(party: ReturnType<Market['party']>) {
+  return { partieCnpjCpf: party.id, partiePersonType: party.personType };
+}
+
+function partyPersonType(rut: string): 'PESSOA_NATURAL' | 'PESSOA_JURIDICA' {
   // Chilean companies' RUTs are above 50 million; people's below.
   return Number(rut.split('-')[0]) >= 50_000_000 ? 'PESSOA_JURIDICA' : 'PESSOA_NATURAL';
 }
@@ -204,6 +241,7 @@ export function accountTransactions(
   self: URL,
   paging: Paging,
   now: number,
+  market = CHILE_MARKET,
 ) {
   const movements = movementsOf(rut, spec, window, now);
   return {
@@ -213,11 +251,12 @@ export function accountTransactions(
       creditDebitType: m.amount >= 0 ? 'CREDITO' : 'DEBITO',
       transactionName: m.description.slice(0, 200),
       type: TRANSACTION_TYPES[m.type],
-      transactionAmount: { amount: decimal(Math.abs(m.amount), m.currency), currency: m.currency },
+      transactionAmount: {
+        amount: decimal(Math.abs(m.amount), market.currency(m.currency)),
+        currency: market.currency(m.currency),
+      },
       transactionDateTime: new Date(m.postedAt).toISOString(),
-      ...(m.counterparty?.rut
-        ? { partieCnpjCpf: m.counterparty.rut, partiePersonType: partyPersonType(m.counterparty.rut) }
-        : {}),
+      ...(m.counterparty?.rut ? partyFields(market.party(m.counterparty.rut)) : {}),
     })),
     links: pageLinks(self, paging, movements.length, false),
     meta: { requestDateTime: secondsIso(now) },
@@ -242,13 +281,13 @@ function network(name: string): string {
   return 'OUTRAS';
 }
 
-export function cardAccountsList(rut: string, self: URL, paging: Paging, now: number) {
+export function cardAccountsList(rut: string, self: URL, paging: Paging, now: number, market = CHILE_MARKET) {
   const cards = cardAccounts(profileOf(rut));
   return {
     data: slice(cards, paging).map((spec) => ({
       creditCardAccountId: spec.ref,
       brandName: BANK_BRAND,
-      companyCnpj: BANK_RUT,
+      companyCnpj: market.bankTaxId,
       name: spec.name.slice(0, 50),
       productType: productType(spec.name),
       creditCardNetwork: network(spec.name),
@@ -277,12 +316,13 @@ export function cardIdentification(spec: AccountSpec, self: URL, now: number) {
  * opening debt less what was posted, and what can still be spent is the limit less that and less what pending
  * charges hold.
  */
-export function cardLimits(rut: string, spec: AccountSpec, self: URL, now: number) {
+export function cardLimits(rut: string, spec: AccountSpec, self: URL, now: number, market = CHILE_MARKET) {
   const balance = balanceAt(generationContext(profileOf(rut)), spec, now);
   const owed = spec.opening - balance.posted;
   const limit = spec.limit ?? 0;
   const available = Math.max(0, limit - owed + balance.pending);
-  const money = (minor: number) => ({ amount: decimal(minor, spec.currency), currency: spec.currency });
+  const currency = market.currency(spec.currency);
+  const money = (minor: number) => ({ amount: decimal(minor, currency), currency });
   return {
     data: [
       {
@@ -314,11 +354,13 @@ export function cardTransactions(
   self: URL,
   paging: Paging,
   now: number,
+  market = CHILE_MARKET,
 ) {
   const movements = movementsOf(rut, spec, window, now);
   return {
     data: slice(movements, paging).map((m) => {
-      const amount = { amount: decimal(Math.abs(m.amount), m.currency), currency: m.currency };
+      const currency = market.currency(m.currency);
+      const amount = { amount: decimal(Math.abs(m.amount), currency), currency };
       return {
         transactionId: transactionIdOf(m),
         identificationNumber: spec.last4,
@@ -328,7 +370,7 @@ export function cardTransactions(
         // A booked charge is on the month's bill; a pending one is on none yet (the card's unbilled charges).
         ...(m.pending ? {} : { billId: `bill-${spec.last4}-${m.transactionDate.slice(0, 7)}` }),
         paymentType: 'A_VISTA',
-        // Brazil's `brazilianAmount` is the amount in the local currency: here CLP.
+        // Brazil's `brazilianAmount` is the amount in the local currency: CLP at the Chilean bank.
         brazilianAmount: amount,
         amount,
         transactionDateTime: new Date(m.postedAt).toISOString(),

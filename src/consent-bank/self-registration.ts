@@ -21,6 +21,8 @@ export interface SelfRegistration {
   ca: TestCaMaterial;
   redirectUri: string;
   now: number;
+  /** Which simulated bank: the Chilean one unless said (the Brazilian one is `bancoabierto-br`). */
+  bankId?: string;
 }
 
 function isCurrent(row: ConsentClientRow, input: SelfRegistration): boolean {
@@ -37,12 +39,13 @@ function isCurrent(row: ConsentClientRow, input: SelfRegistration): boolean {
 
 /** The appliance's test-mode client at the simulated bank, registered now if it was not already. */
 export async function registerWithSimulatedBank(input: SelfRegistration): Promise<ConsentClientRow> {
-  const held = await findRegistration(input.db.knex, CONSENT_SANDBOX_BANK_ID, 'test');
+  const bankId = input.bankId ?? CONSENT_SANDBOX_BANK_ID;
+  const held = await findRegistration(input.db.knex, bankId, 'test');
   if (held && isCurrent(held, input)) return held;
   const subjectDn = subjectDnOf(input.ca.client.cert);
   const row = await registerWithBank(
     {
-      bankId: CONSENT_SANDBOX_BANK_ID,
+      bankId,
       mode: 'test',
       issuer: input.bank.issuer,
       apiBase: input.bank.mtlsBase,

@@ -8,6 +8,8 @@ import { CONSENT_BANK_PATH, startConsentBank, type ConsentBank } from './consent
 import type { ConsentBankFaults } from './faults.js';
 import { registerWithSimulatedBank } from './self-registration.js';
 import { CONSENT_CALLBACK_PATH } from '../banks/consent/register.js';
+import { BRASIL_SANDBOX_BANK_ID } from '../banks/institutions.js';
+import { startBrasilBank, type BrasilBank } from './brasil/brasil-bank.js';
 import { hasTestCa, readTestCa, testCaDirectory, type TestCaMaterial } from './test-ca.js';
 
 /*
@@ -30,7 +32,17 @@ export interface ServeBankInput {
 
 export interface ServedBank {
   bank: ConsentBank;
+  /** The Brazilian bank (`fapi1-br`), beside the Chilean one; null when its port was taken. */
+  brasil: BrasilBank | null;
   ca: TestCaMaterial;
+}
+
+/**
+ * The Brazilian bank's mTLS port: the next one after the Chilean bank's (8444 by default), or a free one when
+ * the Chilean bank's is 0. Its pages share the appliance's address under their own path.
+ */
+export function brasilPort(chileanPort: number): number {
+  return chileanPort === 0 ? 0 : chileanPort + 1;
 }
 
 /** The test CA of `home`, or why there is none (a sentence naming `svc install`). */
@@ -79,7 +91,28 @@ export async function serveConsentBank(input: ServeBankInput): Promise<ServedBan
       port,
       faults: input.faults,
     });
-    return { bank, ca };
+    let brasil: BrasilBank | null = null;
+    try {
+      brasil = await startBrasilBank({
+        db: input.db,
+        ca,
+        clock: input.clock,
+        logger: input.logger,
+        publicBaseUrl: input.publicBaseUrl,
+        host: settings.host,
+        port: brasilPort(port),
+      });
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code !== 'EADDRINUSE' && code !== 'EACCES' && code !== 'EADDRNOTAVAIL') {
+        await bank.close();
+        throw error;
+      }
+      log.warn(
+        `simulated Brazilian consent bank off: cannot listen on ${settings.host}:${brasilPort(port)} (${code})`,
+      );
+    }
+    return { bank, brasil, ca };
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     if (code !== 'EADDRINUSE' && code !== 'EACCES' && code !== 'EADDRNOTAVAIL') throw error;
@@ -110,6 +143,16 @@ export async function registerServedBank(
       redirectUri,
       now: input.clock.now(),
     });
+    if (served.brasil)
+      await registerWithSimulatedBank({
+        db: input.db,
+        secrets: input.secrets,
+        bank: served.brasil,
+        ca: served.ca,
+        redirectUri,
+        now: input.clock.now(),
+        bankId: BRASIL_SANDBOX_BANK_ID,
+      });
     return row.id;
   } catch (error) {
     input.logger.warn(
@@ -128,7 +171,7 @@ export async function registerServedBank(
 export async function serveAndRegister(
   input: ServeBankInput & { secrets: SecretBox },
   mount: (pages: Middleware) => void,
-): Promise<ConsentBank | null> {
+): Promise<(ConsentBank & { brasil: BrasilBank | null }) | null> {
   let served: ServedBank | null;
   try {
     served = await serveConsentBank(input);
@@ -140,9 +183,18 @@ export async function serveAndRegister(
     return null;
   }
   if (!served) return null;
-  mount(served.bank.browserMiddleware);
+  const { bank, brasil } = served;
+  const chile = bank.browserMiddleware;
+  const closeChile = bank.close.bind(bank);
+  mount(brasil ? (ctx, next) => chile(ctx, () => brasil.browserMiddleware(ctx, next)) : chile);
   await registerServedBank(served, input);
-  return served.bank;
+  // One handle for the process: the Chilean bank as it was, closing the Brazilian one with it.
+  return Object.assign(bank, {
+    brasil,
+    async close() {
+      await Promise.all([closeChile(), brasil?.close()]);
+    },
+  });
 }
 
 /**

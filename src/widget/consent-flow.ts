@@ -13,7 +13,13 @@ import {
 import { revokeGrant } from '../banks/consent/grant-management.js';
 import { tokenBinding } from '../banks/consent/token-binding.js';
 import { findRegistration, type ConsentClientRow } from '../banks/consent/registrations.js';
-import { connectionMethod, findInstitution, offers, type Product } from '../banks/institutions.js';
+import {
+  connectionMethod,
+  consentProfileOf,
+  findInstitution,
+  offers,
+  type Product,
+} from '../banks/institutions.js';
 import type { Database } from '../db/database.js';
 import { ApiError, errors } from '../errors/api-error.js';
 import { createConsentLink } from '../links/consent/grants.js';
@@ -140,6 +146,10 @@ async function consentBankOf(
       `${institution.name} connects with the end user's bank login, not by consent: send the credentials form.`,
     );
   if (!registration) throw refuse('institution_unavailable', 409, { bankName: institution.name });
+  // The widget's trip speaks Chile's profile only so far; a Brazilian bank (`fapi1-br`: a consent created
+  // first, a JARM callback) is refused here rather than sent a request it would turn down.
+  if (consentProfileOf(institution).security !== 'fapi2-cl')
+    throw refuse('institution_unavailable', 409, { bankName: institution.name });
   const holderType = input.holder_type ?? 'individual';
   if (!offers(institution, product, holderType))
     throw errors.invalidParameter(

@@ -16,6 +16,7 @@ import { buildServices } from '../../src/processes/services.js';
 import { startApiServer, type ApiServer } from '../../src/http/server.js';
 import { listenForApi } from '../../src/http/listener.js';
 import type { ConsentBank } from '../../src/consent-bank/consent-bank.js';
+import type { BrasilBank } from '../../src/consent-bank/brasil/brasil-bank.js';
 import { serveAndRegister } from '../../src/consent-bank/serve.js';
 import { testCaDirectory, writeTestCa } from '../../src/consent-bank/test-ca.js';
 import type { AppServices } from '../../src/api/services.js';
@@ -112,7 +113,8 @@ export interface TestApp {
   db: Database;
   server: ApiServer;
   /** The simulated consent bank this app serves (`consentBank` option), else null. */
-  consentBank: ConsentBank | null;
+  /** The Chilean simulated bank, with the Brazilian one beside it (`brasil`). */
+  consentBank: (ConsentBank & { brasil: BrasilBank | null }) | null;
   request(method: string, path: string, options?: RequestOptions): Promise<TestResponse>;
 }
 
@@ -192,7 +194,7 @@ export async function startTestApp(
   const server = await startApiServer(services, listener, options.extraRoutes, {
     consentBank: (ctx, next) => (bankPages ? bankPages(ctx, next) : next()),
   });
-  let bank: ConsentBank | null = null;
+  let bank: (ConsentBank & { brasil: BrasilBank | null }) | null = null;
   if (options.consentBank) {
     const { testCa } = await import('./consent-bank.js');
     writeTestCa(testCaDirectory(config.home), await testCa());
