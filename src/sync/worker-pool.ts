@@ -39,7 +39,11 @@ export class BankShares {
  */
 export async function runSyncWorkers(services: SyncServices, signal: AbortSignal): Promise<void> {
   const { concurrency, perBankConcurrency, leaseSeconds, pollIntervalMs } = services.config.scheduler;
+  // Scheduled syncs and on-demand refreshes hold shares of their own (claimJob).
   const shares = new BankShares(perBankConcurrency);
+  const onDemandShares = new BankShares(perBankConcurrency);
+  const sharesOf = (job: { refresh_intent_id: string | null }) =>
+    job.refresh_intent_id === null ? shares : onDemandShares;
   // Claims one at a time, so that two workers never both take a bank's last place.
   let claiming: Promise<unknown> = Promise.resolve();
   const claim = (owner: string) => {
@@ -50,8 +54,9 @@ export async function runSyncWorkers(services: SyncServices, signal: AbortSignal
         services.clock.now(),
         leaseSeconds * 1000,
         shares.full(),
+        onDemandShares.full(),
       );
-      shares.add(job?.bank_id ?? null);
+      if (job) sharesOf(job).add(job.bank_id);
       return job;
     });
     claiming = next.catch(() => undefined);
@@ -72,7 +77,7 @@ export async function runSyncWorkers(services: SyncServices, signal: AbortSignal
               () => runSyncJob(services, job),
             );
           } finally {
-            shares.remove(job.bank_id);
+            sharesOf(job).remove(job.bank_id);
           }
           continue;
         }
