@@ -96,7 +96,12 @@ export async function pauseBank(
 }
 
 /** A sync of the bank finished having made `calls` calls: the average the capacity warning reads moves. */
-export async function recordSyncCalls(db: Database, bank: BankKey, calls: number, now: number): Promise<void> {
+export async function recordSyncCalls(
+  db: Database,
+  bank: BankKey,
+  calls: number,
+  now: number,
+): Promise<void> {
   await db.transaction(async (trx) => {
     const row = await trx<BudgetRow>('bank_call_budgets')
       .where({ bank_id: bank.bankId, mode: bank.mode })
