@@ -172,6 +172,7 @@ export async function runSyncJob(services: SyncServices, job: JobRow): Promise<S
       clock: services.clock,
       limits: limitsOf(services.config.banks.budget, services.config.banks.budgets, link.bank_id),
       scheduledShare: services.config.banks.budget.scheduledShare,
+      arrivalMarginMs: services.config.banks.budget.arrivalMarginMs,
     },
     { bankId: link.bank_id, mode: link.mode },
     job.refresh_intent_id === null ? 'scheduled' : 'on_demand',

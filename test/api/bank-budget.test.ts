@@ -37,7 +37,7 @@ class WallClock extends ManualClock {
 }
 
 // Small, to stay fast: scheduled syncs may use 60% (2 a second, 12 a minute); on demand all of it.
-const BUDGET = { perSecond: 4, perMinute: 20, scheduledShare: 0.6 };
+const BUDGET = { perSecond: 4, perMinute: 20, scheduledShare: 0.6, arrivalMarginMs: 200 };
 const SCHEDULED = { perSecond: 2, perMinute: 12 };
 /** A consent that reads accounts and balances only: a sync is the list and one balance per account. */
 const ACTIONS = ['ReadAccounts', 'ReadBalances'];

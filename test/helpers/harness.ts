@@ -147,10 +147,16 @@ export function testConfig(database: TestDatabase, overrides: ConfigOverrides = 
       // the tests of that policy turn this off.
       webhooks: { allowPrivateAddressesInTestMode: true, ...(overrides?.webhooks ?? {}) },
       // The suite's syncs call the simulated consent bank far more often than a bank allows (a sync is a
-      // dozen calls, at a frozen clock): the tests of the banks' limits set them (bank-budget.test.ts).
+      // dozen calls) at a clock that does not move (its arrival margin would last forever): the tests of the
+      // banks' limits set them (bank-budget.test.ts).
       banks: {
         ...(overrides?.banks ?? {}),
-        budget: { perSecond: 1_000_000, perMinute: 1_000_000, ...(overrides?.banks?.budget ?? {}) },
+        budget: {
+          perSecond: 1_000_000,
+          perMinute: 1_000_000,
+          arrivalMarginMs: 0,
+          ...(overrides?.banks?.budget ?? {}),
+        },
       },
       databaseUrl: database.url,
       log: { level: 'silent' },

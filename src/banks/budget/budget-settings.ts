@@ -27,6 +27,13 @@ export const budgetDefaultsSchema = {
   properties: {
     perSecond,
     perMinute,
+    arrivalMarginMs: {
+      type: 'integer',
+      minimum: 0,
+      maximum: 900,
+      description:
+        'No call to a consent bank starts in the last this-many ms of a second, so it reaches the bank within the second it was counted in (docs/open-finance.md, "Bank limits")',
+    },
     scheduledShare: {
       type: 'number',
       exclusiveMinimum: 0,

@@ -17,10 +17,10 @@ export interface Limits {
 }
 
 /**
- * A call is permitted only in the first 800 ms of a second, so that it reaches the bank within the second it
- * was counted in: its request leaves at once, and crosses loopback or a network in less than the 200 ms left
- * (the bank counts by its own clock, in windows we cannot see; a call counted at 999 ms that arrives at
- * 1,001 ms is one more in the bank's next second). Each window still allows its whole count.
+ * By default a call is permitted only in the first 800 ms of a second, so that it reaches the bank within the
+ * second it was counted in: its request leaves at once, and crosses loopback or a network in less than the
+ * 200 ms left (the bank counts by its own clock; a call counted at 999 ms that arrives at 1,001 ms is one
+ * more in the bank's next second). Each window still allows its whole count. `banks.budget.arrivalMarginMs`.
  */
 export const ARRIVAL_MARGIN_MS = 200;
 
@@ -83,8 +83,8 @@ export function nextChance(
 }
 
 /** Whether `now` is in a second's arrival margin, where no call starts. */
-export function inArrivalMargin(now: number): boolean {
-  return now % 1000 >= 1000 - ARRIVAL_MARGIN_MS;
+export function inArrivalMargin(now: number, marginMs: number = ARRIVAL_MARGIN_MS): boolean {
+  return marginMs > 0 && now % 1000 >= 1000 - marginMs;
 }
 
 /**

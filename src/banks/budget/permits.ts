@@ -53,6 +53,7 @@ export interface PermitDeps {
   clock: Clock;
   limits: Limits;
   scheduledShare: number;
+  arrivalMarginMs: number;
 }
 
 /**
@@ -76,7 +77,10 @@ export class SyncPermits {
     let waited = 0;
     for (;;) {
       const now = this.deps.clock.now();
-      if (!inArrivalMargin(now) && (await takePermit(this.deps.db, this.bank, this.share, now))) {
+      if (
+        !inArrivalMargin(now, this.deps.arrivalMarginMs) &&
+        (await takePermit(this.deps.db, this.bank, this.share, now))
+      ) {
         this.calls += 1;
         return;
       }
