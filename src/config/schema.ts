@@ -232,7 +232,7 @@ export const configSchema = {
           type: 'integer',
           minimum: 1,
           description:
-            'Sync workers of one process that may work for one bank at once: a bank that hangs holds no more (worker-pool.ts)',
+            'Sync workers of one process that may work for one bank at once, for scheduled syncs and as many again for on-demand refreshes: a bank that hangs holds no more (worker-pool.ts)',
         },
         leaseSeconds: {
           type: 'integer',

@@ -35,7 +35,9 @@ export class BankShares {
  * `concurrency` workers, each claiming one due sync job at a time with a lease. A killed worker's job is
  * claimed again once its lease runs out, so nothing is lost; a worker that finds nothing to do waits
  * `pollIntervalMs`, and backs off the same way when the database fails. At most `perBankConcurrency` of
- * them work for one bank at once; the cap is this process's (several scheduler processes each allow it).
+ * them work on scheduled syncs of one bank at once, and as many on its on-demand refreshes; the cap is this
+ * process's (several scheduler processes each allow it). What they may call of the bank is its budget's
+ * (banks/budget/), shared by every process.
  */
 export async function runSyncWorkers(services: SyncServices, signal: AbortSignal): Promise<void> {
   const { concurrency, perBankConcurrency, leaseSeconds, pollIntervalMs } = services.config.scheduler;

@@ -1,6 +1,9 @@
 import t, { type Test } from 'tap';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { pino } from 'pino';
 import { ManualClock } from '../../src/clock/clock.js';
+import { bankCapacities, capacitySettingsOf, CapacityWarnings } from '../../src/banks/budget/capacity.js';
+import { checkBankBudgets } from '../../src/doctor/checks.js';
 import { openDatabase } from '../../src/db/database.js';
 import { insertJobs, syncJob } from '../../src/jobs/jobs.js';
 import { inspectLink } from '../../src/links/inspect.js';
@@ -162,13 +165,46 @@ forEachEngine(t, async (t, engine) => {
     t.match(page, /Waiting for the bank's budget/);
   });
 
+  t.test('a bank whose links cannot all be synced within the interval: log, metric, doctor', async (t) => {
+    // The syncs above measured the bank's calls per sync; at a 240-minute interval its few links fit.
+    const measured = await bankCapacities(app.db.reader, capacitySettingsOf(app.config));
+    const bank = measured.find((c) => c.bankId === 'bancoabierto')!;
+    t.ok(bank.callsPerSync >= 3 && bank.callsPerSync < 8, `calls per sync measured (${bank.callsPerSync})`);
+    t.ok(bank.fits, 'they fit in 240 minutes');
+    const metrics = await app.services.metrics.registry.getSingleMetricAsString('svc_bank_budget_load');
+    t.match(
+      metrics,
+      /svc_bank_budget_load\{bank="bancoabierto",mode="test"\} 0\.0\d+/,
+      'the metric shows the load',
+    );
+
+    // At a 15-second interval the scheduled share allows 3 calls: fewer than one sync of each link needs.
+    const short = { ...capacitySettingsOf(app.config), syncIntervalMinutes: 0.25 };
+    const lines: string[] = [];
+    const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(line) });
+    const warnings = new CapacityWarnings();
+    await warnings.check(app.db.reader, short, logger, Date.now());
+    await warnings.check(app.db.reader, short, logger, Date.now() + 60_000);
+    t.equal(lines.length, 1, 'one warning, not one a tick');
+    const line = JSON.parse(lines[0]!);
+    t.equal(line.level, 40, 'a warning');
+    t.equal(line.bank, 'bancoabierto');
+    t.match(
+      line.msg,
+      /cannot all be synced within the interval at its budget: bancoabierto \(test\): \d+ links/,
+    );
+    const doctor = checkBankBudgets(await bankCapacities(app.db.reader, short), 0.25);
+    t.equal(doctor.status, 'warn', 'svc doctor warns');
+    t.match(doctor.detail, /allows 3 in 0.25 minutes/);
+  });
+
   t.test('a 429 with Retry-After met by one process pauses the bank for the other', async (t) => {
     await untilMinuteHasLeft(15_000);
-    const [limited, fine] = await newLinks(['44.444.444-4', '12.345.678-5']);
+    const [limited, fine] = await newLinks(['12.345.678-5', '11.111.111-1']);
     await resetBudget(app);
     await asScheduledSyncs(app, [limited!, fine!]);
-    fixture.faults.setUserFaults('44444444-4', { resourceStatus: 429, retryAfterSeconds: 3 });
-    t.teardown(() => fixture.faults.setUserFaults('44444444-4', {}));
+    fixture.faults.setUserFaults('12345678-5', { resourceStatus: 429, retryAfterSeconds: 3 });
+    t.teardown(() => fixture.faults.setUserFaults('12345678-5', {}));
     // This process syncs the limited link only: the other's job waits until it is the other's turn.
     await app.db
       .knex('jobs')
@@ -188,7 +224,7 @@ forEachEngine(t, async (t, engine) => {
     t.match(waiting.last_error, /^bank_budget: .*HTTP 429/);
 
     await sleep(Math.max(0, Number(waiting.run_at) - Date.now()) + 50);
-    fixture.faults.setUserFaults('44444444-4', {});
+    fixture.faults.setUserFaults('12345678-5', {});
     await drainSyncJobs(other, 'other');
     t.equal(
       (await app.db.knex('jobs').where({ link_id: fine }).first()).status,

@@ -83,6 +83,7 @@ forEachEngine(t, async (t, engine) => {
         'retention',
         'connectors',
         'consent-bank',
+        'bank-budgets',
       ],
     );
     t.match(row(text.stdout, 'schema'), /ok\s+all \d+ migrations applied/);
@@ -90,7 +91,7 @@ forEachEngine(t, async (t, engine) => {
       row(text.stdout, 'retention'),
       /ok\s+events 30 d, .*audit log kept forever; movements never pruned/,
     );
-    t.match(text.stdout, /13 ok, 0 warning\(s\), 0 failed\./);
+    t.match(text.stdout, /14 ok, 0 warning\(s\), 0 failed\./);
   });
 
   await t.test('with svc serve running: its ports are ours; the key opens a stored secret', async (t) => {
