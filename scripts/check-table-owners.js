@@ -43,6 +43,7 @@ export const OWNERS = {
   rate_limit_buckets: 'src/ratelimit/',
   consent_bank_state: 'src/consent-bank/',
   consent_clients: 'src/banks/',
+  bank_call_budgets: 'src/banks/',
   link_grants: 'src/links/',
   grant_revocations: 'src/links/',
 };

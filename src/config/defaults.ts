@@ -1,4 +1,6 @@
 import type { Config } from './schema.js';
+import { DRAFT_PER_MINUTE, DRAFT_PER_SECOND } from '../banks/budget/budget-settings.js';
+import { ARRIVAL_MARGIN_MS } from '../banks/budget/budget.js';
 
 /** The spec's constants and the appliance's settings, each with the spec's value as its default. */
 export const RATE_GROUPS = [
@@ -95,7 +97,17 @@ export function defaultConfig(home: string): Config {
       // Stripe disables an endpoint that has failed for a few days; its deliveries would only pile up.
       disableAfterFailingDays: 3,
     },
-    banks: { connectors: {} },
+    banks: {
+      connectors: {},
+      // The CMF's draft: a bank serves 10 requests a second and 60 a minute toward one client.
+      budget: {
+        perSecond: DRAFT_PER_SECOND,
+        perMinute: DRAFT_PER_MINUTE,
+        scheduledShare: 0.8,
+        arrivalMarginMs: ARRIVAL_MARGIN_MS,
+      },
+      budgets: {},
+    },
     // The simulated consent bank (src/consent-bank/): 8443 is HTTPS's usual alternate port; loopback only.
     sandbox: { consentBank: { enabled: true, host: '127.0.0.1', port: 8443 } },
     widget: {

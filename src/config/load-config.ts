@@ -185,6 +185,7 @@ export function describeConfig(config: Config): Record<string, unknown> {
     masterKey: config.masterKey ? '****' : '',
     databaseUrl: maskUrl(config.databaseUrl),
     banks: {
+      ...config.banks,
       connectors: Object.fromEntries(
         Object.entries(config.banks.connectors).map(([bank, c]) => [bank, { ...c, secret: '****' }]),
       ),

@@ -1,5 +1,6 @@
 import type { FromSchema } from 'json-schema-to-ts';
 import { connectorSettingsSchema } from '../banks/connector-settings.js';
+import { bankBudgetSchema, budgetDefaultsSchema } from '../banks/budget/budget-settings.js';
 import { BANK_IDS } from '../banks/institutions.js';
 
 /**
@@ -236,7 +237,7 @@ export const configSchema = {
           type: 'integer',
           minimum: 1,
           description:
-            'Sync workers of one process that may work for one bank at once: a bank that hangs holds no more (worker-pool.ts)',
+            'Sync workers of one process that may work for one bank at once, for scheduled syncs and as many again for on-demand refreshes: a bank that hangs holds no more (worker-pool.ts)',
         },
         leaseSeconds: {
           type: 'integer',
@@ -538,6 +539,14 @@ export const configSchema = {
           /** The institutions' codes, from the one list of banks (banks/institutions.ts). */
           propertyNames: { enum: BANK_IDS },
           additionalProperties: connectorSettingsSchema,
+        },
+        budget: budgetDefaultsSchema,
+        budgets: {
+          type: 'object',
+          description:
+            'One consent bank\'s own limits, by bank code, in config.json only: `{"bancoabierto": {"perSecond": 5, "perMinute": 30}}`; a limit left out is `banks.budget`\'s',
+          propertyNames: { enum: BANK_IDS },
+          additionalProperties: bankBudgetSchema,
         },
       },
     },

@@ -83,6 +83,11 @@ export interface ConsentBank {
   faults: ConsentBankFaults;
   /** Requests the mTLS face answered since the bank started, by kind: what a test counts to bound our calls. */
   calls(): Readonly<Record<CallKind, number>>;
+  /**
+   * When the mTLS face received each of its latest calls (the bank's clock, ms) and their kind: what a test
+   * counts per second and minute to check the appliance keeps within the bank's limits. The last 10,000.
+   */
+  callLog(): readonly { kind: CallKind; at: number }[];
   close(): Promise<void>;
 }
 
@@ -502,6 +507,7 @@ export async function startConsentBank(options: ConsentBankOptions): Promise<Con
   };
 
   const calls: Record<CallKind, number> = { token: 0, resources: 0, grant_management: 0, other: 0 };
+  const callLog: { kind: CallKind; at: number }[] = [];
   const mtlsApp = new Koa();
   mtlsApp.silent = true;
   mtlsApp.use(async (ctx) => {
@@ -513,6 +519,8 @@ export async function startConsentBank(options: ConsentBankOptions): Promise<Con
           ? 'token'
           : 'other';
     calls[kind] += 1;
+    callLog.push({ kind, at: clock.now() });
+    if (callLog.length > 10_000) callLog.splice(0, callLog.length - 10_000);
     if (kind === 'resources') return resources(ctx, ctx.path.slice(issuerPath.length));
     if (kind === 'grant_management')
       return grantManagement(
@@ -716,6 +724,7 @@ export async function startConsentBank(options: ConsentBankOptions): Promise<Con
     browserMiddleware,
     faults,
     calls: () => ({ ...calls }),
+    callLog: () => [...callLog],
     async close() {
       unsubscribe();
       await new Promise<void>((resolve) => {

@@ -73,6 +73,8 @@ const es = {
     'La próxima sincronización debía ocurrir hace más de una hora ({at}): parece que el programador no está corriendo.',
   'finding.sync_deferred':
     'El banco pidió esperar antes de volver a consultarlo: la sincronización sigue el {at}.',
+  'finding.waiting_for_budget':
+    'Esperando el cupo de llamadas al banco: las consultas que el banco permite por ahora están usadas; la sincronización sigue el {at}.',
   'finding.never_synced': 'Nunca se ha sincronizado con éxito.',
   'finding.healthy': 'Sana: última sincronización {last}, próxima {next}.',
   'finding.consent_expired':
@@ -501,6 +503,8 @@ const en: typeof es = {
   'finding.scheduler_late':
     'The next sync was due more than an hour ago ({at}): no scheduler seems to be running.',
   'finding.sync_deferred': 'The bank asked to be called later: the sync goes on at {at}.',
+  'finding.waiting_for_budget':
+    "Waiting for the bank's budget: the calls the bank allows for now are spent; the sync goes on at {at}.",
   'finding.never_synced': 'It has never synced successfully.',
   'finding.healthy': 'Healthy: last synced {last}, next sync {next}.',
   'finding.consent_expired':

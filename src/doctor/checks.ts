@@ -5,6 +5,7 @@
  */
 
 import type { CertificateFacts } from '../banks/consent/certificates.js';
+import { describeShortfall, type BankCapacity } from '../banks/budget/capacity.js';
 
 export type CheckStatus = 'ok' | 'warn' | 'fail';
 
@@ -29,6 +30,29 @@ const fail = (check: string, detail: string, fix: string): CheckResult => ({
   detail,
   fix,
 });
+
+/**
+ * Each consent bank whose links cannot all be synced once an interval within the scheduled share of its
+ * budget (banks/budget/capacity.ts): syncs fall behind until the bank allows more, links are fewer, or the
+ * interval is longer.
+ */
+export function checkBankBudgets(capacities: readonly BankCapacity[], intervalMinutes: number): CheckResult {
+  const short = capacities.filter((capacity) => !capacity.fits);
+  if (short.length === 0)
+    return ok(
+      'bank-budgets',
+      capacities.length === 0
+        ? 'no consent bank synced yet'
+        : capacities
+            .map((c) => `${c.bankId} (${c.mode}): ${c.needed} of ${c.available} calls an interval`)
+            .join('; '),
+    );
+  return warn(
+    'bank-budgets',
+    short.map((capacity) => describeShortfall(capacity, intervalMinutes)).join('; '),
+    "Raise scheduler.syncIntervalMinutes, or the bank's budget if it allows more (banks.budgets.<bank> in config.json).",
+  );
+}
 
 /** package.json's engines: what the code is tested on and uses (fs.statfs, Array.prototype.toSorted...). */
 export const REQUIRED_NODE = '20.17.0';

@@ -12,7 +12,9 @@ import { CertificateError, certificateFacts } from '../banks/consent/certificate
 import { listRegistrations, openPrivateKey } from '../banks/consent/registrations.js';
 import type { SecretBox } from '../secrets/secret-box.js';
 import { loadSecretBox } from '../secrets/master-key-file.js';
+import { bankCapacities, capacitySettingsOf } from '../banks/budget/capacity.js';
 import {
+  checkBankBudgets,
   checkClock,
   checkConfig,
   checkConnectors,
@@ -136,6 +138,11 @@ export async function runDoctor(
       }),
     );
     if (usable) checks.push(...checkConsentClients(await consentClientFacts(usable, config)));
+    // Null before migration 025 (its table is missing): the schema check above says what to run.
+    const capacities = usable
+      ? await bankCapacities(usable.reader, capacitySettingsOf(config)).catch(() => null)
+      : null;
+    if (capacities) checks.push(checkBankBudgets(capacities, config.scheduler.syncIntervalMinutes));
   } finally {
     await db?.close();
   }

@@ -184,8 +184,10 @@ export type ClaimedJob = JobRow & { bank_id: string | null };
 
 /**
  * A queued job whose time has come, or a running one whose lease expired (its worker died), in the order
- * they fell due; a job of a bank in `skipBanks` is left for later, so a worker passes over a bank that
- * already holds its share of the workers.
+ * they fell due; a scheduled job of a bank in `skipBanks`, or an on-demand one (it has a refresh intent) of a
+ * bank in `skipOnDemandBanks`, is left for later, so a worker passes over a bank that already holds its share
+ * of the workers. The two shares are apart so that scheduled syncs waiting for their bank's budget
+ * (banks/budget/) never keep a person's refresh of the same bank from a worker.
  */
 export async function claimJob(
   db: Database,
@@ -193,21 +195,22 @@ export async function claimJob(
   now: number,
   leaseMs: number,
   skipBanks: readonly string[] = [],
+  skipOnDemandBanks: readonly string[] = skipBanks,
 ): Promise<ClaimedJob | null> {
   // JOB_TRANSITIONS.claim, with each state's own condition: a queued job when due, a running one when its
   // lease ran out.
   const due = "((status = 'queued' AND run_at <= ?) OR (status = 'running' AND locked_until < ?))";
-  const skip =
-    skipBanks.length === 0
+  const skipOf = (banks: readonly string[], whose: string) =>
+    banks.length === 0
       ? ''
-      : ` AND NOT EXISTS (SELECT 1 FROM links WHERE links.id = jobs.link_id AND links.bank_id IN (${skipBanks.map(() => '?').join(', ')}))`;
+      : ` AND NOT (jobs.refresh_intent_id IS ${whose} AND EXISTS (SELECT 1 FROM links WHERE links.id = jobs.link_id AND links.bank_id IN (${banks.map(() => '?').join(', ')})))`;
   return claimOne<ClaimedJob>(db, {
     table: 'jobs',
     owner,
     now,
     leaseMs,
-    where: due + skip,
-    bindings: [now, now, ...skipBanks],
+    where: due + skipOf(skipBanks, 'NULL') + skipOf(skipOnDemandBanks, 'NOT NULL'),
+    bindings: [now, now, ...skipBanks, ...skipOnDemandBanks],
     orderBy: 'run_at, id',
     set: "status = 'running', attempts = attempts + 1",
     returning: '*, (SELECT bank_id FROM links WHERE links.id = jobs.link_id) AS bank_id',
@@ -245,7 +248,9 @@ export async function failJob(trx: Knex, job: JobRow, error: string, now: number
 
 /**
  * The bank rate-limited the sync and said when to come back: the job lets go and is due again at `runAt`,
- * not before (its attempts keep counting). False when the lease was lost.
+ * not before (its attempts keep counting). False when the lease was lost. `refundAttempt`: the job never
+ * reached the bank's refusal (it waited for the bank's budget, banks/budget/), so this try does not count
+ * towards the bank's refusals (RATE_LIMIT_TRIES).
  */
 export async function deferJob(
   trx: Knex,
@@ -253,12 +258,14 @@ export async function deferJob(
   runAt: number,
   error: string,
   now: number,
+  options: { refundAttempt?: boolean } = {},
 ): Promise<boolean> {
   const { from, to } = JOB_TRANSITIONS.defer;
   const updated = await trx('jobs')
     .where({ id: job.id, locked_by: job.locked_by })
     .whereIn('status', from)
     .update({
+      ...(options.refundAttempt ? { attempts: trx.raw('attempts - 1') } : {}),
       status: to,
       run_at: runAt,
       locked_by: null,

@@ -13,6 +13,7 @@ import { CONSENT_EXPIRED, type ConsentView, type LinkConsent } from './consent/c
 import { accountsOfLinkByAge } from '../accounts/store.js';
 import { recentEventsOfLink } from '../events/store.js';
 import { recentJobsOfLink } from '../jobs/jobs.js';
+import { BANK_BUDGET } from '../banks/budget/permits.js';
 import { recentIntentsOfLink } from '../refresh/store.js';
 import { recentDeliveriesOfLink } from '../webhooks/deliveries.js';
 import { findLink, listAllLinks, type LinkRow, type OperatorLinkFilter } from './store.js';
@@ -239,6 +240,11 @@ export type Finding =
   | { code: 'sync_queued' }
   /** The bank asked to be called later (429/529, Retry-After): the job waits until `until`. */
   | { code: 'sync_deferred'; until: string | null; reason: string | null }
+  /**
+   * The sync waits for its bank's budget (banks/budget/): the calls every scheduler process may make to the
+   * bank are spent for now, or the bank paused them all (`Retry-After`); it goes on at `until`.
+   */
+  | { code: 'waiting_for_budget'; until: string | null; reason: string | null }
   | { code: 'scheduler_late'; nextSyncAt: string | null }
   | { code: 'never_synced' }
   | { code: 'healthy'; lastSyncedAt: string | null; nextSyncAt: string | null };
@@ -293,7 +299,7 @@ export function findingsOf(
   if (deferred) {
     const code = deferred.last_error!.split(':')[0]!;
     found.push({
-      code: 'sync_deferred',
+      code: code === BANK_BUDGET ? 'waiting_for_budget' : 'sync_deferred',
       until: toIso(Number(deferred.run_at)),
       reason: reasonOf(deferred.last_error, code),
     });
@@ -334,6 +340,8 @@ export function describeFinding(finding: Finding, linkId: string): string {
       return 'A sync is queued: is a scheduler running (`svc status`)?';
     case 'sync_deferred':
       return `A sync waits until ${finding.until}, when the bank asked to be called again${finding.reason ? ` (${finding.reason})` : ''}.`;
+    case 'waiting_for_budget':
+      return `A sync is waiting for the bank's budget until ${finding.until}${finding.reason ? ` (${finding.reason.replace(/^waiting for the bank's budget until \S+ \((.*)\)$/, '$1')})` : ''}: the calls all scheduler processes may make to the bank are spent for now (banks.budget in the configuration).`;
     case 'scheduler_late':
       return `next_sync_at passed more than an hour ago (${finding.nextSyncAt}): no scheduler seems to be running.`;
     case 'never_synced':

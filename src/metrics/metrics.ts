@@ -13,12 +13,19 @@ export type QueueDepthsReader = () => Promise<Record<string, number>>;
 export type RetentionTotalsReader = () => Promise<Record<string, number>>;
 
 /**
+ * Each consent bank's load on its budget: the calls one sync interval of its links needs over what the
+ * scheduled share of its budget allows (above 1: its links cannot all be synced within the interval).
+ */
+export type BankLoadReader = () => Promise<{ bank: string; mode: string; load: number }[]>;
+
+/**
  * Prometheus metrics for an API process: requests by route and status, latency, queue depths, up, and the
  * rows retention removed.
  */
 export function createHttpMetrics(
   readQueueDepths: QueueDepthsReader | null,
   readRetentionTotals: RetentionTotalsReader | null = null,
+  readBankLoad: BankLoadReader | null = null,
 ): HttpMetrics {
   const registry = new Registry();
   // The event loop's delay is sampled every 100 ms rather than prom-client's 10 ms: its 100 wake-ups a second
@@ -53,6 +60,19 @@ export function createHttpMetrics(
         const totals = await readRetentionTotals();
         this.reset();
         for (const [kind, rows] of Object.entries(totals)) this.inc({ kind }, rows);
+      },
+    });
+  }
+  if (readBankLoad) {
+    // Read from the database at each scrape: the scheduler measures calls per sync and serves no metrics.
+    new Gauge({
+      name: 'svc_bank_budget_load',
+      help: "A consent bank's links x calls per sync over what its budget's scheduled share allows in one sync interval (above 1: they cannot all be synced within it)",
+      labelNames: ['bank', 'mode'],
+      registers: [registry],
+      async collect() {
+        this.reset();
+        for (const { bank, mode, load } of await readBankLoad()) this.set({ bank, mode }, load);
       },
     });
   }

@@ -110,6 +110,8 @@ const scheduler: Role = {
     const { revokeDueGrants } = await import('../links/consent/revocations.js');
     const { runConsentExpiry } = await import('../scheduler/consent-expiry.js');
     const { runSyncWorkers } = await import('../sync/worker-pool.js');
+    const { CapacityWarnings, capacitySettingsOf } = await import('../banks/budget/capacity.js');
+    const capacityWarnings = new CapacityWarnings();
     let running: Promise<void> = Promise.resolve();
     const intervalMs = config.scheduler.syncIntervalMinutes * 60_000;
     const tick = () => {
@@ -119,6 +121,12 @@ const scheduler: Role = {
         await runHousekeeping(services, periodMs);
         await runConsentExpiry(services, periodMs);
         await revokeDueGrants(services);
+        await capacityWarnings.check(
+          services.db.reader,
+          capacitySettingsOf(config),
+          services.logger,
+          services.clock.now(),
+        );
       })().catch((error: Error) => services.logger.error({ err: error }, 'scheduler tick failed'));
     };
     const cron = new Cron(config.scheduler.cron, { protect: true }, tick);

@@ -8,6 +8,7 @@ import { resolveLogFormat } from '../logging/pretty.js';
 import { createHttpMetrics } from '../metrics/metrics.js';
 import { queueDepths } from './queue-depths.js';
 import { retentionTotals } from '../scheduler/retention-totals.js';
+import { bankCapacities, capacitySettingsOf } from '../banks/budget/capacity.js';
 import { DatabaseRateLimiter, MemoryRateLimiter, type RateLimiter } from '../ratelimit/limiter.js';
 import { loadSecretBox } from '../secrets/master-key-file.js';
 import type { SecretBox } from '../secrets/secret-box.js';
@@ -64,6 +65,12 @@ export function buildServices(
     metrics: createHttpMetrics(
       async () => ({ ...(await queueDepths(db)) }),
       () => retentionTotals(db.reader),
+      async () =>
+        (await bankCapacities(db.reader, capacitySettingsOf(config))).map((c) => ({
+          bank: c.bankId,
+          mode: c.mode,
+          load: c.available === 0 ? 0 : c.needed / c.available,
+        })),
     ),
     connectors: overrides.connectors ?? defaultConnectors(config),
     consentClients: new ConsentClients(secrets),

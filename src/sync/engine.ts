@@ -68,6 +68,9 @@ import {
 } from '../accounts/store.js';
 import { applyPlan, movementCounts, movementsToMatch } from '../movements/store.js';
 import { bankEndingConsents, recordSyncOutcome } from '../banks/health.js';
+import { limitsOf } from '../banks/budget/budget.js';
+import { BudgetWait, SyncPermits } from '../banks/budget/permits.js';
+import { pauseBank, recordSyncCalls } from '../banks/budget/store.js';
 import { reconcile } from './reconcile.js';
 
 const DAY = 86_400_000;
@@ -162,11 +165,35 @@ export async function runSyncJob(services: SyncServices, job: JobRow): Promise<S
     if (intent) await startIntent(trx, intent, startedAt);
   });
 
+  // An on-demand refresh (it has an intent) may use the whole of the bank's budget; a scheduled sync its share.
+  const permits = new SyncPermits(
+    {
+      db: services.db,
+      clock: services.clock,
+      limits: limitsOf(services.config.banks.budget, services.config.banks.budgets, link.bank_id),
+      scheduledShare: services.config.banks.budget.scheduledShare,
+      arrivalMarginMs: services.config.banks.budget.arrivalMarginMs,
+    },
+    { bankId: link.bank_id, mode: link.mode },
+    job.refresh_intent_id === null ? 'scheduled' : 'on_demand',
+  );
   let fetched: Fetched;
   try {
-    fetched = await fetchFromBank(services, link, payload, intent);
+    fetched = await fetchFromBank(services, link, payload, intent, permits);
   } catch (error) {
     const now = services.clock.now();
+    if (error instanceof BudgetWait) {
+      await services.db.transaction(async (trx) => {
+        if (!(await deferJob(trx, job, error.until, error.jobError, now, { refundAttempt: true })))
+          throw new LeaseLostError(`job ${job.id} lost its lease`);
+        await markLinkQueued(trx, link.id, now);
+      });
+      services.logger.info(
+        { link: link.id, job: job.id, bank: link.bank_id, until: new Date(error.until).toISOString() },
+        "sync deferred: it waits for the bank's budget",
+      );
+      return { status: 'deferred', until: error.until };
+    }
     if (error instanceof MfaWait && intent) {
       await services.db.transaction((trx) =>
         recordMfaWait(trx, services, job, link, intent, error.challenge, now),
@@ -196,6 +223,16 @@ export async function runSyncJob(services: SyncServices, job: JobRow): Promise<S
       return { status: 'failed', errorCode: UNREADABLE_CREDENTIALS };
     }
     if (!(error instanceof ConnectorError)) throw error;
+    // The bank said when to call again: no process calls it before then (a 429 is per client, a 529 the bank's
+    // whole load), not only this job.
+    if (error.retryAt !== undefined && permits.calls > 0)
+      await pauseBank(
+        services.db,
+        { bankId: link.bank_id, mode: link.mode },
+        error.retryAt,
+        error.reason ?? error.code,
+        now,
+      );
     if (error.retryAt !== undefined && job.attempts < RATE_LIMIT_TRIES) {
       const until = Math.max(error.retryAt, now);
       await services.db.transaction(async (trx) => {
@@ -218,6 +255,8 @@ export async function runSyncJob(services: SyncServices, job: JobRow): Promise<S
   const result = await services.db.transaction((trx) =>
     recordSuccess(trx, services, job, link, intent, fetched, payload, now),
   );
+  if (permits.calls > 0)
+    await recordSyncCalls(services.db, { bankId: link.bank_id, mode: link.mode }, permits.calls, now);
   services.logger.info(
     { link: link.id, job: job.id, new_movements: result.newMovements, accounts: result.accounts },
     'sync succeeded',
@@ -259,9 +298,13 @@ interface Login<C extends LoginCredentials> {
  * bank returns them (their own short transaction), whatever becomes of the sync. Any other link logs in
  * with its sealed password, through the bank's configured connector.
  */
-async function openLogin(services: SyncServices, link: LinkRow): Promise<Login<LoginCredentials>> {
+async function openLogin(
+  services: SyncServices,
+  link: LinkRow,
+  permits: SyncPermits,
+): Promise<Login<LoginCredentials>> {
   const grantRow = await findGrantRow(services.db.knex, link.id);
-  if (grantRow) return openConsentLogin(services, link, grantRow);
+  if (grantRow) return openConsentLogin(services, link, grantRow, permits);
   const connector = services.connectors(link.bank_id, link.mode);
   if (!connector)
     throw new ConnectorError(
@@ -278,6 +321,7 @@ async function openConsentLogin(
   services: SyncServices,
   link: LinkRow,
   grantRow: LinkGrantRow,
+  permits: SyncPermits,
 ): Promise<Login<LoginCredentials>> {
   const grant = openGrant(grantRow, services.secrets);
   let client;
@@ -311,6 +355,7 @@ async function openConsentLogin(
     client,
     answers: services.consentClients.answers(),
     checkGrantFirst,
+    permit: () => permits.take(),
     saveTokens: (tokens) =>
       services.db.transaction((trx) =>
         saveGrantTokens(trx, services.secrets, link.id, tokens, services.clock.now()),
@@ -324,11 +369,12 @@ async function fetchFromBank(
   link: LinkRow,
   payload: SyncPayload,
   intent: IntentRow | null,
+  permits: SyncPermits,
 ): Promise<Fetched> {
   const now = services.clock.now();
   const window = windowFor(payload, link, intent, now);
   if (!window) return { session: null, accounts: [] };
-  const { connector, credentials } = await openLogin(services, link);
+  const { connector, credentials } = await openLogin(services, link, permits);
   const request = {
     bankId: link.bank_id,
     holderType: link.holder_type,

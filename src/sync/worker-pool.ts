@@ -35,11 +35,17 @@ export class BankShares {
  * `concurrency` workers, each claiming one due sync job at a time with a lease. A killed worker's job is
  * claimed again once its lease runs out, so nothing is lost; a worker that finds nothing to do waits
  * `pollIntervalMs`, and backs off the same way when the database fails. At most `perBankConcurrency` of
- * them work for one bank at once; the cap is this process's (several scheduler processes each allow it).
+ * them work on scheduled syncs of one bank at once, and as many on its on-demand refreshes; the cap is this
+ * process's (several scheduler processes each allow it). What they may call of the bank is its budget's
+ * (banks/budget/), shared by every process.
  */
 export async function runSyncWorkers(services: SyncServices, signal: AbortSignal): Promise<void> {
   const { concurrency, perBankConcurrency, leaseSeconds, pollIntervalMs } = services.config.scheduler;
+  // Scheduled syncs and on-demand refreshes hold shares of their own (claimJob).
   const shares = new BankShares(perBankConcurrency);
+  const onDemandShares = new BankShares(perBankConcurrency);
+  const sharesOf = (job: { refresh_intent_id: string | null }) =>
+    job.refresh_intent_id === null ? shares : onDemandShares;
   // Claims one at a time, so that two workers never both take a bank's last place.
   let claiming: Promise<unknown> = Promise.resolve();
   const claim = (owner: string) => {
@@ -50,8 +56,9 @@ export async function runSyncWorkers(services: SyncServices, signal: AbortSignal
         services.clock.now(),
         leaseSeconds * 1000,
         shares.full(),
+        onDemandShares.full(),
       );
-      shares.add(job?.bank_id ?? null);
+      if (job) sharesOf(job).add(job.bank_id);
       return job;
     });
     claiming = next.catch(() => undefined);
@@ -72,7 +79,7 @@ export async function runSyncWorkers(services: SyncServices, signal: AbortSignal
               () => runSyncJob(services, job),
             );
           } finally {
-            shares.remove(job.bank_id);
+            sharesOf(job).remove(job.bank_id);
           }
           continue;
         }

@@ -141,6 +141,10 @@ forEachEngine(t, async (t, engine) => {
       await inspectLink(app.db.reader, linkId, consentView(app.services, app.clock.now()))
     ).diagnosis.join('\n');
     t.match(diagnosis, /failed with bank_unavailable \(the bank rate-limited .* until /);
+    // The 429 paused the bank for every sync (banks/budget/): the next tests start once it has passed.
+    const budget = await app.db.knex('bank_call_budgets').where({ bank_id: 'bancoabierto' }).first();
+    t.equal(Number(budget.paused_until), app.clock.now() + 30_000, "the bank's calls are paused too");
+    app.clock.advance(30_000);
   });
 
   t.test('529 with its Retry-After: the job is due again then', async (t) => {

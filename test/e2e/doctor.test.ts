@@ -89,6 +89,7 @@ forEachEngine(t, async (t, engine) => {
         'retention',
         'connectors',
         'consent-bank',
+        'bank-budgets',
       ],
     );
     t.match(row(text.stdout, 'schema'), /ok\s+all \d+ migrations applied/);
@@ -96,7 +97,7 @@ forEachEngine(t, async (t, engine) => {
       block(text.stdout, 'retention'),
       /ok\s+events 30 d, .*audit log kept forever; movements never pruned/,
     );
-    t.match(text.stdout, /13 ok, 0 warning\(s\), 0 failed\./);
+    t.match(text.stdout, /14 ok, 0 warning\(s\), 0 failed\./);
   });
 
   await t.test('with svc serve running: its ports are ours; the key opens a stored secret', async (t) => {
@@ -157,7 +158,7 @@ forEachEngine(t, async (t, engine) => {
         'the fix follows its check on the indented lines under it',
       );
       t.match(block(text.stdout, 'metrics-port'), /fix: Stop what listens on .*\(SVC_METRICS_PORT\)/);
-      t.match(text.stdout, /12 ok, 1 warning\(s\), 0 failed\./);
+      t.match(text.stdout, /13 ok, 1 warning\(s\), 0 failed\./);
     },
   );
 

@@ -148,6 +148,18 @@ export function testConfig(database: TestDatabase, overrides: ConfigOverrides = 
       // The suite's receivers listen on loopback, which webhooks may reach only when the operator allows it;
       // the tests of that policy turn this off.
       webhooks: { allowPrivateAddressesInTestMode: true, ...(overrides?.webhooks ?? {}) },
+      // The suite's syncs call the simulated consent bank far more often than a bank allows (a sync is a
+      // dozen calls) at a clock that does not move (its arrival margin would last forever): the tests of the
+      // banks' limits set them (bank-budget.test.ts).
+      banks: {
+        ...(overrides?.banks ?? {}),
+        budget: {
+          perSecond: 1_000_000,
+          perMinute: 1_000_000,
+          arrivalMarginMs: 0,
+          ...(overrides?.banks?.budget ?? {}),
+        },
+      },
       databaseUrl: database.url,
       log: { level: 'silent' },
       metrics: { port: 0 },

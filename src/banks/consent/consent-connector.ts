@@ -80,6 +80,11 @@ export interface ConsentConnectorOptions {
    * query instead of a resource call, a refresh and a query.
    */
   checkGrantFirst?: boolean;
+  /**
+   * Awaited before every call to the bank (a resource page, a token refresh, a Grant Management query): the
+   * bank's budget shared by every scheduler process (banks/budget/). It may wait, or throw to defer the sync.
+   */
+  permit?: () => Promise<void>;
   /** Per call; default the draft's 4 s. */
   budgetMs?: number;
   pageSize?: number;
@@ -126,12 +131,16 @@ export function createConsentConnector(options: ConsentConnectorOptions): Consen
   const budgetMs = options.budgetMs ?? ANSWER_BUDGET_MS;
   const pageSize = options.pageSize ?? PAGE_SIZE;
   const apiOrigin = new URL(bank.apiBase).origin;
+  const permit = options.permit ?? (() => Promise.resolve());
 
   const stateOf = (session: BankSession) => session.state as unknown as GrantState;
 
   /** Grant Management's word on the grant, asked at most once a sync. */
   async function grantQuery(state: GrantState): Promise<GrantQuery> {
-    state.query ??= await queryGrant(bank, state.grantId);
+    if (state.query === null) {
+      await permit();
+      state.query = await queryGrant(bank, state.grantId);
+    }
     return state.query;
   }
 
@@ -156,6 +165,7 @@ export function createConsentConnector(options: ConsentConnectorOptions): Consen
         'the access token expired and the bank gave no refresh token: the user must renew the consent',
       );
     let answer: Awaited<ReturnType<typeof client.refreshTokenGrant>>;
+    await permit();
     try {
       answer = await client.refreshTokenGrant(bank.configuration, state.refreshToken);
     } catch (error) {
@@ -179,6 +189,7 @@ export function createConsentConnector(options: ConsentConnectorOptions): Consen
     for (let refreshed = false; ; refreshed = true) {
       let response: Response;
       let body: string;
+      await permit();
       try {
         const signal = AbortSignal.timeout(budgetMs);
         response = await bank.fetch(url, {

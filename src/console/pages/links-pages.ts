@@ -69,6 +69,8 @@ export function findingText(t: Words, finding: Finding): string {
       return t('finding.scheduler_late', { at: when(finding.nextSyncAt) });
     case 'sync_deferred':
       return t('finding.sync_deferred', { at: when(finding.until) });
+    case 'waiting_for_budget':
+      return t('finding.waiting_for_budget', { at: when(finding.until) });
     case 'consent_expired':
       return t('finding.consent_expired', { at: when(finding.at) });
     case 'consent_expiring':

@@ -1,0 +1,104 @@
+import type { Knex } from 'knex';
+import type { Logger } from '../../logging/logger.js';
+import type { BankBudgetSettings, BudgetDefaults } from './budget-settings.js';
+import { capacityOf, limitsOf } from './budget.js';
+import { allBudgets } from './store.js';
+
+/** Whether one consent bank's links can all be synced once an interval within its scheduled budget. */
+export interface BankCapacity {
+  bankId: string;
+  mode: 'live' | 'test';
+  /** Active, unpaused consent links of the bank. */
+  links: number;
+  /** Measured: the calls its syncs made, on average. */
+  callsPerSync: number;
+  /** Calls one interval's syncs need, and the calls the scheduled share allows in an interval. */
+  needed: number;
+  available: number;
+  fits: boolean;
+  /** How long one round of the bank's links takes at the scheduled share. */
+  minutesNeeded: number;
+}
+
+export interface CapacitySettings {
+  budget: BudgetDefaults;
+  budgets: Readonly<Record<string, BankBudgetSettings>>;
+  syncIntervalMinutes: number;
+}
+
+/**
+ * Every consent bank with a measured sync (a bank never synced has no calls per sync yet): its links ×
+ * calls per sync against what its budget's scheduled share allows in one sync interval. The scheduler logs a
+ * bank that does not fit, the metrics show the ratio (`svc_bank_budget_load`) and `svc doctor` warns.
+ */
+export async function bankCapacities(db: Knex, settings: CapacitySettings): Promise<BankCapacity[]> {
+  const measured = (await allBudgets(db)).filter((row) => row.calls_per_sync !== null);
+  const out: BankCapacity[] = [];
+  for (const row of measured) {
+    const [count] = await db('links')
+      .join('link_grants', 'link_grants.link_id', 'links.id')
+      .where({ 'links.bank_id': row.bank_id, 'links.mode': row.mode, 'links.status': 'active' })
+      .where('links.paused', false)
+      .count({ n: '*' });
+    const links = Number((count as { n: number | string }).n);
+    const callsPerSync = Number(row.calls_per_sync);
+    const capacity = capacityOf({
+      links,
+      callsPerSync,
+      limits: limitsOf(settings.budget, settings.budgets, row.bank_id),
+      scheduledShare: settings.budget.scheduledShare,
+      intervalMinutes: settings.syncIntervalMinutes,
+    });
+    out.push({ bankId: row.bank_id, mode: row.mode, links, callsPerSync, ...capacity });
+  }
+  return out;
+}
+
+/** The operator's words for a bank that does not fit (the log line, `svc doctor`). */
+export function describeShortfall(capacity: BankCapacity, intervalMinutes: number): string {
+  return `${capacity.bankId} (${capacity.mode}): ${capacity.links} links × ${capacity.callsPerSync.toFixed(1)} calls a sync need ${capacity.needed} calls an interval, but the scheduled share of its budget allows ${capacity.available} in ${intervalMinutes} minutes: a round takes ${Math.ceil(capacity.minutesNeeded)} minutes, so syncs fall behind`;
+}
+
+/**
+ * The scheduler's warning, at most once an hour per bank while it lasts (and at once when a bank starts not
+ * to fit), so a log is not one line a tick.
+ */
+export class CapacityWarnings {
+  private readonly warned = new Map<string, number>();
+
+  async check(db: Knex, settings: CapacitySettings, logger: Logger, now: number): Promise<void> {
+    for (const capacity of await bankCapacities(db, settings)) {
+      const key = `${capacity.bankId}:${capacity.mode}`;
+      if (capacity.fits) {
+        this.warned.delete(key);
+        continue;
+      }
+      const last = this.warned.get(key);
+      if (last !== undefined && now - last < 3_600_000) continue;
+      this.warned.set(key, now);
+      logger.warn(
+        {
+          bank: capacity.bankId,
+          mode: capacity.mode,
+          links: capacity.links,
+          calls_per_sync: Math.round(capacity.callsPerSync * 10) / 10,
+          needed: capacity.needed,
+          available: capacity.available,
+        },
+        `a bank's links cannot all be synced within the interval at its budget: ${describeShortfall(capacity, settings.syncIntervalMinutes)}`,
+      );
+    }
+  }
+}
+
+/** The settings `bankCapacities` reads, from the configuration. */
+export function capacitySettingsOf(config: {
+  banks: { budget: BudgetDefaults; budgets: Readonly<Record<string, BankBudgetSettings>> };
+  scheduler: { syncIntervalMinutes: number };
+}): CapacitySettings {
+  return {
+    budget: config.banks.budget,
+    budgets: config.banks.budgets,
+    syncIntervalMinutes: config.scheduler.syncIntervalMinutes,
+  };
+}

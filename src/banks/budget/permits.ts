@@ -1,0 +1,102 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Clock } from '../../clock/clock.js';
+import type { Database } from '../../db/database.js';
+import {
+  inArrivalMargin,
+  nextChance,
+  shareOf,
+  type Limits,
+  type Priority,
+  type WaitCause,
+} from './budget.js';
+import { ensureBudgetRow, findBudget, takePermit, type BankKey } from './store.js';
+
+/**
+ * The sync could not get a permit soon enough: the bank is paused (its `Retry-After`), or, before its first
+ * call, the minute's share is spent. The engine defers the job to `until` (it waits; it has not failed) and
+ * `svc links inspect` says it waits for the bank's budget.
+ */
+export class BudgetWait extends Error {
+  override name = 'BudgetWait';
+  constructor(
+    readonly until: number,
+    readonly waitCause: WaitCause,
+    readonly reason: string | null,
+  ) {
+    super(`waiting for the bank's budget until ${new Date(until).toISOString()}`);
+  }
+
+  /** What the deferred job keeps as `last_error`: the code inspect and the console read, and why. */
+  get jobError(): string {
+    const why =
+      this.waitCause === 'paused'
+        ? `the bank asked to be called again then${this.reason ? `: ${this.reason}` : ''}`
+        : 'the calls of this minute are spent';
+    return `${BANK_BUDGET}: waiting for the bank's budget until ${new Date(this.until).toISOString()} (${why})`;
+  }
+}
+
+/** The `last_error` code of a job deferred for its bank's budget. */
+export const BANK_BUDGET = 'bank_budget';
+
+/**
+ * A sync waits inline for a permit up to this long once it has called the bank (the next second, or the next
+ * minute when the minute's share ran out mid-sync: deferring then would spend the calls again at the next
+ * try, and a sync that needs more calls than a minute allows would never finish). Beyond it (a long pause) it
+ * is deferred. Before its first call it is deferred for anything longer than a second window.
+ */
+export const MAX_INLINE_WAIT_MS = 61_000;
+const FIRST_CALL_WAIT_MS = 1_000;
+
+export interface PermitDeps {
+  db: Database;
+  clock: Clock;
+  limits: Limits;
+  scheduledShare: number;
+  arrivalMarginMs: number;
+}
+
+/**
+ * The permits of one sync of one bank: `take()` before every call to the bank (a resource page, a token
+ * refresh, a Grant Management query). Counts what it took, so the engine can record calls per sync.
+ */
+export class SyncPermits {
+  calls = 0;
+  private readonly share: Limits;
+
+  constructor(
+    private readonly deps: PermitDeps,
+    private readonly bank: BankKey,
+    priority: Priority,
+  ) {
+    this.share = shareOf(deps.limits, priority, deps.scheduledShare);
+  }
+
+  async take(): Promise<void> {
+    const first = this.calls === 0;
+    let waited = 0;
+    for (;;) {
+      const now = this.deps.clock.now();
+      if (
+        !inArrivalMargin(now, this.deps.arrivalMarginMs) &&
+        (await takePermit(this.deps.db, this.bank, this.share, now))
+      ) {
+        this.calls += 1;
+        return;
+      }
+      const state = await findBudget(this.deps.db.knex, this.bank);
+      if (!state) {
+        await ensureBudgetRow(this.deps.db, this.bank, now);
+        continue;
+      }
+      const chance = nextChance(state, this.share, now);
+      const wait = Math.max(chance.at - now, 1);
+      if (chance.cause === 'paused' || waited + wait > (first ? FIRST_CALL_WAIT_MS : MAX_INLINE_WAIT_MS))
+        throw new BudgetWait(chance.at, chance.cause, chance.reason);
+      // A few ms of spread, so the processes waiting for the same window do not all write at its first ms.
+      const pause = wait + Math.floor(Math.random() * 15);
+      await sleep(pause);
+      waited += pause;
+    }
+  }
+}
