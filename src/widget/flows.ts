@@ -198,7 +198,8 @@ export async function submitCredentials(
   );
   let intentId: string;
   try {
-    intentId = (await enqueueSync(trx, { link, refreshType: 'full', now, interactive: true })).id;
+    const reconnectOf = session.previous_expired_at ?? link.expired_at;
+    intentId = (await enqueueSync(trx, { link, refreshType: 'full', now, interactive: true, reconnectOf })).id;
   } catch (error) {
     if (isUniqueViolation(error))
       throw errors.conflict('refresh_in_progress', `Link ${link.id} is already being refreshed.`);
