@@ -13,12 +13,7 @@ import type { LinkChanges, LinkRow, LinkStatus } from './store.js';
  */
 
 export type LinkChange =
-  | 'sync_succeeded'
-  | 'expire'
-  | 'reconnect'
-  | 'reconnect_failed'
-  | 'consent_ended'
-  | 'consent_renewed';
+  'sync_succeeded' | 'expire' | 'reconnect' | 'reconnect_failed' | 'consent_ended' | 'consent_renewed';
 
 export const LINK_TRANSITIONS = {
   /** A sync succeeded: the link is active, whatever it was (a reconnect's first sync, or a race with one). */

@@ -197,7 +197,9 @@ export function consentSubjectOf(
   secrets: SecretBox,
 ): string | null {
   try {
-    const login = JSON.parse(secrets.open(link.credentials_encrypted, link.id)) as Partial<SealedConsentLogin>;
+    const login = JSON.parse(
+      secrets.open(link.credentials_encrypted, link.id),
+    ) as Partial<SealedConsentLogin>;
     return typeof login.subject === 'string' ? login.subject : null;
   } catch {
     return null;
