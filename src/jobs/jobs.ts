@@ -77,6 +77,11 @@ export interface SyncPayload {
   refresh_type: SyncKind;
   /** Whether a person can answer MFA during this sync (on-demand refreshes). */
   interactive: boolean;
+  /**
+   * The first sync after the widget reconnected (or renewed the consent of) an expired link: when that link
+   * had expired. A refusal of the new login puts it back as it was, without a second `link.expired`.
+   */
+  reconnect_of?: number;
 }
 
 export function syncJob(
@@ -114,13 +119,19 @@ export async function enqueueSync(
     refreshType: RefreshType;
     now: number;
     interactive?: boolean;
+    /** See `SyncPayload.reconnect_of`. */
+    reconnectOf?: number | null;
   },
 ) {
   const intent = await createIntent(trx, input.link, input.refreshType, input.now);
   await insertJobs(trx, [
     syncJob(
       input.link,
-      { refresh_type: input.refreshType, interactive: input.interactive ?? false },
+      {
+        refresh_type: input.refreshType,
+        interactive: input.interactive ?? false,
+        ...(input.reconnectOf != null ? { reconnect_of: Number(input.reconnectOf) } : {}),
+      },
       input.now,
       intent.id,
     ),

@@ -12,7 +12,8 @@ import type { LinkChanges, LinkRow, LinkStatus } from './store.js';
  * active one.
  */
 
-export type LinkChange = 'sync_succeeded' | 'expire' | 'reconnect' | 'reconnect_failed' | 'consent_ended';
+export type LinkChange =
+  'sync_succeeded' | 'expire' | 'reconnect' | 'reconnect_failed' | 'consent_ended' | 'consent_renewed';
 
 export const LINK_TRANSITIONS = {
   /** A sync succeeded: the link is active, whatever it was (a reconnect's first sync, or a race with one). */
@@ -28,6 +29,11 @@ export const LINK_TRANSITIONS = {
   reconnect_failed: { from: ['active'], to: 'expired' },
   /** A consent link's consent reached its end (`validTo`): the end user must renew it at the bank. */
   consent_ended: { from: ['active'], to: 'expired' },
+  /**
+   * The widget's reconnect of a consent link recorded a new consent: from `expired` (it ended, or was
+   * revoked) or from `active` (renewed early, while it is `expiring` or before: OPEN-FINANCE.md, users ask).
+   */
+  consent_renewed: { from: ['active', 'expired'], to: 'active' },
 } as const satisfies Transitions<LinkStatus, LinkChange>;
 
 const MACHINE = 'link';
@@ -71,6 +77,11 @@ export interface SyncFailure {
   /** `sync.failuresToExpire`: credential failures in a row that expire an active link. */
   failuresToExpire: number;
   nextSyncAt: number;
+  /**
+   * The first sync after a reconnect of an expired link: when it was expired. A refusal of the new login
+   * puts the link back to `expired` as of then, without a second `link.expired`; null otherwise.
+   */
+  reconnectOf?: number | null;
 }
 
 /**
@@ -86,6 +97,24 @@ export function syncFailed(
   const counts = CREDENTIAL_FAILURES.has(failure.errorCode as ConnectorErrorCode);
   const failures = counts ? link.consecutive_failures + 1 : link.consecutive_failures;
   const ends = ENDING_FAILURES.has(failure.errorCode as ConnectorErrorCode);
+  const reconnectOf = failure.reconnectOf ?? null;
+  if (counts && reconnectOf !== null && link.status === 'active') {
+    // The reconnect's new login was refused: the link is as it was before it, expired since then. Its
+    // customer heard `link.expired` then; a second one for the same outage would say nothing new.
+    return {
+      changes: {
+        consecutive_failures: failures,
+        last_error_code: failure.errorCode,
+        refresh_status: 'idle',
+        sync_attempts: link.sync_attempts + 1,
+        next_sync_at: failure.nextSyncAt,
+        updated_at: now,
+        status: transition(MACHINE, LINK_TRANSITIONS, link.status, 'reconnect_failed', link.id),
+        expired_at: reconnectOf,
+      },
+      expires: false,
+    };
+  }
   const expires = link.status === 'active' && (ends || failures >= failure.failuresToExpire);
   return {
     changes: {
@@ -133,7 +162,8 @@ export async function markLinkSyncFailed(
   now: number,
 ): Promise<{ expired: boolean }> {
   const { changes, expires } = syncFailed(link, failure, now);
-  await writeLink(trx, link.id, expires ? 'expire' : null, changes);
+  const change = expires ? 'expire' : changes.status === 'expired' ? 'reconnect_failed' : null;
+  await writeLink(trx, link.id, change, changes);
   return { expired: expires };
 }
 
@@ -149,6 +179,32 @@ export async function reconnectLink(
   now: number,
 ): Promise<void> {
   await writeLink(trx, id, 'reconnect', {
+    ...input,
+    status: 'active',
+    expired_at: null,
+    consecutive_failures: 0,
+    updated_at: now,
+  });
+}
+
+/**
+ * A consent link renewed through the widget (links/consent/grants.ts holds the new grant): active again,
+ * failures forgotten, with the new consent's text and, re-sealed, its holder.
+ */
+export async function markConsentRenewed(
+  trx: Knex,
+  id: string,
+  input: {
+    credentials_encrypted: string;
+    /** Null when the holder's subject is not a RUT (a bank's opaque `sub`). */
+    rut_digest: string | null;
+    company_rut_digest: string | null;
+    consent_version: string;
+    consent_text_hash: string;
+  },
+  now: number,
+): Promise<void> {
+  await writeLink(trx, id, 'consent_renewed', {
     ...input,
     status: 'active',
     expired_at: null,

@@ -358,7 +358,14 @@ async function openConsentLogin(
     permit: () => permits.take(),
     saveTokens: (tokens) =>
       services.db.transaction((trx) =>
-        saveGrantTokens(trx, services.secrets, link.id, tokens, services.clock.now()),
+        saveGrantTokens(
+          trx,
+          services.secrets,
+          link.id,
+          tokens,
+          services.clock.now(),
+          grantRow.grant_id_sealed,
+        ),
       ),
   });
   return { connector: connector as unknown as Connector<LoginCredentials>, credentials: grant };
@@ -665,6 +672,7 @@ async function recordFailure(
       failuresToExpire: services.config.sync.failuresToExpire,
       // A bank that said when to come back is not called before then, even by the schedule.
       nextSyncAt: Math.max(now + services.config.scheduler.syncIntervalMinutes * 60_000, error.retryAt ?? 0),
+      reconnectOf: (JSON.parse(job.payload ?? '{}') as SyncPayload).reconnect_of ?? null,
     },
     now,
   );

@@ -22,7 +22,16 @@ import {
 } from '../banks/institutions.js';
 import type { Database } from '../db/database.js';
 import { ApiError, errors } from '../errors/api-error.js';
-import { createConsentLink } from '../links/consent/grants.js';
+import {
+  consentSubjectOf,
+  createConsentLink,
+  findGrantRow,
+  isSameSubject,
+  renewConsentLink,
+} from '../links/consent/grants.js';
+import { findLink, type LinkRow } from '../links/store.js';
+import { activeSyncJobOf } from '../jobs/jobs.js';
+import { isUniqueViolation } from '../db/errors.js';
 import { firstIntentOfLink } from '../refresh/store.js';
 import { sha256Hex } from '../secrets/secret-box.js';
 import { consentScreen, type ConsentScreen } from './consent-screen.js';
@@ -34,7 +43,9 @@ import {
   widgetTokenOf,
   type WidgetContext,
 } from './flows.js';
+import type { NewGrant } from '../links/consent/grants.js';
 import {
+  type ConsentRequestRow,
   claimConsentRequest,
   findConsentRequestByState,
   insertConsentRequest,
@@ -171,6 +182,24 @@ function bankProblem(error: unknown): 'bank_unavailable' | 'consent_invalid' {
 }
 
 /**
+ * The consent link a reconnect renews: the session's, still the organisation's, holding a grant, with no sync
+ * under way (its sync would read the grant being replaced; the renewal's own first sync follows it).
+ * Checked before the person goes to the bank and again when they come back.
+ */
+async function renewableLink(db: Knex, session: SessionRow): Promise<LinkRow> {
+  const found = session.link_id === null ? undefined : await findLink(db, session.link_id);
+  const link = found?.org_id === session.org_id && found.mode === session.mode ? found : undefined;
+  if (!link) throw refuse('link_missing', 404);
+  if (!(await findGrantRow(db, link.id)))
+    throw errors.badRequest(
+      'credentials_required',
+      `Link ${link.id} connects with the end user's bank login: send the credentials form.`,
+    );
+  if (await activeSyncJobOf(db, link.id)) throw refuse('refresh_in_progress', 409);
+  return link;
+}
+
+/**
  * "Continue to the bank": pushes the authorization request and records the trip. The attempt is counted
  * like a credentials submission (MAX_ATTEMPTS per widget); the PAR is made before anything is written, so
  * a bank that does not answer leaves the session as it was.
@@ -182,11 +211,9 @@ export async function startConsent(
 ): Promise<ConsentStart> {
   const { db, now } = context;
   if (session.finished_at !== null) throw refuse('session_expired', 409);
-  if (session.kind !== 'connect')
-    throw errors.badRequest(
-      'wrong_step',
-      'A consent link is renewed by a new consent (a new widget token), not reconnected.',
-    );
+  if (session.kind === 'mfa')
+    throw errors.badRequest('wrong_step', 'This widget was opened to enter a verification code.');
+  const renewing = session.kind === 'reconnect' ? await renewableLink(db.reader, session) : null;
   if (session.refresh_intent_id !== null)
     throw errors.conflict(
       'connection_in_progress',
@@ -198,11 +225,13 @@ export async function startConsent(
   const { bankId, bankName, holderType, registration } = await consentBankOf(
     db.reader,
     session,
-    input,
+    renewing ? { ...input, holder_type: input.holder_type ?? renewing.holder_type } : input,
     product,
-    token.institution_id,
+    renewing?.bank_id ?? token.institution_id,
   );
-  await refuseOverConnectionLimit(db.reader, session, token);
+  if (renewing && holderType !== renewing.holder_type)
+    throw errors.invalidParameter('holder_type', `This link is of a ${renewing.holder_type} holder.`);
+  if (!renewing) await refuseOverConnectionLimit(db.reader, session, token);
 
   let url: URL;
   const state = randomBytes(24).toString('base64url');
@@ -283,7 +312,10 @@ export type ConsentOutcome =
         | 'bank_unavailable'
         | 'session_expired'
         | 'connection_limit_reached'
-        | 'connection_in_progress';
+        | 'connection_in_progress'
+        | 'holder_mismatch'
+        | 'link_missing'
+        | 'refresh_in_progress';
       /** The widget session the trip belonged to; null when the callback names none, or a used one. */
       session: SessionRow | null;
     };
@@ -366,6 +398,21 @@ export async function completeConsent(
       if (!current || current.finished_at !== null) throw refuse('session_expired', 409);
       if (current.refresh_intent_id !== null)
         throw errors.conflict('connection_in_progress', 'This window is already connecting.');
+      if (current.kind === 'reconnect')
+        return renew(trx, current, request, {
+          subject,
+          grant: {
+            consentClientId: registration.id,
+            clientId: registration.client_id,
+            grantId,
+            authorizationDetails: granted,
+            expiresAt: validUntil(granted),
+            accessToken: tokens.access_token,
+            accessTokenExpiresAt: tokens.expires_in === undefined ? null : now + tokens.expires_in * 1000,
+            refreshToken: tokens.refresh_token ?? null,
+          },
+          context,
+        });
       const token = await widgetTokenOf(trx, current);
       await refuseOverConnectionLimit(trx, current, token, { lock: true });
       const link = await createConsentLink(
@@ -415,11 +462,67 @@ export async function completeConsent(
   }
 }
 
-type OutcomeProblem = 'session_expired' | 'connection_limit_reached' | 'connection_in_progress';
+/**
+ * A reconnect's way back from the bank: the link's consent renewed in place (renewConsentLink), provided the
+ * person who consented is the link's holder. Another person's consent is refused with `holder_mismatch`, as
+ * a credential reconnect refuses another RUT, and the caller revokes it at the bank; the link is untouched.
+ */
+async function renew(
+  trx: Knex,
+  session: SessionRow,
+  request: ConsentRequestRow,
+  input: { subject: string; grant: NewGrant; context: ConsentFlowContext },
+): Promise<string> {
+  const { now, secrets } = input.context;
+  const link = await renewableLink(trx, session);
+  if (link.bank_id !== request.bank_id) throw refuse('link_missing', 404);
+  const holder = consentSubjectOf(link, secrets);
+  if (holder !== null && !isSameSubject(holder, input.subject)) throw refuse('holder_mismatch', 409);
+  let intentId: string;
+  try {
+    ({ intentId } = await renewConsentLink(
+      trx,
+      link,
+      {
+        consent_version: CONSENT_VERSION,
+        consent_text_hash: request.consent_text_hash,
+        subject: input.subject,
+      },
+      input.grant,
+      secrets,
+      now,
+    ));
+  } catch (error) {
+    // A sync queued between the check above and here (the partial unique index on jobs refuses a second).
+    if (isUniqueViolation(error)) throw refuse('refresh_in_progress', 409);
+    throw error;
+  }
+  await trx('widget_sessions')
+    .where({ id: session.id })
+    .update({
+      refresh_intent_id: intentId,
+      previous_expired_at: link.status === 'expired' ? link.expired_at : null,
+      last_error_code: null,
+      updated_at: now,
+    });
+  await settleConsentRequest(trx, request.id, 'renewed', link.id);
+  return link.id;
+}
+
+type OutcomeProblem =
+  | 'session_expired'
+  | 'connection_limit_reached'
+  | 'connection_in_progress'
+  | 'holder_mismatch'
+  | 'link_missing'
+  | 'refresh_in_progress';
 const OUTCOME_PROBLEMS: ReadonlySet<string> = new Set<OutcomeProblem>([
   'session_expired',
   'connection_limit_reached',
   'connection_in_progress',
+  'holder_mismatch',
+  'link_missing',
+  'refresh_in_progress',
 ]);
 function isOutcomeProblem(code: string): code is OutcomeProblem {
   return OUTCOME_PROBLEMS.has(code);

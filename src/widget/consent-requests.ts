@@ -26,7 +26,7 @@ export interface ConsentRequestRow {
   consent_text_hash: string;
   expires_at: number;
   completed_at: number | null;
-  /** `linked`, `superseded`, or the problem code the callback ended with; null while the bank has it. */
+  /** `linked`, `renewed` (a reconnect's consent), `superseded`, or the problem code the callback ended with; null while the bank has it. */
   outcome: string | null;
   link_id: string | null;
   created_at: number;

@@ -198,7 +198,9 @@ export async function submitCredentials(
   );
   let intentId: string;
   try {
-    intentId = (await enqueueSync(trx, { link, refreshType: 'full', now, interactive: true })).id;
+    const reconnectOf = session.previous_expired_at ?? link.expired_at;
+    intentId = (await enqueueSync(trx, { link, refreshType: 'full', now, interactive: true, reconnectOf }))
+      .id;
   } catch (error) {
     if (isUniqueViolation(error))
       throw errors.conflict('refresh_in_progress', `Link ${link.id} is already being refreshed.`);
@@ -349,7 +351,10 @@ async function settleFailure(
     // A bank that was down says nothing about the new credentials: the link stays active with them and
     // the scheduler retries. Refused credentials (or a failed code) leave the link expired, as it was.
     if (code === 'bank_unavailable' || code === 'timeout') return;
-    await expireFailedReconnect(trx, intent.link_id, session.previous_expired_at ?? now, now);
+    // A consent renewed early was not expired before: its link stays active and counts the failure, as a
+    // scheduled sync would (the sync engine expires it, with its one `link.expired`, when it must).
+    if (session.previous_expired_at === null) return;
+    await expireFailedReconnect(trx, intent.link_id, session.previous_expired_at, now);
   });
 }
 

@@ -87,6 +87,8 @@ const en = {
   'done.redirecting': 'Taking you back to the app…',
 
   'consent.lead': '{bank} will show you this same list and ask you to confirm it.',
+  'consent.renewLead':
+    'Renew your consent with {bank} to keep this connection: the same accounts, nothing to set up again.',
   'consent.opening': 'Opening {bank}…',
   'consent.awaitingTitle': 'Authorise at {bank}',
   'consent.awaitingLead':
@@ -146,6 +148,9 @@ const en = {
   'problem.link_not_expired.title': 'This connection already works',
   'problem.link_not_expired.message':
     'There is nothing to reconnect: the connection to your bank is active. Go back to the app.',
+  'problem.refresh_in_progress.title': 'Your bank is being read right now',
+  'problem.refresh_in_progress.message':
+    'The connection to {bank} is updating. Try again in a minute: nothing was changed.',
   'problem.holder_mismatch.title': 'This is a different bank login',
   'problem.holder_mismatch.message':
     'This connection was made with another bank login. Sign in with the same RUT (and, for a company, the same company RUT) that was used to connect it.',
@@ -267,6 +272,8 @@ const es: Catalogue = {
   'done.redirecting': 'Te estamos llevando de vuelta a la app…',
 
   'consent.lead': '{bank} te mostrará esta misma lista y te pedirá confirmarla.',
+  'consent.renewLead':
+    'Renueva tu consentimiento con {bank} para mantener esta conexión: las mismas cuentas, sin configurar nada de nuevo.',
   'consent.opening': 'Abriendo {bank}…',
   'consent.awaitingTitle': 'Autoriza en {bank}',
   'consent.awaitingLead':
@@ -327,6 +334,9 @@ const es: Catalogue = {
   'problem.link_not_expired.title': 'Esta conexión ya funciona',
   'problem.link_not_expired.message':
     'No hay nada que reconectar: la conexión con tu banco está activa. Vuelve a la app.',
+  'problem.refresh_in_progress.title': 'Estamos leyendo tu banco en este momento',
+  'problem.refresh_in_progress.message':
+    'La conexión con {bank} se está actualizando. Vuelve a intentarlo en un minuto: no se cambió nada.',
   'problem.holder_mismatch.title': 'Este es otro acceso bancario',
   'problem.holder_mismatch.message':
     'Esta conexión se hizo con otro acceso bancario. Ingresa con el mismo RUT (y, si es una empresa, el mismo RUT de la empresa) con que se conectó.',

@@ -27,6 +27,7 @@ const RETRYABLE = new Set([
   'timeout',
   'mfa_required',
   'holder_mismatch',
+  'refresh_in_progress',
   'institution_unavailable',
   'consent_denied',
   'consent_expired',

@@ -73,7 +73,7 @@ export const widgetTokenRoutes = [
     path: '/v1/widget_tokens',
     operationId: 'createWidgetToken',
     summary:
-      'Issue a single-use widget token (10 minutes) to open the hosted widget: connect a new bank, or reconnect an expired link',
+      'Issue a single-use widget token (10 minutes) to open the hosted widget: connect a new bank, reconnect an expired link, or renew the consent of a consent link',
     tag: 'widget',
     auth: ['secret_key', 'publishable_key'],
     browser: true,
@@ -85,7 +85,8 @@ export const widgetTokenRoutes = [
         schema: { $ref: '#/components/schemas/Error' },
       },
       409: {
-        description: '`link_not_expired`: a reconnect names a link that is active',
+        description:
+          '`link_not_expired`: a reconnect names an active link that connects with a bank login (a consent link may be renewed at any time)',
         schema: { $ref: '#/components/schemas/Error' },
       },
     },

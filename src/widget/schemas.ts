@@ -12,7 +12,8 @@ export const widgetTokenBody = {
     intent: {
       enum: ['connect', 'reconnect'],
       default: 'connect',
-      description: '`reconnect` needs `link_id` of an expired link',
+      description:
+        '`reconnect` needs `link_id`: an expired link, or a consent link at any time (the widget renews its consent in place)',
     },
     product: { enum: PRODUCTS, default: 'movements', description: 'Banks offering it are listed' },
     institution_id: {
@@ -31,7 +32,7 @@ export const widgetTokenBody = {
     link_id: {
       type: 'string',
       pattern: '^link_[0-9a-f]{16}$',
-      description: 'The expired link to reconnect',
+      description: 'The link to reconnect: an expired one, or a consent link whose consent to renew',
     },
     connection_limit: {
       type: 'integer',

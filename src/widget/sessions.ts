@@ -8,7 +8,7 @@ import { randomBase62 } from '../keys/key-format.js';
 import { sha256Hex } from '../secrets/secret-box.js';
 import { findLink } from '../links/store.js';
 import { findIntentByMfaToken, waitingForMfaIds } from '../refresh/store.js';
-import type { WidgetTokenRow } from './widget-tokens.js';
+import { isConsentLink, reconnectable, type WidgetTokenRow } from './widget-tokens.js';
 import type { Locale } from './messages.js';
 
 export type SessionKind = 'connect' | 'reconnect' | 'mfa';
@@ -112,7 +112,8 @@ export async function openSession(
         if (row.intent === 'reconnect') {
           const link = row.link_id === null ? undefined : await findLink(trx, row.link_id);
           if (!link) return { ok: false, problem: 'link_missing' };
-          if (link.status !== 'expired') return { ok: false, problem: 'link_not_expired' };
+          if (!reconnectable(link, await isConsentLink(trx, link.id)))
+            return { ok: false, problem: 'link_not_expired' };
           linkId = link.id;
         }
         const session: SessionRow = {

@@ -10,6 +10,7 @@ import { connectionMethod, findInstitution, offers, type Product } from '../bank
 import { formatRut, normaliseRut } from '../rut/rut.js';
 import type { LinkPolicy } from '../links/links.js';
 import type { LinkRow } from '../links/store.js';
+import { findGrantRow } from '../links/consent/grants.js';
 import { REDIRECT_URI_MAX_LENGTH, type WidgetTokenInput } from './schemas.js';
 import type { Locale } from './messages.js';
 
@@ -60,8 +61,22 @@ export interface WidgetToken {
 }
 
 /**
+ * Whether the widget may reconnect a link: one that connects with a bank login once it expired (until then
+ * its login works); a consent link at any time, which renews its consent in place, early included (users
+ * ask to renew before the end while syncs keep working: OPEN-FINANCE.md). Pure.
+ */
+export function reconnectable(link: Pick<LinkRow, 'status'>, consentLink: boolean): boolean {
+  return link.status === 'expired' || consentLink;
+}
+
+/** Whether the link connects by consent (it holds a grant). */
+export async function isConsentLink(db: Knex, linkId: string): Promise<boolean> {
+  return (await findGrantRow(db, linkId)) !== undefined;
+}
+
+/**
  * Checks a widget token request in the order a person would fix it, then stores the token's hash. A
- * `reconnect` names an expired link of the caller's organisation and mode; `connection_limit` counts the
+ * `reconnect` names a link of the caller's organisation and mode that may be reconnected (`reconnectable`); `connection_limit` counts the
  * links of one `external_user_id`, so it needs one.
  */
 export async function createWidgetToken(
@@ -94,10 +109,10 @@ export async function createWidgetToken(
         'connection_limit applies to intent "connect": a reconnect creates no link.',
       );
     link = await findOwned<LinkRow>(trx, 'links', input.link_id, principal, 'link');
-    if (link.status !== 'expired') {
+    if (!reconnectable(link, await isConsentLink(trx, link.id))) {
       throw errors.conflict(
         'link_not_expired',
-        `Link ${link.id} is ${link.status}; only an expired link is reconnected. Refresh it with POST /v1/refresh_intents instead.`,
+        `Link ${link.id} is ${link.status}; a link that connects with a bank login is reconnected once it expired. Refresh it with POST /v1/refresh_intents instead.`,
       );
     }
   }

@@ -70,21 +70,26 @@ t.test('a refresh intent: started, waits for codes, ends once and stays ended', 
   );
 });
 
-t.test('a link: expires only when active, reconnects only when expired', async (t) => {
-  const states: LinkStatus[] = ['active', 'expired'];
-  t.same(moves('link', LINK_TRANSITIONS, states), [
-    'active -sync_succeeded-> active',
-    'active -expire-> expired',
-    'active -reconnect-> ✗',
-    'active -reconnect_failed-> expired',
-    'active -consent_ended-> expired',
-    'expired -sync_succeeded-> active',
-    'expired -expire-> ✗',
-    'expired -reconnect-> active',
-    'expired -reconnect_failed-> ✗',
-    'expired -consent_ended-> ✗',
-  ]);
-});
+t.test(
+  'a link: expires only when active, reconnects only when expired, renews its consent from both',
+  async (t) => {
+    const states: LinkStatus[] = ['active', 'expired'];
+    t.same(moves('link', LINK_TRANSITIONS, states), [
+      'active -sync_succeeded-> active',
+      'active -expire-> expired',
+      'active -reconnect-> ✗',
+      'active -reconnect_failed-> expired',
+      'active -consent_ended-> expired',
+      'active -consent_renewed-> active', // renewed early, while it still works
+      'expired -sync_succeeded-> active',
+      'expired -expire-> ✗',
+      'expired -reconnect-> active',
+      'expired -reconnect_failed-> ✗',
+      'expired -consent_ended-> ✗',
+      'expired -consent_renewed-> active',
+    ]);
+  },
+);
 
 t.test(
   'a job: claimed, then completed, failed, parked or deferred; a parked one is requeued or cancelled',
@@ -193,6 +198,27 @@ t.test(
     t.notOk('status' in again.changes);
   },
 );
+
+t.test('the first sync after a reconnect of an expired link: a refusal puts it back, silently', async (t) => {
+  const before = AT - 86_400_000;
+  const revoked = syncFailed(link, { ...failure, errorCode: 'consent_revoked', reconnectOf: before }, AT);
+  t.equal(revoked.expires, false, 'no second link.expired');
+  t.match(revoked.changes, { status: 'expired', expired_at: before, last_error_code: 'consent_revoked' });
+  const refused = syncFailed(
+    link,
+    { ...failure, errorCode: 'rejected_credentials', reconnectOf: before },
+    AT,
+  );
+  t.match(refused, { expires: false, changes: { status: 'expired', expired_at: before } });
+  const down = syncFailed(link, { ...failure, errorCode: 'bank_unavailable', reconnectOf: before }, AT);
+  t.notOk('status' in down.changes, 'a bank that is down says nothing of the new login: still active');
+  const early = syncFailed(link, { ...failure, errorCode: 'consent_revoked', reconnectOf: null }, AT);
+  t.match(
+    early,
+    { expires: true, changes: { status: 'expired', expired_at: AT } },
+    'renewed early: it expires now',
+  );
+});
 
 t.test('a successful sync: failures forgotten, the link active, backfill coverage only grows', async (t) => {
   const outcome = {

@@ -128,7 +128,9 @@ export async function showLinks(ctx: Context, kit: ConsoleKit) {
     bankName(row.bank_id),
     row.holder_name ?? '-',
     row.external_user_id ?? '-',
-    html`${stateWord(state.locale, row.status) + (row.paused ? `, ${t('links.paused')}` : '')}${badgeOf(row)}`,
+    // One element: on a phone the cell is a flex row, where a bare word and its badge would be two items
+    // squeezing each other ("activ/a", the badge past the card's edge); in one span the badge wraps below.
+    html`<span>${stateWord(state.locale, row.status) + (row.paused ? `, ${t('links.paused')}` : '')}${badgeOf(row)}</span>`,
     when(toIso(row.last_synced_at)),
   ]);
   const search = html`<form method="get" action="${base}" class="search-form" role="search">

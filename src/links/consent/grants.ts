@@ -15,9 +15,11 @@ import {
   type Link,
   type LinkPolicy,
 } from '../links.js';
+import { markConsentRenewed } from '../link-states.js';
 import { rutDigestsOf } from '../rut-search.js';
 import { presentConsent } from './consent-life.js';
-import { insertLink } from '../store.js';
+import { queueRevocation } from './revocations.js';
+import { insertLink, type LinkRow } from '../store.js';
 
 /*
  * The only code that writes `link_grants`: the grant behind a consent link (docs/open-finance.md). The grant
@@ -135,16 +137,21 @@ export function openGrantId(
   return secrets.open(row.grant_id_sealed, sealContext(row.link_id, 'grant_id'));
 }
 
-/** Keeps the tokens a refresh returned; the next sync, in any process, starts from them. */
+/**
+ * Keeps the tokens a refresh returned; the next sync, in any process, starts from them. Given the grant
+ * they belong to (`grantIdSealed`, as the sync read it), only onto that grant: one renewed meanwhile by the
+ * widget keeps its own tokens.
+ */
 export async function saveGrantTokens(
   db: Knex,
   secrets: SecretBox,
   linkId: string,
   tokens: GrantTokens,
   now: number,
+  grantIdSealed?: string,
 ): Promise<void> {
   await db('link_grants')
-    .where({ link_id: linkId })
+    .where({ link_id: linkId, ...(grantIdSealed === undefined ? {} : { grant_id_sealed: grantIdSealed }) })
     .update({ ...sealedTokens(secrets, linkId, tokens), updated_at: now });
 }
 
@@ -162,6 +169,99 @@ export interface CreateConsentLinkInput {
   subject: string;
 }
 
+/** What a consent link's sealed login holds: who authorised at the bank (see `subject` above). */
+interface SealedConsentLogin {
+  connection: 'consent';
+  subject: string;
+}
+
+function sealedLogin(secrets: SecretBox, linkId: string, subject: string) {
+  const rut = normaliseRut(subject);
+  return {
+    credentials_encrypted: secrets.seal(
+      JSON.stringify({ connection: 'consent', subject } satisfies SealedConsentLogin),
+      linkId,
+    ),
+    ...(rut
+      ? rutDigestsOf(secrets, { rut, password: '', rutEmpresa: null })
+      : { rut_digest: null, company_rut_digest: null }),
+  };
+}
+
+/**
+ * Who authorised the link's consent at the bank, or null when its sealed login does not open (a master key
+ * lost: there is no holder left to compare with, as for a credential link; docs/security.md).
+ */
+export function consentSubjectOf(
+  link: Pick<LinkRow, 'id' | 'credentials_encrypted'>,
+  secrets: SecretBox,
+): string | null {
+  try {
+    const login = JSON.parse(
+      secrets.open(link.credentials_encrypted, link.id),
+    ) as Partial<SealedConsentLogin>;
+    return typeof login.subject === 'string' ? login.subject : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Whether two ID-token subjects name one person: a RUT with or without dots is the same RUT. */
+export function isSameSubject(held: string, given: string): boolean {
+  return (normaliseRut(held) ?? held) === (normaliseRut(given) ?? given);
+}
+
+/**
+ * Renews a consent link in place with a new grant of the same holder (the caller checked it): the link keeps
+ * its id, so its accounts and movements stay (account ids are stable from the bank's ids, and the first sync
+ * reconciles movements rather than adding them); the old grant's revoke is queued before its row is
+ * replaced, in this transaction; the warning markers are cleared so the new consent is warned of and ended
+ * in its turn; a `full` sync is queued (the window a reconnect reads: 90 days), interactive, remembering
+ * when an expired link expired, so a refused first sync does not announce the expiry twice.
+ */
+export async function renewConsentLink(
+  trx: Knex,
+  link: LinkRow,
+  input: { consent_version: string; consent_text_hash: string; subject: string },
+  grant: NewGrant,
+  secrets: SecretBox,
+  now: number,
+): Promise<{ intentId: string }> {
+  await queueRevocation(trx, link, now);
+  await trx('link_grants')
+    .where({ link_id: link.id })
+    .update({
+      consent_client_id: grant.consentClientId,
+      client_id: grant.clientId,
+      grant_id_sealed: secrets.seal(grant.grantId, sealContext(link.id, 'grant_id')),
+      authorization_details: JSON.stringify(grant.authorizationDetails),
+      expires_at: grant.expiresAt,
+      refresh_token_sealed: null,
+      ...sealedTokens(secrets, link.id, grant),
+      expiry_warned_at: null,
+      consent_ended_at: null,
+      updated_at: now,
+    });
+  await markConsentRenewed(
+    trx,
+    link.id,
+    {
+      ...sealedLogin(secrets, link.id, input.subject),
+      consent_version: input.consent_version,
+      consent_text_hash: input.consent_text_hash,
+    },
+    now,
+  );
+  const intent = await enqueueSync(trx, {
+    link,
+    refreshType: 'full',
+    now,
+    interactive: true,
+    reconnectOf: link.status === 'expired' ? link.expired_at : null,
+  });
+  return { intentId: intent.id };
+}
+
 /**
  * A link whose login is a grant: the link, its grant and its first (interactive) sync in the caller's
  * transaction. Like a credential link it is announced (`link.created`) when its exchange token is
@@ -177,16 +277,7 @@ export async function createConsentLink(
   options: CreateLinkOptions = {},
 ): Promise<Link> {
   const id = newId('link');
-  const rut = normaliseRut(input.subject);
-  const row = newLinkRow(id, principal, input, policy, now, {
-    credentials_encrypted: policy.secrets.seal(
-      JSON.stringify({ connection: 'consent', subject: input.subject }),
-      id,
-    ),
-    ...(rut
-      ? rutDigestsOf(policy.secrets, { rut, password: '', rutEmpresa: null })
-      : { rut_digest: null, company_rut_digest: null }),
-  });
+  const row = newLinkRow(id, principal, input, policy, now, sealedLogin(policy.secrets, id, input.subject));
   await insertLink(trx, row);
   await insertGrant(trx, policy.secrets, id, grant, now);
   if (options.announce ?? true) await emitLinkCreated(trx, row, now);

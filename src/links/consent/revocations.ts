@@ -10,7 +10,8 @@ import { linkGrantContext } from '../../secrets/sealed-columns.js';
 
 /*
  * The only code that writes `grant_revocations`: the revoke outbox. Deleting a consent link queues a row
- * in the deleting transaction (the link and its grant go at once; the bank is told after), and the
+ * in the deleting transaction (the link and its grant go at once; the bank is told after), as does renewing
+ * one for the grant it replaces (links/consent/grants.ts: renewConsentLink), and the
  * scheduler's tick revokes due rows at the bank, retrying until it confirms or the attempts run out. The
  * row outlives the link so `svc links inspect` can still say whether the bank was told.
  *
@@ -55,7 +56,7 @@ export function retryDelayMs(attempts: number): number {
   return Math.min(FIRST_RETRY_MS * 2 ** Math.max(attempts - 1, 0), MAX_RETRY_MS);
 }
 
-/** Queues the revoke of a link's grant, if it has one, in the transaction that deletes the link. */
+/** Queues the revoke of a link's grant, if it has one, in the transaction that deletes it or replaces its grant. */
 export async function queueRevocation(
   trx: Knex,
   link: { id: string; org_id: string; mode: 'live' | 'test'; bank_id: string },
@@ -86,7 +87,7 @@ export async function queueRevocation(
   await trx('grant_revocations').insert(row);
 }
 
-/** The revocation of a deleted link's grant, newest first (a link has at most one). */
+/** The latest revocation of a link's grants: a deleted link's is its last (renewals queue earlier ones). */
 export async function revocationOfLink(db: Knex, linkId: string): Promise<GrantRevocationRow | undefined> {
   return db<GrantRevocationRow>('grant_revocations')
     .where({ link_id: linkId })

@@ -608,7 +608,8 @@
 
   /** The first step with a chosen bank: its consent screen for a consent bank, else the login form. */
   function begin() {
-    if (state.bank && state.bank.connection === 'consent' && boot.kind === 'connect') return consent();
+    // A consent link's reconnect renews its consent: the same screen, and the bank again.
+    if (state.bank && state.bank.connection === 'consent' && boot.kind !== 'mfa') return consent();
     credentials();
   }
 
@@ -633,6 +634,9 @@
     const form = h(
       'form',
       { novalidate: true, className: 'consent-screen' },
+      boot.kind === 'reconnect'
+        ? h('p', { className: 'lead' }, t('consent.renewLead', { bank: bank.name }))
+        : null,
       h(
         'ul',
         { className: 'consent-items' },
