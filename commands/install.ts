@@ -18,6 +18,11 @@ export default class Install extends BaseCommand {
       description: 'postgres://… to use Postgres instead of the embedded SQLite file',
     }),
     brand: Flags.string({ description: 'prefix of API keys and of the signature header (default svc)' }),
+    'new-keys': Flags.boolean({
+      description:
+        'on an existing installation, issue a new pair of test keys for its first organisation (a first install issues them anyway)',
+      default: false,
+    }),
   };
 
   async run(): Promise<InstallResult> {
@@ -32,6 +37,7 @@ export default class Install extends BaseCommand {
       clock: systemClock,
       actor: this.actor(),
       version: buildLabel(),
+      newKeys: flags['new-keys'],
     });
     this.log(`Data directory  ${result.home}`);
     this.log(`Config          ${result.configFile}`);
@@ -49,7 +55,9 @@ export default class Install extends BaseCommand {
       this.log(`  Test publishable key  ${result.keys.publishable}`);
       this.log('\nNext: svc serve');
     } else {
-      this.log('\nAlready installed: nothing else to do. Issue more keys with `svc keys create`.');
+      this.log(
+        `\nAlready installed: nothing else to do. Its keys were shown once, when it was created. For a new pair of test keys: ${result.newKeysCommand} (or \`svc keys create\` for one key of any kind).`,
+      );
     }
     return result;
   }

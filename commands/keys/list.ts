@@ -22,7 +22,7 @@ export default class KeysList extends BaseCommand {
     );
     if (this.jsonEnabled()) return keys;
     if (keys.length === 0) {
-      this.log('No keys.');
+      this.logNothingFound('No keys.');
       return keys;
     }
     const rows = keys.map((key) => [

@@ -39,7 +39,7 @@ export default class LinksList extends BaseCommand {
     );
     if (this.jsonEnabled()) return links;
     if (links.length === 0) {
-      this.log('No links match.');
+      this.logNothingFound('No links match.');
       return links;
     }
     const rows = links.map((link) => [

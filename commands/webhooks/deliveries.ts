@@ -40,7 +40,7 @@ export default class WebhooksDeliveries extends BaseCommand {
     const deliveries = rows.map((row) => ({ ...presentDelivery(row), org_id: row.org_id }));
     if (this.jsonEnabled()) return deliveries;
     if (deliveries.length === 0) {
-      this.log('No deliveries match.');
+      this.logNothingFound('No deliveries match.');
       return deliveries;
     }
     const table = deliveries.map((d) => [

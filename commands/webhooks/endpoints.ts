@@ -26,7 +26,7 @@ export default class WebhooksEndpoints extends BaseCommand {
     );
     if (this.jsonEnabled()) return endpoints;
     if (endpoints.length === 0) {
-      this.log('No webhook endpoints.');
+      this.logNothingFound('No webhook endpoints.');
       return endpoints;
     }
     const now = this.clock(config).now();

@@ -7,6 +7,7 @@ import { ApiError } from '../errors/api-error.js';
 import { openDatabase, type Database } from '../db/database.js';
 import { isBusyError, isMissingTableError, isUnavailableError } from '../db/errors.js';
 import { emptyDatabaseProblem, installationProblem } from '../install/installation.js';
+import { otherHomeHint, servesOnThisMachine } from '../processes/other-homes.js';
 import { CliError, databaseUnavailable, notInstalled } from './errors.js';
 import { printable } from './views/format.js';
 
@@ -35,9 +36,25 @@ export abstract class BaseCommand extends Command {
     this.databaseUrl = this.cachedConfig.databaseUrl;
     if (installed) {
       const problem = installationProblem(this.cachedConfig);
-      if (problem) throw notInstalled(problem);
+      if (problem) throw notInstalled(this.withOtherHome(problem));
     }
     return this.cachedConfig;
+  }
+
+  /**
+   * `text`, and when no `svc serve` runs from this command's home but one runs from another on this machine,
+   * a sentence naming that one and how to point at it: what a person needs when the CLI finds nothing.
+   */
+  protected withOtherHome(text: string): string {
+    if (!this.cachedConfig) return text;
+    const hint = otherHomeHint(this.cachedConfig.home, servesOnThisMachine());
+    return hint ? `${text} ${hint}` : text;
+  }
+
+  /** For a person, the line that says a list is empty: it names the home, and a server of another one. */
+  protected logNothingFound(text: string): void {
+    const home = this.cachedConfig ? ` (data directory ${this.cachedConfig.home})` : '';
+    this.log(this.withOtherHome(`${text.replace(/\.$/, '')}${home}.`));
   }
 
   /** The configured database URL, known once the config is loaded: its password is masked in every error. */
@@ -86,7 +103,8 @@ export abstract class BaseCommand extends Command {
   /** A driver error a person can act on, as one of our errors; anything else as it was. */
   protected explained(db: Database, error: unknown): unknown {
     if (error instanceof CliError) return error;
-    if (isMissingTableError(error)) return notInstalled(emptyDatabaseProblem(db.describe()));
+    if (isMissingTableError(error))
+      return notInstalled(this.withOtherHome(emptyDatabaseProblem(db.describe())));
     // The database went away mid-command (a lock wait that ran out is not that: it says so itself).
     if (isUnavailableError(error) && !isBusyError(error)) return unreachable(db, error);
     return error;
@@ -140,7 +158,12 @@ export abstract class BaseCommand extends Command {
           : error instanceof ApiError
             ? { code: error.code, exit: error.status === 404 ? 4 : 1 }
             : { code: 'error', exit: 1 };
-    const text = this.masked(error.message);
+    // A thing not found by its id may be in another data directory: say which was searched.
+    const text = this.masked(
+      error instanceof ApiError && error.status === 404 && this.cachedConfig
+        ? this.withOtherHome(`${error.message} Looked in data directory ${this.cachedConfig.home}.`)
+        : error.message,
+    );
     const message = error instanceof ApiError ? `${error.code}: ${text}` : text;
     if (this.jsonEnabled()) {
       this.logJson({ error: { code, message: text } });

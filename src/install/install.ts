@@ -15,7 +15,7 @@ import { checkDatabaseUrl } from './check-database-url.js';
 import { migrateUp } from '../db/migrations.js';
 import { currentBuild, refuseUnderRunningServers } from '../processes/presence.js';
 import { createApiKey } from '../keys/keys.js';
-import { createOrganisation, type Organisation } from '../orgs/orgs.js';
+import { createOrganisation, listOrganisations, type Organisation } from '../orgs/orgs.js';
 import {
   DEFAULT_ORGANISATION_NAME,
   DEFAULT_PUBLISHABLE_KEY_NAME,
@@ -33,6 +33,11 @@ export interface InstallOptions {
   actor: string;
   /** svc's version, for messages; the migrations on disk say which build a running server must match. */
   version?: string;
+  /**
+   * On an installation that exists, issue a new pair of test keys for its first organisation (a first
+   * install issues them anyway): how a walk-through is run again on the same data directory.
+   */
+  newKeys?: boolean;
 }
 
 export interface InstallResult {
@@ -42,9 +47,14 @@ export interface InstallResult {
   database: string;
   migrationsApplied: string[];
   createdMasterKey: boolean;
-  /** Present only on the run that created the default organisation; never again. */
+  /** The organisation the keys were issued for: on the run that created it, or with `newKeys`. */
   organisation: Organisation | null;
-  keys: { secret: string; publishable: string } | null;
+  /** Test keys, shown once: on the run that created the organisation, or with `newKeys`. */
+  keys?: { secret: string; publishable: string };
+  /** The installation existed before this run. */
+  alreadyInstalled: boolean;
+  /** Without keys, the command that issues a new pair. */
+  newKeysCommand?: string;
 }
 
 /**
@@ -96,11 +106,13 @@ export async function install(options: InstallOptions): Promise<InstallResult> {
     await ensureTestCa(testCaDirectory(options.home), Date.now());
 
     let organisation: Organisation | null = null;
-    let keys: InstallResult['keys'] = null;
-    if (!hasOrganisations) {
+    let keys: InstallResult['keys'];
+    if (!hasOrganisations || options.newKeys) {
       const now = options.clock.now();
       ({ organisation, keys } = await db.transaction(async (trx) => {
-        const org = await createOrganisation(trx, DEFAULT_ORGANISATION_NAME, options.actor, now);
+        const org = hasOrganisations
+          ? (await listOrganisations(trx))[0]!
+          : await createOrganisation(trx, DEFAULT_ORGANISATION_NAME, options.actor, now);
         const base = { brand: config.brand, orgId: org.id, mode: 'test' as const, actor: options.actor, now };
         const secret = await createApiKey(trx, { ...base, type: 'secret', name: DEFAULT_SECRET_KEY_NAME });
         const publishable = await createApiKey(trx, {
@@ -119,7 +131,8 @@ export async function install(options: InstallOptions): Promise<InstallResult> {
       migrationsApplied: applied,
       createdMasterKey,
       organisation,
-      keys,
+      alreadyInstalled: hasOrganisations,
+      ...(keys ? { keys } : { newKeysCommand: `svc install --home ${options.home} --new-keys` }),
     };
   } finally {
     await db.close();

@@ -289,5 +289,9 @@ forEachEngine(t, async (t, engine) => {
     });
   }
   const empty = await runCli(['links', 'list', '--bank', 'bci'], { home });
-  t.equal(empty.stdout.trim(), 'No links match.', 'an empty list says so, with no header');
+  t.match(
+    empty.stdout.trim(),
+    new RegExp(`^No links match \\(data directory ${home.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\)\\.`),
+    'an empty list says so and where it looked, with no header',
+  );
 });

@@ -6,7 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import t, { type Test } from 'tap';
 import { CLI_ENTRY, REPO_ROOT, freePort } from '../helpers/cli.js';
 import { HANG_GUARD_MS } from '../helpers/harness.js';
-import { spawnOwned } from '../helpers/processes.js';
+import { killGroup, spawnOwned } from '../helpers/processes.js';
 
 /**
  * docs/first-five-minutes.md, run as a reader runs it: its `sh` blocks in order with bash, from the
@@ -142,64 +142,80 @@ t.test('docs/first-five-minutes.md runs as written', async (t) => {
     'and commands for a second terminal',
   );
 
-  const first = start(t, ['--noprofile', '--norc'], env, 'pipe');
-  first.process.stdin!.write('set -euo pipefail\n');
-  const terminals = new Map<string, Shell>();
-  for (const [index, step] of plan.entries()) {
-    if (step.kind === 'terminal') {
-      const shell = start(
-        t,
-        ['--noprofile', '--norc', '-c', `set -euo pipefail\n${localise(step.code)}`],
-        env,
-        'ignore',
-      );
-      terminals.set(step.name, shell);
-      if (step.expect !== undefined) {
+  /** One reader's walk through the page, from its first block to its last. */
+  const walk = async (t: Test, round: string) => {
+    const first = start(t, ['--noprofile', '--norc'], env, 'pipe');
+    first.process.stdin!.write('set -euo pipefail\n');
+    const terminals = new Map<string, Shell>();
+    for (const [index, step] of plan.entries()) {
+      if (step.kind === 'terminal') {
+        const shell = start(
+          t,
+          ['--noprofile', '--norc', '-c', `set -euo pipefail\n${localise(step.code)}`],
+          env,
+          'ignore',
+        );
+        terminals.set(step.name, shell);
+        if (step.expect !== undefined) {
+          const expect = localise(step.expect);
+          await waitUntil(
+            shell,
+            () => missing(expect, shell.output()) === null,
+            `terminal ${step.name}: ${expect}`,
+          );
+          t.pass(`${round}: terminal ${step.name} shows what the page says`);
+        }
+        continue;
+      }
+      if (step.kind === 'shows') {
+        const shell = terminals.get(step.name);
+        if (!shell) throw new Error(`the page shows terminal ${step.name} before starting it`);
         const expect = localise(step.expect);
         await waitUntil(
           shell,
           () => missing(expect, shell.output()) === null,
           `terminal ${step.name}: ${expect}`,
         );
-        t.pass(`terminal ${step.name} shows what the page says`);
+        t.pass(`${round}: terminal ${step.name} then shows what the page says`);
+        continue;
       }
-      continue;
+      const file = join(home, `.step-${index}.sh`);
+      writeFileSync(file, localise(step.code) + '\n');
+      const done = `__step_${index}_done__`;
+      const before = first.output().length;
+      first.process.stdin!.write(`source ${JSON.stringify(file)} < /dev/null\necho ${done}\n`);
+      await waitUntil(first, () => first.output().includes(done, before), `step ${index}:\n${step.code}`);
+      const output = first.output().slice(before, first.output().indexOf(done, before));
+      if (step.expect !== undefined) {
+        const problem = missing(localise(step.expect), output);
+        t.equal(
+          problem,
+          null,
+          `${round}: step ${index} shows what the page says${problem ? `; it printed:\n${output}` : ''}`,
+        );
+      }
     }
-    if (step.kind === 'shows') {
-      const shell = terminals.get(step.name);
-      if (!shell) throw new Error(`the page shows terminal ${step.name} before starting it`);
-      const expect = localise(step.expect);
-      await waitUntil(
-        shell,
-        () => missing(expect, shell.output()) === null,
-        `terminal ${step.name}: ${expect}`,
-      );
-      t.pass(`terminal ${step.name} then shows what the page says`);
-      continue;
-    }
-    const file = join(home, `.step-${index}.sh`);
-    writeFileSync(file, localise(step.code) + '\n');
-    const done = `__step_${index}_done__`;
-    const before = first.output().length;
-    first.process.stdin!.write(`source ${JSON.stringify(file)} < /dev/null\necho ${done}\n`);
-    await waitUntil(first, () => first.output().includes(done, before), `step ${index}:\n${step.code}`);
-    const output = first.output().slice(before, first.output().indexOf(done, before));
-    if (step.expect !== undefined) {
-      const problem = missing(localise(step.expect), output);
-      t.equal(
-        problem,
-        null,
-        `step ${index} shows what the page says${problem ? `; it printed:\n${output}` : ''}`,
-      );
-    }
-  }
+    return { first, terminals };
+  };
 
-  t.test('the page never prints a key', async (t) => {
-    const everything = [first, ...terminals.values()].map((shell) => shell.output()).join('\n');
+  /** The page's "Stopping": Ctrl-C in the other terminals, `kill %1 %2` and the end of the first. */
+  const stop = async (shells: Awaited<ReturnType<typeof walk>>) => {
+    const exited = (shell: Shell) =>
+      shell.process.exitCode !== null || shell.process.signalCode !== null
+        ? Promise.resolve()
+        : new Promise<void>((resolve) => shell.process.once('exit', () => resolve()));
+    for (const shell of shells.terminals.values()) killGroup(shell.process.pid!, 'SIGINT');
+    shells.first.process.stdin!.write('kill %1 %2\nwait\nexit\n');
+    await Promise.all([shells.first, ...shells.terminals.values()].map(exited));
+  };
+
+  const once = await walk(t, 'first run');
+  await t.test('the page never prints a key', async (t) => {
+    const everything = [once.first, ...once.terminals.values()].map((shell) => shell.output()).join('\n');
     t.notMatch(everything, /svc_[sp]k_test_[A-Za-z0-9]{8}/, 'keys appear cut to their prefix only');
   });
 
-  t.test('the widget page the page wrote loads embed.js from the appliance', async (t) => {
+  await t.test('the widget page the page wrote loads embed.js from the appliance', async (t) => {
     const page = await (await fetch(`http://127.0.0.1:${ports['5173']}/`)).text();
     t.match(page, /<meta name="viewport" content="width=device-width, initial-scale=1" \/>/);
     t.match(page, new RegExp(`<script src="http://127\\.0\\.0\\.1:${ports['8080']}/widget/embed\\.js">`));
@@ -207,5 +223,9 @@ t.test('docs/first-five-minutes.md runs as written', async (t) => {
     t.equal(embed.status, 200);
     t.match(await embed.text(), /SvcWidget/);
   });
-  first.process.stdin!.end();
+  // A reader who comes back runs the page again on the same data directory: it must work as the first time.
+  await stop(once);
+  const twice = await walk(t, 'second run');
+  t.match(twice.first.output(), /secret key svc_sk_test_…, publishable key svc_pk_test_…/, 'new keys');
+  await stop(twice);
 });

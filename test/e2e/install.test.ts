@@ -19,6 +19,13 @@ async function organisationCount(url: string): Promise<number> {
   });
 }
 
+/** What `svc install --json` prints (src/install/install.ts InstallResult). */
+interface InstallJson {
+  organisation: { id: string };
+  keys?: { secret: string; publishable: string };
+  migrationsApplied: string[];
+}
+
 forEachEngine(t, async (t, engine) => {
   await t.test('a first install prints one test key of each kind and creates the home', async (t) => {
     const { url, home } = await freshDatabase(t, engine);
@@ -72,7 +79,7 @@ forEachEngine(t, async (t, engine) => {
 
   await t.test('--json prints the organisation and the test keys', async (t) => {
     const { url, home } = await freshDatabase(t, engine);
-    const result = await runCliJson(t, installArgs(engine, url), { home });
+    const result = await runCliJson<InstallJson>(t, installArgs(engine, url), { home });
     t.match(result, {
       home,
       configFile: join(home, 'config.json'),
@@ -97,7 +104,26 @@ forEachEngine(t, async (t, engine) => {
     );
 
     const again = await runCliJson(t, installArgs(engine, url), { home });
-    t.match(again, { createdMasterKey: false, organisation: null, keys: null, migrationsApplied: [] });
+    t.match(again, {
+      createdMasterKey: false,
+      organisation: null,
+      alreadyInstalled: true,
+      migrationsApplied: [],
+      newKeysCommand: `svc install --home ${home} --new-keys`,
+    });
+    t.notOk('keys' in again, 'no keys, and no "keys": null either');
+    const text = await runCli(installArgs(engine, url), { home });
+    t.match(text.stdout, `For a new pair of test keys: svc install --home ${home} --new-keys`, 'says how');
+
+    const renewed = await runCliJson<InstallJson>(t, installArgs(engine, url, ['--new-keys']), { home });
+    t.match(renewed, {
+      alreadyInstalled: true,
+      organisation: { id: result.organisation.id },
+      keys: { secret: /^svc_sk_test_[0-9A-Za-z]{38}$/, publishable: /^svc_pk_test_[0-9A-Za-z]{38}$/ },
+    });
+    t.not(renewed.keys?.secret, result.keys?.secret, 'a new pair');
+    const keys = await runCliJson<{ org_id: string; type: string }[]>(t, ['keys', 'list'], { home });
+    t.equal(keys.filter((key) => key.type === 'secret').length, 2, 'beside the first one');
   });
 
   await t.test('--brand sets the key prefix, and a second install cannot change it', async (t) => {

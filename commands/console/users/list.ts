@@ -21,7 +21,9 @@ export default class ConsoleUsersList extends BaseCommand {
     ).map(presentConsoleUser);
     if (this.jsonEnabled()) return users;
     if (users.length === 0) {
-      this.log('No console users. Invite one: svc console users create --email … --role operator');
+      this.logNothingFound(
+        'No console users. Invite one: svc console users create --email … --role operator',
+      );
       return users;
     }
     const rows = users.map((user) => [
