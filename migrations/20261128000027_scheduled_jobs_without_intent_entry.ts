@@ -11,7 +11,9 @@ import type { Knex } from 'knex';
  */
 export async function up(knex: Knex): Promise<void> {
   await knex.raw('DROP INDEX IF EXISTS jobs_intent_idx');
-  await knex.raw('CREATE INDEX jobs_intent_idx ON jobs (refresh_intent_id) WHERE refresh_intent_id IS NOT NULL');
+  await knex.raw(
+    'CREATE INDEX jobs_intent_idx ON jobs (refresh_intent_id) WHERE refresh_intent_id IS NOT NULL',
+  );
 }
 
 export async function down(knex: Knex): Promise<void> {
