@@ -3,9 +3,11 @@ import { defineListRoute } from '../api/list-route.js';
 import type { JsonSchema } from '../api/route.js';
 import { bankHealth } from './health.js';
 import {
-  CHILE_DRAFT_PROFILE,
-  INSTITUTIONS,
+  DATA_PROFILES,
   PRODUCTS,
+  SECURITY_PROFILES,
+  consentProfileOf,
+  institutionsOf,
   connectionMethod,
   consentReachable,
   offers,
@@ -70,13 +72,13 @@ export const institutionComponents: Record<string, JsonSchema> = {
     required: ['security_profile', 'data_profiles', 'covers', 'max_duration_months'],
     properties: {
       security_profile: {
-        enum: ['fapi2-cl'],
+        enum: SECURITY_PROFILES,
         description:
-          "The authorisation profile: `fapi2-cl` is FAPI 2.0 with PAR, PKCE, mutual TLS and certificate-bound tokens, as the CMF's draft annex asks",
+          "The authorisation profile: `fapi2-cl` is FAPI 2.0 with PAR, PKCE, mutual TLS and certificate-bound tokens, as the CMF's draft annex asks; `fapi1-br` is Open Finance Brasil's FAPI 1.0 Advanced profile",
       },
       data_profiles: {
         type: 'array',
-        items: { enum: ['ob-br-accounts-2', 'ob-br-credit-cards-2'] },
+        items: { enum: DATA_PROFILES },
         description:
           "The resource APIs' shapes: Open Finance Brasil's accounts 2.x and credit cards 2.x, in CLP with RUT holders",
       },
@@ -94,13 +96,14 @@ export const institutionComponents: Record<string, JsonSchema> = {
   },
 };
 
-/** The `consent` field of an institution that connects by consent. */
-function consentOf(): Record<string, unknown> {
+/** The `consent` field of an institution that connects by consent: its own profile, or Chile's draft. */
+function consentOf(institution: Institution): Record<string, unknown> {
+  const profile = consentProfileOf(institution);
   return {
-    security_profile: CHILE_DRAFT_PROFILE.security,
-    data_profiles: [...CHILE_DRAFT_PROFILE.data],
-    covers: [...CHILE_DRAFT_PROFILE.covers],
-    max_duration_months: CHILE_DRAFT_PROFILE.maxDurationMonths,
+    security_profile: profile.security,
+    data_profiles: [...profile.data],
+    covers: [...profile.covers],
+    max_duration_months: profile.maxDurationMonths,
   };
 }
 
@@ -137,41 +140,43 @@ export const institutionRoutes = [
     async list({ services, principal, query, now }, { offset, limit }) {
       const health = await bankHealth(services.db.reader, principal.mode, now);
       const registered = await registeredBanks(services.db.reader, principal.mode);
-      const all = INSTITUTIONS.map((institution) => {
-        const isRegistered = registered.has(institution.id);
-        const method = connectionMethod(institution, principal.mode, isRegistered);
-        const hasConnector = reachable(
-          institution,
-          principal.mode,
-          isRegistered,
-          services.connectors(institution.id, principal.mode) !== null,
-        );
-        const availability = PRODUCTS.flatMap((product) =>
-          (['individual', 'business'] as const).map((holder_type) => ({
-            product,
-            holder_type,
-            available: hasConnector && offers(institution, product, holder_type),
-          })),
-        ).filter(
-          (c) =>
-            (query.product === undefined || c.product === query.product) &&
-            (query.holder_type === undefined || c.holder_type === query.holder_type) &&
-            (c.available || query.include_unavailable === true),
-        );
-        return {
-          object: 'institution' as const,
-          id: institution.id,
-          name: institution.name,
-          country: institution.country,
-          products: [...new Set(availability.map((c) => c.product))],
-          holder_types: [...new Set(availability.map((c) => c.holder_type))],
-          availability,
-          status: health.get(institution.id) ?? 'up',
-          mode: principal.mode,
-          connection: method,
-          consent: method === 'consent' ? consentOf() : null,
-        };
-      }).filter((institution) => institution.availability.length > 0);
+      const all = institutionsOf(services.config)
+        .map((institution) => {
+          const isRegistered = registered.has(institution.id);
+          const method = connectionMethod(institution, principal.mode, isRegistered);
+          const hasConnector = reachable(
+            institution,
+            principal.mode,
+            isRegistered,
+            services.connectors(institution.id, principal.mode) !== null,
+          );
+          const availability = PRODUCTS.flatMap((product) =>
+            (['individual', 'business'] as const).map((holder_type) => ({
+              product,
+              holder_type,
+              available: hasConnector && offers(institution, product, holder_type),
+            })),
+          ).filter(
+            (c) =>
+              (query.product === undefined || c.product === query.product) &&
+              (query.holder_type === undefined || c.holder_type === query.holder_type) &&
+              (c.available || query.include_unavailable === true),
+          );
+          return {
+            object: 'institution' as const,
+            id: institution.id,
+            name: institution.name,
+            country: institution.country,
+            products: [...new Set(availability.map((c) => c.product))],
+            holder_types: [...new Set(availability.map((c) => c.holder_type))],
+            availability,
+            status: health.get(institution.id) ?? 'up',
+            mode: principal.mode,
+            connection: method,
+            consent: method === 'consent' ? consentOf(institution) : null,
+          };
+        })
+        .filter((institution) => institution.availability.length > 0);
       return { data: all.slice(offset, offset + limit), total: all.length };
     },
   }),

@@ -95,7 +95,7 @@ export function defaultConfig(home: string): Config {
       // Stripe disables an endpoint that has failed for a few days; its deliveries would only pile up.
       disableAfterFailingDays: 3,
     },
-    banks: { connectors: {} },
+    banks: { connectors: {}, institutions: [] },
     // The simulated consent bank (src/consent-bank/): 8443 is HTTPS's usual alternate port; loopback only.
     sandbox: { consentBank: { enabled: true, host: '127.0.0.1', port: 8443 } },
     widget: {

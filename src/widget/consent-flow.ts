@@ -13,7 +13,13 @@ import {
 import { revokeGrant } from '../banks/consent/grant-management.js';
 import { tokenBinding } from '../banks/consent/token-binding.js';
 import { findRegistration, type ConsentClientRow } from '../banks/consent/registrations.js';
-import { connectionMethod, findInstitution, offers, type Product } from '../banks/institutions.js';
+import {
+  connectionMethod,
+  findInstitution,
+  offers,
+  type Institution,
+  type Product,
+} from '../banks/institutions.js';
 import type { Database } from '../db/database.js';
 import { ApiError, errors } from '../errors/api-error.js';
 import { createConsentLink } from '../links/consent/grants.js';
@@ -126,12 +132,13 @@ async function consentBankOf(
   input: ConsentStartInput,
   product: Product,
   preset: string | null,
+  institutions?: readonly Institution[],
 ): Promise<{ bankId: string; bankName: string; holderType: HolderType; registration: ConsentClientRow }> {
   const bankId = preset ?? input.bank_id;
   if (bankId === undefined) throw errors.missingParameter('bank_id', 'Choose a bank.');
   if (preset && input.bank_id !== undefined && input.bank_id !== preset)
     throw errors.invalidParameter('bank_id', `This widget connects ${preset} only.`);
-  const institution = findInstitution(bankId);
+  const institution = findInstitution(bankId, institutions);
   if (!institution) throw errors.invalidParameter('bank_id', `Unknown bank ${bankId}.`);
   const registration = await findRegistration(db, bankId, session.mode);
   if (connectionMethod(institution, session.mode, registration !== undefined) !== 'consent')
@@ -191,6 +198,7 @@ export async function startConsent(
     input,
     product,
     token.institution_id,
+    context.policy.institutions,
   );
   await refuseOverConnectionLimit(db.reader, session, token);
 
