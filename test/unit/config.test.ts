@@ -10,7 +10,6 @@ import {
   institutionsOf,
 } from '../../src/banks/institutions.js';
 import { ConfigError, describeConfig, envName, loadConfig } from '../../src/config/load-config.js';
-import { configSchema } from '../../src/config/schema.js';
 
 function tempHome(t: Test, config?: unknown): string {
   const home = mkdtempSync(join(tmpdir(), 'svc-config-'));
