@@ -52,6 +52,7 @@ export default class BanksRegister extends BaseCommand {
     const { loadSecretBox } = await import('../../src/secrets/master-key-file.js');
     const { registerWithBank, CONSENT_CALLBACK_PATH } = await import('../../src/banks/consent/register.js');
     const { saveRegistration, viewOf } = await import('../../src/banks/consent/registrations.js');
+    const { institutionsOf } = await import('../../src/banks/institutions.js');
     const base = config.api.baseUrl || `http://${config.api.host}:${config.api.port}`;
     const now = this.clock(config).now();
     const row = await registerWithBank(
@@ -68,6 +69,7 @@ export default class BanksRegister extends BaseCommand {
       },
       loadSecretBox(config),
       now,
+      { institutions: institutionsOf(config) },
     );
     await this.withDatabase(config, (db) => db.transaction((trx) => saveRegistration(trx, row)));
     const view = viewOf(row);

@@ -12,6 +12,24 @@ export const PRODUCTS: readonly Product[] = ['movements', 'income', 'backfill'];
 export type ConnectionMethod = 'credentials' | 'consent';
 
 /**
+ * Authorisation profiles. `fapi2-cl`: FAPI 2.0, PAR, PKCE, mTLS, RAR and Grant Management (the CMF's draft).
+ * `fapi1-br`: Open Finance Brasil's FAPI 1.0 Advanced (PAR, PKCE, `tls_client_auth`, JARM, PS256) with its
+ * consents API: a consent is created with a `client_credentials` token and authorised with the scope
+ * `consent:<consentId>`.
+ */
+export const SECURITY_PROFILES = ['fapi2-cl', 'fapi1-br'] as const;
+export type SecurityProfile = (typeof SECURITY_PROFILES)[number];
+export const DATA_PROFILES = [
+  'ob-br-accounts-2',
+  'ob-br-credit-cards-2',
+  'ob-br-consents-3',
+  'ob-br-resources-3',
+] as const;
+export type DataProfile = (typeof DATA_PROFILES)[number];
+export const COUNTRIES = ['CL', 'BR'] as const;
+export type Country = (typeof COUNTRIES)[number];
+
+/**
  * The standards a consent bank speaks. `security` names the authorisation profile (`fapi2-cl`: FAPI 2.0
  * with PAR, PKCE, mTLS client authentication and certificate-bound tokens, as the CMF's draft annex asks);
  * `data` names the resource API shapes (Open Finance Brasil's accounts 2.x and credit cards 2.x, adapted to
@@ -19,19 +37,11 @@ export type ConnectionMethod = 'credentials' | 'consent';
  */
 export interface ConsentProfile {
   security: SecurityProfile;
-  data: readonly ('ob-br-accounts-2' | 'ob-br-credit-cards-2' | 'ob-br-consents-3' | 'ob-br-resources-3')[];
+  data: readonly DataProfile[];
   covers: readonly ConsentCoverage[];
   /** The longest consent the bank grants: 36 months in the CMF's draft. */
   maxDurationMonths: number;
 }
-
-/**
- * `fapi2-cl`: FAPI 2.0, PAR, PKCE, mTLS, RAR and Grant Management (the CMF's draft). `fapi1-br`: Open
- * Finance Brasil's FAPI 1.0 Advanced (PAR, PKCE, `tls_client_auth`, JARM, PS256) with its consents API: a
- * consent is created with a `client_credentials` token and authorised with the scope `consent:<consentId>`.
- */
-export type SecurityProfile = 'fapi2-cl' | 'fapi1-br';
-export const SECURITY_PROFILES: readonly SecurityProfile[] = ['fapi2-cl', 'fapi1-br'];
 
 /** Chile's draft profile: every consent bank registered today gets it (the annex is not final yet). */
 export const CHILE_DRAFT_PROFILE: ConsentProfile = {
@@ -52,9 +62,7 @@ export const BRASIL_PROFILE: ConsentProfile = {
 export interface Institution {
   id: string;
   name: string;
-  country: 'CL' | 'BR';
-  /** How a consent with this bank is made; absent: Chile's draft profile (CHILE_DRAFT_PROFILE). */
-  consentProfile?: ConsentProfile;
+  country: Country;
   /** Products and holder types the bank offers; a combination may still be unavailable (see below). */
   products: Product[];
   holderTypes: HolderType[];
@@ -66,15 +74,25 @@ export interface Institution {
    * the operator registered a consent client for them (`svc banks register`), by credentials elsewhere.
    */
   consentSandbox?: true;
+  /**
+   * An institution the operator added in `banks.institutions`: it connects by consent only, once `svc banks
+   * register` registered a consent client for it; until then it is listed nowhere a link could start.
+   */
+  operatorDefined?: true;
+  /** The standards it speaks by consent; the built-in banks speak Chile's draft profile. */
+  profile?: ConsentProfile;
 }
 
-/** The 11 banks of the design. Backfill is offered by `bci` to business holders only. */
 /** The simulated consent bank that ships with the appliance (src/consent-bank/), in test mode only. */
 export const CONSENT_SANDBOX_BANK_ID = 'bancoabierto';
 /** The simulated Open Finance Brasil bank (src/consent-bank/brasil/), in test mode only. */
 export const BRASIL_SANDBOX_BANK_ID = 'bancoabierto-br';
 
-export const INSTITUTIONS: readonly Institution[] = [
+/**
+ * The 11 banks of the design and the simulated consent bank. Backfill is offered by `bci` to business
+ * holders only. The operator may add consent banks (`banks.institutions`): `institutionsOf` gives both.
+ */
+export const BUILT_IN_INSTITUTIONS: readonly Institution[] = [
   {
     id: 'bancochile',
     name: 'Banco de Chile',
@@ -180,29 +198,73 @@ export const INSTITUTIONS: readonly Institution[] = [
     holderTypes: ['individual'],
     unavailable: [],
     consentSandbox: true,
-    consentProfile: BRASIL_PROFILE,
+    profile: BRASIL_PROFILE,
   },
 ];
 
-/** The consent profile a bank speaks: its own, else Chile's draft. */
-export function consentProfileOf(institution: Institution): ConsentProfile {
-  return institution.consentProfile ?? CHILE_DRAFT_PROFILE;
+/** The built-in bank codes. The config schema refuses them as ids of operator institutions. */
+export const BUILT_IN_BANK_IDS: readonly string[] = BUILT_IN_INSTITUTIONS.map(
+  (institution) => institution.id,
+);
+
+/** A bank code: what `bank_id` columns (24 characters) and the built-in codes fit. */
+export const BANK_ID_PATTERN = '^[a-z][a-z0-9-]{1,23}$';
+
+/** One entry of `banks.institutions`, as config.json holds it (src/config/schema.ts validates it). */
+export interface OperatorInstitutionSettings {
+  id: string;
+  name: string;
+  country: Country;
+  connection: 'consent';
+  profile: ConsentProfile;
+  products: readonly Product[];
+  holderTypes: readonly HolderType[];
 }
 
+const catalogues = new WeakMap<readonly OperatorInstitutionSettings[], readonly Institution[]>();
+
 /**
- * The bank codes: the one list, derived from the institutions. The config schema's `banks.connectors` keys
- * and the API's `bank_id` enums are this list, so a bank added above is accepted everywhere at once.
+ * The one list of institutions: the built-in banks, then the operator's (`config.banks.institutions`), in
+ * the order the operator wrote them. The config is frozen once loaded, so each list is built once.
  */
-export const BANK_IDS: readonly string[] = INSTITUTIONS.map((institution) => institution.id);
+export function institutionsOf(config: {
+  banks: { institutions: readonly OperatorInstitutionSettings[] };
+}): readonly Institution[] {
+  const settings = config.banks.institutions;
+  let all = catalogues.get(settings);
+  if (!all) {
+    all = [
+      ...BUILT_IN_INSTITUTIONS,
+      ...settings.map((entry): Institution => ({
+        id: entry.id,
+        name: entry.name,
+        country: entry.country,
+        products: [...entry.products],
+        holderTypes: [...entry.holderTypes],
+        unavailable: [],
+        operatorDefined: true,
+        profile: entry.profile,
+      })),
+    ];
+    catalogues.set(settings, all);
+  }
+  return all;
+}
+
+/** The bank codes of `institutionsOf(config)`. */
+export function bankIdsOf(config: Parameters<typeof institutionsOf>[0]): string[] {
+  return institutionsOf(config).map((institution) => institution.id);
+}
+
 export const BACKFILL_BANK = 'bci';
 
 /**
  * The banks a credential login reaches (all but the consent sandbox). The sandbox's generator picks
  * counterparty banks from this list, so its seeded data stays what it was before consent banks came.
  */
-export const CREDENTIAL_BANK_IDS: readonly string[] = INSTITUTIONS.filter((i) => !i.consentSandbox).map(
-  (i) => i.id,
-);
+export const CREDENTIAL_BANK_IDS: readonly string[] = BUILT_IN_INSTITUTIONS.filter(
+  (i) => !i.consentSandbox,
+).map((i) => i.id);
 
 /**
  * How `institution` connects in `mode`: the consent sandbox always by consent (it has no other way in); any
@@ -213,7 +275,7 @@ export function connectionMethod(
   mode: 'live' | 'test',
   registered: boolean,
 ): ConnectionMethod {
-  if (institution.consentSandbox) return 'consent';
+  if (institution.consentSandbox || institution.operatorDefined) return 'consent';
   return registered ? 'consent' : 'credentials';
 }
 
@@ -229,8 +291,17 @@ export function consentReachable(
   return institution.consentSandbox ? mode === 'test' : registered;
 }
 
-export function findInstitution(id: string): Institution | undefined {
-  return INSTITUTIONS.find((institution) => institution.id === id);
+/** The institution with this code among `institutions` (by default the built-in ones). */
+export function findInstitution(
+  id: string,
+  institutions: readonly Institution[] = BUILT_IN_INSTITUTIONS,
+): Institution | undefined {
+  return institutions.find((institution) => institution.id === id);
+}
+
+/** The standards an institution speaks by consent: its own profile, else Chile's draft. */
+export function consentProfileOf(institution: Institution): ConsentProfile {
+  return institution.profile ?? CHILE_DRAFT_PROFILE;
 }
 
 /** Whether the bank offers `product` to `holderType` at all (in any mode). */

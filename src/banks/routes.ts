@@ -3,10 +3,11 @@ import { defineListRoute } from '../api/list-route.js';
 import type { JsonSchema } from '../api/route.js';
 import { bankHealth } from './health.js';
 import {
-  INSTITUTIONS,
+  DATA_PROFILES,
+  PRODUCTS,
   SECURITY_PROFILES,
   consentProfileOf,
-  PRODUCTS,
+  institutionsOf,
   connectionMethod,
   consentReachable,
   offers,
@@ -77,9 +78,7 @@ export const institutionComponents: Record<string, JsonSchema> = {
       },
       data_profiles: {
         type: 'array',
-        items: {
-          enum: ['ob-br-accounts-2', 'ob-br-credit-cards-2', 'ob-br-consents-3', 'ob-br-resources-3'],
-        },
+        items: { enum: DATA_PROFILES },
         description:
           "The APIs' shapes: Open Finance Brasil's accounts 2.x and credit cards 2.x (in CLP with RUT holders at a Chilean bank; in BRL with CPF and CNPJ at a Brazilian one), and at a Brazilian bank its consents 3.x and resources 3.x",
       },
@@ -97,7 +96,7 @@ export const institutionComponents: Record<string, JsonSchema> = {
   },
 };
 
-/** The `consent` field of an institution that connects by consent. */
+/** The `consent` field of an institution that connects by consent: its own profile, or Chile's draft. */
 function consentOf(institution: Institution): Record<string, unknown> {
   const profile = consentProfileOf(institution);
   return {
@@ -141,41 +140,43 @@ export const institutionRoutes = [
     async list({ services, principal, query, now }, { offset, limit }) {
       const health = await bankHealth(services.db.reader, principal.mode, now);
       const registered = await registeredBanks(services.db.reader, principal.mode);
-      const all = INSTITUTIONS.map((institution) => {
-        const isRegistered = registered.has(institution.id);
-        const method = connectionMethod(institution, principal.mode, isRegistered);
-        const hasConnector = reachable(
-          institution,
-          principal.mode,
-          isRegistered,
-          services.connectors(institution.id, principal.mode) !== null,
-        );
-        const availability = PRODUCTS.flatMap((product) =>
-          (['individual', 'business'] as const).map((holder_type) => ({
-            product,
-            holder_type,
-            available: hasConnector && offers(institution, product, holder_type),
-          })),
-        ).filter(
-          (c) =>
-            (query.product === undefined || c.product === query.product) &&
-            (query.holder_type === undefined || c.holder_type === query.holder_type) &&
-            (c.available || query.include_unavailable === true),
-        );
-        return {
-          object: 'institution' as const,
-          id: institution.id,
-          name: institution.name,
-          country: institution.country,
-          products: [...new Set(availability.map((c) => c.product))],
-          holder_types: [...new Set(availability.map((c) => c.holder_type))],
-          availability,
-          status: health.get(institution.id) ?? 'up',
-          mode: principal.mode,
-          connection: method,
-          consent: method === 'consent' ? consentOf(institution) : null,
-        };
-      }).filter((institution) => institution.availability.length > 0);
+      const all = institutionsOf(services.config)
+        .map((institution) => {
+          const isRegistered = registered.has(institution.id);
+          const method = connectionMethod(institution, principal.mode, isRegistered);
+          const hasConnector = reachable(
+            institution,
+            principal.mode,
+            isRegistered,
+            services.connectors(institution.id, principal.mode) !== null,
+          );
+          const availability = PRODUCTS.flatMap((product) =>
+            (['individual', 'business'] as const).map((holder_type) => ({
+              product,
+              holder_type,
+              available: hasConnector && offers(institution, product, holder_type),
+            })),
+          ).filter(
+            (c) =>
+              (query.product === undefined || c.product === query.product) &&
+              (query.holder_type === undefined || c.holder_type === query.holder_type) &&
+              (c.available || query.include_unavailable === true),
+          );
+          return {
+            object: 'institution' as const,
+            id: institution.id,
+            name: institution.name,
+            country: institution.country,
+            products: [...new Set(availability.map((c) => c.product))],
+            holder_types: [...new Set(availability.map((c) => c.holder_type))],
+            availability,
+            status: health.get(institution.id) ?? 'up',
+            mode: principal.mode,
+            connection: method,
+            consent: method === 'consent' ? consentOf(institution) : null,
+          };
+        })
+        .filter((institution) => institution.availability.length > 0);
       return { data: all.slice(offset, offset + limit), total: all.length };
     },
   }),

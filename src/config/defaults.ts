@@ -107,6 +107,7 @@ export function defaultConfig(home: string): Config {
         arrivalMarginMs: ARRIVAL_MARGIN_MS,
       },
       budgets: {},
+      institutions: [],
     },
     // The simulated consent bank (src/consent-bank/): 8443 is HTTPS's usual alternate port; loopback only.
     sandbox: { consentBank: { enabled: true, host: '127.0.0.1', port: 8443 } },

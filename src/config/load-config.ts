@@ -2,6 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Ajv } from 'ajv';
+import { BUILT_IN_BANK_IDS } from '../banks/institutions.js';
 import { defaultConfig, type Config } from './defaults.js';
 import { configSchema } from './schema.js';
 
@@ -151,6 +152,7 @@ function validate(config: Record<string, unknown>, sources: Map<string, Source>)
         `Invalid configuration: dispatcher.retryScheduleSeconds must start with 0 (the first attempt is immediate)${from ? ` (set by ${from.name})` : ''}.`,
       );
     }
+    checkInstitutions(config as unknown as Config, sources);
     const bankHost = (config as unknown as Config).sandbox.consentBank.host;
     if (!LOOPBACK_NAMES.includes(bankHost)) {
       const from = sources.get('sandbox.consentBank.host');
@@ -165,9 +167,59 @@ function validate(config: Record<string, unknown>, sources: Map<string, Source>)
   const segments = issue.instancePath.split('/').filter(Boolean);
   if (issue.keyword === 'additionalProperties') segments.push(String(issue.params.additionalProperty));
   const key = segments.join('.') || '(root)';
-  const from = sources.get(key);
+  const from = sourceOf(sources, key);
   const detail = issue.keyword === 'additionalProperties' ? 'is not a known setting' : issue.message;
   throw new ConfigError(`Invalid configuration: ${key} ${detail}${from ? ` (set by ${from.name})` : ''}.`);
+}
+
+/** Who set `key`, or the list or object it is in (`banks.institutions.0.id` from `SVC_BANKS_INSTITUTIONS`). */
+function sourceOf(sources: Map<string, Source>, key: string): Source | undefined {
+  const parts = key.split('.');
+  for (let n = parts.length; n > 0; n--) {
+    const from = sources.get(parts.slice(0, n).join('.'));
+    if (from) return from;
+  }
+  return undefined;
+}
+
+/**
+ * What the schema cannot see whole: an operator institution's id must be new (neither a built-in bank's nor
+ * another entry's), a connector key must name a built-in bank, and a budget key any bank of the one list. Operator institutions connect by consent
+ * only, so a credential connector for one would never be used.
+ */
+function checkInstitutions(config: Config, sources: Map<string, Source>): void {
+  const fail = (key: string, message: string) => {
+    const from = sourceOf(sources, key);
+    throw new ConfigError(`Invalid configuration: ${key} ${message}${from ? ` (set by ${from.name})` : ''}.`);
+  };
+  const seen = new Set<string>();
+  for (const [i, entry] of config.banks.institutions.entries()) {
+    if (BUILT_IN_BANK_IDS.includes(entry.id))
+      fail(
+        `banks.institutions.${i}.id`,
+        `is "${entry.id}", a built-in bank's code: choose another id (built-in: ${BUILT_IN_BANK_IDS.join(', ')})`,
+      );
+    if (seen.has(entry.id))
+      fail(`banks.institutions.${i}.id`, `is "${entry.id}", the id of an earlier entry: each id once`);
+    seen.add(entry.id);
+  }
+  for (const bank of Object.keys(config.banks.connectors)) {
+    if (seen.has(bank))
+      fail(
+        `banks.connectors.${bank}`,
+        `names an institution of banks.institutions, which connects by consent only (svc banks register ${bank}), never through a connector`,
+      );
+    if (!BUILT_IN_BANK_IDS.includes(bank))
+      fail(`banks.connectors.${bank}`, `names no bank: the codes are ${BUILT_IN_BANK_IDS.join(', ')}`);
+  }
+  // A budget may be any bank's, an operator institution's included.
+  for (const bank of Object.keys(config.banks.budgets)) {
+    if (!BUILT_IN_BANK_IDS.includes(bank) && !seen.has(bank))
+      fail(
+        `banks.budgets.${bank}`,
+        `names no bank: the codes are ${[...BUILT_IN_BANK_IDS, ...seen].join(', ')}`,
+      );
+  }
 }
 
 function deepFreeze<T>(value: T): T {
@@ -189,6 +241,7 @@ export function describeConfig(config: Config): Record<string, unknown> {
       connectors: Object.fromEntries(
         Object.entries(config.banks.connectors).map(([bank, c]) => [bank, { ...c, secret: '****' }]),
       ),
+      institutions: config.banks.institutions,
     },
   };
 }

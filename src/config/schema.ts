@@ -1,7 +1,14 @@
 import type { FromSchema } from 'json-schema-to-ts';
 import { connectorSettingsSchema } from '../banks/connector-settings.js';
 import { bankBudgetSchema, budgetDefaultsSchema } from '../banks/budget/budget-settings.js';
-import { BANK_IDS } from '../banks/institutions.js';
+import { CONSENT_COVERAGES } from '../banks/consent/authorization-details.js';
+import {
+  BANK_ID_PATTERN,
+  COUNTRIES,
+  DATA_PROFILES,
+  PRODUCTS,
+  SECURITY_PROFILES,
+} from '../banks/institutions.js';
 
 /**
  * A token bucket: `perMinute` refills it, `burst` is its size. `what` names what is counted, for the
@@ -536,8 +543,11 @@ export const configSchema = {
           type: 'object',
           description:
             'Live-mode connectors by bank code, in config.json only: `{"bci": {"url": …, "secret": …, "timeoutMs": 15000}}`, the `url` of a gateway that speaks the HTTP connector protocol (docs/connector-protocol.md) and the `secret` (16 characters or more) that signs every request to it; a bank without one is unavailable in live mode',
-          /** The institutions' codes, from the one list of banks (banks/institutions.ts). */
-          propertyNames: { enum: BANK_IDS },
+          /**
+           * Bank codes; load-config.ts then checks each against the one list of institutions (the built-in
+           * banks and `banks.institutions`), which this schema cannot see whole.
+           */
+          propertyNames: { type: 'string', pattern: BANK_ID_PATTERN },
           additionalProperties: connectorSettingsSchema,
         },
         budget: budgetDefaultsSchema,
@@ -545,8 +555,47 @@ export const configSchema = {
           type: 'object',
           description:
             'One consent bank\'s own limits, by bank code, in config.json only: `{"bancoabierto": {"perSecond": 5, "perMinute": 30}}`; a limit left out is `banks.budget`\'s',
-          propertyNames: { enum: BANK_IDS },
+          propertyNames: { type: 'string', pattern: BANK_ID_PATTERN },
           additionalProperties: bankBudgetSchema,
+        },
+        institutions: {
+          type: 'array',
+          description:
+            'Consent banks the operator adds to the built-in ones, in config.json only (docs/open-finance.md, "Adding an institution"): `[{"id": "bancoandino", "name": "Banco Andino", "country": "CL", "connection": "consent", "profile": {"security": "fapi2-cl", "data": ["ob-br-accounts-2"], "covers": ["accounts", "balances", "movements"], "maxDurationMonths": 12}, "products": ["movements", "income"], "holderTypes": ["individual"]}]`. Each connects by consent only, once `svc banks register` registered a client for it',
+          items: {
+            type: 'object',
+            additionalProperties: false,
+            required: ['id', 'name', 'country', 'connection', 'profile', 'products', 'holderTypes'],
+            properties: {
+              id: { type: 'string', pattern: BANK_ID_PATTERN },
+              name: { type: 'string', minLength: 1, maxLength: 100 },
+              country: { enum: COUNTRIES },
+              connection: { const: 'consent' },
+              profile: {
+                type: 'object',
+                additionalProperties: false,
+                required: ['security', 'data', 'covers', 'maxDurationMonths'],
+                properties: {
+                  security: { enum: SECURITY_PROFILES },
+                  data: { type: 'array', items: { enum: DATA_PROFILES }, minItems: 1, uniqueItems: true },
+                  covers: {
+                    type: 'array',
+                    items: { enum: CONSENT_COVERAGES },
+                    minItems: 1,
+                    uniqueItems: true,
+                  },
+                  maxDurationMonths: { type: 'integer', minimum: 1, maximum: 120 },
+                },
+              },
+              products: { type: 'array', items: { enum: PRODUCTS }, minItems: 1, uniqueItems: true },
+              holderTypes: {
+                type: 'array',
+                items: { enum: ['individual', 'business'] },
+                minItems: 1,
+                uniqueItems: true,
+              },
+            },
+          },
         },
       },
     },

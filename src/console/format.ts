@@ -1,4 +1,4 @@
-import { INSTITUTIONS } from '../banks/institutions.js';
+import { BUILT_IN_INSTITUTIONS, type Institution } from '../banks/institutions.js';
 import {
   DEFAULT_ORGANISATION_NAME,
   DEFAULT_PUBLISHABLE_KEY_NAME,
@@ -39,9 +39,12 @@ export function money(amount: number, currency: string, locale: Locale): string 
   return format.format(amount / 10 ** decimals);
 }
 
-/** A bank's name (`Banco de Chile`) for its code (`bancochile`); an unknown code as it is. */
-export function bankName(id: string): string {
-  return INSTITUTIONS.find((bank) => bank.id === id)?.name ?? id;
+/**
+ * A bank's name (`Banco de Chile`) for its code (`bancochile`) among `institutions` (`institutionsOf` the
+ * config; the built-in banks by default); an unknown code as it is.
+ */
+export function bankName(id: string, institutions: readonly Institution[] = BUILT_IN_INSTITUTIONS): string {
+  return institutions.find((bank) => bank.id === id)?.name ?? id;
 }
 
 const INSTALL_NAMES: ReadonlyMap<string, ConsoleMessageKey> = new Map([

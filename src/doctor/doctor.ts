@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { BANK_IDS, CONSENT_SANDBOX_BANK_ID } from '../banks/institutions.js';
+import { bankIdsOf, CONSENT_SANDBOX_BANK_ID } from '../banks/institutions.js';
 import { testCaDirectory } from '../consent-bank/test-ca.js';
 import type { Config } from '../config/defaults.js';
 import { CONFIG_FILE, maskUrl } from '../config/load-config.js';
@@ -200,7 +200,7 @@ async function connectorFacts(config: Readonly<Config>): Promise<ConnectorFacts[
     facts.push({
       bank,
       url: maskUrl(entry.url),
-      knownBank: BANK_IDS.includes(bank),
+      knownBank: bankIdsOf(config).includes(bank),
       secretLength: entry.secret.length,
       reach,
     });

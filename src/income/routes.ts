@@ -3,7 +3,7 @@ import type { Knex } from 'knex';
 import { defineRoute, type JsonSchema } from '../api/route.js';
 import type { Principal } from '../auth/principal.js';
 import { findOwned } from '../auth/ownership.js';
-import { findInstitution, offers } from '../banks/institutions.js';
+import { findInstitution, institutionsOf, offers, type Institution } from '../banks/institutions.js';
 import { errors } from '../errors/api-error.js';
 import { accountsOfLink } from '../accounts/store.js';
 import type { LinkRow } from '../links/store.js';
@@ -44,9 +44,10 @@ export async function getIncomeSnapshot(
   linkId: string,
   query: IncomeQuery,
   now: number,
+  institutions?: readonly Institution[],
 ) {
   const link = await findOwned<LinkRow>(db, 'links', linkId, principal, 'link');
-  const institution = findInstitution(link.bank_id);
+  const institution = findInstitution(link.bank_id, institutions);
   if (!institution || !offers(institution, 'income', link.holder_type)) {
     throw errors.badRequest(
       'product_unavailable',
@@ -216,7 +217,16 @@ export const incomeRoutes = [
       200: { description: 'The income snapshot', schema: { $ref: '#/components/schemas/IncomeSnapshot' } },
     },
     async handler({ services, principal, params, query, now }) {
-      return { body: await getIncomeSnapshot(services.db.reader, principal, params.linkId, query, now) };
+      return {
+        body: await getIncomeSnapshot(
+          services.db.reader,
+          principal,
+          params.linkId,
+          query,
+          now,
+          institutionsOf(services.config),
+        ),
+      };
     },
   }),
 ];

@@ -1,4 +1,6 @@
 import type { Knex } from 'knex';
+import { boundList } from '../db/bound-rows.js';
+import type { Engine } from '../db/dialect.js';
 import { CREDENTIAL_FAILURES, ENDING_FAILURES, type ConnectorErrorCode } from '../banks/connector.js';
 import { transition, type Transitions } from '../errors/illegal-transition.js';
 import type { RutDigests } from './rut-search.js';
@@ -280,15 +282,21 @@ export async function markLinkQueued(trx: Knex, id: string, now: number): Promis
   await trx('links').where({ id }).update({ refresh_status: 'queued', updated_at: now });
 }
 
-/** The links a scheduler tick queued: marked `queued`, and their next sync one interval on. */
+/**
+ * The links a scheduler tick queued: marked `queued`, and their next sync one interval on. One statement
+ * however many (the ids bound as one value, `boundList`).
+ */
 export async function markScheduled(
   trx: Knex,
-  ids: string[],
+  engine: Engine,
+  ids: readonly string[],
   nextSyncAt: number,
   now: number,
 ): Promise<void> {
+  if (ids.length === 0) return;
+  const list = boundList(engine, ids);
   await trx('links')
-    .whereIn('id', ids)
+    .whereRaw(`id IN ${list.sql}`, list.bindings)
     .update({ next_sync_at: nextSyncAt, refresh_status: 'queued', updated_at: now });
 }
 

@@ -9,7 +9,7 @@ import { linkCreated, linkDeleted } from '../events/payloads.js';
 import { publishEvent } from '../webhooks/fan-out.js';
 import type { SecretBox } from '../secrets/secret-box.js';
 import type { HolderType, BankCredentials } from '../banks/connector.js';
-import { connectionMethod, findInstitution, offers } from '../banks/institutions.js';
+import { connectionMethod, findInstitution, offers, type Institution } from '../banks/institutions.js';
 import { findRegistration } from '../banks/consent/registrations.js';
 import { enqueueSync } from '../jobs/jobs.js';
 import { normaliseRut } from '../rut/rut.js';
@@ -122,6 +122,8 @@ export interface LinkPolicy {
   consentExpiryWarningDays: number;
   /** Whether the bank has a connector in this mode (every bank has the sandbox in test mode). */
   bankAvailable(bankId: string, mode: 'live' | 'test'): boolean;
+  /** The institutions a link may be with: `institutionsOf(config)` (the built-in banks when left out). */
+  institutions?: readonly Institution[];
 }
 
 /** Checks everything a link needs, in the order a person would fix it; returns the credentials to seal. */
@@ -130,7 +132,7 @@ export function validateLinkInput(
   mode: 'live' | 'test',
   policy: LinkPolicy,
 ): BankCredentials {
-  const institution = findInstitution(input.bank_id);
+  const institution = findInstitution(input.bank_id, policy.institutions);
   if (!institution)
     throw errors.invalidParameter(
       'bank_id',
@@ -185,8 +187,9 @@ export async function refuseCredentialsForConsentBank(
   db: Knex,
   bankId: string,
   mode: 'live' | 'test',
+  institutions?: readonly Institution[],
 ): Promise<void> {
-  const institution = findInstitution(bankId);
+  const institution = findInstitution(bankId, institutions);
   if (!institution) return; // validateLinkInput names the unknown bank
   const registered = (await findRegistration(db, bankId, mode)) !== undefined;
   if (connectionMethod(institution, mode, registered) !== 'consent') return;
@@ -219,7 +222,7 @@ export async function createLink(
   now: number,
   options: CreateLinkOptions = {},
 ): Promise<Link> {
-  await refuseCredentialsForConsentBank(trx, input.bank_id, principal.mode);
+  await refuseCredentialsForConsentBank(trx, input.bank_id, principal.mode, policy.institutions);
   const credentials = validateLinkInput(input, principal.mode, policy);
   const id = newId('link');
   const row = newLinkRow(id, principal, input, policy, now, {

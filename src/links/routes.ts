@@ -2,7 +2,7 @@ import { defineRoute, type JsonSchema } from '../api/route.js';
 import { defineListRoute } from '../api/list-route.js';
 import type { AppServices } from '../api/services.js';
 import { CONNECTOR_ERROR_CODES } from '../banks/connector.js';
-import { BANK_IDS } from '../banks/institutions.js';
+import { BANK_ID_PATTERN, BUILT_IN_BANK_IDS, institutionsOf } from '../banks/institutions.js';
 import { CONSENT_COVERAGES } from '../banks/consent/authorization-details.js';
 import { consentView } from './consent/consent-life.js';
 import { requestBackfill } from './backfill.js';
@@ -31,6 +31,7 @@ export function linkPolicy(services: AppServices): LinkPolicy {
     syncIntervalMs: services.config.scheduler.syncIntervalMinutes * 60_000,
     consentExpiryWarningDays: services.config.links.consentExpiryWarningDays,
     bankAvailable: (bankId, mode) => services.connectors(bankId, mode) !== null,
+    institutions: institutionsOf(services.config),
   };
 }
 
@@ -54,7 +55,11 @@ export const linkComponents: Record<string, JsonSchema> = {
     properties: {
       object: { const: 'link' },
       id: { type: 'string', pattern: '^link_[0-9a-f]{16}$' },
-      bank_id: { enum: BANK_IDS },
+      bank_id: {
+        type: 'string',
+        pattern: BANK_ID_PATTERN,
+        description: 'A bank code of GET /v1/institutions (the built-in banks and those the operator added)',
+      },
       holder_type: { enum: ['individual', 'business'] },
       holder_name: { type: ['string', 'null'] },
       status: { enum: ['active', 'expired'] },
@@ -172,7 +177,11 @@ export const linkRoutes = [
       additionalProperties: false,
       required: ['bank_id', 'holder_type', 'credentials', 'consent_version', 'consent_text_hash'],
       properties: {
-        bank_id: { type: 'string', minLength: 1, description: `One of ${BANK_IDS.join(', ')}` },
+        bank_id: {
+          type: 'string',
+          minLength: 1,
+          description: `One of ${BUILT_IN_BANK_IDS.join(', ')}, or a bank the operator added (GET /v1/institutions lists them)`,
+        },
         holder_type: { enum: ['individual', 'business'] },
         credentials: {
           type: 'object',

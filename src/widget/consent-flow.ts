@@ -18,6 +18,7 @@ import {
   consentProfileOf,
   findInstitution,
   offers,
+  type Institution,
   type Product,
 } from '../banks/institutions.js';
 import type { Database } from '../db/database.js';
@@ -143,12 +144,13 @@ async function consentBankOf(
   input: ConsentStartInput,
   product: Product,
   preset: string | null,
+  institutions?: readonly Institution[],
 ): Promise<{ bankId: string; bankName: string; holderType: HolderType; registration: ConsentClientRow }> {
   const bankId = preset ?? input.bank_id;
   if (bankId === undefined) throw errors.missingParameter('bank_id', 'Choose a bank.');
   if (preset && input.bank_id !== undefined && input.bank_id !== preset)
     throw errors.invalidParameter('bank_id', `This widget connects ${preset} only.`);
-  const institution = findInstitution(bankId);
+  const institution = findInstitution(bankId, institutions);
   if (!institution) throw errors.invalidParameter('bank_id', `Unknown bank ${bankId}.`);
   const registration = await findRegistration(db, bankId, session.mode);
   if (connectionMethod(institution, session.mode, registration !== undefined) !== 'consent')
@@ -228,6 +230,7 @@ export async function startConsent(
     renewing ? { ...input, holder_type: input.holder_type ?? renewing.holder_type } : input,
     product,
     renewing?.bank_id ?? token.institution_id,
+    context.policy.institutions,
   );
   if (renewing && holderType !== renewing.holder_type)
     throw errors.invalidParameter('holder_type', `This link is of a ${renewing.holder_type} holder.`);

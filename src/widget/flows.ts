@@ -6,7 +6,7 @@ import { isUniqueViolation } from '../db/errors.js';
 import type { SecretBox } from '../secrets/secret-box.js';
 import { sha256Hex } from '../secrets/secret-box.js';
 import type { BankCredentials, HolderType } from '../banks/connector.js';
-import { findInstitution, offers, type Product } from '../banks/institutions.js';
+import { findInstitution, offers, type Institution, type Product } from '../banks/institutions.js';
 import { enqueueSync } from '../jobs/jobs.js';
 import {
   createLink,
@@ -91,8 +91,8 @@ function holderOf(link: LinkRow, context: WidgetContext): BankCredentials | null
   }
 }
 
-function bankName(bankId: string | null): string | undefined {
-  return bankId ? findInstitution(bankId)?.name : undefined;
+function bankName(bankId: string | null, institutions?: readonly Institution[]): string | undefined {
+  return bankId ? findInstitution(bankId, institutions)?.name : undefined;
 }
 
 export async function widgetTokenOf(trx: Knex, session: SessionRow): Promise<WidgetTokenRow> {
@@ -134,7 +134,7 @@ export async function submitCredentials(
     if (token.institution_id && input.bank_id !== undefined && input.bank_id !== token.institution_id)
       throw errors.invalidParameter('bank_id', `This widget connects ${token.institution_id} only.`);
     const holderType = input.holder_type ?? 'individual';
-    const institution = findInstitution(bankId);
+    const institution = findInstitution(bankId, context.policy.institutions);
     const product: Product = token.product ?? 'movements';
     if (institution && !offers(institution, product, holderType))
       throw errors.invalidParameter(

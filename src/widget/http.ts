@@ -7,7 +7,7 @@ import { compileValidator } from '../api/validation.js';
 import { INTENT_TOKEN, WIDGET_TOKEN } from '../auth/tokens.js';
 import { bankHealth } from '../banks/health.js';
 import {
-  INSTITUTIONS,
+  institutionsOf,
   connectionMethod,
   findInstitution,
   offers,
@@ -262,7 +262,7 @@ export function widgetRouter(services: AppServices): Router {
     const product: Product = token?.product ?? 'movements';
     const health = await bankHealth(services.db.reader, session.mode, now);
     const registered = await registeredBanks(services.db.reader, session.mode);
-    const banks = INSTITUTIONS.flatMap((bank) => {
+    const banks = institutionsOf(services.config).flatMap((bank) => {
       const connection = connectionMethod(bank, session.mode, registered.has(bank.id));
       // A consent bank is offered once the appliance is registered with it; a credential one with a connector.
       const reachable =

@@ -1,5 +1,5 @@
 import { defineRoute, type JsonSchema } from '../api/route.js';
-import { BANK_IDS, PRODUCTS } from '../banks/institutions.js';
+import { BANK_ID_PATTERN, PRODUCTS } from '../banks/institutions.js';
 import { linkPolicy } from '../links/routes.js';
 import { widgetTokenBody } from './schemas.js';
 import { createWidgetToken } from './widget-tokens.js';
@@ -40,7 +40,7 @@ export const widgetComponents: Record<string, JsonSchema> = {
       expires_at: { type: 'string', format: 'date-time' },
       intent: { enum: ['connect', 'reconnect'] },
       product: { enum: PRODUCTS },
-      institution_id: { type: ['string', 'null'], enum: [...BANK_IDS, null] },
+      institution_id: { type: ['string', 'null'], pattern: BANK_ID_PATTERN },
       username_prefill: { ...nullableString, description: 'The RUT, formatted (12.345.678-5)' },
       external_user_id: nullableString,
       link_id: { type: ['string', 'null'], pattern: '^link_[0-9a-f]{16}$' },

@@ -1,5 +1,5 @@
 import type { FromSchema } from 'json-schema-to-ts';
-import { BANK_IDS, PRODUCTS } from '../banks/institutions.js';
+import { BUILT_IN_BANK_IDS, PRODUCTS } from '../banks/institutions.js';
 
 /** The `redirect_uri` column's length (migration 20261125000009), as sent and once normalised. */
 export const REDIRECT_URI_MAX_LENGTH = 2048;
@@ -20,7 +20,7 @@ export const widgetTokenBody = {
       type: 'string',
       minLength: 1,
       maxLength: 24,
-      description: `Preselect a bank: one of ${BANK_IDS.join(', ')}`,
+      description: `Preselect a bank: one of ${BUILT_IN_BANK_IDS.join(', ')}, or a bank the operator added (GET /v1/institutions)`,
     },
     username_prefill: {
       type: 'string',

@@ -118,7 +118,7 @@ export async function createWidgetToken(
   }
   let institutionId: string | null = null;
   if (input.institution_id !== undefined) {
-    const institution = findInstitution(input.institution_id);
+    const institution = findInstitution(input.institution_id, options.policy.institutions);
     if (!institution)
       throw errors.invalidParameter(
         'institution_id',

@@ -95,3 +95,98 @@ forEachEngine(t, async (t, engine) => {
     t.equal(ok.status, 200, 'credential links of other banks unchanged');
   });
 });
+
+/*
+ * An institution the operator added (`banks.institutions`, docs/open-finance.md "Adding an institution"):
+ * listed with its own profile once a consent client is registered for it, by consent only; a password for
+ * it is refused without writing anything, and a widget token may preselect it.
+ */
+const brasilia = {
+  id: 'bancobrasilia',
+  name: 'Banco Brasília',
+  country: 'BR' as const,
+  connection: 'consent' as const,
+  profile: {
+    security: 'fapi1-br' as const,
+    data: ['ob-br-accounts-2' as const],
+    covers: ['accounts' as const, 'balances' as const, 'movements' as const],
+    maxDurationMonths: 12,
+  },
+  products: ['movements' as const],
+  holderTypes: ['individual' as const, 'business' as const],
+};
+
+forEachEngine(t, async (t, engine) => {
+  const app = await startTestApp(t, engine, { config: { banks: { institutions: [brasilia] } } });
+  const tenant = await createTenant(app, { rateLimits: RAISED_LIMITS });
+  const skLive = tenant.keys.sk_live.secret;
+  const listed = async () =>
+    ((await app.request('GET', '/v1/institutions', { key: skLive })).body as { id: string }[]).map(
+      (i) => i.id,
+    );
+
+  t.test('unlisted until registered, then listed by consent with its own profile', async (t) => {
+    t.notOk((await listed()).includes('bancobrasilia'), 'no consent client yet: nowhere to start a link');
+    await app.db.transaction((trx) =>
+      saveRegistration(trx, {
+        id: 'cc_00000000000000b1',
+        bank_id: 'bancobrasilia',
+        mode: 'live',
+        issuer: 'https://bank.example',
+        api_base: 'https://api.bank.example/open-banking',
+        client_id: 'client-br',
+        registration_access_token_sealed: null,
+        registration_client_uri: null,
+        private_key_sealed: app.services.secrets.seal('not a key', 'cc_00000000000000b1'),
+        certificate_pem: '-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n',
+        server_ca_pem: null,
+        registration: '{}',
+        registered_at: app.clock.now(),
+        updated_at: app.clock.now(),
+      }),
+    );
+    const all = (await app.request('GET', '/v1/institutions', { key: skLive })).body;
+    t.same(
+      all.map((i: { id: string }) => i.id),
+      ['bancobrasilia'],
+    );
+    t.match(all[0], {
+      object: 'institution',
+      name: 'Banco Brasília',
+      country: 'BR',
+      connection: 'consent',
+      products: ['movements'],
+      holder_types: ['individual', 'business'],
+      consent: {
+        security_profile: 'fapi1-br',
+        data_profiles: ['ob-br-accounts-2'],
+        covers: ['accounts', 'balances', 'movements'],
+        max_duration_months: 12,
+      },
+    });
+  });
+
+  t.test('a password for it is refused, nothing written; a widget token may preselect it', async (t) => {
+    const counts = await tableCounts(app.db);
+    const res = await app.request('POST', '/v1/links', {
+      key: skLive,
+      body: linkBody({ bank_id: 'bancobrasilia' }),
+    });
+    t.equal(res.status, 400);
+    t.equal(res.body.error.code, 'consent_required');
+    t.match(res.body.error.message, /Banco Brasília connects by consent/);
+    t.same(await tableCounts(app.db), counts, 'nothing written');
+    const token = await app.request('POST', '/v1/widget_tokens', {
+      key: skLive,
+      body: { institution_id: 'bancobrasilia' },
+    });
+    t.equal(token.status, 200, JSON.stringify(token.body));
+    t.equal(token.body.object, 'widget_token');
+    const unknown = await app.request('POST', '/v1/widget_tokens', {
+      key: skLive,
+      body: { institution_id: 'bancoatlantida' },
+    });
+    t.equal(unknown.status, 400);
+    t.equal(unknown.body.error.param, 'institution_id');
+  });
+});

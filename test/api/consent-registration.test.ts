@@ -9,6 +9,7 @@ import {
   viewOf,
 } from '../../src/banks/consent/registrations.js';
 import { certificateFacts } from '../../src/banks/consent/certificates.js';
+import { institutionsOf } from '../../src/banks/institutions.js';
 import { forEachEngine, startTestApp, tableCounts } from '../helpers/harness.js';
 import { startOidcStub } from '../helpers/oidc-stub.js';
 
@@ -109,5 +110,38 @@ forEachEngine(t, async (t, engine) => {
     );
     await refused(t, { issuer: `${bank.issuer}/elsewhere` }, null, /discovery failed/);
     await refused(t, { serverCaPem: null }, null, /discovery failed/);
+  });
+
+  t.test('an institution the operator added registers like a built-in bank', async (t) => {
+    const institutions = institutionsOf({
+      banks: {
+        institutions: [
+          {
+            id: 'bancoandino',
+            name: 'Banco Andino',
+            country: 'CL',
+            connection: 'consent',
+            profile: {
+              security: 'fapi2-cl',
+              data: ['ob-br-accounts-2'],
+              covers: ['accounts'],
+              maxDurationMonths: 12,
+            },
+            products: ['movements'],
+            holderTypes: ['individual'],
+          },
+        ],
+      },
+    });
+    await refused(t, { bankId: 'bancoandino' }, /bank/, /Unknown bank 'bancoandino'/);
+    const row = await registerWithBank(
+      await input({ bankId: 'bancoandino', mode: 'live' }),
+      app.services.secrets,
+      Date.now(),
+      {
+        institutions,
+      },
+    );
+    t.match(row, { bank_id: 'bancoandino', mode: 'live', issuer: bank.issuer });
   });
 });

@@ -4,7 +4,7 @@ import fc from 'fast-check';
 import { Ajv, type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';
 import { Agent, fetch, type Response } from 'undici';
-import { BANK_IDS } from '../../src/banks/institutions.js';
+import { BUILT_IN_BANK_IDS } from '../../src/banks/institutions.js';
 import { generateApiKey } from '../../src/keys/key-format.js';
 import { createApiKey, revokeApiKey } from '../../src/keys/keys.js';
 import { rutCheckDigit } from '../../src/rut/rut.js';
@@ -166,7 +166,7 @@ function hints(owners: 'own' | 'any'): Hints {
       case 'bank_id':
       case 'institution_id':
         return fc.oneof(
-          { weight: 8, arbitrary: fc.constantFrom(...BANK_IDS) },
+          { weight: 8, arbitrary: fc.constantFrom(...BUILT_IN_BANK_IDS) },
           { weight: 1, arbitrary: fc.string() },
         );
       case 'rut':

@@ -105,3 +105,98 @@ forEachEngine(t, async (t, engine) => {
     );
   });
 });
+
+/*
+ * The tick's guarantees at its bound: of more due links than one tick takes (5,000), it queues the ones that
+ * fell due first; a link with a sync already queued, running or waiting for MFA keeps that one job and its
+ * due time; paused, expired and not-yet-due links are left alone; the next tick takes the rest.
+ */
+forEachEngine(t, async (t, engine) => {
+  const app = await startTestApp(t, engine);
+  const orgId = newId('org');
+  await app.db.knex('organisations').insert({ id: orgId, name: 'backlog', created_at: TEST_EPOCH });
+  const link = (dueAt: number, extra: Record<string, unknown> = {}) => ({
+    id: newId('link'),
+    org_id: orgId,
+    mode: 'test',
+    bank_id: 'bancochile',
+    holder_type: 'individual',
+    status: 'active',
+    credentials_encrypted: 'x',
+    paused: false,
+    next_sync_at: dueAt,
+    created_at: TEST_EPOCH,
+    updated_at: TEST_EPOCH,
+    ...extra,
+  });
+  // 5,100 due a second apart, the earliest ten hours ago; inserted in no particular order.
+  const due = Array.from({ length: 5_100 }, (_, i) => link(TEST_EPOCH - 36_000_000 + i * 1_000));
+  const busy = [due[0]!, due[1]!, due[2]!];
+  const paused = link(TEST_EPOCH - 40_000_000, { paused: true, paused_at: TEST_EPOCH });
+  const expired = link(TEST_EPOCH - 40_000_000, { status: 'expired' });
+  const notYet = link(TEST_EPOCH + 120_000);
+  const all = [...due, paused, expired, notYet].sort((a, b) => a.id.localeCompare(b.id));
+  for (let i = 0; i < all.length; i += 100) await app.db.knex('links').insert(all.slice(i, i + 100));
+  const busyStatuses = ['queued', 'running', 'waiting_mfa'] as const;
+  for (const [i, status] of busyStatuses.entries())
+    await app.db
+      .knex('jobs')
+      .insert({ ...syncJob(busy[i]!, { refresh_type: 'only_last', interactive: true }, TEST_EPOCH), status });
+
+  const jobsOf = async () => {
+    const rows: { link_id: string; n: number | string }[] = await app.db
+      .knex('jobs')
+      .groupBy('link_id')
+      .select('link_id')
+      .count({ n: '*' });
+    return new Map(rows.map((row) => [row.link_id, Number(row.n)]));
+  };
+
+  t.equal(await enqueueDueLinks(app.db, TEST_EPOCH, INTERVAL), 5_000, 'one tick queues its bound, 5,000');
+  let jobs = await jobsOf();
+  const firstFive = due.slice(3, 5_003);
+  t.ok(
+    firstFive.every((row) => jobs.get(row.id) === 1),
+    'the 5,000 that fell due first (after the busy ones) each have one job',
+  );
+  t.ok(
+    due.slice(5_003).every((row) => !jobs.has(row.id)),
+    'the 97 that fell due last wait for the next tick',
+  );
+  t.ok(
+    busy.every((row) => jobs.get(row.id) === 1),
+    'a link with a sync queued, running or waiting for MFA keeps its one job',
+  );
+  t.notOk(
+    jobs.has(paused.id) || jobs.has(expired.id) || jobs.has(notYet.id),
+    'paused, expired, not yet due: none',
+  );
+
+  const rows: { id: string; next_sync_at: number; refresh_status: string }[] = await app.db
+    .knex('links')
+    .whereIn('id', [firstFive[0]!.id, firstFive[4_999]!.id, busy[0]!.id, due[5_099]!.id])
+    .select('id', 'next_sync_at', 'refresh_status');
+  const byId = new Map(rows.map((row) => [row.id, row]));
+  for (const queued of [firstFive[0]!, firstFive[4_999]!]) {
+    t.equal(
+      Number(byId.get(queued.id)!.next_sync_at),
+      TEST_EPOCH + INTERVAL,
+      'a queued link is due an interval on',
+    );
+    t.equal(byId.get(queued.id)!.refresh_status, 'queued');
+  }
+  t.equal(
+    Number(byId.get(busy[0]!.id)!.next_sync_at),
+    busy[0]!.next_sync_at,
+    'a busy link keeps its due time',
+  );
+  t.equal(Number(byId.get(due[5_099]!.id)!.next_sync_at), due[5_099]!.next_sync_at, 'a waiting one too');
+
+  t.equal(await enqueueDueLinks(app.db, TEST_EPOCH + 60_000, INTERVAL), 97, 'the next tick queues the rest');
+  jobs = await jobsOf();
+  t.ok(
+    due.every((row) => jobs.get(row.id) === 1),
+    'every due link has exactly one job',
+  );
+  t.notOk(jobs.has(paused.id) || jobs.has(expired.id) || jobs.has(notYet.id), 'and still none of the others');
+});

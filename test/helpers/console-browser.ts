@@ -2,7 +2,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Test } from 'tap';
 import type { Page } from 'playwright-core';
-import { INSTITUTIONS } from '../../src/banks/institutions.js';
+import { BUILT_IN_INSTITUTIONS } from '../../src/banks/institutions.js';
 import { CONSOLE_CATALOGUES } from '../../src/console/messages.js';
 import {
   DEFAULT_ORGANISATION_NAME,
@@ -63,14 +63,14 @@ export function wordsOf(text: string): string[] {
 export function englishOnlyWords(): Set<string> {
   const { es, en } = CONSOLE_CATALOGUES;
   const spanish = new Set(Object.values(es).flatMap(wordsOf));
-  const names = new Set(INSTITUTIONS.flatMap((bank) => wordsOf(bank.name)));
+  const names = new Set(BUILT_IN_INSTITUTIONS.flatMap((bank) => wordsOf(bank.name)));
   const codes = [
     ...['checking', 'savings', 'credit', 'card'], // account types
     ...['secret', 'publishable', 'active', 'expiring', 'expired', 'revoked'], // keys
     ...['pending', 'succeeded', 'failed', 'queued', 'running', 'created', 'enabled', 'disabled'],
     ...['historical', 'full', 'backfill', 'latest', 'up', 'degraded', 'down', 'paused', 'never'],
     ...['default', 'organisation', 'organization', 'test', 'live', 'key', 'link', 'links', 'all', 'none'],
-    ...INSTITUTIONS.map((bank) => bank.id).filter((id) => !names.has(id)),
+    ...BUILT_IN_INSTITUTIONS.map((bank) => bank.id).filter((id) => !names.has(id)),
     ...wordsOf([DEFAULT_ORGANISATION_NAME, DEFAULT_SECRET_KEY_NAME, DEFAULT_PUBLISHABLE_KEY_NAME].join(' ')),
   ];
   return new Set([...Object.values(en).flatMap(wordsOf), ...codes].filter((word) => !spanish.has(word)));

@@ -3,9 +3,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import type { Test } from 'tap';
-import { BANK_IDS, INSTITUTIONS } from '../../src/banks/institutions.js';
+import {
+  BUILT_IN_BANK_IDS,
+  BUILT_IN_INSTITUTIONS,
+  bankIdsOf,
+  institutionsOf,
+} from '../../src/banks/institutions.js';
 import { ConfigError, describeConfig, envName, loadConfig } from '../../src/config/load-config.js';
-import { configSchema } from '../../src/config/schema.js';
 
 function tempHome(t: Test, config?: unknown): string {
   const home = mkdtempSync(join(tmpdir(), 'svc-config-'));
@@ -226,17 +230,10 @@ t.test(
 );
 
 t.test(
-  'bank codes come from one list: every institution is a connector key, and nothing else is',
+  'bank codes come from one list: every built-in institution is a connector key, and nothing else is',
   async (t) => {
-    // The schema's enum is the institutions' list itself, so a bank added to INSTITUTIONS is accepted at start
-    // with no second edit (there used to be a copy of the codes here, and a new bank was refused).
-    t.equal(configSchema.properties.banks.properties.connectors.propertyNames.enum, BANK_IDS);
-    t.same(
-      BANK_IDS,
-      INSTITUTIONS.map((institution) => institution.id),
-    );
     const connector = { url: 'https://gateway.example.com', secret: 'a-secret-of-16-chars' };
-    for (const { id } of INSTITUTIONS) {
+    for (const { id } of BUILT_IN_INSTITUTIONS) {
       const config = loadConfig({
         home: tempHome(t, { banks: { connectors: { [id]: connector } } }),
         env: {},
@@ -245,11 +242,139 @@ t.test(
     }
     t.throws(
       () => loadConfig({ home: tempHome(t, { banks: { connectors: { notabank: connector } } }), env: {} }),
-      { name: 'ConfigError', message: /banks\.connectors/ },
-      'a code that is no institution is refused, naming the setting',
+      {
+        name: 'ConfigError',
+        message: /banks\.connectors\.notabank names no bank: the codes are bancochile, /,
+      },
+      'a code that is no institution is refused, naming the setting and the codes',
     );
   },
 );
+
+const andino = {
+  id: 'bancoandino',
+  name: 'Banco Andino',
+  country: 'CL',
+  connection: 'consent',
+  profile: {
+    security: 'fapi2-cl',
+    data: ['ob-br-accounts-2'],
+    covers: ['accounts', 'balances', 'movements'],
+    maxDurationMonths: 12,
+  },
+  products: ['movements'],
+  holderTypes: ['individual'],
+};
+
+t.test('operator institutions: added to the one list, each validated with the setting named', async (t) => {
+  const config = loadConfig({ home: tempHome(t, { banks: { institutions: [andino] } }), env: {} });
+  t.same(
+    bankIdsOf(config),
+    [...BUILT_IN_BANK_IDS, 'bancoandino'],
+    "the built-in banks, then the operator's, from one function",
+  );
+  const added = institutionsOf(config).at(-1)!;
+  t.equal(added.name, 'Banco Andino');
+  t.equal(added.operatorDefined, true);
+  t.same(added.profile, andino.profile);
+  t.same(loadConfig({ home: tempHome(t), env: {} }).banks.institutions, [], 'none by default');
+  const brazilian = {
+    ...andino,
+    id: 'bancobrasilia',
+    country: 'BR',
+    profile: { ...andino.profile, security: 'fapi1-br' },
+  };
+  t.equal(
+    loadConfig({ home: tempHome(t, { banks: { institutions: [brazilian] } }), env: {} }).banks
+      .institutions[0]!.profile.security,
+    'fapi1-br',
+    'a Brazilian bank with the FAPI 1.0 profile is accepted',
+  );
+
+  const refused = (entry: unknown, message: RegExp, why: string) =>
+    t.throws(
+      () => loadConfig({ home: tempHome(t, { banks: { institutions: [entry] } }), env: {} }),
+      { name: 'ConfigError', message },
+      why,
+    );
+  refused(
+    { ...andino, id: 'Banco Andino' },
+    /banks\.institutions\.0\.id must match pattern/,
+    'an id with capitals and a space',
+  );
+  refused(
+    { ...andino, id: 'bci' },
+    /banks\.institutions\.0\.id is "bci", a built-in bank's code/,
+    'a built-in code',
+  );
+  refused(
+    { ...andino, profile: { ...andino.profile, security: 'fapi3' } },
+    /banks\.institutions\.0\.profile\.security must be equal to one of the allowed values/,
+    'an unknown security profile',
+  );
+  refused(
+    { ...andino, country: 'AR' },
+    /banks\.institutions\.0\.country must be equal to one of/,
+    'an unknown country',
+  );
+  refused(
+    { ...andino, connection: 'credentials' },
+    /banks\.institutions\.0\.connection must be equal to constant/,
+    'credentials',
+  );
+  refused(
+    { ...andino, colour: 'red' },
+    /banks\.institutions\.0\.colour is not a known setting/,
+    'an unknown key',
+  );
+  refused(
+    { ...andino, profile: { ...andino.profile, scopes: ['x'] } },
+    /banks\.institutions\.0\.profile\.scopes is not a known setting/,
+    'an unknown key in the profile',
+  );
+  const { products: _, ...withoutProducts } = andino;
+  refused(withoutProducts, /banks\.institutions\.0 must have required property 'products'/, 'a missing key');
+  t.throws(
+    () => loadConfig({ home: tempHome(t, { banks: { institutions: [andino, andino] } }), env: {} }),
+    {
+      name: 'ConfigError',
+      message: /banks\.institutions\.1\.id is "bancoandino", the id of an earlier entry/,
+    },
+    'the same id twice',
+  );
+  t.throws(
+    () =>
+      loadConfig({
+        home: tempHome(t, {
+          banks: {
+            institutions: [andino],
+            connectors: {
+              bancoandino: { url: 'https://gateway.example.com', secret: 'a-secret-of-16-chars' },
+            },
+          },
+        }),
+        env: {},
+      }),
+    {
+      name: 'ConfigError',
+      message:
+        /banks\.connectors\.bancoandino names an institution of banks\.institutions, which connects by consent only/,
+    },
+    'a credential connector for an operator institution',
+  );
+  t.throws(
+    () =>
+      loadConfig({
+        home: tempHome(t),
+        env: { SVC_BANKS_INSTITUTIONS: JSON.stringify([{ ...andino, id: 'santander' }]) },
+      }),
+    {
+      name: 'ConfigError',
+      message: /banks\.institutions\.0\.id is "santander".*\(set by SVC_BANKS_INSTITUTIONS\)/,
+    },
+    'set from the environment, the error names the variable',
+  );
+});
 
 t.test('the simulated consent bank: on, loopback 8443 by default; any other host refused', async (t) => {
   const home = tempHome(t);

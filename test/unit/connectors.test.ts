@@ -1,7 +1,7 @@
 import t from 'tap';
 import type { Connector } from '../../src/banks/connector.js';
 import { connectorFor } from '../../src/banks/connectors.js';
-import { BANK_IDS, CREDENTIAL_BANK_IDS } from '../../src/banks/institutions.js';
+import { BUILT_IN_BANK_IDS, CREDENTIAL_BANK_IDS } from '../../src/banks/institutions.js';
 import { defaultConfig } from '../../src/config/defaults.js';
 
 const sandbox: Connector = {
@@ -24,7 +24,7 @@ t.test('test mode uses the sandbox for every credential bank, configured or not'
 
 t.test('the consent sandbox has no credential connector in either mode', async (t) => {
   const config = configWith({});
-  t.equal(BANK_IDS.length, CREDENTIAL_BANK_IDS.length + 1);
+  t.equal(BUILT_IN_BANK_IDS.length, CREDENTIAL_BANK_IDS.length + 1);
   t.equal(connectorFor('bancoabierto', 'test', config, sandbox), null);
   t.equal(connectorFor('bancoabierto', 'live', config, sandbox), null);
 });

@@ -9,7 +9,7 @@ import {
   type HolderType,
   type LoginRequest,
 } from '../../src/banks/connector.js';
-import { INSTITUTIONS } from '../../src/banks/institutions.js';
+import { BUILT_IN_INSTITUTIONS } from '../../src/banks/institutions.js';
 import { createSandboxConnector } from '../../src/banks/sandbox/sandbox-connector.js';
 
 const DAY = 86_400_000;
@@ -264,7 +264,7 @@ t.test('MFA: interactive logins ask for 123456, scheduled ones do not', async (t
 
 t.test('every one of the 11 banks logs in, for each holder type it offers', async (t) => {
   const connector = createSandboxConnector();
-  const credentialBanks = INSTITUTIONS.filter((institution) => !institution.consentSandbox);
+  const credentialBanks = BUILT_IN_INSTITUTIONS.filter((institution) => !institution.consentSandbox);
   t.equal(credentialBanks.length, 11);
   for (const institution of credentialBanks)
     for (const holderType of institution.holderTypes) {

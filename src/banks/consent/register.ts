@@ -2,7 +2,12 @@ import { randomBytes } from 'node:crypto';
 import * as client from 'openid-client';
 import { errors } from '../../errors/api-error.js';
 import type { SecretBox } from '../../secrets/secret-box.js';
-import { consentProfileOf, findInstitution, type SecurityProfile } from '../institutions.js';
+import {
+  consentProfileOf,
+  findInstitution,
+  type Institution,
+  type SecurityProfile,
+} from '../institutions.js';
 import { CertificateError, certificateFacts } from './certificates.js';
 import { mtlsAgent, mtlsFetch, type ClientIdentity } from './mtls.js';
 import { publicRegistration, type ConsentClientRow } from './registrations.js';
@@ -78,8 +83,9 @@ export function checkRegistrationInput(
   input: RegistrationInput,
   now: number,
   allowLoopbackHttp = false,
+  institutions?: readonly Institution[],
 ): { subjectDn: string } {
-  const institution = findInstitution(input.bankId);
+  const institution = findInstitution(input.bankId, institutions);
   if (!institution)
     throw errors.invalidParameter(
       'bank',
@@ -158,9 +164,14 @@ export async function registerWithBank(
   input: RegistrationInput,
   secrets: SecretBox,
   now: number,
-  options: { timeoutMs?: number; allowLoopbackHttp?: boolean } = {},
+  options: {
+    timeoutMs?: number;
+    allowLoopbackHttp?: boolean;
+    /** The banks one may register with: `institutionsOf(config)` (the built-in banks when left out). */
+    institutions?: readonly Institution[];
+  } = {},
 ): Promise<ConsentClientRow> {
-  const { subjectDn } = checkRegistrationInput(input, now, options.allowLoopbackHttp);
+  const { subjectDn } = checkRegistrationInput(input, now, options.allowLoopbackHttp, options.institutions);
   const agent = mtlsAgent(input, options.timeoutMs);
   try {
     const fetchWithCertificate = mtlsFetch(agent);

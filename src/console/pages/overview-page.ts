@@ -1,7 +1,7 @@
 import type Router from '@koa/router';
 import { RATE_GROUPS } from '../../config/defaults.js';
 import { bankHealth, type BankHealth } from '../../banks/health.js';
-import { INSTITUTIONS } from '../../banks/institutions.js';
+import { institutionsOf } from '../../banks/institutions.js';
 import { failedSyncJobsSince } from '../../jobs/jobs.js';
 import { keyFiguresOfScope } from '../../keys/keys.js';
 import { linkFiguresOfScope } from '../../links/store.js';
@@ -77,7 +77,9 @@ export function registerOverviewPage(router: Router, kit: ConsoleKit): void {
     ]);
     const base = scopePath(scope);
     // Only the banks this appliance can reach in the mode, as /v1/institutions lists them.
-    const reachable = INSTITUTIONS.filter((bank) => services.connectors(bank.id, scope.mode) !== null);
+    const reachable = institutionsOf(services.config).filter(
+      (bank) => services.connectors(bank.id, scope.mode) !== null,
+    );
     const banks = healthSummary(reachable, health);
     const section = (title: ConsoleMessageKey, body: Html) =>
       html`<section aria-labelledby="ov-${title.replace(/\W/g, '-')}"><h2 id="ov-${title.replace(/\W/g, '-')}">${t(title)}</h2>${body}</section>`;
