@@ -306,7 +306,11 @@ forEachEngine(t, async (t, engine) => {
 
   t.test('institutions: filters and unavailable combinations', async (t) => {
     const all = (await app.request('GET', '/v1/institutions', { key: sk })).body;
-    t.equal(all.length, 12, 'the eleven credential banks and the consent sandbox');
+    t.equal(
+      all.length,
+      13,
+      'the eleven credential banks and the two simulated consent banks (Chile, Brazil)',
+    );
     const business = (
       await app.request('GET', '/v1/institutions?holder_type=business&product=movements', { key: sk })
     ).body;
@@ -323,7 +327,7 @@ forEachEngine(t, async (t, engine) => {
     const withHidden = (
       await app.request('GET', '/v1/institutions?product=backfill&include_unavailable=true', { key: sk })
     ).body;
-    t.equal(withHidden.length, 12);
+    t.equal(withHidden.length, 13);
     t.ok(
       withHidden
         .find((i: { id: string }) => i.id === 'itau')
