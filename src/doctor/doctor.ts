@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { bankIdsOf, CONSENT_SANDBOX_BANK_ID } from '../banks/institutions.js';
+import { bankIdsOf, findInstitution } from '../banks/institutions.js';
 import { testCaDirectory } from '../consent-bank/test-ca.js';
 import type { Config } from '../config/defaults.js';
 import { CONFIG_FILE, maskUrl } from '../config/load-config.js';
@@ -228,10 +228,10 @@ export function configFailureReport(
 
 /** Each consent client registration: its certificate and sealed key as stored, and the bank's discovery. */
 async function consentClientFacts(db: Database, config: Readonly<Config>): Promise<ConsentClientFacts[]> {
-  // The appliance's own registration with the simulated bank is svc serve's (its discovery answers only
-  // while serve runs): the simulated bank's check covers it.
+  // The appliance's own registrations with the simulated banks (Chile's and Brazil's) are svc serve's (their
+  // discovery answers only while serve runs): the simulated bank's check covers them.
   const rows = (await listRegistrations(db.reader)).filter(
-    (row) => !(row.bank_id === CONSENT_SANDBOX_BANK_ID && row.mode === 'test'),
+    (row) => !(findInstitution(row.bank_id)?.consentSandbox === true && row.mode === 'test'),
   );
   if (rows.length === 0) return [];
   let box: SecretBox | null = null;

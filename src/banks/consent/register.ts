@@ -205,7 +205,9 @@ export async function registerWithBank(
           token_endpoint_auth_method: 'tls_client_auth',
           tls_client_auth_subject_dn: subjectDn,
           use_mtls_endpoint_aliases: true,
-          ...registrationMetadata(consentProfileOf(findInstitution(input.bankId)!).security),
+          ...registrationMetadata(
+            consentProfileOf(findInstitution(input.bankId, options.institutions)!).security,
+          ),
           redirect_uris: [input.redirectUri],
         },
         client.TlsClientAuth(),
