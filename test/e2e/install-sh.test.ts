@@ -255,7 +255,7 @@ t.test(
     const next = await run(box, 'command -v svc && svc --version', { login: true, env: { PATH: BASE_PATH } });
     t.equal(next.code, 0, 'a new login shell runs svc');
     t.equal(next.stdout.split('\n')[0], join(bin, 'svc'), 'from ~/.local/bin');
-    t.match(next.stdout, /^svc-appliance\/\d+\.\d+\.\d+ /m);
+    t.match(next.stdout, /^svc \d+\.\d+\.\d+ \(commit [^)]+\); node v/m, 'svc --version names the build');
   },
 );
 
