@@ -22,11 +22,13 @@ t.test('test mode uses the sandbox for every credential bank, configured or not'
     t.equal(connectorFor(bankId, 'test', config, sandbox), sandbox, bankId);
 });
 
-t.test('the consent sandbox has no credential connector in either mode', async (t) => {
+t.test('the simulated consent banks have no credential connector in either mode', async (t) => {
   const config = configWith({});
-  t.equal(BUILT_IN_BANK_IDS.length, CREDENTIAL_BANK_IDS.length + 1);
-  t.equal(connectorFor('bancoabierto', 'test', config, sandbox), null);
-  t.equal(connectorFor('bancoabierto', 'live', config, sandbox), null);
+  t.equal(BUILT_IN_BANK_IDS.length, CREDENTIAL_BANK_IDS.length + 2, "Chile's and Brazil's");
+  for (const bank of ['bancoabierto', 'bancoabierto-br']) {
+    t.equal(connectorFor(bank, 'test', config, sandbox), null);
+    t.equal(connectorFor(bank, 'live', config, sandbox), null);
+  }
 });
 
 t.test('live mode: the HTTP connector where configured, null elsewhere, one per bank', async (t) => {
