@@ -100,17 +100,20 @@ export function syncFailed(
   const failures = counts ? link.consecutive_failures + 1 : link.consecutive_failures;
   const ends = ENDING_FAILURES.has(failure.errorCode as ConnectorErrorCode);
   const reconnectOf = failure.reconnectOf ?? null;
+  const recorded = {
+    consecutive_failures: failures,
+    last_error_code: failure.errorCode,
+    refresh_status: 'idle',
+    sync_attempts: link.sync_attempts + 1,
+    next_sync_at: failure.nextSyncAt,
+    updated_at: now,
+  } as const;
   if (counts && reconnectOf !== null && link.status === 'active') {
     // The reconnect's new login was refused: the link is as it was before it, expired since then. Its
     // customer heard `link.expired` then; a second one for the same outage would say nothing new.
     return {
       changes: {
-        consecutive_failures: failures,
-        last_error_code: failure.errorCode,
-        refresh_status: 'idle',
-        sync_attempts: link.sync_attempts + 1,
-        next_sync_at: failure.nextSyncAt,
-        updated_at: now,
+        ...recorded,
         status: transition(MACHINE, LINK_TRANSITIONS, link.status, 'reconnect_failed', link.id),
         expired_at: reconnectOf,
       },
@@ -120,12 +123,7 @@ export function syncFailed(
   const expires = link.status === 'active' && (ends || failures >= failure.failuresToExpire);
   return {
     changes: {
-      consecutive_failures: failures,
-      last_error_code: failure.errorCode,
-      refresh_status: 'idle',
-      sync_attempts: link.sync_attempts + 1,
-      next_sync_at: failure.nextSyncAt,
-      updated_at: now,
+      ...recorded,
       ...(expires
         ? { status: transition(MACHINE, LINK_TRANSITIONS, link.status, 'expire', link.id), expired_at: now }
         : {}),

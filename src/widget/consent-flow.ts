@@ -395,27 +395,24 @@ export async function completeConsent(
     if (grantId !== null) await revokeGrant(consentClient, grantId, now).catch(() => undefined);
     return fail('consent_invalid');
   }
+  // What the bank granted, as the link keeps it: a new link's grant, or a renewed link's new one.
+  const grant = {
+    consentClientId: registration.id,
+    clientId: registration.client_id,
+    grantId,
+    authorizationDetails: granted,
+    expiresAt: validUntil(granted),
+    accessToken: tokens.access_token,
+    accessTokenExpiresAt: tokens.expires_in === undefined ? null : now + tokens.expires_in * 1000,
+    refreshToken: tokens.refresh_token ?? null,
+  };
   try {
     const linkId = await db.transaction(async (trx) => {
       const current: SessionRow | undefined = await trx('widget_sessions').where({ id: session.id }).first();
       if (!current || current.finished_at !== null) throw refuse('session_expired', 409);
       if (current.refresh_intent_id !== null)
         throw errors.conflict('connection_in_progress', 'This window is already connecting.');
-      if (current.kind === 'reconnect')
-        return renew(trx, current, request, {
-          subject,
-          grant: {
-            consentClientId: registration.id,
-            clientId: registration.client_id,
-            grantId,
-            authorizationDetails: granted,
-            expiresAt: validUntil(granted),
-            accessToken: tokens.access_token,
-            accessTokenExpiresAt: tokens.expires_in === undefined ? null : now + tokens.expires_in * 1000,
-            refreshToken: tokens.refresh_token ?? null,
-          },
-          context,
-        });
+      if (current.kind === 'reconnect') return renew(trx, current, request, { subject, grant, context });
       const token = await widgetTokenOf(trx, current);
       await refuseOverConnectionLimit(trx, current, token, { lock: true });
       const link = await createConsentLink(
@@ -429,16 +426,7 @@ export async function completeConsent(
           consent_text_hash: request.consent_text_hash,
           subject,
         },
-        {
-          consentClientId: registration.id,
-          clientId: registration.client_id,
-          grantId,
-          authorizationDetails: granted,
-          expiresAt: validUntil(granted),
-          accessToken: tokens.access_token,
-          accessTokenExpiresAt: tokens.expires_in === undefined ? null : now + tokens.expires_in * 1000,
-          refreshToken: tokens.refresh_token ?? null,
-        },
+        grant,
         context.policy,
         now,
         { announce: false, interactive: true },
