@@ -31,19 +31,21 @@ export interface PreviousBuild {
 }
 
 /** The error a person reads when the history is not there: what is missing and the command that fetches it. */
-export class PreviousBuildUnavailable extends Error {}
+export class PreviousBuildUnavailable extends Error {
+  override name = 'PreviousBuildUnavailable';
+}
 
-function git(args: string[]): string {
+function git(root: string, args: string[]): string {
   return execFileSync('git', args, {
-    cwd: REPO_ROOT,
+    cwd: root,
     encoding: 'utf8',
     stdio: ['ignore', 'pipe', 'pipe'],
   }).trim();
 }
 
-function tryGit(args: string[]): string | null {
+function tryGit(root: string, args: string[]): string | null {
   try {
-    return git(args);
+    return git(root, args);
   } catch {
     return null;
   }
@@ -57,32 +59,32 @@ const FETCH_HINT =
  * migration, i.e. the last build whose schema this checkout's migrations move on. SVC_ROLLING_FROM names
  * another commit (any `git rev-parse` form, e.g. `HEAD~1`) for trying the test against a chosen build.
  */
-export function previousCommit(): { commit: string; picked: string } {
-  if (tryGit(['rev-parse', '--git-dir']) === null)
+export function previousCommit(root = REPO_ROOT): { commit: string; picked: string } {
+  if (tryGit(root, ['rev-parse', '--git-dir']) === null)
     throw new PreviousBuildUnavailable(
-      `${REPO_ROOT} is not a git checkout: the rolling-upgrade test builds the previous release from git history; run it in a clone of the repository (git clone, not an exported tarball)`,
+      `${root} is not a git checkout: the rolling-upgrade test builds the previous release from git history; run it in a clone of the repository (git clone, not an exported tarball)`,
     );
-  const shallow = tryGit(['rev-parse', '--is-shallow-repository']) === 'true';
+  const shallow = tryGit(root, ['rev-parse', '--is-shallow-repository']) === 'true';
   const override = process.env.SVC_ROLLING_FROM;
   if (override) {
-    const commit = tryGit(['rev-parse', '--verify', '--quiet', `${override}^{commit}`]);
+    const commit = tryGit(root, ['rev-parse', '--verify', '--quiet', `${override}^{commit}`]);
     if (!commit)
       throw new PreviousBuildUnavailable(
         `SVC_ROLLING_FROM=${override} names no commit of this checkout${shallow ? ` (a shallow clone: ${FETCH_HINT})` : ''}`,
       );
     return { commit, picked: `SVC_ROLLING_FROM=${override}` };
   }
-  const added = tryGit(['log', '--diff-filter=A', '--format=%H', '-1', '--', 'migrations/']);
+  const added = tryGit(root, ['log', '--diff-filter=A', '--format=%H', '-1', '--', 'migrations/']);
   if (!added)
     throw new PreviousBuildUnavailable(
       `no commit of this checkout's history adds a migration${shallow ? `: it is a shallow clone; ${FETCH_HINT}` : ''}`,
     );
-  const parent = tryGit(['rev-parse', '--verify', '--quiet', `${added}^`]);
+  const parent = tryGit(root, ['rev-parse', '--verify', '--quiet', `${added}^`]);
   if (!parent)
     throw new PreviousBuildUnavailable(
       `the parent of ${added.slice(0, 12)} (the newest commit that adds a migration) is not in this checkout${shallow ? ` (a shallow clone)` : ''}: ${FETCH_HINT}`,
     );
-  const subject = git(['log', '-1', '--format=%s', added]).slice(0, 80);
+  const subject = git(root, ['log', '-1', '--format=%s', added]).slice(0, 80);
   return {
     commit: parent,
     picked: `the parent of ${added.slice(0, 12)} ("${subject}"), the newest commit that adds a migration`,
