@@ -110,6 +110,21 @@ export async function revocationCounts(db: Knex): Promise<{ pending: number; fai
   return { pending: byStatus.get('pending') ?? 0, failed: byStatus.get('failed') ?? 0 };
 }
 
+/**
+ * Retention (`retention.grantRevocationsDays`, 90 by default): removes up to `limit` rows the bank confirmed
+ * revoked before `cutoff`, oldest first. Pending rows are still being told; failed ones wait for someone to
+ * act, and stay. Walks `grant_revocations_revoked_idx (status, revoked_at, id)`.
+ */
+export async function pruneRevokedGrants(trx: Knex, cutoff: number, limit: number): Promise<number> {
+  const ids = trx('grant_revocations')
+    .select('id')
+    .where({ status: 'revoked' })
+    .where('revoked_at', '<', cutoff)
+    .orderBy([{ column: 'revoked_at' }, { column: 'id' }])
+    .limit(limit);
+  return trx('grant_revocations').whereIn('id', ids).delete();
+}
+
 /** Takes one due row with a lease (a conditional update: two schedulers never take the same row). */
 async function claimDue(db: Knex, now: number): Promise<GrantRevocationRow | null> {
   const candidates: GrantRevocationRow[] = await db<GrantRevocationRow>('grant_revocations')
