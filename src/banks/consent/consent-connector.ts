@@ -13,7 +13,8 @@ import {
 import type { ConsentCoverage } from './authorization-details.js';
 import { coverageOf } from './authorization-details.js';
 import type { ConsentClient } from './client.js';
-import { queryGrant, type GrantQuery } from './grant-management.js';
+import type { GrantQuery } from './grant-management.js';
+import { queryConsentGrant } from './consent-grants.js';
 import type { AnswerChecker, AnswerKind } from './data-schemas.js';
 import {
   mapAll,
@@ -114,10 +115,13 @@ export function retryAtOf(header: string | null, status: 429 | 503 | 529, now: n
 }
 
 /** Why a grant whose query says it ended ends the link, in the appliance's words (never the grant id). */
-export function endedReason(query: Extract<GrantQuery, { kind: 'ended' }>): string {
+export function endedReason(
+  query: Extract<GrantQuery, { kind: 'ended' }>,
+  source: 'Grant Management' | 'consents API' = 'Grant Management',
+): string {
   return query.status === 'expired'
-    ? 'the bank says the consent has expired (Grant Management: expired)'
-    : `the bank says the consent was revoked (Grant Management: ${query.status})`;
+    ? `the bank says the consent has expired (${source}: expired)`
+    : `the bank says the consent was revoked (${source}: ${query.status})`;
 }
 
 /** `YYYY-MM-DD` (UTC) of the days a window touches, as the booking-date filters take them. */
@@ -132,6 +136,9 @@ export function createConsentConnector(options: ConsentConnectorOptions): Consen
   const pageSize = options.pageSize ?? PAGE_SIZE;
   const apiOrigin = new URL(bank.apiBase).origin;
   const permit = options.permit ?? (() => Promise.resolve());
+  // Where the bank keeps its word on a grant: Grant Management in Chile, the consent resource in Brazil.
+  const source = bank.security === 'fapi1-br' ? 'consents API' : 'Grant Management';
+  const ended = (query: Extract<GrantQuery, { kind: 'ended' }>) => endedReason(query, source);
 
   const stateOf = (session: BankSession) => session.state as unknown as GrantState;
 
@@ -139,7 +146,7 @@ export function createConsentConnector(options: ConsentConnectorOptions): Consen
   async function grantQuery(state: GrantState): Promise<GrantQuery> {
     if (state.query === null) {
       await permit();
-      state.query = await queryGrant(bank, state.grantId);
+      state.query = await queryConsentGrant(bank, state.grantId);
     }
     return state.query;
   }
@@ -150,11 +157,11 @@ export function createConsentConnector(options: ConsentConnectorOptions): Consen
    */
   async function refusedRefresh(state: GrantState): Promise<ConnectorError> {
     const query = await grantQuery(state);
-    if (query.kind === 'ended') return fail('consent_revoked', endedReason(query));
+    if (query.kind === 'ended') return fail('consent_revoked', ended(query));
     const said = query.kind === 'authorised' ? 'authorised' : query.reason;
     return fail(
       'consent_revoked',
-      `the bank refused to refresh the access token (invalid_grant): the consent was revoked or has expired (Grant Management: ${said})`,
+      `the bank refused to refresh the access token (invalid_grant): the consent was revoked or has expired (${source}: ${said})`,
     );
   }
 
@@ -222,7 +229,7 @@ export function createConsentConnector(options: ConsentConnectorOptions): Consen
       // A fresh token refused too: a revoked consent, or a bank-side fault. Grant Management tells which.
       if (status === 401) {
         const query = await grantQuery(state);
-        if (query.kind === 'ended') throw fail('consent_revoked', endedReason(query));
+        if (query.kind === 'ended') throw fail('consent_revoked', ended(query));
       }
       throw statusFailure(status, response.headers.get('retry-after'), what, now);
     }
@@ -293,7 +300,7 @@ export function createConsentConnector(options: ConsentConnectorOptions): Consen
       };
       if (options.checkGrantFirst) {
         const query = await grantQuery(state);
-        if (query.kind === 'ended') throw fail('consent_revoked', endedReason(query));
+        if (query.kind === 'ended') throw fail('consent_revoked', ended(query));
       }
       if (state.accessTokenExpiresAt !== null && state.accessTokenExpiresAt - request.now < REFRESH_AHEAD_MS)
         await refresh(state, request.now);
