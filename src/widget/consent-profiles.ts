@@ -99,7 +99,6 @@ const chile: ProfileFlow = {
 
   exchangeChecks: () => ({}),
 
-  // eslint-disable-next-line @typescript-eslint/require-await -- one shape for both profiles
   async granted(_bank, tokens) {
     const details = parseAuthorizationDetails(tokens.authorization_details ?? []);
     const grantId = typeof tokens.grant_id === 'string' ? tokens.grant_id : null;

@@ -178,7 +178,10 @@ export async function createBrasilConsent(
 }
 
 /** GET /consents/{id}; null when the bank has no such consent of this client. */
-export async function readBrasilConsent(bank: ConsentClient, consentId: string): Promise<BrasilConsent | null> {
+export async function readBrasilConsent(
+  bank: ConsentClient,
+  consentId: string,
+): Promise<BrasilConsent | null> {
   const answer = await call(bank, 'GET', `/${encodeURIComponent(consentId)}`);
   if (answer.status === 404) return null;
   const consent = answer.status === 200 ? readConsent(answer.body) : null;

@@ -139,6 +139,7 @@ export function createConsentConnector(options: ConsentConnectorOptions): Consen
   // Where the bank keeps its word on a grant: Grant Management in Chile, the consent resource in Brazil.
   const source = bank.security === 'fapi1-br' ? 'consents API' : 'Grant Management';
   const ended = (query: Extract<GrantQuery, { kind: 'ended' }>) => endedReason(query, source);
+  const zone = bank.security === 'fapi1-br' ? 'America/Sao_Paulo' : 'America/Santiago';
 
   const stateOf = (session: BankSession) => session.state as unknown as GrantState;
 
@@ -407,7 +408,7 @@ export function createConsentConnector(options: ConsentConnectorOptions): Consen
           'credit card transactions',
           now,
         );
-        movements = mapAll(rows, (row) => mapCardTransaction(row, account.currency));
+        movements = mapAll(rows, (row) => mapCardTransaction(row, account.currency, zone));
       } else {
         // The consent may list accounts and balances without their transactions (no ReadTransactions).
         if (!state.covers.includes('movements')) return [];
@@ -418,7 +419,7 @@ export function createConsentConnector(options: ConsentConnectorOptions): Consen
           'account transactions',
           now,
         );
-        movements = mapAll(rows, (row) => mapDepositTransaction(row, account.currency));
+        movements = mapAll(rows, (row) => mapDepositTransaction(row, account.currency, zone));
       }
       // The filters take whole days; the engine's window is to the millisecond.
       return movements.filter((m) => m.postedAt >= window.from && m.postedAt < window.to);

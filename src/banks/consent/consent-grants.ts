@@ -14,7 +14,11 @@ export function queryConsentGrant(bank: ConsentClient, grantId: string): Promise
 }
 
 /** Ends the grant at the bank: a deleted link, a renewed one's old grant, a consent the widget cannot use. */
-export function revokeConsentGrant(bank: ConsentClient, grantId: string, now: number): Promise<RevokeOutcome> {
+export function revokeConsentGrant(
+  bank: ConsentClient,
+  grantId: string,
+  now: number,
+): Promise<RevokeOutcome> {
   return bank.security === 'fapi1-br'
     ? revokeBrasilConsent(bank, grantId, now)
     : revokeGrant(bank, grantId, now);

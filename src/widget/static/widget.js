@@ -487,7 +487,11 @@
     function check(final) {
       const ok = cpfValid(input.value);
       const complete = input.value.replace(/\D/g, '').length >= 11;
-      const say = ok ? t('cpf.valid') : complete || final ? t(input.value ? 'cpf.invalid' : 'cpf.missing') : '';
+      const say = ok
+        ? t('cpf.valid')
+        : complete || final
+          ? t(input.value ? 'cpf.invalid' : 'cpf.missing')
+          : '';
       message.textContent = say;
       message.className = 'message' + (ok ? ' message-ok' : say ? ' message-error' : '');
       input.setAttribute('aria-invalid', !ok && say ? 'true' : 'false');
