@@ -484,6 +484,8 @@
       'aria-describedby': 'cpf-hint cpf-message',
       value: state.cpf || '',
     });
+    const hint = h('p', { id: 'cpf-hint', className: 'hint' }, t('cpf.hint'));
+    /** The check's word takes the example's place beside the label: the screen keeps its height. */
     function check(final) {
       const ok = cpfValid(input.value);
       const complete = input.value.replace(/\D/g, '').length >= 11;
@@ -494,6 +496,7 @@
           : '';
       message.textContent = say;
       message.className = 'message' + (ok ? ' message-ok' : say ? ' message-error' : '');
+      hint.hidden = say !== '';
       input.setAttribute('aria-invalid', !ok && say ? 'true' : 'false');
       return ok;
     }
@@ -504,10 +507,8 @@
     const element = h(
       'div',
       { className: 'field' },
-      h('label', { for: 'cpf' }, t('cpf.label')),
+      h('div', { className: 'field-head' }, h('label', { for: 'cpf' }, t('cpf.label')), hint, message),
       input,
-      h('p', { id: 'cpf-hint', className: 'hint' }, t('cpf.hint', { bank: state.bank.name })),
-      message,
     );
     return { element, input, check };
   }
@@ -701,8 +702,8 @@
       ),
       h('p', { id: 'consent-duration', className: 'consent-duration' }, screen.duration),
       screen.notes.map((note) => h('p', { className: 'hint' }, note)),
-      h('p', { className: 'hint' }, t('consent.lead', { bank: bank.name })),
-      cpf ? cpf.element : null,
+      // The CPF field takes the lead's place: the screen still fits at 1280x800 without a scroll.
+      cpf ? cpf.element : h('p', { className: 'hint' }, t('consent.lead', { bank: bank.name })),
       alert,
       screen.warning ? h('p', { className: 'form-alert', role: 'alert' }, screen.warning) : null,
       actions,
