@@ -42,6 +42,31 @@ import {
 
 export const ACCOUNTS_API = '/open-banking/accounts/v2/accounts';
 export const CREDIT_CARDS_API = '/open-banking/credit-cards-accounts/v2/accounts';
+/** Brazil's resources API: which of a consent's accounts and cards can be read now. */
+export const RESOURCES_API = '/open-banking/resources/v3/resources';
+
+/** A row of Brazil's resources list. */
+export interface ObResource {
+  resourceId: string;
+  type: string;
+  status: string;
+}
+
+/**
+ * The accounts and cards a Brazilian bank says may be read now: `AVAILABLE` ones. The others are still being
+ * authorised by a co-holder (`PENDING_AUTHORISATION`) or out of reach for a while (`TEMPORARILY_UNAVAILABLE`,
+ * `UNAVAILABLE`), and the file says their data is not to be asked for.
+ */
+export function availableResources(rows: readonly ObResource[]): {
+  accounts: Set<string>;
+  cards: Set<string>;
+} {
+  const available = rows.filter((row) => row.status === 'AVAILABLE');
+  return {
+    accounts: new Set(available.filter((r) => r.type === 'ACCOUNT').map((r) => r.resourceId)),
+    cards: new Set(available.filter((r) => r.type === 'CREDIT_CARD_ACCOUNT').map((r) => r.resourceId)),
+  };
+}
 
 /** The CMF's draft: a bank answers a data page of up to 100 records within 4 s. */
 export const ANSWER_BUDGET_MS = 4_000;
@@ -320,14 +345,22 @@ export function createConsentConnector(options: ConsentConnectorOptions): Consen
     async listAccounts(session, now) {
       const state = stateOf(session);
       const accounts: BankAccount[] = [];
+      // Brazil: the resources list first, and only what it says is AVAILABLE is read.
+      const readable =
+        bank.security === 'fapi1-br'
+          ? availableResources(
+              await pages<ObResource>(state, listUrl(RESOURCES_API), 'resources', 'the resources list', now),
+            )
+          : null;
       if (state.covers.includes('accounts')) {
-        const list = await pages<ObAccount>(
+        const listed = await pages<ObAccount>(
           state,
           listUrl(ACCOUNTS_API),
           'accounts',
           'the accounts list',
           now,
         );
+        const list = readable ? listed.filter((a) => readable.accounts.has(a.accountId)) : listed;
         for (const account of list) {
           const id = encodeURIComponent(account.accountId);
           if (state.covers.includes('balances')) {
@@ -365,13 +398,16 @@ export function createConsentConnector(options: ConsentConnectorOptions): Consen
         }
       }
       if (state.covers.includes('credit_cards')) {
-        const cards = await pages<ObCardAccount>(
+        const listedCards = await pages<ObCardAccount>(
           state,
           listUrl(CREDIT_CARDS_API),
           'creditCardAccounts',
           'the credit card list',
           now,
         );
+        const cards = readable
+          ? listedCards.filter((c) => readable.cards.has(c.creditCardAccountId))
+          : listedCards;
         for (const card of cards) {
           const base = `${bank.apiBase}${CREDIT_CARDS_API}/${encodeURIComponent(card.creditCardAccountId)}`;
           const identification = await one<ObCardIdentification>(

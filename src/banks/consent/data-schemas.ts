@@ -24,10 +24,16 @@ export const ANSWERS = {
   creditCardIdentification: { spec: 'credit-cards', schema: 'ResponseCreditCardAccountsIdentification' },
   creditCardLimits: { spec: 'credit-cards', schema: 'ResponseCreditCardAccountsLimits' },
   creditCardTransactions: { spec: 'credit-cards', schema: 'ResponseCreditCardAccountsTransactions' },
+  /** Brazil only: which of the consent's accounts and cards may be read now (resources 3.1.0). */
+  resources: { spec: 'resources', schema: 'ResponseResourceList' },
 } as const;
 export type AnswerKind = keyof typeof ANSWERS;
 
-const SPEC_FILES = { accounts: 'accounts-2.4.2.yml', 'credit-cards': 'credit-cards-2.3.1.yml' } as const;
+const SPEC_FILES = {
+  accounts: 'accounts-2.4.2.yml',
+  'credit-cards': 'credit-cards-2.3.1.yml',
+  resources: 'resources-3.1.0.yml',
+} as const;
 type SpecName = keyof typeof SPEC_FILES;
 
 /** The copies sit in src/ beside this file's source; compiled code runs from dist/src/banks/consent/. */
@@ -58,6 +64,7 @@ export const CLP_RUT_OVERLAY: Record<SpecName, Record<string, Record<string, unk
     Links: { self: LINK, first: LINK, prev: LINK, next: LINK, last: LINK },
     TransactionsLinks: { self: LINK, first: LINK, prev: LINK, next: LINK },
   },
+  resources: {},
 };
 
 /**
@@ -70,6 +77,7 @@ export const BRL_OVERLAY: Record<SpecName, Record<string, Record<string, unknown
     Links: CLP_RUT_OVERLAY['credit-cards'].Links!,
     TransactionsLinks: CLP_RUT_OVERLAY['credit-cards'].TransactionsLinks!,
   },
+  resources: {},
 };
 
 /** Whose rules a bank's answers follow: Chile's adaptation, or Brazil's own. */
