@@ -1,7 +1,8 @@
 import type { Knex } from 'knex';
 import { toIso, type Clock } from '../../clock/clock.js';
 import type { ConsentClients } from '../../banks/consent/client.js';
-import { revokeGrant, type RevokeOutcome } from '../../banks/consent/grant-management.js';
+import type { RevokeOutcome } from '../../banks/consent/grant-management.js';
+import { revokeConsentGrant } from '../../banks/consent/consent-grants.js';
 import type { Database } from '../../db/database.js';
 import { newId } from '../../ids/ids.js';
 import type { Logger } from '../../logging/logger.js';
@@ -187,7 +188,7 @@ export async function revokeDueGrants(services: RevokeServices): Promise<number>
         ? { kind: 'failed', reason: `no registration with ${row.bank_id} in ${row.mode} mode`, retryAt: null }
         : client.registration.client_id !== row.client_id
           ? { kind: 'failed', reason: 'the grant belongs to a registration that was replaced', retryAt: null }
-          : await revokeGrant(
+          : await revokeConsentGrant(
               client,
               services.secrets.open(row.grant_id_sealed, linkGrantContext(row.link_id, 'grant_id_sealed')),
               services.clock.now(),
