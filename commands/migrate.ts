@@ -32,14 +32,17 @@ export default class Migrate extends BaseCommand {
         if (this.jsonEnabled()) return status;
         const rows = [
           ...status.applied.map((name) => ['applied', name]),
-          ...status.pending.map((name) => ['pending', name]),
-          ...status.unknown.map((name) => ['unknown', `${name} (newer than this svc)`]),
+          ...status.pending.map((name) => ['pending', `${name} (${status.kinds[name]})`]),
+          ...status.unknown.map((name) => [
+            'unknown',
+            `${name} (newer than this svc; ${status.kinds[name]})`,
+          ]),
         ];
         if (rows.length > 0) for (const line of formatTable(['STATE', 'MIGRATION'], rows)) this.log(line);
         return status;
       }
       // Not under a running svc serve of another build (of any build, for a rollback): the README's upgrade.
-      const build = currentBuild(buildLabel());
+      const build = await currentBuild(buildLabel());
       if (flags.rollback) {
         const guard = refuseUnderRunningServers(db, build, config.home, 'svc migrate --rollback');
         const reverted = await migrateRollback(db, { guard });

@@ -49,9 +49,9 @@ export default class Serve extends BaseCommand {
     const { ServePresence, currentBuild } = await import('../src/processes/presence.js');
     // The migrations this build knows, read once: installing another build under a running server replaces
     // them on disk, and this server's row and heartbeat must go on naming the code it runs.
-    const build = currentBuild(buildLabel());
+    const build = await currentBuild(buildLabel());
     const problem = await this.withDatabase(config, async (db) =>
-      schemaMismatch(await migrationStatus(db, build.migrations)),
+      schemaMismatch(await migrationStatus(db, build.migrations, build.kinds)),
     );
     if (problem) this.error(problem, { exit: 78 });
     // This server's row, so that `svc migrate` of another build refuses while it runs (docs: README, Upgrading).

@@ -5,6 +5,9 @@ import type { Knex } from 'knex';
  * both engines (UTC, millisecond precision, indexable, no driver time-zone surprises); the API serialises
  * them as ISO 8601. Money is bigint minor units. JSON documents are text.
  */
+/** Expand: it only creates tables, and there is no earlier release to break. */
+export const kind = 'expand';
+
 export async function up(knex: Knex): Promise<void> {
   const ownedBy = (t: Knex.CreateTableBuilder) => {
     t.string('org_id', 24).notNullable().references('id').inTable('organisations').onDelete('CASCADE');

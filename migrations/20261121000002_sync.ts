@@ -1,6 +1,12 @@
 import type { Knex } from 'knex';
 
 /* Frozen snapshot: sync history on links, bank outcomes for institution health, one active job per link. */
+/**
+ * Contract: the unique index on active syncs refuses a second queued sync of a link, which the previous
+ * release could write (and creating it fails on a database that holds one).
+ */
+export const kind = 'contract';
+
 export async function up(knex: Knex): Promise<void> {
   await knex.schema.alterTable('links', (t) => {
     t.integer('sync_attempts').notNullable().defaultTo(0);

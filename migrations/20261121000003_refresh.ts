@@ -1,6 +1,9 @@
 import type { Knex } from 'knex';
 
 /* Frozen snapshot: what an on-demand refresh needs to wait for MFA and resume, and backfill coverage. */
+/** Expand: nullable columns the previous release never reads. */
+export const kind = 'expand';
+
 export async function up(knex: Knex): Promise<void> {
   await knex.schema.alterTable('refresh_intents', (t) => {
     // The bank's challenge (opaque JSON) and the ri_…_sec_… token, sealed with the master key: the

@@ -9,6 +9,9 @@ import type { Knex } from 'knex';
  * `link_id` and `refresh_intent_id` have no foreign keys on purpose: a connect whose first sync fails
  * discards its link, and the session must outlive that to offer another try.
  */
+/** Expand: a new table, and exchange_tokens.intent defaults to what the previous release meant (connect). */
+export const kind = 'expand';
+
 export async function up(knex: Knex): Promise<void> {
   await knex.schema.createTable('widget_sessions', (t) => {
     t.string('id', 24).primary();

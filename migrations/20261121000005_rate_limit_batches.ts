@@ -5,6 +5,9 @@ import type { Knex } from 'knex';
  * process can charge all its waiting requests of a bucket in one write rather than one write each.
  * Buckets are transient state (they refill within a minute), so the old rows are simply dropped.
  */
+/** Contract: it drops rate_limit_buckets.allowed, which the previous release reads and writes. */
+export const kind = 'contract';
+
 export async function up(knex: Knex): Promise<void> {
   await knex('rate_limit_buckets').delete();
   await knex.schema.alterTable('rate_limit_buckets', (t) => {

@@ -6,6 +6,9 @@ import type { Knex } from 'knex';
  * no new entry in any of the table's five indexes (a claim of 100 rows took 2.6 ms and 826 WAL records; now
  * 1.3 ms and 224). SQLite updates rows in place and has no such setting.
  */
+/** Expand: a storage setting; every statement of the previous release is unchanged. */
+export const kind = 'expand';
+
 export async function up(knex: Knex): Promise<void> {
   if (knex.client.dialect === 'postgresql') {
     await knex.raw('ALTER TABLE webhook_deliveries SET (fillfactor = 50)');

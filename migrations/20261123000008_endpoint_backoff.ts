@@ -6,6 +6,9 @@ import type { Knex } from 'knex';
  * Past the operator's threshold the endpoint is backed off until `backoff_until`: its deliveries are not
  * claimed before then (their `next_attempt_at` is moved there, so the due index never walks them).
  */
+/** Expand: defaulted and nullable columns the previous release ignores. */
+export const kind = 'expand';
+
 export async function up(knex: Knex): Promise<void> {
   await knex.schema.alterTable('webhook_endpoints', (t) => {
     t.integer('unanswered_attempts').notNullable().defaultTo(0);

@@ -12,6 +12,9 @@ import type { Knex } from 'knex';
  * `refresh_intents.mfa_attempts` counts the wrong codes of the current MFA wait: below the limit the
  * intent waits again for another code, at the limit it fails with `mfa_invalid`.
  */
+/** Expand: nullable and defaulted columns the previous release ignores. */
+export const kind = 'expand';
+
 export async function up(knex: Knex): Promise<void> {
   await knex.schema.alterTable('widget_tokens', (t) => {
     t.string('locale', 2);

@@ -16,6 +16,9 @@ import type { Knex } from 'knex';
  * that prunes adds to it once per pass, and every API process serves it on /metrics as a counter (the
  * scheduler serves no metrics of its own, and may run on another node).
  */
+/** Expand: indexes and a new table; the previous release reads and writes as before. */
+export const kind = 'expand';
+
 export async function up(knex: Knex): Promise<void> {
   await knex.schema.alterTable('events', (t) => {
     t.index(['created_at', 'id'], 'events_created_at_idx');

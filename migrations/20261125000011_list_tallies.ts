@@ -11,6 +11,12 @@ import type { Knex } from 'knex';
  * rows and no more: events by type (emission order), deliveries by endpoint and by status (newest first).
  * The delivery index by endpoint replaces the one on `endpoint_id` alone, which it covers.
  */
+/**
+ * Contract: the tallies are filled once from the rows present; events and deliveries the previous release
+ * writes afterwards would never be counted.
+ */
+export const kind = 'contract';
+
 export async function up(knex: Knex): Promise<void> {
   await knex.schema.createTable('event_tallies', (t) => {
     t.bigIncrements('id');

@@ -10,6 +10,9 @@ import type { Knex } from 'knex';
  * `console_tokens` are the invitation and password-reset links the CLI prints (the appliance sends no mail):
  * stored as SHA-256 of the token, used once, short-lived.
  */
+/** Expand: new tables only. */
+export const kind = 'expand';
+
 export async function up(knex: Knex): Promise<void> {
   await knex.schema.createTable('console_users', (t) => {
     t.string('id', 24).primary();

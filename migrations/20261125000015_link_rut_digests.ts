@@ -7,6 +7,12 @@ import type { Knex } from 'knex';
  * cannot test the ~25 million possible RUTs against them. A business link has the person's and the
  * company's. Existing links are filled by housekeeping, which holds the master key; this migration cannot.
  */
+/**
+ * Expand: nullable columns and indexes; housekeeping fills the digests of every link, including those the
+ * previous release writes.
+ */
+export const kind = 'expand';
+
 export async function up(knex: Knex): Promise<void> {
   await knex.schema.alterTable('links', (t) => {
     t.string('rut_digest', 80);

@@ -12,6 +12,9 @@ import type { Knex } from 'knex';
  * only its bytes. A series has at most `retryScheduleSeconds` attempts (6 by default), each with at most
  * `responseBytesKept` of excerpt (2 KiB by default).
  */
+/** Contract: it drops webhook_attempts, where the previous release's dispatcher records each attempt. */
+export const kind = 'contract';
+
 export async function up(knex: Knex): Promise<void> {
   await knex.schema.alterTable('webhook_deliveries', (t) => {
     t.text('attempt_history');

@@ -10,6 +10,9 @@ import type { Knex } from 'knex';
  *   names its row and holds only while the row is there: signing out removes it, on every API node at once.
  *   `expires_at` is the absolute end (12 hours after signing in), which no renewal passes.
  */
+/** Expand: new tables only; the previous release keeps its own lock-out columns. */
+export const kind = 'expand';
+
 export async function up(knex: Knex): Promise<void> {
   await knex.schema.createTable('console_sign_in_attempts', (t) => {
     t.string('subject', 64).primary();

@@ -6,6 +6,9 @@ import type { Knex } from 'knex';
  *   keys, as JSON `{ group: { perMinute, burst } }` for the groups the operator set; null, and any group left
  *   out, is the configured default (src/orgs/orgs.ts). No key of the organisation is allowed more.
  */
+/** Expand: a nullable column; null is the configured default. */
+export const kind = 'expand';
+
 export async function up(knex: Knex): Promise<void> {
   await knex.schema.alterTable('organisations', (t) => {
     t.text('rate_limit_ceilings').nullable();

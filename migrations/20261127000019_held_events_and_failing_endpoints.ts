@@ -26,6 +26,13 @@ import type { Knex } from 'knex';
  * runs on this schema (it never sets `held_until`), but its pruning walk finds no index of its own here and
  * would scan: upgrade it rather than leave it running.
  */
+/**
+ * Expand: a nullable column, a new table and indexes; the previous release works (its pruning walk scans
+ * without the index this drops, so replace it soon), and an endpoint it disables without a reason reads as
+ * requested.
+ */
+export const kind = 'expand';
+
 export async function up(knex: Knex): Promise<void> {
   await knex.schema.alterTable('events', (t) => {
     t.bigInteger('held_until');

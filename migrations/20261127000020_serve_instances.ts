@@ -9,6 +9,9 @@ import type { Knex } from 'knex';
  *   `migration_head` and `version` are what a person reads. Times are epoch milliseconds of the database
  *   server's clock, so that nodes with skewed clocks agree on which rows have lapsed.
  */
+/** Expand: a new table. */
+export const kind = 'expand';
+
 export async function up(knex: Knex): Promise<void> {
   await knex.schema.createTable('serve_instances', (t) => {
     t.string('id', 32).primary();

@@ -9,6 +9,9 @@ import type { Knex } from 'knex';
  *   finds every token of a grant when it is revoked. `payload` is sealed (AES-256-GCM). Times are epoch
  *   milliseconds of the bank's clock.
  */
+/** Expand: a new table. */
+export const kind = 'expand';
+
 export async function up(knex: Knex): Promise<void> {
   await knex.schema.createTable('consent_bank_state', (t) => {
     t.string('model', 64).notNullable();

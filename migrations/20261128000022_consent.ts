@@ -17,6 +17,9 @@ import type { Knex } from 'knex';
  *   still say whether the bank was told.
  * Times are epoch milliseconds.
  */
+/** Expand: new tables. */
+export const kind = 'expand';
+
 export async function up(knex: Knex): Promise<void> {
   await knex.schema.createTable('consent_clients', (t) => {
     t.string('id', 32).primary();

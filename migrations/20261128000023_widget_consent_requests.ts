@@ -9,6 +9,9 @@ import type { Knex } from 'knex';
  * trip ended (`linked`, or the problem code the widget showed); `link_id` is the link it made. Rows go with
  * their widget session (pruned a day after it ends). Times are epoch milliseconds.
  */
+/** Expand: a new table. */
+export const kind = 'expand';
+
 export async function up(knex: Knex): Promise<void> {
   await knex.schema.createTable('widget_consent_requests', (t) => {
     t.string('id', 32).primary();

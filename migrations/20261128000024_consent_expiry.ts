@@ -10,6 +10,9 @@ import type { Knex } from 'knex';
  * handled long ago is never read again, however many years of them a table holds. Additive: the previous
  * release runs on this schema unchanged. Times are epoch milliseconds.
  */
+/** Expand: nullable columns and indexes the previous release ignores. */
+export const kind = 'expand';
+
 export async function up(knex: Knex): Promise<void> {
   await knex.schema.alterTable('link_grants', (t) => {
     t.bigInteger('expiry_warned_at').nullable();

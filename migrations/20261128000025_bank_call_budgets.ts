@@ -12,6 +12,9 @@ import type { Knex } from 'knex';
  *   scheduler's capacity warning multiplies by the bank's links.
  * Transient state: a row lost costs at most one window's count. Times are epoch milliseconds.
  */
+/** Expand: a new table. */
+export const kind = 'expand';
+
 export async function up(knex: Knex): Promise<void> {
   await knex.schema.createTable('bank_call_budgets', (t) => {
     t.string('bank_id', 32).notNullable();

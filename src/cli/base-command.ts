@@ -166,7 +166,8 @@ export abstract class BaseCommand extends Command {
     );
     const message = error instanceof ApiError ? `${error.code}: ${text}` : text;
     if (this.jsonEnabled()) {
-      this.logJson({ error: { code, message: text } });
+      const details = error instanceof CliError ? error.details : undefined;
+      this.logJson({ error: { code, message: text, ...details } });
       this.exit(exit);
     }
     if (error instanceof CliError) {

@@ -9,6 +9,8 @@ export class CliError extends Error {
     readonly code: string,
     message: string,
     readonly exit: number,
+    /** Printed beside `code` and `message` with `--json` (e.g. what a deferred migration run applied). */
+    readonly details?: Record<string, unknown>,
   ) {
     super(message);
     this.name = 'CliError';

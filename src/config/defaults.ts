@@ -65,6 +65,7 @@ export function defaultConfig(home: string): Config {
     // Stripe keeps events 30 days; deliveries and attempts go with their event. Jobs and bank outcomes are
     // diagnostics of recent syncs (institution health reads one hour). Refresh intents past a quarter are
     // history nobody polls. Widget tokens live 10 minutes; a week past expiry answers any support question.
+    // A grant revocation the bank confirmed answers `svc links inspect` for a quarter, like an intent.
     retention: {
       eventsDays: 30,
       jobsDays: 14,
@@ -72,6 +73,7 @@ export function defaultConfig(home: string): Config {
       refreshIntentsDays: 90,
       widgetTokensDays: 7,
       auditLogDays: 0,
+      grantRevocationsDays: 90,
       batchSize: 500,
       maxRowsPerPass: 20_000,
     },

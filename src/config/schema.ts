@@ -319,6 +319,11 @@ export const configSchema = {
             'Days widget and exchange tokens are kept after they expire (ended widget sessions go a day after they end); a widget token a kept session points at stays',
         },
         auditLogDays: { ...days, description: 'Days the audit log is kept; `0` never prunes it' },
+        grantRevocationsDays: {
+          ...days,
+          description:
+            "Days a consent grant's revocation is kept after the bank confirmed it (what `svc links inspect` says of a deleted consent link); pending and failed ones always stay",
+        },
         batchSize: {
           type: 'integer',
           minimum: 1,

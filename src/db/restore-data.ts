@@ -21,7 +21,12 @@ import { libpqConnection, rowCounts, runTool, type ToolOptions } from './snapsho
  */
 
 /** Tables the migrations fill themselves (migrateTo), never loaded from an archive. */
-const MIGRATION_TABLES = new Set(['knex_migrations', 'knex_migrations_lock']);
+const MIGRATION_TABLES = new Set(['knex_migrations', 'knex_migrations_lock', 'migration_kinds']);
+/**
+ * The migrator's record of kinds (src/db/migrations.ts), absent from archives of builds before it: not part
+ * of the schema an archive is compared with.
+ */
+const MIGRATOR_OWN = 'migration_kinds';
 /**
  * Tables never loaded from an archive: the migrations' own, and `serve_instances`, the servers that were
  * running when the backup was taken. Loaded, they would hold `svc migrate` back on the restored database
@@ -144,7 +149,8 @@ async function checkArchivedSqlite(knex: Knex): Promise<void> {
   } catch (error) {
     throw new ArchiveError(`svc.db in the archive does not open as a SQLite database (${firstLine(error)})`);
   }
-  const ours = await objects(knex, 'main');
+  archived = archived.filter((o) => o.tbl_name !== MIGRATOR_OWN);
+  const ours = (await objects(knex, 'main')).filter((o) => o.tbl_name !== MIGRATOR_OWN);
   const key = (o: SchemaObject) => `${o.type} ${o.name}`;
   const expected = new Map(ours.map((o) => [key(o), o]));
   const foreign = archived.filter((o) => !expected.has(key(o)));

@@ -84,7 +84,7 @@ export async function install(options: InstallOptions): Promise<InstallResult> {
     // An upgrade's install.sh runs this: it migrates only with no server of another build running.
     const guard = refuseUnderRunningServers(
       db,
-      currentBuild(options.version ?? 'unknown'),
+      await currentBuild(options.version ?? 'unknown'),
       options.home,
       'svc install',
     );

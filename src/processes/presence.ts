@@ -2,7 +2,16 @@ import { createHash } from 'node:crypto';
 import { hostname } from 'node:os';
 import { CliError } from '../cli/errors.js';
 import type { Database } from '../db/database.js';
-import { migrationNames, migrationStatus, schemaMismatch, type SchemaChange } from '../db/migrations.js';
+import {
+  applicableNow,
+  migrationKinds,
+  migrationNames,
+  migrationStatus,
+  schemaMismatch,
+  type Deferral,
+  type MigrationKind,
+  type SchemaChange,
+} from '../db/migrations.js';
 import type { RoleName } from './roles.js';
 import {
   liveServeInstances,
@@ -40,14 +49,25 @@ export async function atMost<T>(work: Promise<T>, ms: number): Promise<T | undef
 export interface Build {
   version: string;
   migrations: readonly string[];
+  /** Each migration's kind as the build declares it: which pending ones it runs before. */
+  kinds: Readonly<Record<string, MigrationKind>>;
   head: string;
   /** The first 16 hex of SHA-256 over the migration names: the same set, the same schema. */
   digest: string;
 }
 
-export function currentBuild(version: string, migrations: readonly string[] = migrationNames()): Build {
+export async function currentBuild(
+  version: string,
+  migrations: readonly string[] = migrationNames(),
+): Promise<Build> {
   const digest = createHash('sha256').update(migrations.join('\n')).digest('hex').slice(0, 16);
-  return { version, migrations: [...migrations], head: migrations.at(-1) ?? '(none)', digest };
+  return {
+    version,
+    migrations: [...migrations],
+    kinds: await migrationKinds(migrations),
+    head: migrations.at(-1) ?? '(none)',
+    digest,
+  };
 }
 
 /**
@@ -87,7 +107,7 @@ export class ServePresence {
   /** Renews this server's row; returns why the schema no longer fits this build, or null. */
   async beat(): Promise<string | null> {
     if (this.row) await renewServeInstance(this.db, this.row, this.lapseMs);
-    return schemaMismatch(await migrationStatus(this.db, this.build.migrations));
+    return schemaMismatch(await migrationStatus(this.db, this.build.migrations, this.build.kinds));
   }
 
   /**
@@ -104,18 +124,20 @@ export class ServePresence {
 }
 
 /**
- * The guard of `svc migrate` and `svc install` (src/db/migrations.ts `guard`): refuses to migrate while a
- * server of another build uses the database, and to roll back while any server does, naming each and the way
- * on. The database's rows say which servers run, wherever they run. A database from before the rows (the
+ * The guard of `svc migrate` and `svc install` (src/db/migrations.ts `guard`). Under a live server of another
+ * build it lets the pending expand migrations before the first contract one apply (that build runs on their
+ * schema) and defers the rest, naming each server and the way on; it refuses a rollback while any server is
+ * live. The database's rows say which servers run, wherever they run. A database from before the rows (the
  * first upgrade to a build that writes them), or a server whose row lapsed while it runs, is covered only on
- * this host and home: the state files `svc serve` has always written under `<home>/run`.
+ * this host and home: the state files `svc serve` has always written under `<home>/run`. Such a server's
+ * build is unknown, so nothing is applied under it.
  */
 export function refuseUnderRunningServers(
   db: Database,
   build: Build,
   home: string,
   command: string,
-): (change: SchemaChange) => Promise<void> {
+): (change: SchemaChange) => Promise<Deferral | null> {
   return async (change) => {
     const live = await liveServeInstances(db);
     const host = hostname();
@@ -130,26 +152,69 @@ export function refuseUnderRunningServers(
           `pid ${state.pid} on ${host}, a build that records no heartbeat (from before they were written, or cut off from the database), since ${state.started_at}`,
       ),
     ];
-    if (described.length === 0) return;
+    if (described.length === 0) return null;
     const count = described.length;
     const lapses = [...new Set(others.map((row) => Math.round((row.expires_at - row.heartbeat_at) / 1000)))];
+    const lapseLine =
+      lapses.length > 0
+        ? `A server killed without stopping counts until ${lapses.map((s) => `${s} s`).join(' or ')} after its last heartbeat.`
+        : '';
+    if (change.kind === 'migrate' && unrecorded.length === 0) {
+      const { deferred } = applicableNow(change.pending, change.kinds, true);
+      return {
+        deferred,
+        error: (applied) =>
+          new CliError(
+            'server_running',
+            deferralMessage(applied, deferred, described, command, lapseLine),
+            75,
+            { applied, deferred },
+          ),
+      };
+    }
     throw new CliError(
       'server_running',
       [
         `${count === 1 ? 'svc serve' : `${count} svc serve processes`}${change.kind === 'rollback' ? '' : ' of another build'} ${count === 1 ? 'is' : 'are'} using this database: ${described.join('; ')}.`,
         `${change.kind === 'rollback' ? 'Rolling back' : 'Migrating'} under ${count === 1 ? 'it' : 'them'} would break ${count === 1 ? 'its' : 'their'} writes.`,
         `Stop ${count === 1 ? 'it' : 'them'} first (\`systemctl stop svc\`, or Ctrl-C or SIGTERM to \`svc serve\`), then run \`${command}\`, then start the build that matches the schema.`,
-        lapses.length > 0
-          ? `A server killed without stopping counts until ${lapses.map((s) => `${s} s`).join(' or ')} after its last heartbeat.`
-          : '',
+        lapseLine,
       ]
         .filter(Boolean)
         .join(' '),
       75,
+      change.kind === 'migrate' ? { applied: [], deferred: change.pending } : undefined,
     );
   };
 }
 
+/**
+ * One line: what applied (expand), what waits (from the first contract migration on) and for which servers,
+ * and to run the command again once the last of them is replaced.
+ */
+export function deferralMessage(
+  applied: readonly string[],
+  deferred: readonly string[],
+  described: readonly string[],
+  command: string,
+  lapseLine: string,
+): string {
+  const count = described.length;
+  const them = count === 1 ? 'it' : 'them';
+  return [
+    applied.length > 0
+      ? `Applied ${applied.join(', ')} (expand: the running build works on the schema ${applied.length === 1 ? 'it makes' : 'they make'}).`
+      : 'Nothing was applied.',
+    `${count === 1 ? 'svc serve' : `${count} svc serve processes`} of another build ${count === 1 ? 'is' : 'are'} using this database: ${described.join('; ')}.`,
+    deferred.length === 1
+      ? `${deferred[0]} waits: a contract migration, which that build breaks on.`
+      : `${deferred.join(', ')} wait: ${deferred[0]} is a contract migration, which that build breaks on, and the others come after it.`,
+    `Replace ${them} with this build one node at a time (stop: \`systemctl stop svc\`, or Ctrl-C or SIGTERM to \`svc serve\`; this build's \`svc serve\` starts before its contract migrations), then run \`${command}\` again once the last node of that build has stopped.`,
+    lapseLine,
+  ]
+    .filter(Boolean)
+    .join(' ');
+}
 function describeInstance(row: LiveServeInstance): string {
   const ago = Math.max(0, Math.round((row.now - row.heartbeat_at) / 1000));
   return `pid ${row.pid} on ${row.host}, svc ${row.version} (migrations up to ${row.migration_head}), roles ${row.roles}, since ${new Date(row.started_at).toISOString()}, last heartbeat ${ago} s ago`;

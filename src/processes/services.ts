@@ -1,3 +1,4 @@
+import { institutionsOf } from '../banks/institutions.js';
 import { Authenticator } from '../auth/authenticator.js';
 import { recordKeyUse } from '../keys/keys.js';
 import { offsetClock, type Clock } from '../clock/clock.js';
@@ -73,7 +74,7 @@ export function buildServices(
         })),
     ),
     connectors: overrides.connectors ?? defaultConnectors(config),
-    consentClients: new ConsentClients(secrets),
+    consentClients: new ConsentClients(secrets, { institutions: institutionsOf(config) }),
   };
 }
 

@@ -14,6 +14,7 @@ import {
 } from '../events/store.js';
 import { pruneExpiredExchangeTokens } from '../exchange/exchange.js';
 import { jobsOfIntent, pruneFinishedJobs } from '../jobs/jobs.js';
+import { pruneRevokedGrants } from '../links/consent/revocations.js';
 import { pruneFinishedIntents } from '../refresh/store.js';
 import {
   deleteDeliveriesOfEvents,
@@ -49,6 +50,7 @@ export const RETENTION_KINDS = [
   'widget_tokens',
   'exchange_tokens',
   'audit_log',
+  'grant_revocations',
 ] as const;
 export type RetentionKind = (typeof RETENTION_KINDS)[number];
 export type RetentionCounts = Record<RetentionKind, number>;
@@ -108,6 +110,10 @@ function pruners(config: RetentionSettings, now: number): Pruner[] {
       ),
     settings.auditLogDays > 0 &&
       single('audit_log', (trx, limit) => pruneAuditLog(trx, cutoff(settings.auditLogDays), limit)),
+    settings.grantRevocationsDays > 0 &&
+      single('grant_revocations', (trx, limit) =>
+        pruneRevokedGrants(trx, cutoff(settings.grantRevocationsDays), limit),
+      ),
   ];
   return list.filter((pruner): pruner is Pruner => pruner !== false);
 }

@@ -353,7 +353,7 @@ async function openConsentLogin(
     );
   const connector = createConsentConnector({
     client,
-    answers: services.consentClients.answers(),
+    answers: services.consentClients.answers(client.security),
     checkGrantFirst,
     permit: () => permits.take(),
     saveTokens: (tokens) =>

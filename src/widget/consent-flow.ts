@@ -5,12 +5,11 @@ import type { HolderType } from '../banks/connector.js';
 import type { ConsentClient, ConsentClients } from '../banks/consent/client.js';
 import {
   ACCOUNT_ACTIONS,
-  parseAuthorizationDetails,
   validUntil,
   type AccountAction,
   type AuthorizationDetail,
 } from '../banks/consent/authorization-details.js';
-import { revokeGrant } from '../banks/consent/grant-management.js';
+import { revokeConsentGrant } from '../banks/consent/consent-grants.js';
 import { tokenBinding } from '../banks/consent/token-binding.js';
 import { findRegistration, type ConsentClientRow } from '../banks/consent/registrations.js';
 import {
@@ -20,6 +19,7 @@ import {
   offers,
   type Institution,
   type Product,
+  type SecurityProfile,
 } from '../banks/institutions.js';
 import type { Database } from '../db/database.js';
 import { ApiError, errors } from '../errors/api-error.js';
@@ -54,6 +54,7 @@ import {
   settleConsentRequest,
 } from './consent-requests.js';
 import type { SessionRow } from './sessions.js';
+import { jarmState, profileFlow, type HolderIds } from './consent-profiles.js';
 
 /*
  * The end user's path to a consent bank (docs/open-finance.md, "What the end user sees"): the widget shows
@@ -122,6 +123,9 @@ export interface ConsentFlowContext extends WidgetContext {
 export interface ConsentStartInput {
   bank_id?: string;
   holder_type?: HolderType;
+  /** The consenting person's CPF, at a Brazilian bank (`fapi1-br`); a business holder's CNPJ beside it. */
+  cpf?: string;
+  cnpj?: string;
 }
 
 export interface ConsentStart {
@@ -145,7 +149,15 @@ async function consentBankOf(
   product: Product,
   preset: string | null,
   institutions?: readonly Institution[],
-): Promise<{ bankId: string; bankName: string; holderType: HolderType; registration: ConsentClientRow }> {
+): Promise<{
+  bankId: string;
+  bankName: string;
+  holderType: HolderType;
+  registration: ConsentClientRow;
+  security: SecurityProfile;
+  holder: HolderIds;
+  months: number;
+}> {
   const bankId = preset ?? input.bank_id;
   if (bankId === undefined) throw errors.missingParameter('bank_id', 'Choose a bank.');
   if (preset && input.bank_id !== undefined && input.bank_id !== preset)
@@ -159,21 +171,30 @@ async function consentBankOf(
       `${institution.name} connects with the end user's bank login, not by consent: send the credentials form.`,
     );
   if (!registration) throw refuse('institution_unavailable', 409, { bankName: institution.name });
-  // The widget's trip speaks Chile's profile only so far; a Brazilian bank (`fapi1-br`: a consent created
-  // first, a JARM callback) is refused here rather than sent a request it would turn down.
-  if (consentProfileOf(institution).security !== 'fapi2-cl')
-    throw refuse('institution_unavailable', 409, { bankName: institution.name });
+  const profile = consentProfileOf(institution);
   const holderType = input.holder_type ?? 'individual';
   if (!offers(institution, product, holderType))
     throw errors.invalidParameter(
       'holder_type',
       `${institution.name} does not offer ${product} to ${holderType} holders.`,
     );
-  return { bankId, bankName: institution.name, holderType, registration };
+  return {
+    bankId,
+    bankName: institution.name,
+    holderType,
+    registration,
+    security: profile.security,
+    holder: profileFlow(profile.security).holderIds(input, holderType, institution.name),
+    // A year, or less where the bank's rules allow less.
+    months: Math.min(CONSENT_MONTHS, profile.maxDurationMonths),
+  };
 }
 
 /** Open failures of openid-client as the widget words them: the bank said no, or did not answer. */
-function bankProblem(error: unknown): 'bank_unavailable' | 'consent_invalid' {
+function bankProblem(error: unknown): 'bank_unavailable' | 'consent_invalid' | 'consent_denied' {
+  // Brazil's refusals come inside the signed JARM answer: openid-client reads them once it has checked it.
+  if (error instanceof client.AuthorizationResponseError && error.error === 'access_denied')
+    return 'consent_denied';
   if (
     error instanceof client.ResponseBodyError ||
     error instanceof client.AuthorizationResponseError ||
@@ -224,7 +245,7 @@ export async function startConsent(
   if (session.attempts >= MAX_ATTEMPTS) throw refuse('too_many_attempts', 429);
   const token = await widgetTokenOf(db.reader, session);
   const product: Product = token.product ?? 'movements';
-  const { bankId, bankName, holderType, registration } = await consentBankOf(
+  const { bankId, bankName, holderType, registration, security, holder, months } = await consentBankOf(
     db.reader,
     session,
     renewing ? { ...input, holder_type: input.holder_type ?? renewing.holder_type } : input,
@@ -235,24 +256,27 @@ export async function startConsent(
   if (renewing && holderType !== renewing.holder_type)
     throw errors.invalidParameter('holder_type', `This link is of a ${renewing.holder_type} holder.`);
   if (!renewing) await refuseOverConnectionLimit(db.reader, session, token);
+  // A renewal at a bank that names its customer first (Brazil's CPF) names the link's holder, or stops here.
+  if (renewing && holder.cpf !== null) {
+    const held = consentSubjectOf(renewing, context.secrets);
+    if (held !== null && !isSameSubject(held, holder.cpf)) throw refuse('holder_mismatch', 409);
+  }
 
   let url: URL;
+  let details: AuthorizationDetail[];
   const state = randomBytes(24).toString('base64url');
   const verifier = client.randomPKCECodeVerifier();
-  const details = consentDetails(product, now);
   try {
-    const { configuration } = await context.consentClients.forRegistration(registration);
-    url = await client.buildAuthorizationUrlWithPAR(configuration, {
-      redirect_uri: registeredRedirectUri(registration),
-      scope: 'openid',
-      response_type: 'code',
-      code_challenge: await client.calculatePKCECodeChallenge(verifier),
-      code_challenge_method: 'S256',
+    const bank = await context.consentClients.forRegistration(registration);
+    ({ url, details } = await profileFlow(security).start(bank, {
+      actions: consentActions(product),
+      validTo: addMonths(now, months),
       state,
-      grant_management_action: 'create',
-      authorization_details: JSON.stringify(details),
-      ui_locales: session.locale === 'es' ? 'es-CL es' : 'en',
-    });
+      verifier,
+      redirectUri: registeredRedirectUri(registration),
+      locale: session.locale,
+      holder,
+    }));
   } catch (error) {
     if (error instanceof ApiError) throw error;
     throw new ApiError(
@@ -300,6 +324,8 @@ export interface CallbackQuery {
   code?: string;
   iss?: string;
   error?: string;
+  /** A JARM answer (`response_mode=jwt`): the signed JWT carrying code, state and iss. */
+  response?: string;
 }
 
 export type ConsentOutcome =
@@ -336,9 +362,12 @@ export async function completeConsent(
   context: ConsentFlowContext,
 ): Promise<ConsentOutcome> {
   const { db, now } = context;
-  if (!query.state || !CALLBACK_VALUE.test(query.state))
+  if (query.response !== undefined && !CALLBACK_VALUE.test(query.response))
     return { ok: false, problem: 'consent_unknown', session: null };
-  const request = await findConsentRequestByState(db.knex, query.state);
+  // A JARM answer carries its state inside: read to find the trip, verified with the rest at the exchange.
+  const state = query.state ?? jarmState(query.response);
+  if (!state || !CALLBACK_VALUE.test(state)) return { ok: false, problem: 'consent_unknown', session: null };
+  const request = await findConsentRequestByState(db.knex, state);
   if (!request) return { ok: false, problem: 'consent_unknown', session: null };
   if (!(await claimConsentRequest(db.knex, request.id, now)))
     return { ok: false, problem: 'consent_used', session: null };
@@ -361,40 +390,42 @@ export async function completeConsent(
   if (request.expires_at <= now) return fail('consent_expired');
   if (query.error !== undefined)
     return fail(query.error === 'access_denied' ? 'consent_denied' : 'consent_invalid');
-  if (!query.code || !CALLBACK_VALUE.test(query.code)) return fail('consent_invalid');
+  if (query.response === undefined && (!query.code || !CALLBACK_VALUE.test(query.code)))
+    return fail('consent_invalid');
 
   const registration = await findRegistration(db.knex, request.bank_id, request.mode);
   // Re-registered since the trip started: the code was issued to a client the appliance no longer is.
   if (!registration || registration.id !== request.consent_client_id) return fail('consent_invalid');
   let consentClient: ConsentClient;
   let tokens: client.TokenEndpointResponse & client.TokenEndpointResponseHelpers;
+  let flow = profileFlow('fapi2-cl');
   try {
     consentClient = await context.consentClients.forRegistration(registration);
+    flow = profileFlow(consentClient.security);
     const callback = new URL(registeredRedirectUri(registration));
     for (const [name, value] of Object.entries(query))
       if (value !== undefined) callback.searchParams.set(name, value);
     tokens = await client.authorizationCodeGrant(consentClient.configuration, callback, {
       pkceCodeVerifier: openVerifier(request, context.secrets),
-      expectedState: query.state,
+      expectedState: state,
+      ...flow.exchangeChecks(state),
     });
   } catch (error) {
     return fail(bankProblem(error));
   }
-  const granted = parseAuthorizationDetails(tokens.authorization_details ?? []);
-  const grantId = typeof tokens.grant_id === 'string' ? tokens.grant_id : null;
-  const subject = tokens.claims()?.sub;
+  const requested = JSON.parse(request.authorization_details) as AuthorizationDetail[];
+  const answer = await flow.granted(consentClient, tokens, requested);
   // A grant the appliance will not use: what the bank granted is unreadable, or its token is not bound to
-  // the appliance's certificate (FAPI 2.0's sender constraint), which a leaked token would not need.
+  // the appliance's certificate (FAPI's sender constraint), which a leaked token would not need.
   const unusable =
-    !granted ||
-    granted.length === 0 ||
-    grantId === null ||
-    !subject ||
+    !answer.ok ||
     (await tokenBinding(consentClient, tokens.access_token).catch(() => 'unknown' as const)) === 'unbound';
   if (unusable) {
-    if (grantId !== null) await revokeGrant(consentClient, grantId, now).catch(() => undefined);
+    if (answer.grantId !== null)
+      await revokeConsentGrant(consentClient, answer.grantId, now).catch(() => undefined);
     return fail('consent_invalid');
   }
+  const { grantId, details: granted, subject } = answer;
   // What the bank granted, as the link keeps it: a new link's grant, or a renewed link's new one.
   const grant = {
     consentClientId: registration.id,
@@ -445,7 +476,7 @@ export async function completeConsent(
     return { ok: true, session, linkId };
   } catch (error) {
     // The bank granted a consent this widget cannot use: it is revoked at once rather than left to expire.
-    await revokeGrant(consentClient, grantId, now).catch(() => undefined);
+    await revokeConsentGrant(consentClient, grantId, now).catch(() => undefined);
     if (error instanceof ApiError && isOutcomeProblem(error.code)) return fail(error.code);
     // Anything else still settles the trip, so the widget does not read "connecting" until it times out.
     await fail('bank_unavailable').catch(() => undefined);

@@ -9,6 +9,7 @@ import { bankHealth } from '../banks/health.js';
 import {
   institutionsOf,
   connectionMethod,
+  consentProfileOf,
   findInstitution,
   offers,
   type Product,
@@ -36,7 +37,13 @@ import { CATALOGUES, chooseLocale, type Locale } from './messages.js';
 import { redirectUrl } from './flows.js';
 import { describeProblem } from './problems.js';
 import { isAllowedOrigin } from '../api/cors.js';
-import { completeConsent, consentScreenFor, startConsent, type ConsentFlowContext } from './consent-flow.js';
+import {
+  completeConsent,
+  consentScreenFor,
+  startConsent,
+  type ConsentFlowContext,
+  type ConsentStartInput,
+} from './consent-flow.js';
 import {
   authenticateSession,
   openSession,
@@ -145,6 +152,9 @@ export function widgetRouter(services: AppServices): Router {
       properties: {
         bank_id: { type: 'string', minLength: 1, maxLength: 24 },
         holder_type: { enum: ['individual', 'business'] },
+        // A Brazilian bank's customer (checked by the flow: a CPF of 11 digits, a CNPJ of 14, with punctuation).
+        cpf: { type: 'string', minLength: 1, maxLength: 20 },
+        cnpj: { type: 'string', minLength: 1, maxLength: 24 },
       },
     },
     'body',
@@ -284,6 +294,8 @@ export function widgetRouter(services: AppServices): Router {
             connection === 'consent'
               ? consentScreenFor(product, bank.name, { config, now, locale: session.locale })
               : null,
+          // What the person gives before going to the bank: a Brazilian bank's consent names its customer.
+          asks_cpf: connection === 'consent' && consentProfileOf(bank).security === 'fapi1-br',
         },
       ];
     });
@@ -364,7 +376,7 @@ export function widgetRouter(services: AppServices): Router {
 
   router.post('/widget/api/consent', route('/widget/api/consent'), async (ctx) => {
     const session = await withSession(ctx);
-    const body = validateConsentStart(await readJson(ctx)) as { bank_id?: string; holder_type?: HolderType };
+    const body = validateConsentStart(await readJson(ctx)) as ConsentStartInput;
     const start = await startConsent(session, body, consentContext());
     ctx.body = { ...start, status: { state: 'awaiting_bank', expires_at: start.expires_at } };
   });
@@ -381,7 +393,13 @@ export function widgetRouter(services: AppServices): Router {
       return typeof value === 'string' ? value : undefined;
     };
     const outcome = await completeConsent(
-      { state: single('state'), code: single('code'), iss: single('iss'), error: single('error') },
+      {
+        state: single('state'),
+        code: single('code'),
+        iss: single('iss'),
+        error: single('error'),
+        response: single('response'),
+      },
       consentContext(),
     );
     const now = services.clock.now();

@@ -33,6 +33,11 @@ const en = {
   'rut.valid': 'Valid RUT',
   'rut.checkDigit': 'The check digit does not match. Check the RUT.',
   'rut.missing': 'Enter the RUT, for example 12.345.678-5.',
+  'cpf.label': 'CPF',
+  'cpf.hint': 'Your CPF, for example 123.456.789-09',
+  'cpf.valid': 'Valid CPF',
+  'cpf.invalid': 'This is not a valid CPF: check its 11 digits.',
+  'cpf.missing': 'Enter your CPF, for example 123.456.789-09.',
 
   'credentials.titleConnect': 'Log in to {bank}',
   'credentials.titleReconnect': 'Reconnect {bank}',
@@ -217,6 +222,11 @@ const es: Catalogue = {
   'rut.valid': 'RUT válido',
   'rut.checkDigit': 'El dígito verificador no coincide. Revisa el RUT.',
   'rut.missing': 'Ingresa el RUT, por ejemplo 12.345.678-5.',
+  'cpf.label': 'CPF',
+  'cpf.hint': 'Tu CPF, por ejemplo 123.456.789-09',
+  'cpf.valid': 'CPF válido',
+  'cpf.invalid': 'No es un CPF válido: revisa sus 11 dígitos.',
+  'cpf.missing': 'Ingresa tu CPF, por ejemplo 123.456.789-09.',
 
   'credentials.titleConnect': 'Ingresa a {bank}',
   'credentials.titleReconnect': 'Reconecta {bank}',

@@ -33,6 +33,8 @@ export interface Bootstrap {
     /** `consent`: the end user authorises at the bank's page, after reading `consent` (consent-screen.ts). */
     connection: ConnectionMethod;
     consent: ConsentScreen | null;
+    /** A Brazilian bank (`fapi1-br`): the consent screen asks for the person's CPF (and a company's CNPJ). */
+    asks_cpf: boolean;
   }[];
   /** The bank chosen for the person (a preselected institution, the link being reconnected or refreshed). */
   bank_id: string | null;

@@ -1,6 +1,5 @@
 import t from 'tap';
 import { createTenant, forEachEngine, startTestApp } from '../helpers/harness.js';
-import { openWidget, widgetApi, widgetToken } from '../helpers/widget.js';
 
 /*
  * The Brazilian simulated bank as the API serves it: beside the Chilean one, its pages on the API's address
@@ -60,20 +59,4 @@ forEachEngine(t, async (t, engine) => {
       },
     );
   });
-
-  t.test(
-    'the widget refuses to start a Brazilian consent until it speaks fapi1-br, and writes nothing',
-    async (t) => {
-      const tenant = await createTenant(app);
-      const token = await widgetToken(app, tenant.keys.sk_test.secret, {});
-      const opened = await openWidget(app, token, undefined, 'en');
-      const session = opened.bootstrap.session as string;
-      const before = await app.db.knex('widget_consent_requests').count({ n: '*' }).first();
-      const started = await widgetApi(app, session, 'POST', 'consent', { bank_id: 'bancoabierto-br' });
-      t.equal(started.status, 409, started.text);
-      t.match(started.body, { error: { code: 'institution_unavailable' } });
-      const after = await app.db.knex('widget_consent_requests').count({ n: '*' }).first();
-      t.same(after, before, 'no trip recorded');
-    },
-  );
 });

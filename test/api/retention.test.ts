@@ -22,7 +22,8 @@ import { startReceiver } from '../helpers/receiver.js';
  * Retention over real data: a quarter of history written through the API and the sync engine at the test
  * epoch, then 100 days on a little more, then housekeeping. What is past its retention goes with its
  * dependants; what must never go (a pending delivery and its event, each bank's latest outcome, each link's
- * latest job, an active job, an intent waiting for MFA, movements, the audit log by default) stays.
+ * latest job, an active job, an intent waiting for MFA, movements, the audit log by default, a grant
+ * revocation still pending or failed) stays.
  */
 
 const MINUTE = 60_000;
@@ -37,6 +38,7 @@ const PRUNED_TABLES = [
   'widget_tokens',
   'exchange_tokens',
   'audit_log',
+  'grant_revocations',
 ];
 const DAY = 24 * 60 * MINUTE;
 
@@ -77,6 +79,35 @@ async function housekeep(
 function pick(counts: RetentionCounts) {
   const { events, webhook_deliveries, webhook_attempts } = counts;
   return { events, webhook_deliveries, webhook_attempts };
+}
+
+/** A row of the revoke outbox as the consent flow leaves it (the grant id stays sealed; any text does here). */
+async function revocation(
+  app: TestApp,
+  orgId: string,
+  status: 'pending' | 'revoked' | 'failed',
+  revokedAt: number | null,
+): Promise<string> {
+  const id = `grv_${status}_${app.clock.now()}`;
+  const now = app.clock.now();
+  await app.db.knex('grant_revocations').insert({
+    id,
+    link_id: `link_${id}`,
+    org_id: orgId,
+    mode: 'test',
+    bank_id: 'bancoabierto',
+    client_id: 'client',
+    grant_id_sealed: 'sealed',
+    status,
+    attempts: status === 'failed' ? 20 : 1,
+    next_attempt_at: now + MINUTE,
+    locked_until: null,
+    last_error: null,
+    created_at: now,
+    updated_at: now,
+    revoked_at: revokedAt,
+  });
+  return id;
 }
 
 forEachEngine(t, async (t, engine) => {
@@ -141,6 +172,12 @@ forEachEngine(t, async (t, engine) => {
       }),
     );
   await exchangeToken();
+  // The revoke outbox: one the bank confirmed, one still being told, one that gave up; all a quarter old.
+  const oldRevoked = await revocation(app, tenant.orgId, 'revoked', app.clock.now());
+  app.clock.advance(1);
+  const oldPending = await revocation(app, tenant.orgId, 'pending', null);
+  app.clock.advance(1);
+  const oldFailed = await revocation(app, tenant.orgId, 'failed', null);
   const pendingEvents: string[] = (
     await app.db.knex('webhook_deliveries').where({ status: 'pending' }).distinct('event_id')
   ).map((row: { event_id: string }) => row.event_id);
@@ -156,6 +193,7 @@ forEachEngine(t, async (t, engine) => {
   await runSyncs(app);
   const newWidgetToken = (await app.request('POST', '/v1/widget_tokens', { key: sk, body: {} })).body.id;
   await exchangeToken();
+  const newRevoked = await revocation(app, tenant.orgId, 'revoked', app.clock.now());
   const mfaLink = await newLink('sandbox-mfa');
   await runSyncs(app);
   const waiting = await refresh(mfaLink);
@@ -187,6 +225,7 @@ forEachEngine(t, async (t, engine) => {
     intents: await count(app, 'refresh_intents'),
     tokens: await count(app, 'widget_tokens'),
     exchangeTokens: await count(app, 'exchange_tokens'),
+    revocations: await count(app, 'grant_revocations'),
   };
 
   // Every statement of the passes below that reads or deletes a pruned table, for the plans' check at the end.
@@ -206,6 +245,7 @@ forEachEngine(t, async (t, engine) => {
       refreshIntentsDays: 0,
       widgetTokensDays: 0,
       auditLogDays: 0,
+      grantRevocationsDays: 0,
     });
     t.match(line?.retention_pruned, {
       events: 0,
@@ -217,6 +257,7 @@ forEachEngine(t, async (t, engine) => {
       widget_tokens: 0,
       exchange_tokens: 0,
       audit_log: 0,
+      grant_revocations: 0,
     });
     t.same(
       {
@@ -228,6 +269,7 @@ forEachEngine(t, async (t, engine) => {
         intents: await count(app, 'refresh_intents'),
         tokens: await count(app, 'widget_tokens'),
         exchangeTokens: await count(app, 'exchange_tokens'),
+        revocations: await count(app, 'grant_revocations'),
       },
       before,
     );
@@ -242,6 +284,7 @@ forEachEngine(t, async (t, engine) => {
       bankOutcomesDays: 0,
       refreshIntentsDays: 0,
       widgetTokensDays: 0,
+      grantRevocationsDays: 0,
     });
     // Three events read, one a batch: each pruned, or held by its pending delivery and set aside.
     Object.assign(firstPass, pick(line?.retention_pruned as RetentionCounts));
@@ -323,6 +366,14 @@ forEachEngine(t, async (t, engine) => {
     t.equal(pruned.exchange_tokens, 1, 'and the old exchange token');
     t.equal(await count(app, 'exchange_tokens'), before.exchangeTokens - 1);
 
+    // Grant revocations: the one the bank confirmed a quarter ago goes; the recent one, the one still being
+    // told and the one that gave up stay.
+    t.notOk(await app.db.knex('grant_revocations').where({ id: oldRevoked }).first(), 'the old revoked row');
+    for (const id of [newRevoked, oldPending, oldFailed])
+      t.ok(await app.db.knex('grant_revocations').where({ id }).first(), `${id} stays`);
+    t.equal(pruned.grant_revocations, 1);
+    t.equal(await count(app, 'grant_revocations'), before.revocations - 1);
+
     // Never by age: movements; the audit log by default.
     t.equal(await count(app, 'movements'), movements, 'every movement stays');
     t.equal(await count(app, 'audit_log'), audit, 'the audit log is kept forever by default');
@@ -344,6 +395,7 @@ forEachEngine(t, async (t, engine) => {
     t.equal(metric('refresh_intents'), pruned.refresh_intents);
     t.equal(metric('widget_tokens'), 1);
     t.equal(metric('exchange_tokens'), 1);
+    t.equal(metric('grant_revocations'), 1);
     t.match(text, /# TYPE svc_retention_pruned_rows_total counter/);
 
     // A second pass finds nothing more.
@@ -374,6 +426,13 @@ forEachEngine(t, async (t, engine) => {
         );
         const scans = plan.map((row) => row.detail).filter((detail) => /^SCAN \w+$/.test(detail));
         t.same(scans, [], `${sql}\n${plan.map((row) => row.detail).join('; ')}`);
+        // The revoke outbox's walk reads its own index in order: no sort of every revoked row kept.
+        if (/^delete from `grant_revocations`/.test(sql))
+          t.match(
+            plan.map((row) => row.detail).join('; '),
+            /USING (COVERING )?INDEX grant_revocations_revoked_idx \(status=\? AND revoked_at<\?\)(?!.*TEMP B-TREE)/,
+            `${sql}: walks grant_revocations_revoked_idx`,
+          );
       }
     },
   );

@@ -9,6 +9,7 @@ interface MigrationStatusJson {
   pending: string[];
   unknown: string[];
   version: string | null;
+  kinds: Record<string, 'expand' | 'contract'>;
 }
 
 forEachEngine(t, async (t, engine) => {
@@ -20,7 +21,7 @@ forEachEngine(t, async (t, engine) => {
   await t.test('after install nothing is pending', async (t) => {
     const status = await runCliJson<MigrationStatusJson>(t, ['migrate', '--status'], { home });
     t.equal((await runCliJson<ApplianceStatus>(t, ['status'], { home })).database.schema_state, 'current');
-    t.same(status, { applied: all, pending: [], unknown: [], version: all.at(-1) });
+    t.same(status, { applied: all, pending: [], unknown: [], version: all.at(-1), kinds: {} });
     const text = await runCli(['migrate'], { home });
     t.equal(text.code, 0);
     t.match(text.stdout, /up to date/i, 'svc migrate says there is nothing to do');
@@ -40,6 +41,8 @@ forEachEngine(t, async (t, engine) => {
       all.filter((name) => rolledBack.reverted.includes(name)),
       'status lists them as pending',
     );
+    t.same(Object.keys(status.kinds), status.pending, 'with the kind each declares');
+    t.ok(Object.values(status.kinds).every((kind) => kind === 'expand' || kind === 'contract'));
     t.same(status.unknown, []);
 
     const port = await freePort();
@@ -57,7 +60,7 @@ forEachEngine(t, async (t, engine) => {
     const applied = await runCliJson<{ applied: string[] }>(t, ['migrate'], { home });
     t.same(applied.applied, status.pending, 'svc migrate applies what was pending');
     const after = await runCliJson<MigrationStatusJson>(t, ['migrate', '--status'], { home });
-    t.same(after, { applied: all, pending: [], unknown: [], version: all.at(-1) });
+    t.same(after, { applied: all, pending: [], unknown: [], version: all.at(-1), kinds: {} });
 
     const serve = await startServe(t, { home });
     const health = await serve.request('GET', '/health');
@@ -98,6 +101,7 @@ forEachEngine(t, async (t, engine) => {
 
     const status = await runCliJson<MigrationStatusJson>(t, ['migrate', '--status'], { home });
     t.same(status.unknown, [future], 'status reports the unknown migration');
+    t.same(status.kinds, { [future]: 'contract' }, 'as contract: no kind is recorded for it');
     const appliance = await runCliJson<ApplianceStatus>(t, ['status'], { home });
     t.match(appliance.database, { schema_state: 'ahead', unknown_migrations: [future] }, 'svc status: ahead');
     const text = await runCli(['status'], { home });

@@ -195,7 +195,8 @@ forEachEngine(t, async (t, engine) => {
     async (t) => {
       const { url, home } = await installed(t, engine);
       const serve = await startServe(t, { home, env: { SVC_SUPERVISOR_HEARTBEAT_SECONDS: '1' } });
-      // What a newer build's migration leaves when it runs anyway (a second node, or by hand).
+      // What a newer build's migration leaves when it runs anyway (a second node, or by hand), with no kind
+      // recorded for it in migration_kinds: it counts as contract.
       await withDatabase(url, async (db) => {
         await db.knex.schema.createTable('newer_build_probe', (table) => table.string('id', 32).primary());
         await db

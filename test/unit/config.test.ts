@@ -197,6 +197,7 @@ t.test(
       refreshIntentsDays: 90,
       widgetTokensDays: 7,
       auditLogDays: 0,
+      grantRevocationsDays: 90,
       batchSize: 500,
       maxRowsPerPass: 20_000,
     });

@@ -6,6 +6,12 @@ import { isLoopbackHttp } from './register.js';
 import { mtlsAgent, mtlsFetch, type MtlsFetch } from './mtls.js';
 import { createAnswerChecker, type AnswerChecker } from './data-schemas.js';
 import { findRegistration, openPrivateKey, type ConsentClientRow } from './registrations.js';
+import {
+  consentProfileOf,
+  findInstitution,
+  type Institution,
+  type SecurityProfile,
+} from '../institutions.js';
 
 /*
  * The appliance as a registered client of one consent bank: openid-client's Configuration for the
@@ -22,11 +28,21 @@ export interface ConsentClient {
   fetch: MtlsFetch;
   /** The bank's resource API base, without a trailing slash. */
   apiBase: string;
+  /** The bank's security profile: how a consent is made, checked, queried and revoked there. */
+  security: SecurityProfile;
 }
 
 export interface ConsentClientOptions {
   /** Connect and answer budget of one call; the CMF's draft gives a bank 4 s to answer. */
   timeoutMs?: number;
+  /** The banks a registration may be of (`institutionsOf(config)`); the built-in ones when left out. */
+  institutions?: readonly Institution[];
+}
+
+/** A registration's profile: its bank's, Chile's draft for a bank no longer listed. */
+export function securityOf(row: ConsentClientRow, institutions?: readonly Institution[]): SecurityProfile {
+  const institution = findInstitution(row.bank_id, institutions);
+  return institution ? consentProfileOf(institution).security : 'fapi2-cl';
 }
 
 async function open(
@@ -44,11 +60,20 @@ async function open(
     timeoutMs,
   );
   const fetch = mtlsFetch(agent);
+  const security = securityOf(row, options.institutions);
+  // Brazil's FAPI 1.0 signs ID tokens and authorisation answers (JARM) with PS256 only; openid-client
+  // expects RS256 unless told, and checks the JARM `response` only in JWT response mode.
+  const brazil = security === 'fapi1-br';
   try {
     const configuration = await client.discovery(
       new URL(row.issuer),
       row.client_id,
-      { use_mtls_endpoint_aliases: true },
+      {
+        use_mtls_endpoint_aliases: true,
+        ...(brazil
+          ? { id_token_signed_response_alg: 'PS256', authorization_signed_response_alg: 'PS256' }
+          : {}),
+      },
       client.TlsClientAuth(),
       {
         [client.customFetch]: fetch as client.CustomFetch,
@@ -57,9 +82,16 @@ async function open(
         ...(isLoopbackHttp(row.issuer) ? { execute: [client.allowInsecureRequests] } : {}),
       },
     );
+    if (brazil) client.useJwtResponseMode(configuration);
     return {
       agent,
-      consentClient: { registration: row, configuration, fetch, apiBase: row.api_base.replace(/\/+$/, '') },
+      consentClient: {
+        registration: row,
+        configuration,
+        fetch,
+        apiBase: row.api_base.replace(/\/+$/, ''),
+        security,
+      },
     };
   } catch (error) {
     await agent.close();
@@ -76,7 +108,7 @@ export class ConsentClients {
     string,
     Promise<{ consentClient: ConsentClient; agent: Agent; updatedAt: number }>
   >();
-  private checker: AnswerChecker | null = null;
+  private readonly checkers = new Map<SecurityProfile, AnswerChecker>();
 
   constructor(
     private readonly secrets: SecretBox,
@@ -109,9 +141,17 @@ export class ConsentClients {
     return row ? this.forRegistration(row) : null;
   }
 
-  /** Compiled at the first sync that needs it (a few hundred ms), then kept for the process's life. */
-  answers(): AnswerChecker {
-    return (this.checker ??= createAnswerChecker());
+  /**
+   * The schema checker of a profile's answers (Chile's RUT/CLP overlay, or Brazil's files as published):
+   * compiled at the first sync that needs it (a few hundred ms), then kept for the process's life.
+   */
+  answers(security: SecurityProfile = 'fapi2-cl'): AnswerChecker {
+    let checker = this.checkers.get(security);
+    if (!checker) {
+      checker = createAnswerChecker(security === 'fapi1-br' ? 'BR' : 'CL');
+      this.checkers.set(security, checker);
+    }
+    return checker;
   }
 
   async close(): Promise<void> {

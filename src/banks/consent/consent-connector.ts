@@ -13,7 +13,8 @@ import {
 import type { ConsentCoverage } from './authorization-details.js';
 import { coverageOf } from './authorization-details.js';
 import type { ConsentClient } from './client.js';
-import { queryGrant, type GrantQuery } from './grant-management.js';
+import type { GrantQuery } from './grant-management.js';
+import { queryConsentGrant } from './consent-grants.js';
 import type { AnswerChecker, AnswerKind } from './data-schemas.js';
 import {
   mapAll,
@@ -41,6 +42,31 @@ import {
 
 export const ACCOUNTS_API = '/open-banking/accounts/v2/accounts';
 export const CREDIT_CARDS_API = '/open-banking/credit-cards-accounts/v2/accounts';
+/** Brazil's resources API: which of a consent's accounts and cards can be read now. */
+export const RESOURCES_API = '/open-banking/resources/v3/resources';
+
+/** A row of Brazil's resources list. */
+export interface ObResource {
+  resourceId: string;
+  type: string;
+  status: string;
+}
+
+/**
+ * The accounts and cards a Brazilian bank says may be read now: `AVAILABLE` ones. The others are still being
+ * authorised by a co-holder (`PENDING_AUTHORISATION`) or out of reach for a while (`TEMPORARILY_UNAVAILABLE`,
+ * `UNAVAILABLE`), and the file says their data is not to be asked for.
+ */
+export function availableResources(rows: readonly ObResource[]): {
+  accounts: Set<string>;
+  cards: Set<string>;
+} {
+  const available = rows.filter((row) => row.status === 'AVAILABLE');
+  return {
+    accounts: new Set(available.filter((r) => r.type === 'ACCOUNT').map((r) => r.resourceId)),
+    cards: new Set(available.filter((r) => r.type === 'CREDIT_CARD_ACCOUNT').map((r) => r.resourceId)),
+  };
+}
 
 /** The CMF's draft: a bank answers a data page of up to 100 records within 4 s. */
 export const ANSWER_BUDGET_MS = 4_000;
@@ -114,10 +140,13 @@ export function retryAtOf(header: string | null, status: 429 | 503 | 529, now: n
 }
 
 /** Why a grant whose query says it ended ends the link, in the appliance's words (never the grant id). */
-export function endedReason(query: Extract<GrantQuery, { kind: 'ended' }>): string {
+export function endedReason(
+  query: Extract<GrantQuery, { kind: 'ended' }>,
+  source: 'Grant Management' | 'consents API' = 'Grant Management',
+): string {
   return query.status === 'expired'
-    ? 'the bank says the consent has expired (Grant Management: expired)'
-    : `the bank says the consent was revoked (Grant Management: ${query.status})`;
+    ? `the bank says the consent has expired (${source}: expired)`
+    : `the bank says the consent was revoked (${source}: ${query.status})`;
 }
 
 /** `YYYY-MM-DD` (UTC) of the days a window touches, as the booking-date filters take them. */
@@ -132,6 +161,10 @@ export function createConsentConnector(options: ConsentConnectorOptions): Consen
   const pageSize = options.pageSize ?? PAGE_SIZE;
   const apiOrigin = new URL(bank.apiBase).origin;
   const permit = options.permit ?? (() => Promise.resolve());
+  // Where the bank keeps its word on a grant: Grant Management in Chile, the consent resource in Brazil.
+  const source = bank.security === 'fapi1-br' ? 'consents API' : 'Grant Management';
+  const ended = (query: Extract<GrantQuery, { kind: 'ended' }>) => endedReason(query, source);
+  const zone = bank.security === 'fapi1-br' ? 'America/Sao_Paulo' : 'America/Santiago';
 
   const stateOf = (session: BankSession) => session.state as unknown as GrantState;
 
@@ -139,7 +172,7 @@ export function createConsentConnector(options: ConsentConnectorOptions): Consen
   async function grantQuery(state: GrantState): Promise<GrantQuery> {
     if (state.query === null) {
       await permit();
-      state.query = await queryGrant(bank, state.grantId);
+      state.query = await queryConsentGrant(bank, state.grantId);
     }
     return state.query;
   }
@@ -150,11 +183,11 @@ export function createConsentConnector(options: ConsentConnectorOptions): Consen
    */
   async function refusedRefresh(state: GrantState): Promise<ConnectorError> {
     const query = await grantQuery(state);
-    if (query.kind === 'ended') return fail('consent_revoked', endedReason(query));
+    if (query.kind === 'ended') return fail('consent_revoked', ended(query));
     const said = query.kind === 'authorised' ? 'authorised' : query.reason;
     return fail(
       'consent_revoked',
-      `the bank refused to refresh the access token (invalid_grant): the consent was revoked or has expired (Grant Management: ${said})`,
+      `the bank refused to refresh the access token (invalid_grant): the consent was revoked or has expired (${source}: ${said})`,
     );
   }
 
@@ -222,7 +255,7 @@ export function createConsentConnector(options: ConsentConnectorOptions): Consen
       // A fresh token refused too: a revoked consent, or a bank-side fault. Grant Management tells which.
       if (status === 401) {
         const query = await grantQuery(state);
-        if (query.kind === 'ended') throw fail('consent_revoked', endedReason(query));
+        if (query.kind === 'ended') throw fail('consent_revoked', ended(query));
       }
       throw statusFailure(status, response.headers.get('retry-after'), what, now);
     }
@@ -293,7 +326,7 @@ export function createConsentConnector(options: ConsentConnectorOptions): Consen
       };
       if (options.checkGrantFirst) {
         const query = await grantQuery(state);
-        if (query.kind === 'ended') throw fail('consent_revoked', endedReason(query));
+        if (query.kind === 'ended') throw fail('consent_revoked', ended(query));
       }
       if (state.accessTokenExpiresAt !== null && state.accessTokenExpiresAt - request.now < REFRESH_AHEAD_MS)
         await refresh(state, request.now);
@@ -312,14 +345,22 @@ export function createConsentConnector(options: ConsentConnectorOptions): Consen
     async listAccounts(session, now) {
       const state = stateOf(session);
       const accounts: BankAccount[] = [];
+      // Brazil: the resources list first, and only what it says is AVAILABLE is read.
+      const readable =
+        bank.security === 'fapi1-br'
+          ? availableResources(
+              await pages<ObResource>(state, listUrl(RESOURCES_API), 'resources', 'the resources list', now),
+            )
+          : null;
       if (state.covers.includes('accounts')) {
-        const list = await pages<ObAccount>(
+        const listed = await pages<ObAccount>(
           state,
           listUrl(ACCOUNTS_API),
           'accounts',
           'the accounts list',
           now,
         );
+        const list = readable ? listed.filter((a) => readable.accounts.has(a.accountId)) : listed;
         for (const account of list) {
           const id = encodeURIComponent(account.accountId);
           if (state.covers.includes('balances')) {
@@ -357,13 +398,16 @@ export function createConsentConnector(options: ConsentConnectorOptions): Consen
         }
       }
       if (state.covers.includes('credit_cards')) {
-        const cards = await pages<ObCardAccount>(
+        const listedCards = await pages<ObCardAccount>(
           state,
           listUrl(CREDIT_CARDS_API),
           'creditCardAccounts',
           'the credit card list',
           now,
         );
+        const cards = readable
+          ? listedCards.filter((c) => readable.cards.has(c.creditCardAccountId))
+          : listedCards;
         for (const card of cards) {
           const base = `${bank.apiBase}${CREDIT_CARDS_API}/${encodeURIComponent(card.creditCardAccountId)}`;
           const identification = await one<ObCardIdentification>(
@@ -400,7 +444,7 @@ export function createConsentConnector(options: ConsentConnectorOptions): Consen
           'credit card transactions',
           now,
         );
-        movements = mapAll(rows, (row) => mapCardTransaction(row, account.currency));
+        movements = mapAll(rows, (row) => mapCardTransaction(row, account.currency, zone));
       } else {
         // The consent may list accounts and balances without their transactions (no ReadTransactions).
         if (!state.covers.includes('movements')) return [];
@@ -411,7 +455,7 @@ export function createConsentConnector(options: ConsentConnectorOptions): Consen
           'account transactions',
           now,
         );
-        movements = mapAll(rows, (row) => mapDepositTransaction(row, account.currency));
+        movements = mapAll(rows, (row) => mapDepositTransaction(row, account.currency, zone));
       }
       // The filters take whole days; the engine's window is to the millisecond.
       return movements.filter((m) => m.postedAt >= window.from && m.postedAt < window.to);

@@ -1,3 +1,4 @@
+import { normaliseRut } from '../../rut/rut.js';
 import {
   ConnectorError,
   type AccountType,
@@ -129,10 +130,13 @@ export function toMinorUnits(money: Money, field: string): number {
   return sign === '-' && value !== 0 ? -value : value;
 }
 
-/** `YYYY-MM-DD` of an instant in Chile (America/Santiago): the day the holder sees on their statement. */
-export function chileanDate(instant: number): string {
+/** Where the holder reads their statement: Chile's banks, or Brazil's (Brasília time). */
+export type StatementZone = 'America/Santiago' | 'America/Sao_Paulo';
+
+/** `YYYY-MM-DD` of an instant in Chile (America/Santiago), or `zone`: the day the holder sees on their statement. */
+export function chileanDate(instant: number, zone: StatementZone = 'America/Santiago'): string {
   const parts = new Intl.DateTimeFormat('en-CA', {
-    timeZone: 'America/Santiago',
+    timeZone: zone,
     year: 'numeric',
     month: '2-digit',
     day: '2-digit',
@@ -259,7 +263,11 @@ const CARD_TYPES: Record<string, MovementType> = {
  * transaction is done (`TRANSACAO_EFETIVADA`); a future or processing one is pending, and its id may change
  * when it completes, which the sync engine's reconcile pairs by amount, day and description.
  */
-export function mapDepositTransaction(transaction: ObTransaction, accountCurrency: string): BankMovement {
+export function mapDepositTransaction(
+  transaction: ObTransaction,
+  accountCurrency: string,
+  zone: StatementZone = 'America/Santiago',
+): BankMovement {
   sameCurrency(transaction.transactionAmount, accountCurrency, 'transactionAmount');
   const magnitude = toMinorUnits(transaction.transactionAmount, 'transactionAmount');
   const postedAt = instantOf(transaction.transactionDateTime, 'transactionDateTime');
@@ -272,17 +280,20 @@ export function mapDepositTransaction(transaction: ObTransaction, accountCurrenc
     referenceId: null,
     counterparty: counterpartyOf(transaction),
     postedAt,
-    transactionDate: chileanDate(postedAt),
+    transactionDate: chileanDate(postedAt, zone),
     pending: transaction.completedAuthorisedPaymentType !== 'TRANSACAO_EFETIVADA',
   };
 }
 
-/** The other party, when the bank names one (a RUT, after the overlay; its bank code and account). */
+/**
+ * The other party, when the bank names one (a RUT, after the overlay; its bank code and account). A Brazilian
+ * bank names it by CPF or CNPJ, which is no RUT: the counterparty's `rut` stays null there.
+ */
 function counterpartyOf(transaction: ObTransaction): BankMovement['counterparty'] {
   if (transaction.partieCnpjCpf === undefined && transaction.partieNumber === undefined) return null;
   return {
     name: '',
-    rut: transaction.partieCnpjCpf ?? null,
+    rut: transaction.partieCnpjCpf === undefined ? null : normaliseRut(transaction.partieCnpjCpf),
     bankId: null,
     accountLast4: transaction.partieNumber?.slice(-4) ?? null,
   };
@@ -293,7 +304,11 @@ function counterpartyOf(transaction: ObTransaction): BankMovement['counterparty'
  * fee) is money out, negative; a credit (a payment, a refund, cashback) positive. One not yet on a bill
  * (no `billId`) is pending, as the sandbox marks unbilled charges.
  */
-export function mapCardTransaction(transaction: ObCardTransaction, accountCurrency: string): BankMovement {
+export function mapCardTransaction(
+  transaction: ObCardTransaction,
+  accountCurrency: string,
+  zone: StatementZone = 'America/Santiago',
+): BankMovement {
   sameCurrency(transaction.brazilianAmount, accountCurrency, 'brazilianAmount');
   const magnitude = toMinorUnits(transaction.brazilianAmount, 'brazilianAmount');
   const postedAt = instantOf(transaction.transactionDateTime, 'transactionDateTime');
@@ -306,7 +321,7 @@ export function mapCardTransaction(transaction: ObCardTransaction, accountCurren
     referenceId: null,
     counterparty: null,
     postedAt,
-    transactionDate: chileanDate(postedAt),
+    transactionDate: chileanDate(postedAt, zone),
     pending: transaction.billId === undefined,
   };
 }

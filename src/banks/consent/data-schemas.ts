@@ -24,10 +24,16 @@ export const ANSWERS = {
   creditCardIdentification: { spec: 'credit-cards', schema: 'ResponseCreditCardAccountsIdentification' },
   creditCardLimits: { spec: 'credit-cards', schema: 'ResponseCreditCardAccountsLimits' },
   creditCardTransactions: { spec: 'credit-cards', schema: 'ResponseCreditCardAccountsTransactions' },
+  /** Brazil only: which of the consent's accounts and cards may be read now (resources 3.1.0). */
+  resources: { spec: 'resources', schema: 'ResponseResourceList' },
 } as const;
 export type AnswerKind = keyof typeof ANSWERS;
 
-const SPEC_FILES = { accounts: 'accounts-2.4.2.yml', 'credit-cards': 'credit-cards-2.3.1.yml' } as const;
+const SPEC_FILES = {
+  accounts: 'accounts-2.4.2.yml',
+  'credit-cards': 'credit-cards-2.3.1.yml',
+  resources: 'resources-3.1.0.yml',
+} as const;
 type SpecName = keyof typeof SPEC_FILES;
 
 /** The copies sit in src/ beside this file's source; compiled code runs from dist/src/banks/consent/. */
@@ -58,16 +64,34 @@ export const CLP_RUT_OVERLAY: Record<SpecName, Record<string, Record<string, unk
     Links: { self: LINK, first: LINK, prev: LINK, next: LINK, last: LINK },
     TransactionsLinks: { self: LINK, first: LINK, prev: LINK, next: LINK },
   },
+  resources: {},
 };
+
+/**
+ * A Brazilian bank's answers are Brazil's files as published (CNPJ and CPF, BRL), but for the page links,
+ * for the same reason as in Chile (LINK).
+ */
+export const BRL_OVERLAY: Record<SpecName, Record<string, Record<string, unknown>>> = {
+  accounts: {},
+  'credit-cards': {
+    Links: CLP_RUT_OVERLAY['credit-cards'].Links!,
+    TransactionsLinks: CLP_RUT_OVERLAY['credit-cards'].TransactionsLinks!,
+  },
+  resources: {},
+};
+
+/** Whose rules a bank's answers follow: Chile's adaptation, or Brazil's own. */
+export type AnswerMarket = 'CL' | 'BR';
+const OVERLAYS: Record<AnswerMarket, typeof CLP_RUT_OVERLAY> = { CL: CLP_RUT_OVERLAY, BR: BRL_OVERLAY };
 
 type Schemas = Record<string, { properties?: Record<string, unknown> }>;
 
-export function loadSpecSchemas(spec: SpecName): Schemas {
+export function loadSpecSchemas(spec: SpecName, market: AnswerMarket = 'CL'): Schemas {
   const document = parse(readFileSync(new URL(SPEC_FILES[spec], SPECS_DIR), 'utf8')) as {
     components: { schemas: Schemas };
   };
   const schemas = structuredClone(document.components.schemas);
-  for (const [component, properties] of Object.entries(CLP_RUT_OVERLAY[spec])) {
+  for (const [component, properties] of Object.entries(OVERLAYS[market][spec])) {
     const target = schemas[component];
     if (!target?.properties) throw new Error(`${SPEC_FILES[spec]} has no component ${component} to adapt`);
     for (const [property, replacement] of Object.entries(properties)) {
@@ -98,12 +122,12 @@ export interface AnswerChecker {
  * not per sync). OpenAPI 3.0's `format: double`/`url`/`uri`/`int32` are annotations here: the patterns carry the
  * rules.
  */
-export function createAnswerChecker(): AnswerChecker {
+export function createAnswerChecker(market: AnswerMarket = 'CL'): AnswerChecker {
   const ajv = new Ajv({ allErrors: true, strict: false, coerceTypes: false });
   addFormats.default(ajv, ['date', 'date-time', 'uuid']);
   for (const format of ['double', 'url', 'uri', 'int', 'int32', 'integer']) ajv.addFormat(format, true);
   for (const spec of Object.keys(SPEC_FILES) as SpecName[])
-    ajv.addSchema({ $id: `ob-br-${spec}`, components: { schemas: loadSpecSchemas(spec) } });
+    ajv.addSchema({ $id: `ob-br-${spec}`, components: { schemas: loadSpecSchemas(spec, market) } });
   const validators = new Map<AnswerKind, ValidateFunction>();
   for (const [kind, { spec, schema }] of Object.entries(ANSWERS) as [
     AnswerKind,

@@ -1,7 +1,8 @@
 import type { Knex } from 'knex';
 import { toIso, type Clock } from '../../clock/clock.js';
 import type { ConsentClients } from '../../banks/consent/client.js';
-import { revokeGrant, type RevokeOutcome } from '../../banks/consent/grant-management.js';
+import type { RevokeOutcome } from '../../banks/consent/grant-management.js';
+import { revokeConsentGrant } from '../../banks/consent/consent-grants.js';
 import type { Database } from '../../db/database.js';
 import { newId } from '../../ids/ids.js';
 import type { Logger } from '../../logging/logger.js';
@@ -110,6 +111,21 @@ export async function revocationCounts(db: Knex): Promise<{ pending: number; fai
   return { pending: byStatus.get('pending') ?? 0, failed: byStatus.get('failed') ?? 0 };
 }
 
+/**
+ * Retention (`retention.grantRevocationsDays`, 90 by default): removes up to `limit` rows the bank confirmed
+ * revoked before `cutoff`, oldest first. Pending rows are still being told; failed ones wait for someone to
+ * act, and stay. Walks `grant_revocations_revoked_idx (status, revoked_at, id)`.
+ */
+export async function pruneRevokedGrants(trx: Knex, cutoff: number, limit: number): Promise<number> {
+  const ids = trx('grant_revocations')
+    .select('id')
+    .where({ status: 'revoked' })
+    .where('revoked_at', '<', cutoff)
+    .orderBy([{ column: 'revoked_at' }, { column: 'id' }])
+    .limit(limit);
+  return trx('grant_revocations').whereIn('id', ids).delete();
+}
+
 /** Takes one due row with a lease (a conditional update: two schedulers never take the same row). */
 async function claimDue(db: Knex, now: number): Promise<GrantRevocationRow | null> {
   const candidates: GrantRevocationRow[] = await db<GrantRevocationRow>('grant_revocations')
@@ -172,7 +188,7 @@ export async function revokeDueGrants(services: RevokeServices): Promise<number>
         ? { kind: 'failed', reason: `no registration with ${row.bank_id} in ${row.mode} mode`, retryAt: null }
         : client.registration.client_id !== row.client_id
           ? { kind: 'failed', reason: 'the grant belongs to a registration that was replaced', retryAt: null }
-          : await revokeGrant(
+          : await revokeConsentGrant(
               client,
               services.secrets.open(row.grant_id_sealed, linkGrantContext(row.link_id, 'grant_id_sealed')),
               services.clock.now(),

@@ -456,6 +456,63 @@
     return { element, input, check };
   }
 
+  /** A CPF's 11 digits with its two check digits (Receita Federal's modulo 11); punctuation is ignored. */
+  function cpfValid(text) {
+    const digits = text.replace(/[.\-\s]/g, '');
+    if (!/^\d{11}$/.test(digits) || /^(\d)\1{10}$/.test(digits)) return false;
+    const digit = (length) => {
+      let sum = 0;
+      for (let i = 0; i < length; i++) sum += Number(digits[i]) * (length + 1 - i);
+      const rest = sum % 11;
+      return rest < 2 ? 0 : 11 - rest;
+    };
+    return digit(9) === Number(digits[9]) && digit(10) === Number(digits[10]);
+  }
+
+  /** A Brazilian bank's consent names its customer: the CPF, checked as typed, sent with the start. */
+  function cpfField() {
+    const message = h('p', { id: 'cpf-message', className: 'message', 'aria-live': 'polite' });
+    const input = h('input', {
+      id: 'cpf',
+      name: 'cpf',
+      type: 'text',
+      inputmode: 'numeric',
+      autocomplete: 'off',
+      spellcheck: 'false',
+      maxlength: '14',
+      required: true,
+      'aria-describedby': 'cpf-hint cpf-message',
+      value: state.cpf || '',
+    });
+    const hint = h('p', { id: 'cpf-hint', className: 'hint' }, t('cpf.hint'));
+    /** The check's word takes the example's place beside the label: the screen keeps its height. */
+    function check(final) {
+      const ok = cpfValid(input.value);
+      const complete = input.value.replace(/\D/g, '').length >= 11;
+      const say = ok
+        ? t('cpf.valid')
+        : complete || final
+          ? t(input.value ? 'cpf.invalid' : 'cpf.missing')
+          : '';
+      message.textContent = say;
+      message.className = 'message' + (ok ? ' message-ok' : say ? ' message-error' : '');
+      hint.hidden = say !== '';
+      input.setAttribute('aria-invalid', !ok && say ? 'true' : 'false');
+      return ok;
+    }
+    input.addEventListener('input', () => {
+      state.cpf = input.value;
+      check(false);
+    });
+    const element = h(
+      'div',
+      { className: 'field' },
+      h('div', { className: 'field-head' }, h('label', { for: 'cpf' }, t('cpf.label')), hint, message),
+      input,
+    );
+    return { element, input, check };
+  }
+
   function credentials(alertText) {
     const bank = state.bank;
     const reconnect = boot.kind === 'reconnect';
@@ -631,6 +688,7 @@
       : null;
     const actions = h('div', { className: 'actions' }, go);
     if (!boot.bank_id) actions.append(button(t('credentials.otherBank'), () => picker(), true));
+    const cpf = bank.asks_cpf && go ? cpfField() : null;
     const form = h(
       'form',
       { novalidate: true, className: 'consent-screen' },
@@ -644,7 +702,8 @@
       ),
       h('p', { id: 'consent-duration', className: 'consent-duration' }, screen.duration),
       screen.notes.map((note) => h('p', { className: 'hint' }, note)),
-      h('p', { className: 'hint' }, t('consent.lead', { bank: bank.name })),
+      // The CPF field takes the lead's place: the screen still fits at 1280x800 without a scroll.
+      cpf ? cpf.element : h('p', { className: 'hint' }, t('consent.lead', { bank: bank.name })),
       alert,
       screen.warning ? h('p', { className: 'form-alert', role: 'alert' }, screen.warning) : null,
       actions,
@@ -652,6 +711,7 @@
     form.addEventListener('submit', async (event) => {
       event.preventDefault();
       if (state.busy || !go) return;
+      if (cpf && !cpf.check(true)) return cpf.input.focus();
       state.busy = true;
       go.setAttribute('aria-disabled', 'true');
       go.textContent = t('consent.opening', { bank: bank.name });
@@ -666,6 +726,7 @@
         start = await api('POST', 'consent', {
           ...(boot.bank_id ? {} : { bank_id: bank.id }),
           holder_type: state.holderType,
+          ...(cpf ? { cpf: cpf.input.value } : {}),
         });
       } catch (error) {
         if (popup) popup.close();
@@ -678,7 +739,7 @@
       popup.location.replace(start.authorization_url);
       handleStatus(start.status);
     });
-    show('consent', [heading(screen.title), form], go || undefined);
+    show('consent', [heading(screen.title), form], (cpf && cpf.input) || go || undefined);
   }
 
   /** The end user is at the bank's page; the callback moves the session on and polling sees it. */
