@@ -16,6 +16,8 @@ export interface WorkerProcess {
   /** The last 200 kB of the children's JSON log lines. */
   stdout(): string;
   stderr(): string;
+  /** Resolves when `svc serve` has exited. */
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   stop(): Promise<void>;
 }
 
@@ -31,6 +33,8 @@ export async function startWorkers(
     roles: string;
     env?: Record<string, string>;
     readyTimeoutMs?: number;
+    /** Another build's root to run (other-build.ts, previous-build.ts) instead of this checkout. */
+    root?: string;
     /** Called with every log line the children write (JSON lines), e.g. to count what each one did. */
     onLine?: (line: string) => void;
   },
@@ -39,6 +43,7 @@ export async function startWorkers(
     ['serve', '--roles', options.roles],
     {
       home: options.home,
+      ...(options.root ? { root: options.root } : {}),
       env: {
         SVC_METRICS_PORT: String(await freePort()),
         SVC_SUPERVISOR_SHUTDOWN_TIMEOUT_SECONDS: '5',
@@ -60,10 +65,10 @@ export async function startWorkers(
   });
   child.stderr!.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-200_000)));
   let exited = false;
-  const exit = new Promise<void>((resolve) =>
-    child.once('exit', () => {
+  const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once('exit', (code, signal) => {
       exited = true;
-      resolve();
+      resolve({ code, signal });
     }),
   );
   const pid = child.pid!;
@@ -102,6 +107,7 @@ export async function startWorkers(
     state,
     stdout: () => stdout,
     stderr: () => stderr,
+    exited: exit,
     stop,
   };
 }
