@@ -1,6 +1,6 @@
 import { execFile, spawn } from 'node:child_process';
 import { closeSync, mkdirSync, openSync, readFileSync, readlinkSync, realpathSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { isAlive, runningSupervisors } from '../processes/status.js';
@@ -58,7 +58,7 @@ export function runsFrom(server: RunningServer, checkout: string): boolean {
   const script = server.argv[1];
   if (!script) return false;
   try {
-    return realpathSync(join(server.cwd, script)) === realpathSync(join(checkout, 'bin', 'run.js'));
+    return realpathSync(resolve(server.cwd, script)) === realpathSync(join(checkout, 'bin', 'run.js'));
   } catch {
     return false;
   }

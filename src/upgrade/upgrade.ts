@@ -358,9 +358,11 @@ export async function runUpgrade(options: UpgradeOptions): Promise<UpgradeResult
     for (const server of expected) {
       if (!server.roles.includes('api')) continue;
       const url = healthAddress(server.argv.slice(3), server.env, config.api);
+      const asked = Date.now();
       await waitUntil(() => healthAnswers(url), healthTimeoutMs);
-      details.push(`${url}/health answers 200`);
+      details.push(`${url}/health answers 200 (after ${formatSeconds(Date.now() - asked)})`);
     }
+    const asked = Date.now();
     await waitUntil(async () => {
       const status = (await svc(['status'])) as {
         servers: { host: string; pid: number; version: string; roles: string }[];
@@ -377,7 +379,9 @@ export async function runUpgrade(options: UpgradeOptions): Promise<UpgradeResult
       }
       return true;
     }, healthTimeoutMs);
-    details.push(`svc status: ${expected.length} server(s) running ${label}`);
+    details.push(
+      `svc status: ${expected.length} server(s) running ${label} (after ${formatSeconds(Date.now() - asked)})`,
+    );
   }
 
   async function rollback(failed: StepName, error: Error, swap: Swap | null): Promise<UpgradeResult> {
