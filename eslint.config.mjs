@@ -3,7 +3,7 @@ import tseslint from 'typescript-eslint';
 import prettier from 'eslint-config-prettier';
 
 export default tseslint.config(
-  { ignores: ['dist/', 'node_modules/', '.tap/', 'oclif.manifest.json', 'test-output/'] },
+  { ignores: ['dist/', 'node_modules/', '.tap/', 'oclif.manifest.json', 'test-output/', '.svc-upgrade/'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   prettier,
