@@ -2,7 +2,7 @@ import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Config } from '../config/defaults.js';
 import type { Database } from '../db/database.js';
-import { migrationStatus } from '../db/migrations.js';
+import { migrationStatus, schemaMismatch } from '../db/migrations.js';
 import { buildLabel, thisBuild, type BuildInfo } from './build-info.js';
 import { queueDepths, type QueueDepths } from './queue-depths.js';
 import { liveServeInstances } from './serve-instances.js';
@@ -75,6 +75,11 @@ export interface ApplianceStatus {
     error?: string;
     schema_version: string | null;
     schema_state: SchemaState | null;
+    /**
+     * Whether this build runs on the schema as it is: true when `ahead` by expand migrations only (a rolling
+     * upgrade under way) or `behind` by contract ones only (they wait for the previous build's last node).
+     */
+    schema_fits_build: boolean | null;
     pending_migrations: number;
     /** Applied migrations this build does not know. */
     unknown_migrations: string[];
@@ -170,6 +175,7 @@ export async function collectStatus(
         reachable: true,
         schema_version: migrations.version,
         schema_state: schemaState(migrations),
+        schema_fits_build: schemaMismatch(migrations) === null,
         pending_migrations: migrations.pending.length,
         unknown_migrations: migrations.unknown,
         size_bytes: await db.sizeBytes(),
@@ -189,6 +195,7 @@ export async function collectStatus(
         error: (error as Error).message,
         schema_version: null,
         schema_state: null,
+        schema_fits_build: null,
         pending_migrations: 0,
         unknown_migrations: [],
         size_bytes: null,

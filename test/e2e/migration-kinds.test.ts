@@ -130,6 +130,17 @@ forEachEngine(t, async (t, engine) => {
         ],
         'the old server runs its API, scheduler and dispatcher',
       );
+      const status = await runCli(['status', '--json'], { home });
+      t.match(
+        JSON.parse(status.stdout).database,
+        { schema_state: 'ahead', unknown_migrations: [NEWER_EXPAND], schema_fits_build: true },
+        'svc status of the old build: ahead, by a migration it runs on',
+      );
+      t.match(
+        // Wrapped at the 80 columns a command without a terminal gets.
+        (await runCli(['status'], { home })).stdout.replace(/\s+/g, ' '),
+        `it has ${NEWER_EXPAND}; expand migrations this build runs on: an upgrade is under way, finish it`,
+      );
       const link = await old.request('POST', '/v1/links', { key, body: linkBody() });
       t.equal(link.status, 200, 'its API writes');
       const synced = await waitFor(

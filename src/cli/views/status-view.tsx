@@ -77,13 +77,19 @@ function StatusView({
             {database.schema_state === 'behind' ? (
               <Text color="yellow">
                 {' '}
-                (behind this build: {database.pending_migrations} pending; run svc migrate)
+                {database.schema_fits_build
+                  ? `(behind this build by ${database.pending_migrations} contract migration${database.pending_migrations === 1 ? '' : 's'}, which this build runs without: svc migrate once no node of the previous build is left)`
+                  : `(behind this build: ${database.pending_migrations} pending; run svc migrate)`}
               </Text>
             ) : null}
             {database.schema_state === 'ahead' ? (
-              <Text color="red">
+              <Text color={database.schema_fits_build ? 'yellow' : 'red'}>
                 {' '}
-                (ahead of this build: it has {database.unknown_migrations.join(', ')}; upgrade svc)
+                (ahead of this build: it has {database.unknown_migrations.join(', ')};{' '}
+                {database.schema_fits_build
+                  ? 'expand migrations this build runs on: an upgrade is under way, finish it'
+                  : 'upgrade svc'}
+                )
               </Text>
             ) : null}
             , size {formatBytes(database.size_bytes)}
