@@ -53,3 +53,20 @@ t.test('the version is semantic, and CHANGELOG.md has it with upgrade notes', as
     t.match(section, /^### Upgrade notes$/m, `${version} has upgrade notes`);
   }
 });
+
+t.test("the README's figures were measured on this version", async (t) => {
+  const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
+  const section = readme.slice(readme.indexOf('### How long it takes'));
+  const measured =
+    /^Measured on svc (\d+\.\d+\.\d+) \(commit [0-9a-f]{12}\) on \d{4}-\d{2}-\d{2} with `npm run bench:figures`/m.exec(
+      section,
+    );
+  t.ok(measured, 'the section says which build and how (npm run bench:figures)');
+  t.equal(measured?.[1], pkg.version, 'a release re-measures install and upgrade times');
+  for (const step of ['`install.sh`, whole', '`svc upgrade`, whole', 'the API down during the upgrade'])
+    t.match(
+      section,
+      new RegExp(`\\| ${step.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}[^|]*\\| \\d+(\\.\\d)? s`),
+      step,
+    );
+});
