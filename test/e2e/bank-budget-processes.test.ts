@@ -233,6 +233,9 @@ forEachEngine(t, async (t, engine) => {
     const deferredBy = new Set<number>();
     for (const linkId of [...spare, ...scheduled]) {
       if (deferredBy.size === 2 || Date.now() > pausedUntil - 5_000) break;
+      // At a random moment of the workers' 100 ms polls: the process that deferred the last sync polls again
+      // in step with it, and would win every time if the next were queued as soon as the deferral is seen.
+      await sleep(Math.random() * 250);
       const [job] = await queueScheduled(db, [linkId]);
       const deferral = await waitFor(async () => {
         const line = lines.find(
