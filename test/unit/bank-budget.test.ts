@@ -1,5 +1,6 @@
 import t from 'tap';
 import {
+  averagedCalls,
   capacityOf,
   inArrivalMargin,
   limitsOf,
@@ -91,6 +92,18 @@ t.test("a bank's links against its budget over the interval", async (t) => {
     intervalMinutes: 240,
   });
   t.equal(short.fits, false, '12,000 calls do not fit in 11,520');
+  const averaged = capacityOf({
+    links: 10_000,
+    callsPerSync: averagedCalls(12, 12),
+    limits,
+    scheduledShare: 0.8,
+    intervalMinutes: 240,
+  });
+  t.equal(
+    averaged.needed,
+    120_000,
+    "an average of 12 calls that a float's last bit moved needs 120,000 calls",
+  );
   const check = checkBankBudgets(
     [{ bankId: 'bancoabierto', mode: 'live', links: 1000, callsPerSync: 12, ...short }],
     240,

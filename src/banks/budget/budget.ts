@@ -102,7 +102,9 @@ export function capacityOf(input: {
   const share = shareOf(input.limits, 'scheduled', input.scheduledShare);
   // The per-second window allows at most 60 of its count a minute; the tighter of the two rules.
   const perMinute = Math.min(share.perMinute, share.perSecond * 60);
-  const needed = Math.ceil(input.links * input.callsPerSync);
+  // The average is a float (12 × 0.8 + 12 × 0.2 is 12.000000000000002): rounded to a thousandth first, so
+  // 10,000 links of 12 calls need 120,000 calls, not 120,001.
+  const needed = Math.ceil(Math.round(input.links * input.callsPerSync * 1000) / 1000);
   const available = Math.floor(perMinute * input.intervalMinutes);
   return { needed, available, fits: needed <= available, minutesNeeded: needed / perMinute };
 }

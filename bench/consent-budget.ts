@@ -1,0 +1,423 @@
+/*
+ * Issue 31, item 6: 10,000 consent links of one bank under the draft's default budget (10 calls a second, 60 a
+ * minute; scheduled syncs 80% of it). The simulated consent bank runs in this process and serves every call
+ * over mutual TLS; the sync workers are a scheduler's (`runSyncWorkers`, the scheduler's defaults: 4 workers,
+ * 2 scheduled syncs of one bank at a time), with the budget in the database as in production.
+ *
+ *   npm run build && node dist/bench/consent-budget.js          (BENCH_FAST=1: 1,000 links, 1-minute phases)
+ *
+ * Walking 10,000 consents through the bank's pages would take longer than the figures do, so BENCH_GRANTS
+ * (50) real consents are made (PAR, sign-in, consent, token) and the 10,000 links share them, 200 links to
+ * a grant: the bank answers each link's calls as it would its own grant's (same accounts, same
+ * pages), and the appliance stores, seals and syncs each link on its own. The bank's access tokens live 10
+ * minutes: every link's is marked expired, so each sync starts with a token refresh, as a sync every few hours
+ * does (the bank does not rotate refresh tokens, so links sharing a grant do not spend one another's).
+ *
+ * Phases, each started on a clock minute so whole budget minutes are measured:
+ *  1. scheduled: every link's scheduled sync queued at once (the backlog of a full round), workers draining it
+ *     for BENCH_PHASE_SECONDS (180): syncs, calls and calls per sync per minute;
+ *  2. on demand, for BENCH_ON_DEMAND_SECONDS (300): the same, plus an on-demand refresh of another link about
+ *     every BENCH_REFRESH_EVERY_MS (60,000, at random moments) while scheduled syncs take all their share:
+ *     each refresh's latency from its intent to its end.
+ * Then what one interval (`scheduler.syncIntervalMinutes`, 240) covers at the measured rate, beside the
+ * arithmetic, and what the scheduler's warning, `svc doctor` and `svc_bank_budget_load` say.
+ * BENCH_LINKS, BENCH_GRANTS, BENCH_PHASE_SECONDS, BENCH_ON_DEMAND_SECONDS, BENCH_REFRESH_EVERY_MS;
+ * BENCH_DATABASE_URL for Postgres.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import Koa, { type Middleware } from 'koa';
+import * as client from 'openid-client';
+import { pino } from 'pino';
+import { parseAuthorizationDetails, validUntil } from '../src/banks/consent/authorization-details.js';
+import { bankCapacities, capacitySettingsOf, CapacityWarnings } from '../src/banks/budget/capacity.js';
+import { CONSENT_SANDBOX_BANK_ID } from '../src/banks/institutions.js';
+import { ManualClock, systemClock } from '../src/clock/clock.js';
+import { loadConfig } from '../src/config/load-config.js';
+import { startConsentBank } from '../src/consent-bank/consent-bank.js';
+import { ConsentBankFaults } from '../src/consent-bank/faults.js';
+import { registerWithSimulatedBank } from '../src/consent-bank/self-registration.js';
+import { makeTestCa } from '../src/consent-bank/test-ca.js';
+import { builtInFaults, CONSENT_BANK_PASSWORD } from '../src/consent-bank/users.js';
+import { openDatabase, type Database } from '../src/db/database.js';
+import { migrateUp } from '../src/db/migrations.js';
+import { checkBankBudgets } from '../src/doctor/checks.js';
+import { newId } from '../src/ids/ids.js';
+import { insertJobs, syncJob } from '../src/jobs/jobs.js';
+import { createConsentLink } from '../src/links/consent/grants.js';
+import { silentLogger } from '../src/logging/logger.js';
+import { buildServices } from '../src/processes/services.js';
+import { queueIntent } from '../src/refresh/refresh.js';
+import { SecretBox } from '../src/secrets/secret-box.js';
+import { runSyncWorkers } from '../src/sync/worker-pool.js';
+import { freshPostgresSchema } from './lib.js';
+
+const FAST = process.env.BENCH_FAST === '1';
+const LINKS = Number(process.env.BENCH_LINKS ?? (FAST ? 1_000 : 10_000));
+const GRANTS = Number(process.env.BENCH_GRANTS ?? (FAST ? 10 : 50));
+const PHASE_S = Number(process.env.BENCH_PHASE_SECONDS ?? (FAST ? 60 : 180));
+const ON_DEMAND_S = Number(process.env.BENCH_ON_DEMAND_SECONDS ?? (FAST ? 120 : 300));
+/**
+ * On average one refresh a minute, at a random moment of it: a refresh of this holder is about 12 calls, and
+ * the scheduled share leaves 12 of each minute's 60, so that is what the budget keeps for people.
+ */
+const REFRESH_EVERY_MS = Number(process.env.BENCH_REFRESH_EVERY_MS ?? 60_000);
+/** The links on-demand refreshes are asked for: kept out of the scheduled backlog, as a person's own. */
+const PERSONS = 60;
+const RUT = '11.111.111-1';
+const REDIRECT_URI = 'https://app.example/callback';
+const ACTIONS = ['ReadAccounts', 'ReadBalances', 'ReadTransactions', 'ReadCreditCards'];
+const BANK_CALLS = new Set(['resources', 'token', 'grant_management']);
+
+/** The bank counts real seconds and minutes: the appliance's clock is the real one. */
+class WallClock extends ManualClock {
+  override now(): number {
+    return Date.now();
+  }
+}
+
+/** The bank's browser face on a bare Koa server, standing in for the appliance's HTTP server. */
+async function startBank(db: Database) {
+  const ca = await makeTestCa(Date.now());
+  let mounted: Middleware = (_ctx, next) => next();
+  const app = new Koa();
+  app.use((ctx, next) => mounted(ctx, next));
+  const server: Server = createServer(app.callback());
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const bank = await startConsentBank({
+    db,
+    ca,
+    clock: systemClock,
+    logger: silentLogger,
+    publicBaseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    port: 0,
+    faults: new ConsentBankFaults(builtInFaults),
+  });
+  mounted = bank.browserMiddleware;
+  return {
+    bank,
+    ca,
+    async close() {
+      await bank.close();
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
+
+/** PAR, sign-in, consent and the code's exchange, by a browser without JavaScript (as consent-sync.ts). */
+async function walkConsent(configuration: client.Configuration) {
+  const verifier = client.randomPKCECodeVerifier();
+  const state = randomBytes(8).toString('hex');
+  const url = await client.buildAuthorizationUrlWithPAR(configuration, {
+    redirect_uri: REDIRECT_URI,
+    scope: 'openid',
+    code_challenge: await client.calculatePKCECodeChallenge(verifier),
+    code_challenge_method: 'S256',
+    state,
+    grant_management_action: 'create',
+    authorization_details: JSON.stringify([{ type: 'Accounts', actions: ACTIONS }]),
+  });
+  const cookies = new Map<string, string>();
+  const follow = async (start: string, form?: Record<string, string>) => {
+    let at = start;
+    let body = form;
+    for (;;) {
+      const headers: Record<string, string> = { 'accept-language': 'es' };
+      if (cookies.size > 0) headers.cookie = [...cookies].map(([k, v]) => `${k}=${v}`).join('; ');
+      if (body) headers['content-type'] = 'application/x-www-form-urlencoded';
+      const response = await fetch(at, {
+        method: body ? 'POST' : 'GET',
+        headers,
+        body: body && new URLSearchParams(body).toString(),
+        redirect: 'manual',
+      });
+      body = undefined;
+      for (const line of response.headers.getSetCookie()) {
+        const [pair] = line.split(';');
+        const eq = pair!.indexOf('=');
+        cookies.set(pair!.slice(0, eq), pair!.slice(eq + 1));
+      }
+      await response.body?.cancel();
+      if (response.status < 300 || response.status >= 400) return at;
+      at = new URL(response.headers.get('location')!, at).href;
+      if (at.startsWith(REDIRECT_URI)) return at;
+    }
+  };
+  const signIn = await follow(url.href);
+  const consentPage = await follow(`${signIn}/login`, { rut: RUT, password: CONSENT_BANK_PASSWORD });
+  const callback = await follow(`${consentPage}/confirm`, {});
+  return client.authorizationCodeGrant(configuration, new URL(callback), {
+    pkceCodeVerifier: verifier,
+    expectedState: state,
+  });
+}
+
+const sorted = (values: number[]) => [...values].sort((a, b) => a - b);
+/** Nearest rank. */
+const percentile = (values: number[], p: number) =>
+  values.length === 0 ? NaN : sorted(values)[Math.max(0, Math.ceil(values.length * p) - 1)]!;
+const nextMinute = (at: number) => at - (at % 60_000) + 60_000;
+const fmt = (n: number, digits = 1) =>
+  Number.isFinite(n) ? n.toLocaleString('en-US', { maximumFractionDigits: digits }) : 'n/a';
+
+async function run(name: string, url: string, home: string) {
+  const db = openDatabase({ url });
+  await migrateUp(db);
+  const config = loadConfig({ home, env: {}, overrides: { databaseUrl: url, log: { level: 'silent' } } });
+  const secrets = new SecretBox({ id: 'mk_bench', key: randomBytes(32) });
+  const clock = new WallClock(Date.now());
+  const services = buildServices(config, 'scheduler', { db, clock, logger: silentLogger, secrets });
+  const simulated = await startBank(db);
+  const stop = new AbortController();
+  let workers: Promise<void> = Promise.resolve();
+  try {
+    const orgId = newId('org');
+    await db.knex('organisations').insert({ id: orgId, name: 'bench', created_at: Date.now() });
+    const registration = await registerWithSimulatedBank({
+      db,
+      secrets,
+      bank: simulated.bank,
+      ca: simulated.ca,
+      redirectUri: REDIRECT_URI,
+      now: Date.now(),
+    });
+    const opened = (await services.consentClients.forBank(db.knex, CONSENT_SANDBOX_BANK_ID, 'test'))!;
+    let started = Date.now();
+    const grants = [];
+    for (let i = 0; i < GRANTS; i++) grants.push(await walkConsent(opened.configuration));
+    const grantsMs = Date.now() - started;
+
+    started = Date.now();
+    const linkIds: string[] = [];
+    for (let i = 0; i < LINKS; i++) {
+      const tokens = grants[i % GRANTS]!;
+      const details = parseAuthorizationDetails(tokens.authorization_details)!;
+      const now = Date.now();
+      const link = await db.transaction((trx) =>
+        createConsentLink(
+          trx,
+          { orgId, mode: 'test' },
+          {
+            bank_id: CONSENT_SANDBOX_BANK_ID,
+            holder_type: 'individual',
+            consent_version: 'bench',
+            consent_text_hash: 'a'.repeat(64),
+            subject: RUT.replace(/\./g, ''),
+          },
+          {
+            consentClientId: registration.id,
+            clientId: registration.client_id,
+            grantId: String(tokens.grant_id),
+            authorizationDetails: details,
+            expiresAt: validUntil(details),
+            accessToken: tokens.access_token,
+            accessTokenExpiresAt: now + (tokens.expires_in ?? 0) * 1000,
+            refreshToken: tokens.refresh_token ?? null,
+          },
+          {
+            secrets,
+            syncIntervalMs: config.scheduler.syncIntervalMinutes * 60_000,
+            consentExpiryWarningDays: 7,
+          },
+          now,
+          { announce: false },
+        ),
+      );
+      linkIds.push(link.id);
+    }
+    // Their first syncs (queued with each link, as on-demand refreshes) go: the phases queue their own.
+    await db.knex('refresh_intents').delete();
+    await db.knex('jobs').delete();
+    // A link synced every few hours finds its 10-minute access token expired, so its sync starts with a token
+    // refresh (the bank keeps refresh tokens, so the links sharing a grant do not spend one another's).
+    await db.knex('link_grants').update({ access_token_expires_at: Date.now() - 1 });
+    const linksMs = Date.now() - started;
+    const persons = linkIds.slice(0, PERSONS);
+    const backlog = linkIds.slice(PERSONS);
+    for (let i = 0; i < backlog.length; i += 500) {
+      const chunk = backlog.slice(i, i + 500).map((id) => ({ id, org_id: orgId }));
+      await db.transaction((trx) =>
+        insertJobs(
+          trx,
+          chunk.map((link) => syncJob(link, { refresh_type: 'scheduled', interactive: false }, Date.now())),
+        ),
+      );
+    }
+    console.log(
+      `\nConsent links under the default bank budget (${name}; ${LINKS.toLocaleString('en-US')} links over ` +
+        `${GRANTS} real grants at the simulated consent bank, holder ${RUT}, actions ${ACTIONS.join(', ')}; ` +
+        `grants made in ${fmt(grantsMs / 1000)} s, links in ${fmt(linksMs / 1000)} s)`,
+    );
+
+    workers = runSyncWorkers(services, stop.signal);
+    const bankCalls = (from: number, to: number) =>
+      simulated.bank.callLog().filter((c) => BANK_CALLS.has(c.kind) && c.at >= from && c.at < to);
+    const scheduledDone = async (from: number, to: number) => {
+      const [row] = await db
+        .knex('jobs')
+        .whereNull('refresh_intent_id')
+        .where({ status: 'succeeded' })
+        .where('updated_at', '>=', from)
+        .where('updated_at', '<', to)
+        .count({ n: '*' });
+      return Number((row as { n: number | string }).n);
+    };
+
+    // Phase 1: the scheduled backlog alone, measured over whole budget minutes after the first one's start.
+    const phase1From = nextMinute(Date.now());
+    await sleep(phase1From - Date.now());
+    const phase1To = phase1From + Math.max(1, Math.round(PHASE_S / 60)) * 60_000;
+    await sleep(phase1To - Date.now());
+    const minutes1 = (phase1To - phase1From) / 60_000;
+    const syncs1 = await scheduledDone(phase1From, phase1To);
+    const calls1 = bankCalls(phase1From, phase1To).length;
+
+    // Phase 2: on-demand refreshes of the person's links while scheduled syncs keep taking their share.
+    const phase2From = nextMinute(Date.now());
+    await sleep(phase2From - Date.now());
+    const phase2To = phase2From + Math.max(1, Math.round(ON_DEMAND_S / 60)) * 60_000;
+    const intents: string[] = [];
+    await sleep(REFRESH_EVERY_MS * Math.random());
+    for (let i = 0; Date.now() < phase2To - 5_000; i++) {
+      const link = await db
+        .knex('links')
+        .where({ id: persons[i % persons.length] })
+        .first();
+      const active = await db
+        .knex('jobs')
+        .where({ link_id: link.id })
+        .whereIn('status', ['queued', 'running'])
+        .first();
+      if (!active) {
+        const intent = await db.transaction((trx) => queueIntent(trx, link, 'only_last', Date.now()));
+        intents.push(intent.id);
+      }
+      await sleep(REFRESH_EVERY_MS * (0.5 + Math.random()));
+    }
+    await sleep(Math.max(0, phase2To - Date.now()));
+    // The last refreshes may end after the phase: wait for them (a minute at most), not counting more.
+    for (let i = 0; i < 600; i++) {
+      const open = await db.knex('refresh_intents').whereIn('id', intents).whereNull('completed_at');
+      if (open.length === 0) break;
+      await sleep(100);
+    }
+    const minutes2 = (phase2To - phase2From) / 60_000;
+    const syncs2 = await scheduledDone(phase2From, phase2To);
+    const calls2 = bankCalls(phase2From, phase2To).length;
+    const intentRows = await db
+      .knex('refresh_intents')
+      .whereIn('id', intents)
+      .select('status', 'created_at', 'completed_at');
+    const latencies = intentRows
+      .filter((row) => row.status === 'succeeded')
+      .map((row) => Number(row.completed_at) - Number(row.created_at));
+    const failed = await db.knex('jobs').where({ status: 'failed' }).count({ n: '*' });
+
+    stop.abort();
+    await workers;
+
+    const [budgetRow] = await db.knex('bank_call_budgets').where({ bank_id: CONSENT_SANDBOX_BANK_ID });
+    const callsPerSync = Number(budgetRow.calls_per_sync);
+    const interval = config.scheduler.syncIntervalMinutes;
+    const budget = config.banks.budget;
+    const scheduledPerMinute = Math.min(
+      Math.floor(budget.perMinute * budget.scheduledShare),
+      Math.floor(budget.perSecond * budget.scheduledShare) * 60,
+    );
+    const measuredSyncsPerMinute = syncs1 / minutes1;
+    const arithmeticCoverMin = (LINKS * callsPerSync) / budget.perMinute;
+    const shareCoverMin = (LINKS * callsPerSync) / scheduledPerMinute;
+    const measuredCoverMin = LINKS / measuredSyncsPerMinute;
+    const withinInterval = (perMinute: number) => Math.min(1, (perMinute * interval) / LINKS);
+
+    const rows: [string, string][] = [
+      ['links (one bank, test mode)', LINKS.toLocaleString('en-US')],
+      ['budget', `${budget.perSecond}/s, ${budget.perMinute}/min; scheduled ${scheduledPerMinute}/min`],
+      ['calls one sync makes (measured average)', fmt(callsPerSync, 2)],
+      [
+        `scheduled phase (${minutes1} min): syncs/min, calls/min`,
+        `${fmt(measuredSyncsPerMinute, 2)}, ${fmt(calls1 / minutes1)}`,
+      ],
+      [
+        `on-demand phase (${minutes2} min, a refresh about every ${fmt(REFRESH_EVERY_MS / 1000, 0)} s): scheduled syncs/min, all calls/min`,
+        `${fmt(syncs2 / minutes2, 2)}, ${fmt(calls2 / minutes2)}`,
+      ],
+      [
+        'one round of every link: arithmetic at 60/min',
+        `${fmt(LINKS)} × ${fmt(callsPerSync, 2)} ÷ ${budget.perMinute} = ${fmt(arithmeticCoverMin, 0)} min (${fmt(arithmeticCoverMin / 60)} h)`,
+      ],
+      [
+        'one round: arithmetic at the scheduled share',
+        `${fmt(LINKS)} × ${fmt(callsPerSync, 2)} ÷ ${scheduledPerMinute} = ${fmt(shareCoverMin, 0)} min (${fmt(shareCoverMin / 60)} h)`,
+      ],
+      [
+        'one round: at the measured rate (extrapolated)',
+        `${fmt(LINKS)} ÷ ${fmt(measuredSyncsPerMinute, 2)} = ${fmt(measuredCoverMin, 0)} min (${fmt(measuredCoverMin / 60)} h)`,
+      ],
+      [
+        `links synced within their ${interval}-min interval`,
+        `${fmt(100 * withinInterval(measuredSyncsPerMinute))}% measured rate; ${fmt(100 * withinInterval(scheduledPerMinute / callsPerSync))}% arithmetic`,
+      ],
+      [
+        'on-demand refresh latency p50 / p99 (n)',
+        `${fmt(percentile(latencies, 0.5), 0)} ms / ${fmt(percentile(latencies, 0.99), 0)} ms (${latencies.length} of ${intents.length} succeeded)`,
+      ],
+      [
+        'target: on-demand p99 < one budget window (60 s)',
+        percentile(latencies, 0.99) < 60_000 ? 'met' : 'NOT met',
+      ],
+      ['failed sync jobs', String(Number((failed[0] as { n: number | string }).n))],
+    ];
+    const width = Math.max(...rows.map(([label]) => label.length));
+    for (const [label, value] of rows) console.log(`  ${label.padEnd(width)}  ${value}`);
+
+    // What the operator is told: the scheduler's log line, `svc doctor`, and the metric.
+    const settings = capacitySettingsOf(config);
+    const capacities = await bankCapacities(db.knex, settings);
+    const doctor = checkBankBudgets(capacities, interval);
+    console.log(`svc doctor, bank-budgets: ${doctor.status}: ${doctor.detail}`);
+    const logged: string[] = [];
+    await new CapacityWarnings().check(
+      db.knex,
+      settings,
+      pino({ level: 'info' }, { write: (line: string) => void logged.push(line) }),
+      Date.now(),
+    );
+    for (const line of logged) console.log(`scheduler log: ${JSON.parse(line).msg}`);
+    const metric = await services.metrics.registry.getSingleMetricAsString('svc_bank_budget_load');
+    console.log(
+      metric
+        .split('\n')
+        .filter((line) => line.startsWith('svc_bank_budget_load{'))
+        .join('\n'),
+    );
+  } finally {
+    stop.abort();
+    await workers;
+    await services.consentClients.close();
+    await simulated.close();
+    await db.close();
+  }
+}
+
+async function main() {
+  const home = mkdtempSync(join(tmpdir(), 'svc-bench-budget-'));
+  const postgres = process.env.BENCH_DATABASE_URL
+    ? await freshPostgresSchema(process.env.BENCH_DATABASE_URL)
+    : undefined;
+  try {
+    if (postgres) await run('postgres', postgres.url, home);
+    else await run('sqlite', `sqlite://${home}/bench.db`, home);
+  } finally {
+    await postgres?.drop();
+    rmSync(home, { recursive: true, force: true });
+  }
+}
+
+await main();
