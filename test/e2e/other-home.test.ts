@@ -44,27 +44,32 @@ t.test('with a server of another home running, the CLI says where it looked and 
   const served = await installedHome(t, 'sqlite');
   const serve = await startServe(t, { home: served.home });
   const other = await installedHome(t, 'sqlite');
-  const pointer = `--home ${served.home} (or export SVC_HOME=${served.home})`;
+  // Test files run side by side, so other servers may be listed too: this one is among them, and the pointer
+  // names one of the listed homes (the first) both ways.
+  const listed = `${served.home} (pid ${serve.pid})`;
+  const pointer = /add --home (\S+) \(or export SVC_HOME=\1\) to act on (it|one)/;
   const oneLine = (text: string) => text.replace(/\s+/g, ' ');
 
   const empty = await runCli(['links', 'list'], { home: other.home });
   t.equal(empty.code, 0);
   t.match(oneLine(empty.stdout), `No links match (data directory ${other.home}).`, 'names where it looked');
-  t.match(oneLine(empty.stdout), `from ${served.home} (pid ${serve.pid})`, 'and the server that runs');
+  t.match(oneLine(empty.stdout), listed, 'and the server that runs');
   t.match(oneLine(empty.stdout), pointer, 'and how to point at it');
 
   const missing = await runCli(['links', 'inspect', 'link_0123456789abcdef'], { home: other.home });
   t.equal(missing.code, 4, 'not found');
   t.match(missing.message, `No link link_0123456789abcdef`);
   t.match(missing.message, `Looked in data directory ${other.home}.`);
-  t.match(missing.message, pointer);
+  t.match(oneLine(missing.message), listed);
+  t.match(oneLine(missing.message), pointer);
 
   const nowhere = mkdtempSync(join(tmpdir(), 'svc-nowhere-'));
   t.teardown(() => rmSync(nowhere, { recursive: true, force: true }));
   const notInstalled = await runCli(['keys', 'list'], { home: nowhere });
   t.equal(notInstalled.code, 78);
   t.match(notInstalled.message, `No svc installation in ${nowhere}`);
-  t.match(notInstalled.message, pointer, 'points at the running server');
+  t.match(oneLine(notInstalled.message), listed);
+  t.match(oneLine(notInstalled.message), pointer, 'points at the running server');
 
   const servedList = await runCli(['webhooks', 'endpoints'], { home: served.home });
   t.match(servedList.stdout, `No webhook endpoints (data directory ${served.home}).`);
