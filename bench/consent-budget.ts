@@ -26,25 +26,17 @@
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import Koa, { type Middleware } from 'koa';
-import * as client from 'openid-client';
 import { pino } from 'pino';
 import { parseAuthorizationDetails, validUntil } from '../src/banks/consent/authorization-details.js';
 import { bankCapacities, capacitySettingsOf, CapacityWarnings } from '../src/banks/budget/capacity.js';
 import { CONSENT_SANDBOX_BANK_ID } from '../src/banks/institutions.js';
-import { ManualClock, systemClock } from '../src/clock/clock.js';
+import { ManualClock } from '../src/clock/clock.js';
 import { loadConfig } from '../src/config/load-config.js';
-import { startConsentBank } from '../src/consent-bank/consent-bank.js';
-import { ConsentBankFaults } from '../src/consent-bank/faults.js';
 import { registerWithSimulatedBank } from '../src/consent-bank/self-registration.js';
-import { makeTestCa } from '../src/consent-bank/test-ca.js';
-import { builtInFaults, CONSENT_BANK_PASSWORD } from '../src/consent-bank/users.js';
-import { openDatabase, type Database } from '../src/db/database.js';
+import { openDatabase } from '../src/db/database.js';
 import { migrateUp } from '../src/db/migrations.js';
 import { checkBankBudgets } from '../src/doctor/checks.js';
 import { newId } from '../src/ids/ids.js';
@@ -55,6 +47,7 @@ import { buildServices } from '../src/processes/services.js';
 import { queueIntent } from '../src/refresh/refresh.js';
 import { SecretBox } from '../src/secrets/secret-box.js';
 import { runSyncWorkers } from '../src/sync/worker-pool.js';
+import { ACTIONS, REDIRECT_URI, startBank, walkConsent } from './consent-bank.js';
 import { freshPostgresSchema } from './lib.js';
 
 const FAST = process.env.BENCH_FAST === '1';
@@ -70,8 +63,6 @@ const REFRESH_EVERY_MS = Number(process.env.BENCH_REFRESH_EVERY_MS ?? 60_000);
 /** The links on-demand refreshes are asked for: kept out of the scheduled backlog, as a person's own. */
 const PERSONS = 60;
 const RUT = '11.111.111-1';
-const REDIRECT_URI = 'https://app.example/callback';
-const ACTIONS = ['ReadAccounts', 'ReadBalances', 'ReadTransactions', 'ReadCreditCards'];
 const BANK_CALLS = new Set(['resources', 'token', 'grant_management']);
 
 /** The bank counts real seconds and minutes: the appliance's clock is the real one. */
@@ -79,83 +70,6 @@ class WallClock extends ManualClock {
   override now(): number {
     return Date.now();
   }
-}
-
-/** The bank's browser face on a bare Koa server, standing in for the appliance's HTTP server. */
-async function startBank(db: Database) {
-  const ca = await makeTestCa(Date.now());
-  let mounted: Middleware = (_ctx, next) => next();
-  const app = new Koa();
-  app.use((ctx, next) => mounted(ctx, next));
-  const server: Server = createServer(app.callback());
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const bank = await startConsentBank({
-    db,
-    ca,
-    clock: systemClock,
-    logger: silentLogger,
-    publicBaseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    port: 0,
-    faults: new ConsentBankFaults(builtInFaults),
-  });
-  mounted = bank.browserMiddleware;
-  return {
-    bank,
-    ca,
-    async close() {
-      await bank.close();
-      server.closeAllConnections();
-      await new Promise((resolve) => server.close(resolve));
-    },
-  };
-}
-
-/** PAR, sign-in, consent and the code's exchange, by a browser without JavaScript (as consent-sync.ts). */
-async function walkConsent(configuration: client.Configuration) {
-  const verifier = client.randomPKCECodeVerifier();
-  const state = randomBytes(8).toString('hex');
-  const url = await client.buildAuthorizationUrlWithPAR(configuration, {
-    redirect_uri: REDIRECT_URI,
-    scope: 'openid',
-    code_challenge: await client.calculatePKCECodeChallenge(verifier),
-    code_challenge_method: 'S256',
-    state,
-    grant_management_action: 'create',
-    authorization_details: JSON.stringify([{ type: 'Accounts', actions: ACTIONS }]),
-  });
-  const cookies = new Map<string, string>();
-  const follow = async (start: string, form?: Record<string, string>) => {
-    let at = start;
-    let body = form;
-    for (;;) {
-      const headers: Record<string, string> = { 'accept-language': 'es' };
-      if (cookies.size > 0) headers.cookie = [...cookies].map(([k, v]) => `${k}=${v}`).join('; ');
-      if (body) headers['content-type'] = 'application/x-www-form-urlencoded';
-      const response = await fetch(at, {
-        method: body ? 'POST' : 'GET',
-        headers,
-        body: body && new URLSearchParams(body).toString(),
-        redirect: 'manual',
-      });
-      body = undefined;
-      for (const line of response.headers.getSetCookie()) {
-        const [pair] = line.split(';');
-        const eq = pair!.indexOf('=');
-        cookies.set(pair!.slice(0, eq), pair!.slice(eq + 1));
-      }
-      await response.body?.cancel();
-      if (response.status < 300 || response.status >= 400) return at;
-      at = new URL(response.headers.get('location')!, at).href;
-      if (at.startsWith(REDIRECT_URI)) return at;
-    }
-  };
-  const signIn = await follow(url.href);
-  const consentPage = await follow(`${signIn}/login`, { rut: RUT, password: CONSENT_BANK_PASSWORD });
-  const callback = await follow(`${consentPage}/confirm`, {});
-  return client.authorizationCodeGrant(configuration, new URL(callback), {
-    pkceCodeVerifier: verifier,
-    expectedState: state,
-  });
 }
 
 const sorted = (values: number[]) => [...values].sort((a, b) => a - b);
@@ -190,7 +104,7 @@ async function run(name: string, url: string, home: string) {
     const opened = (await services.consentClients.forBank(db.knex, CONSENT_SANDBOX_BANK_ID, 'test'))!;
     let started = Date.now();
     const grants = [];
-    for (let i = 0; i < GRANTS; i++) grants.push(await walkConsent(opened.configuration));
+    for (let i = 0; i < GRANTS; i++) grants.push(await walkConsent(opened.configuration, RUT));
     const grantsMs = Date.now() - started;
 
     started = Date.now();

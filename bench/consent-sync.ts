@@ -13,12 +13,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import Koa, { type Middleware } from 'koa';
-import * as client from 'openid-client';
 import type { Knex } from 'knex';
 import { parseAuthorizationDetails, validUntil } from '../src/banks/consent/authorization-details.js';
 import { ConsentClients, type ConsentClient } from '../src/banks/consent/client.js';
@@ -26,11 +22,10 @@ import { defaultConnectors } from '../src/banks/default-connectors.js';
 import { CONSENT_SANDBOX_BANK_ID } from '../src/banks/institutions.js';
 import { systemClock } from '../src/clock/clock.js';
 import { loadConfig } from '../src/config/load-config.js';
-import { startConsentBank, type ConsentBank } from '../src/consent-bank/consent-bank.js';
-import { ConsentBankFaults } from '../src/consent-bank/faults.js';
+import { type ConsentBank } from '../src/consent-bank/consent-bank.js';
 import { registerWithSimulatedBank } from '../src/consent-bank/self-registration.js';
 import { makeTestCa } from '../src/consent-bank/test-ca.js';
-import { builtInFaults, CONSENT_BANK_DATA_BANK, CONSENT_BANK_PASSWORD } from '../src/consent-bank/users.js';
+import { CONSENT_BANK_DATA_BANK } from '../src/consent-bank/users.js';
 import { openDatabase, type Database } from '../src/db/database.js';
 import { migrateUp } from '../src/db/migrations.js';
 import { newId } from '../src/ids/ids.js';
@@ -39,13 +34,12 @@ import { createConsentLink } from '../src/links/consent/grants.js';
 import { silentLogger } from '../src/logging/logger.js';
 import { SecretBox } from '../src/secrets/secret-box.js';
 import { runSyncJob, type SyncServices } from '../src/sync/engine.js';
+import { REDIRECT_URI, startBank, walkConsent } from './consent-bank.js';
 import { freshPostgresSchema } from './lib.js';
 
 const RUT = '21.212.121-5';
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 15);
 const WARMUPS = Number(process.env.BENCH_WARMUPS ?? 2);
-const REDIRECT_URI = 'https://app.example/callback';
-const ACTIONS = ['ReadAccounts', 'ReadBalances', 'ReadTransactions', 'ReadCreditCards'];
 
 /** One call the consent connector made: what it asked, and how many records the answer's `data` held. */
 interface Call {
@@ -84,87 +78,6 @@ class CountingClients extends ConsentClients {
   }
 }
 
-/** The bank's browser face on a bare Koa server, standing in for the appliance's HTTP server. */
-async function startBank(db: Database) {
-  const ca = await makeTestCa(Date.now());
-  let mounted: Middleware = (_ctx, next) => next();
-  const app = new Koa();
-  app.use((ctx, next) => mounted(ctx, next));
-  const server: Server = createServer(app.callback());
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const appUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  const bank = await startConsentBank({
-    db,
-    ca,
-    clock: systemClock,
-    logger: silentLogger,
-    publicBaseUrl: appUrl,
-    port: 0,
-    faults: new ConsentBankFaults(builtInFaults),
-  });
-  mounted = bank.browserMiddleware;
-  return {
-    bank,
-    ca,
-    async close() {
-      await bank.close();
-      server.closeAllConnections();
-      await new Promise((resolve) => server.close(resolve));
-    },
-  };
-}
-
-/** A browser without JavaScript (as test/helpers/consent-bank.ts has it): redirects by hand, cookies by name. */
-async function walkConsent(configuration: client.Configuration) {
-  const verifier = client.randomPKCECodeVerifier();
-  const state = randomBytes(8).toString('hex');
-  const url = await client.buildAuthorizationUrlWithPAR(configuration, {
-    redirect_uri: REDIRECT_URI,
-    scope: 'openid',
-    code_challenge: await client.calculatePKCECodeChallenge(verifier),
-    code_challenge_method: 'S256',
-    state,
-    grant_management_action: 'create',
-    authorization_details: JSON.stringify([{ type: 'Accounts', actions: ACTIONS }]),
-  });
-  const cookies = new Map<string, string>();
-  const go = async (at: string, form?: Record<string, string>) => {
-    const headers: Record<string, string> = { 'accept-language': 'es' };
-    if (cookies.size > 0) headers.cookie = [...cookies].map(([k, v]) => `${k}=${v}`).join('; ');
-    if (form) headers['content-type'] = 'application/x-www-form-urlencoded';
-    const response = await fetch(at, {
-      method: form ? 'POST' : 'GET',
-      headers,
-      body: form && new URLSearchParams(form).toString(),
-      redirect: 'manual',
-    });
-    for (const line of response.headers.getSetCookie()) {
-      const [pair] = line.split(';');
-      const eq = pair!.indexOf('=');
-      cookies.set(pair!.slice(0, eq), pair!.slice(eq + 1));
-    }
-    return response;
-  };
-  const follow = async (start: string, form?: Record<string, string>) => {
-    let response = await go(start, form);
-    let at = start;
-    while (response.status >= 300 && response.status < 400) {
-      at = new URL(response.headers.get('location')!, at).href;
-      if (at.startsWith(REDIRECT_URI)) break;
-      response = await go(at);
-    }
-    await response.body?.cancel();
-    return at;
-  };
-  const signIn = await follow(url.href);
-  const consentPage = await follow(`${signIn}/login`, { rut: RUT, password: CONSENT_BANK_PASSWORD });
-  const callback = await follow(`${consentPage}/confirm`, {});
-  return client.authorizationCodeGrant(configuration, new URL(callback), {
-    pkceCodeVerifier: verifier,
-    expectedState: state,
-  });
-}
-
 async function seedOrg(db: Database, now: number): Promise<string> {
   const orgId = newId('org');
   await db.knex('organisations').insert({ id: orgId, name: 'bench', created_at: now });
@@ -189,7 +102,7 @@ async function consentLink(
     now: Date.now(),
   });
   const opened = (await clients.forBank(db.knex, CONSENT_SANDBOX_BANK_ID, 'test'))!;
-  const tokens = await walkConsent(opened.configuration);
+  const tokens = await walkConsent(opened.configuration, RUT);
   const details = parseAuthorizationDetails(tokens.authorization_details)!;
   const now = Date.now();
   const link = await db.transaction((trx) =>
