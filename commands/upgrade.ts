@@ -25,8 +25,10 @@ export default class Upgrade extends BaseCommand {
     // Everything the upgrade runs in this process is loaded now, before the swap replaces dist/.
     const { runUpgrade } = await import('../src/upgrade/upgrade.js');
     const { describeVersion } = await import('../src/upgrade/plan.js');
+    const { holdUpgradeLock } = await import('../src/upgrade/lock.js');
     const checkout = fileURLToPath(new URL('../..', import.meta.url));
     const clock = this.clock(config);
+    const release = holdUpgradeLock(checkout);
     const result = await runUpgrade({
       checkout,
       config,
@@ -34,7 +36,7 @@ export default class Upgrade extends BaseCommand {
       env: process.env,
       now: () => new Date(clock.now()),
       say: (line) => this.log(line),
-    });
+    }).finally(release);
     if (result.failure) {
       if (this.jsonEnabled()) {
         this.logJson({
