@@ -262,6 +262,11 @@ export async function startConsent(
     if (held !== null && !isSameSubject(held, holder.cpf)) throw refuse('holder_mismatch', 409);
   }
 
+  // The attempt is taken before the bank is called, not after: each start costs the bank a PAR (and at a
+  // Brazilian bank a consent it keeps for an hour), so starts sent at once must not reach it beyond the
+  // session's attempts (they all passed the check above). A start the bank fails gives it back below.
+  await db.transaction((trx) => claimAttempt(trx, session, now));
+
   let url: URL;
   let details: AuthorizationDetail[];
   const state = randomBytes(24).toString('base64url');
@@ -278,6 +283,11 @@ export async function startConsent(
       holder,
     }));
   } catch (error) {
+    await db
+      .knex('widget_sessions')
+      .where({ id: session.id })
+      .update({ attempts: db.knex.raw('attempts - 1') })
+      .catch(() => undefined);
     if (error instanceof ApiError) throw error;
     throw new ApiError(
       502,
@@ -292,7 +302,8 @@ export async function startConsent(
   });
   const expiresAt = now + CONSENT_WAIT_MS;
   await db.transaction(async (trx) => {
-    await claimAttempt(trx, session, now);
+    const current: SessionRow | undefined = await trx('widget_sessions').where({ id: session.id }).first();
+    if (!current || current.finished_at !== null) throw refuse('session_expired', 409);
     await insertConsentRequest(
       trx,
       context.secrets,

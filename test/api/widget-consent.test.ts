@@ -1,5 +1,6 @@
 import t from 'tap';
 import { CONSENT_WAIT_MS } from '../../src/widget/consent-flow.js';
+import { MAX_ATTEMPTS } from '../../src/widget/flows.js';
 import { atTheBank, sha } from '../helpers/consent-bank.js';
 import {
   createTenant,
@@ -329,6 +330,24 @@ forEachEngine(t, async (t, engine) => {
     t.equal((await callbackPage(callback)).status, 200);
     t.match((await widgetApi(app, session, 'GET', 'status')).body, { state: 'in_progress' });
     await runSyncs(app);
+  });
+
+  t.test("starts sent at once reach the bank no more often than the session's attempts", async (t) => {
+    const opened = await open();
+    const session = opened.bootstrap.session as string;
+    // The client open (its discovery done) before counting: from here each start's one bank call is its PAR.
+    await app.services.consentClients.forBank(app.db.knex, 'bancoabierto', 'test');
+    const from = app.consentBank!.callLog().length;
+    const answers = await Promise.all(Array.from({ length: MAX_ATTEMPTS + 3 }, () => startAt(session)));
+    const pars = app.consentBank!.callLog().slice(from).length;
+    t.ok(pars <= MAX_ATTEMPTS, `${pars} calls reached the bank for ${answers.length} starts at once`);
+    t.equal(answers.filter((answer) => answer.status === 200).length, pars, 'each a trip the widget can use');
+    t.ok(
+      answers
+        .filter((answer) => answer.status !== 200)
+        .every((answer) => answer.status === 429 && answer.body.error.code === 'too_many_attempts'),
+      'the others: too_many_attempts, before the bank',
+    );
   });
 
   t.test('the bank presents a certificate we do not trust: no trip starts, nothing changes', async (t) => {
