@@ -7,7 +7,7 @@ import t from 'tap';
 import { fetch as undiciFetch, type Agent } from 'undici';
 import { systemClock } from '../../src/clock/clock.js';
 import { startBrasilBank, type BrasilBank } from '../../src/consent-bank/brasil/brasil-bank.js';
-import { brasilValidator } from '../../src/consent-bank/open-finance-schemas.js';
+import { brasilValidator } from '../../src/open-finance/schemas.js';
 import { issueSoftwareStatement } from '../../src/consent-bank/software-statement.js';
 import { subjectDnOf, type TestCaMaterial } from '../../src/consent-bank/test-ca.js';
 import { openDatabase } from '../../src/db/database.js';

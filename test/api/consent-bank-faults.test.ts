@@ -1,7 +1,7 @@
 import t from 'tap';
 import * as client from 'openid-client';
 import { Agent, fetch as undiciFetch } from 'undici';
-import { openFinanceValidator } from '../../src/consent-bank/open-finance-schemas.js';
+import { openFinanceValidator } from '../../src/open-finance/schemas.js';
 import { issueClientCertificate } from '../../src/consent-bank/test-ca.js';
 import { forEachEngine } from '../helpers/harness.js';
 import { consent, mtlsAgent, register, startBank, type BankFixture } from '../helpers/consent-bank.js';

@@ -1,7 +1,7 @@
 import t from 'tap';
 import * as client from 'openid-client';
 import { fetch as undiciFetch } from 'undici';
-import { openFinanceValidator } from '../../src/consent-bank/open-finance-schemas.js';
+import { openFinanceValidator } from '../../src/open-finance/schemas.js';
 import { forEachEngine } from '../helpers/harness.js';
 import { ALL_ACTIONS, consent, fetchWith, mtlsAgent, register, startBank } from '../helpers/consent-bank.js';
 

@@ -1,7 +1,6 @@
-import { readFileSync } from 'node:fs';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';
-import { parse } from 'yaml';
+import { openApiDocument, type Market } from '../../open-finance/schemas.js';
 import { ConnectorError } from '../connector.js';
 
 /*
@@ -9,9 +8,10 @@ import { ConnectorError } from '../connector.js';
  * copies) before anything is mapped, so a bank that sends something else fails the sync with a reason
  * (`invalid_bank_data`) instead of crashing it or writing half of it.
  *
- * Chile's annex mirrors Brazil's resources but not its identifiers or currency, so the loaded schemas get
- * a small overlay (CLP_RUT_OVERLAY): RUTs where Brazil has CPF/CNPJ. Amounts keep Brazil's pattern (two to
- * four decimals, `1500.00`); that CLP has no minor unit is checked when the amount is mapped (data-mapping.ts).
+ * Chile's annex mirrors Brazil's resources but not its identifiers or currency: the schemas are read with
+ * Chile's one adaptation (src/open-finance/schemas.ts: RUTs where Brazil has CPF/CNPJ). Amounts keep Brazil's
+ * pattern (two to four decimals, `1500.00`); that CLP has no minor unit is checked when the amount is mapped
+ * (data-mapping.ts).
  */
 
 /** The answers we read, by the component schema that describes each. */
@@ -30,77 +30,18 @@ export const ANSWERS = {
 export type AnswerKind = keyof typeof ANSWERS;
 
 const SPEC_FILES = {
-  accounts: 'accounts-2.4.2.yml',
-  'credit-cards': 'credit-cards-2.3.1.yml',
-  resources: 'resources-3.1.0.yml',
+  accounts: 'accounts-2.4.2',
+  'credit-cards': 'credit-cards-2.3.1',
+  resources: 'resources-3.1.0',
 } as const;
 type SpecName = keyof typeof SPEC_FILES;
 
-/** The copies sit in src/ beside this file's source; compiled code runs from dist/src/banks/consent/. */
-const SPECS_DIR = new URL('../../../../src/banks/consent/specs/', import.meta.url);
-
-/** A normalised RUT as the appliance stores them (src/rut/): digits, a hyphen, the check digit. */
-const RUT = { type: 'string', pattern: '^\\d{1,8}-[\\dK]$', maxLength: 10 };
-
-/**
- * A page link: the credit-card file's pattern wants a public DNS name (no port, no IP address), which a
- * bank's test environment or the simulated bank on loopback does not have. The links carry no data; the
- * connector follows only `next`, and only to the bank's own API origin (consent-connector.ts).
- */
-const LINK = { type: 'string', minLength: 1, maxLength: 2000 };
-
-/**
- * Where the Chilean adaptation departs from the files: property → replacement, per component schema.
- * `companyCnpj` (the institution's tax id) and `partieCnpjCpf` (the counterparty's) carry RUTs; page
- * links may name any host (LINK).
- */
-export const CLP_RUT_OVERLAY: Record<SpecName, Record<string, Record<string, unknown>>> = {
-  accounts: {
-    AccountData: { companyCnpj: RUT },
-    AccountTransactionsData: { partieCnpjCpf: RUT },
-  },
-  'credit-cards': {
-    CreditCardAccountsData: { companyCnpj: RUT },
-    Links: { self: LINK, first: LINK, prev: LINK, next: LINK, last: LINK },
-    TransactionsLinks: { self: LINK, first: LINK, prev: LINK, next: LINK },
-  },
-  resources: {},
-};
-
-/**
- * A Brazilian bank's answers are Brazil's files as published (CNPJ and CPF, BRL), but for the page links,
- * for the same reason as in Chile (LINK).
- */
-export const BRL_OVERLAY: Record<SpecName, Record<string, Record<string, unknown>>> = {
-  accounts: {},
-  'credit-cards': {
-    Links: CLP_RUT_OVERLAY['credit-cards'].Links!,
-    TransactionsLinks: CLP_RUT_OVERLAY['credit-cards'].TransactionsLinks!,
-  },
-  resources: {},
-};
-
-/** Whose rules a bank's answers follow: Chile's adaptation, or Brazil's own. */
-export type AnswerMarket = 'CL' | 'BR';
-const OVERLAYS: Record<AnswerMarket, typeof CLP_RUT_OVERLAY> = { CL: CLP_RUT_OVERLAY, BR: BRL_OVERLAY };
-
 type Schemas = Record<string, { properties?: Record<string, unknown> }>;
 
-export function loadSpecSchemas(spec: SpecName, market: AnswerMarket = 'CL'): Schemas {
-  const document = parse(readFileSync(new URL(SPEC_FILES[spec], SPECS_DIR), 'utf8')) as {
-    components: { schemas: Schemas };
-  };
-  const schemas = structuredClone(document.components.schemas);
-  for (const [component, properties] of Object.entries(OVERLAYS[market][spec])) {
-    const target = schemas[component];
-    if (!target?.properties) throw new Error(`${SPEC_FILES[spec]} has no component ${component} to adapt`);
-    for (const [property, replacement] of Object.entries(properties)) {
-      if (!(property in target.properties))
-        throw new Error(`${SPEC_FILES[spec]}: ${component} has no property ${property} to adapt`);
-      target.properties[property] = replacement;
-    }
-  }
-  return schemas;
+/** A file's component schemas as `market` reads them (src/open-finance/: the one copy, one Chilean adaptation). */
+export function loadSpecSchemas(spec: SpecName, market: Market = 'CL'): Schemas {
+  return (openApiDocument(SPEC_FILES[spec], market) as { components: { schemas: Schemas } }).components
+    .schemas;
 }
 
 /** The reason an answer failed its schema, in words an operator can act on; never the data itself. */
@@ -122,7 +63,7 @@ export interface AnswerChecker {
  * not per sync). OpenAPI 3.0's `format: double`/`url`/`uri`/`int32` are annotations here: the patterns carry the
  * rules.
  */
-export function createAnswerChecker(market: AnswerMarket = 'CL'): AnswerChecker {
+export function createAnswerChecker(market: Market = 'CL'): AnswerChecker {
   const ajv = new Ajv({ allErrors: true, strict: false, coerceTypes: false });
   addFormats.default(ajv, ['date', 'date-time', 'uuid']);
   for (const format of ['double', 'url', 'uri', 'int', 'int32', 'integer']) ajv.addFormat(format, true);

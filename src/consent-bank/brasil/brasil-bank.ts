@@ -10,7 +10,7 @@ import { pageHeaders, sendHtml } from '../../html/respond.js';
 import type { Logger } from '../../logging/logger.js';
 import { normaliseCnpj, normaliseCpf } from '../../cpf/cpf.js';
 import { loadOidcProvider } from '../load-provider.js';
-import { brasilValidator, type BrasilValidator } from '../open-finance-schemas.js';
+import { brasilValidator, type BrasilValidator } from '../../open-finance/schemas.js';
 import { PAGE_CSP } from '../pages.js';
 import {
   ACCOUNTS_BASE,
