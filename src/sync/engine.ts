@@ -353,7 +353,7 @@ async function openConsentLogin(
     );
   const connector = createConsentConnector({
     client,
-    answers: services.consentClients.answers(client.security),
+    answers: services.consentClients.answers(client.profile),
     checkGrantFirst,
     permit: () => permits.take(),
     saveTokens: (tokens) =>

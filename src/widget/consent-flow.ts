@@ -9,7 +9,11 @@ import {
   type AccountAction,
   type AuthorizationDetail,
 } from '../banks/consent/authorization-details.js';
-import { revokeConsentGrant } from '../banks/consent/consent-grants.js';
+import { bankWordsOfError, describeBankWords } from '../banks/consent/bank-answers.js';
+import type { HolderIds } from '../banks/consent/profile.js';
+import { profileOf } from '../banks/consent/profiles/index.js';
+import { jarmState } from '../banks/consent/profiles/brasil.js';
+import { outlivesAccessToken } from '../banks/consent/profiles/trip.js';
 import { tokenBinding } from '../banks/consent/token-binding.js';
 import { findRegistration, type ConsentClientRow } from '../banks/consent/registrations.js';
 import {
@@ -19,7 +23,6 @@ import {
   offers,
   type Institution,
   type Product,
-  type SecurityProfile,
 } from '../banks/institutions.js';
 import type { Database } from '../db/database.js';
 import { ApiError, errors } from '../errors/api-error.js';
@@ -54,7 +57,8 @@ import {
   settleConsentRequest,
 } from './consent-requests.js';
 import type { SessionRow } from './sessions.js';
-import { jarmState, profileFlow, type HolderIds } from './consent-profiles.js';
+import { queueRefusedGrant } from '../links/consent/revocations.js';
+import type { Logger } from '../logging/logger.js';
 
 /*
  * The end user's path to a consent bank (docs/open-finance.md, "What the end user sees"): the widget shows
@@ -106,18 +110,21 @@ export function consentDetails(product: Product, now: number): AuthorizationDeta
 export function consentScreenFor(
   product: Product,
   bankName: string,
-  context: Pick<WidgetContext, 'config' | 'now'> & { locale: SessionRow['locale'] },
+  context: Pick<WidgetContext, 'config' | 'now'> & { locale: SessionRow['locale']; zone: string },
 ): ConsentScreen {
   return consentScreen(consentDetails(product, context.now), context.locale, {
     app: context.config.widget.name,
     bank: bankName,
     now: context.now,
+    zone: context.zone,
   });
 }
 
 export interface ConsentFlowContext extends WidgetContext {
   db: Database;
   consentClients: ConsentClients;
+  /** Where the bank's own words of a refusal go (status, OAuth error and description; never a secret). */
+  logger: Logger;
 }
 
 export interface ConsentStartInput {
@@ -154,9 +161,10 @@ async function consentBankOf(
   bankName: string;
   holderType: HolderType;
   registration: ConsentClientRow;
-  security: SecurityProfile;
   holder: HolderIds;
   months: number;
+  /** The bank's country: its time zone words the consent's dates. */
+  zone: string;
 }> {
   const bankId = preset ?? input.bank_id;
   if (bankId === undefined) throw errors.missingParameter('bank_id', 'Choose a bank.');
@@ -183,11 +191,36 @@ async function consentBankOf(
     bankName: institution.name,
     holderType,
     registration,
-    security: profile.security,
-    holder: profileFlow(profile.security).holderIds(input, holderType, institution.name),
+    holder: profileOf(profile.security).holderIds(input, holderType, institution.name),
+    zone: profileOf(profile.security).zone,
     // A year, or less where the bank's rules allow less.
     months: Math.min(CONSENT_MONTHS, profile.maxDurationMonths),
   };
+}
+
+/** The bank's own words of a failed call, for the log (never a token: bank-answers.ts masks them). */
+function bankSaid(error: unknown): string {
+  return error instanceof Error && error.name === 'BrasilConsentError'
+    ? error.message
+    : describeBankWords(bankWordsOfError(error));
+}
+
+/**
+ * Why a grant the bank gave is not one to link, or null: its access token is not bound to the appliance's
+ * certificate (FAPI's sender constraint, RFC 8705), which a leaked token would not need; or it would stop
+ * working when its access token expires (no refresh token, and the token ends before the consent).
+ */
+async function unusableGrant(
+  bank: ConsentClient,
+  tokens: client.TokenEndpointResponse,
+  details: AuthorizationDetail[],
+  now: number,
+): Promise<string | null> {
+  if ((await tokenBinding(bank, tokens.access_token).catch(() => 'unknown' as const)) === 'unbound')
+    return "the access token is not bound to the appliance's certificate (RFC 8705)";
+  if (!outlivesAccessToken(tokens, validUntil(details), now))
+    return 'the bank issued no refresh token, and the access token ends before the consent';
+  return null;
 }
 
 /** Open failures of openid-client as the widget words them: the bank said no, or did not answer. */
@@ -245,7 +278,7 @@ export async function startConsent(
   if (session.attempts >= MAX_ATTEMPTS) throw refuse('too_many_attempts', 429);
   const token = await widgetTokenOf(db.reader, session);
   const product: Product = token.product ?? 'movements';
-  const { bankId, bankName, holderType, registration, security, holder, months } = await consentBankOf(
+  const { bankId, bankName, holderType, registration, holder, months, zone } = await consentBankOf(
     db.reader,
     session,
     renewing ? { ...input, holder_type: input.holder_type ?? renewing.holder_type } : input,
@@ -273,7 +306,7 @@ export async function startConsent(
   const verifier = client.randomPKCECodeVerifier();
   try {
     const bank = await context.consentClients.forRegistration(registration);
-    ({ url, details } = await profileFlow(security).start(bank, {
+    ({ url, details } = await bank.profile.start(bank, {
       actions: consentActions(product),
       validTo: addMonths(now, months),
       state,
@@ -289,6 +322,10 @@ export async function startConsent(
       .update({ attempts: db.knex.raw('attempts - 1') })
       .catch(() => undefined);
     if (error instanceof ApiError) throw error;
+    context.logger.warn(
+      { bank: bankId, step: 'start', said: bankSaid(error) },
+      'the bank refused the consent start',
+    );
     throw new ApiError(
       502,
       'api_error',
@@ -296,10 +333,7 @@ export async function startConsent(
       `${bankName} did not accept the authorization request; try again in a moment.`,
     );
   }
-  const screen = consentScreenFor(product, bankName, {
-    ...context,
-    locale: session.locale,
-  });
+  const screen = consentScreenFor(product, bankName, { ...context, locale: session.locale, zone });
   const expiresAt = now + CONSENT_WAIT_MS;
   await db.transaction(async (trx) => {
     const current: SessionRow | undefined = await trx('widget_sessions').where({ id: session.id }).first();
@@ -409,31 +443,51 @@ export async function completeConsent(
   if (!registration || registration.id !== request.consent_client_id) return fail('consent_invalid');
   let consentClient: ConsentClient;
   let tokens: client.TokenEndpointResponse & client.TokenEndpointResponseHelpers;
-  let flow = profileFlow('fapi2-cl');
   try {
     consentClient = await context.consentClients.forRegistration(registration);
-    flow = profileFlow(consentClient.security);
     const callback = new URL(registeredRedirectUri(registration));
     for (const [name, value] of Object.entries(query))
       if (value !== undefined) callback.searchParams.set(name, value);
     tokens = await client.authorizationCodeGrant(consentClient.configuration, callback, {
       pkceCodeVerifier: openVerifier(request, context.secrets),
       expectedState: state,
-      ...flow.exchangeChecks(state),
+      ...consentClient.profile.exchangeChecks(state),
     });
   } catch (error) {
+    context.logger.warn(
+      { bank: request.bank_id, step: 'callback', said: bankSaid(error) },
+      'the bank refused the code exchange',
+    );
     return fail(bankProblem(error));
   }
   const requested = JSON.parse(request.authorization_details) as AuthorizationDetail[];
-  const answer = await flow.granted(consentClient, tokens, requested);
-  // A grant the appliance will not use: what the bank granted is unreadable, or its token is not bound to
-  // the appliance's certificate (FAPI's sender constraint), which a leaked token would not need.
-  const unusable =
-    !answer.ok ||
-    (await tokenBinding(consentClient, tokens.access_token).catch(() => 'unknown' as const)) === 'unbound';
-  if (unusable) {
-    if (answer.grantId !== null)
-      await revokeConsentGrant(consentClient, answer.grantId, now).catch(() => undefined);
+  const answer = await consentClient.profile.granted(consentClient, tokens, requested);
+  // A grant the appliance will not keep is revoked through the retried outbox, never dropped.
+  const revokeRefused = (grantId: string) =>
+    db.transaction((trx) =>
+      queueRefusedGrant(
+        trx,
+        {
+          ownerId: session.kind === 'reconnect' && session.link_id ? session.link_id : request.id,
+          orgId: request.org_id,
+          mode: request.mode,
+          bankId: request.bank_id,
+          clientId: registration.client_id,
+        },
+        grantId,
+        context.secrets,
+        now,
+      ),
+    );
+  const refusal = !answer.ok
+    ? answer.reason
+    : await unusableGrant(consentClient, tokens, answer.details, now);
+  if (!answer.ok || refusal !== null) {
+    context.logger.warn(
+      { bank: request.bank_id, step: 'callback', reason: refusal },
+      'a consent the bank granted is refused and revoked',
+    );
+    if (answer.grantId !== null) await revokeRefused(answer.grantId);
     return fail('consent_invalid');
   }
   const { grantId, details: granted, subject } = answer;
@@ -486,8 +540,8 @@ export async function completeConsent(
     });
     return { ok: true, session, linkId };
   } catch (error) {
-    // The bank granted a consent this widget cannot use: it is revoked at once rather than left to expire.
-    await revokeConsentGrant(consentClient, grantId, now).catch(() => undefined);
+    // The bank granted a consent this widget cannot use: it is revoked rather than left to expire there.
+    await revokeRefused(grantId);
     if (error instanceof ApiError && isOutcomeProblem(error.code)) return fail(error.code);
     // Anything else still settles the trip, so the widget does not read "connecting" until it times out.
     await fail('bank_unavailable').catch(() => undefined);

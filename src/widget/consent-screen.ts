@@ -66,17 +66,18 @@ export function monthsBetween(from: number, to: number): number {
   return Math.max(0, Math.round(months + dayShift));
 }
 
-function longDate(instant: number, locale: Locale): string {
+/** A date as the holder's bank reads it: in its country's time zone (the profile's). */
+function longDate(instant: number, locale: Locale, zone: string): string {
   return new Intl.DateTimeFormat(locale === 'es' ? 'es-CL' : 'en-GB', {
     dateStyle: 'long',
-    timeZone: 'America/Santiago',
+    timeZone: zone,
   }).format(instant);
 }
 
 export function consentScreen(
   details: readonly AuthorizationDetail[],
   locale: Locale,
-  context: { app: string; bank: string; now: number },
+  context: { app: string; bank: string; now: number; zone?: string },
 ): ConsentScreen {
   const words = WORDS[locale];
   const items = coverageOf(details).map((coverage) => ({ coverage, text: words[coverage] }));
@@ -86,7 +87,7 @@ export function consentScreen(
     const months = monthsBetween(context.now, until);
     duration = fill(months === 1 ? words.durationOne : words.durationMany, {
       months,
-      date: longDate(until, locale),
+      date: longDate(until, locale, context.zone ?? 'America/Santiago'),
     });
   }
   const names = { app: context.app, bank: context.bank };

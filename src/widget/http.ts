@@ -5,6 +5,7 @@ import { jsonBodyReader } from '../api/body.js';
 import type { AppServices } from '../api/services.js';
 import { compileValidator } from '../api/validation.js';
 import { INTENT_TOKEN, WIDGET_TOKEN } from '../auth/tokens.js';
+import { profileOf } from '../banks/consent/profiles/index.js';
 import { bankHealth } from '../banks/health.js';
 import {
   institutionsOf,
@@ -144,6 +145,7 @@ export function widgetRouter(services: AppServices): Router {
     ...context(),
     db: services.db,
     consentClients: services.consentClients,
+    logger: services.logger,
   });
   const validateConsentStart = compileValidator(
     {
@@ -292,10 +294,15 @@ export function widgetRouter(services: AppServices): Router {
           connection,
           consent:
             connection === 'consent'
-              ? consentScreenFor(product, bank.name, { config, now, locale: session.locale })
+              ? consentScreenFor(product, bank.name, {
+                  config,
+                  now,
+                  locale: session.locale,
+                  zone: profileOf(consentProfileOf(bank).security).zone,
+                })
               : null,
           // What the person gives before going to the bank: a Brazilian bank's consent names its customer.
-          asks_cpf: connection === 'consent' && consentProfileOf(bank).security === 'fapi1-br',
+          asks_cpf: connection === 'consent' && profileOf(consentProfileOf(bank).security).asksHolderIds,
         },
       ];
     });

@@ -235,9 +235,8 @@ forEachEngine(t, async (t, engine) => {
       'a USD account stays USD',
     );
     const consentId = await consentIdOf(linkId);
-    const { revokeConsentGrant } = await import('../../src/banks/consent/consent-grants.js');
     const bank = await app.services.consentClients.forBank(app.db.knex, BANK_ID, 'test');
-    t.match(await revokeConsentGrant(bank!, consentId, app.clock.now()), { kind: 'revoked' });
+    t.match(await bank!.profile.revokeGrant(bank!, consentId, app.clock.now()), { kind: 'revoked' });
     const refresh = await app.request('POST', '/v1/refresh_intents', { key: sk, body: { link_id: linkId } });
     t.equal(refresh.status, 200, refresh.text);
     await runSyncs(app);

@@ -6,11 +6,11 @@ import {
   detailsOfConsent,
 } from '../../src/banks/consent/brasil-consents.js';
 import { availableResources } from '../../src/banks/consent/consent-connector.js';
-import { jarmState, nonceOf } from '../../src/widget/consent-profiles.js';
+import { jarmState, nonceOf } from '../../src/banks/consent/profiles/brasil.js';
 
 /*
  * The pure parts of the widget's Brazilian path (src/banks/consent/brasil-consents.ts,
- * src/widget/consent-profiles.ts): what a consent asks for and what it allows, the consent a token names,
+ * src/banks/consent/profiles/brasil.ts): what a consent asks for and what it allows, the consent a token names,
  * the state of a JARM answer, and which resources the sync may read.
  */
 

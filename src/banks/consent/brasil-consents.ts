@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import * as client from 'openid-client';
 import type { AccountAction, AuthorizationDetail } from './authorization-details.js';
-import type { ConsentClient } from './client.js';
-import { retryAtOf } from './consent-connector.js';
-import type { GrantQuery, RevokeOutcome } from './grant-management.js';
+import { bankWordsOf, bankWordsOfError, describeBankWords, retryAtOf } from './bank-answers.js';
+import { clientCredentialsToken, dropClientCredentialsToken } from './client-credentials.js';
+import type { ConsentClient, GrantQuery, RevokeOutcome } from './profile.js';
 
 /*
  * The appliance as a client of Open Finance Brasil's consents API 3.3.1 (docs/open-finance.md, "Open Finance
@@ -87,52 +87,52 @@ export class BrasilConsentError extends Error {
     readonly retryAt: number | null = null,
   ) {
     super(message);
+    this.name = 'BrasilConsentError';
   }
 }
 
-async function consentsToken(bank: ConsentClient): Promise<string> {
-  return (await client.clientCredentialsGrant(bank.configuration, { scope: 'consents' })).access_token;
-}
+const CONSENTS_SCOPE = 'consents';
 
+/** One consents call with a `consents` token (kept until near its expiry; a 401 drops it and tries once more). */
 async function call(
   bank: ConsentClient,
   method: 'GET' | 'POST' | 'DELETE',
   path: string,
   body?: unknown,
 ): Promise<{ status: number; body: unknown; retryAfter: string | null }> {
-  const token = await consentsToken(bank);
-  let response: Response;
-  try {
-    response = await bank.fetch(`${bank.apiBase}${CONSENTS_PATH}${path}`, {
-      method,
-      headers: {
-        accept: 'application/json',
-        authorization: `Bearer ${token}`,
-        'x-fapi-interaction-id': randomUUID(),
-        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-      },
-      body: body === undefined ? undefined : JSON.stringify(body),
-      signal: AbortSignal.timeout(CONSENTS_BUDGET_MS),
-    });
-  } catch (error) {
-    const said =
-      (error as Error).name === 'TimeoutError' ? `no answer within ${CONSENTS_BUDGET_MS} ms` : 'no answer';
-    throw new BrasilConsentError(`the bank could not be reached: ${said}`, null);
+  for (let retried = false; ; retried = true) {
+    const token = await clientCredentialsToken(bank, CONSENTS_SCOPE);
+    let response: Response;
+    try {
+      response = await bank.fetch(`${bank.apiBase}${CONSENTS_PATH}${path}`, {
+        method,
+        headers: {
+          accept: 'application/json',
+          authorization: `Bearer ${token}`,
+          'x-fapi-interaction-id': randomUUID(),
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        },
+        body: body === undefined ? undefined : JSON.stringify(body),
+        signal: AbortSignal.timeout(CONSENTS_BUDGET_MS),
+      });
+    } catch (error) {
+      const said =
+        (error as Error).name === 'TimeoutError' ? `no answer within ${CONSENTS_BUDGET_MS} ms` : 'no answer';
+      throw new BrasilConsentError(`the bank could not be reached: ${said}`, null);
+    }
+    const text = await response.text();
+    if (response.status === 401 && !retried) {
+      dropClientCredentialsToken(bank, CONSENTS_SCOPE);
+      continue;
+    }
+    let parsed: unknown = null;
+    try {
+      parsed = text ? JSON.parse(text) : null;
+    } catch {
+      parsed = null;
+    }
+    return { status: response.status, body: parsed, retryAfter: response.headers.get('retry-after') };
   }
-  const text = await response.text();
-  let parsed: unknown = null;
-  try {
-    parsed = text ? JSON.parse(text) : null;
-  } catch {
-    parsed = null;
-  }
-  return { status: response.status, body: parsed, retryAfter: response.headers.get('retry-after') };
-}
-
-/** The bank's error code of a `ResponseError` (`PARAMETRO_INVALIDO`), when it has that shape; never its text. */
-function errorCodeOf(body: unknown): string | null {
-  const code = (body as { errors?: { code?: unknown }[] } | null)?.errors?.[0]?.code;
-  return typeof code === 'string' && /^[A-Z_]{1,60}$/.test(code) ? code : null;
 }
 
 function readConsent(body: unknown): BrasilConsent | null {
@@ -167,13 +167,11 @@ export async function createBrasilConsent(
     },
   });
   const consent = answer.status === 201 ? readConsent(answer.body) : null;
-  if (!consent) {
-    const code = errorCodeOf(answer.body);
+  if (!consent)
     throw new BrasilConsentError(
-      `the bank refused the consent (HTTP ${answer.status}${code ? ` ${code}` : ''})`,
+      `the bank refused the consent (${describeBankWords(bankWordsOf(answer.status, answer.body))})`,
       answer.status,
     );
-  }
   return consent;
 }
 
@@ -185,7 +183,11 @@ export async function readBrasilConsent(
   const answer = await call(bank, 'GET', `/${encodeURIComponent(consentId)}`);
   if (answer.status === 404) return null;
   const consent = answer.status === 200 ? readConsent(answer.body) : null;
-  if (!consent) throw new BrasilConsentError(`the bank answered HTTP ${answer.status}`, answer.status);
+  if (!consent)
+    throw new BrasilConsentError(
+      `the bank answered ${describeBankWords(bankWordsOf(answer.status, answer.body))}`,
+      answer.status,
+    );
   return consent;
 }
 
@@ -203,11 +205,10 @@ export async function revokeBrasilConsent(
   }
   if (answer.status === 204 || answer.status === 200) return { kind: 'revoked' };
   if (answer.status === 404 || answer.status === 422) return { kind: 'gone' };
-  const code = errorCodeOf(answer.body);
   const limited = answer.status === 429 || answer.status === 529;
   return {
     kind: 'failed',
-    reason: `the bank answered HTTP ${answer.status}${code ? ` ${code}` : ''}`,
+    reason: `the bank answered ${describeBankWords(bankWordsOf(answer.status, answer.body)).split(consentId).join('…')}`,
     retryAt: limited ? retryAtOf(answer.retryAfter, answer.status as 429 | 529, now) : null,
   };
 }
@@ -234,6 +235,6 @@ export async function queryBrasilConsent(bank: ConsentClient, consentId: string)
 export function brasilReason(error: unknown): string {
   if (error instanceof BrasilConsentError) return error.message;
   if (error instanceof client.ResponseBodyError)
-    return `the bank refused a consents token (HTTP ${error.status}, ${/^[a-z_]{1,40}$/.test(error.error) ? error.error : 'another error'})`;
+    return `the bank refused a consents token (${describeBankWords(bankWordsOfError(error))})`;
   return 'the bank could not be reached for a consents token';
 }

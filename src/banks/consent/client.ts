@@ -6,12 +6,9 @@ import { isLoopbackHttp } from './register.js';
 import { mtlsAgent, mtlsFetch, type MtlsFetch } from './mtls.js';
 import { createAnswerChecker, type AnswerChecker } from './data-schemas.js';
 import { findRegistration, openPrivateKey, type ConsentClientRow } from './registrations.js';
-import {
-  consentProfileOf,
-  findInstitution,
-  type Institution,
-  type SecurityProfile,
-} from '../institutions.js';
+import { consentProfileOf, findInstitution, type Institution } from '../institutions.js';
+import type { ConsentClient, CountryProfile } from './profile.js';
+import { profileOf } from './profiles/index.js';
 
 /*
  * The appliance as a registered client of one consent bank: openid-client's Configuration for the
@@ -21,16 +18,7 @@ import {
  * one only when the registration changes (`svc banks register` again replaces the row and its `updated_at`).
  */
 
-export interface ConsentClient {
-  registration: ConsentClientRow;
-  configuration: client.Configuration;
-  /** Fetch over mutual TLS with the registration's certificate (the bank's CA trusted when it has one). */
-  fetch: MtlsFetch;
-  /** The bank's resource API base, without a trailing slash. */
-  apiBase: string;
-  /** The bank's security profile: how a consent is made, checked, queried and revoked there. */
-  security: SecurityProfile;
-}
+export type { ConsentClient } from './profile.js';
 
 export interface ConsentClientOptions {
   /** Connect and answer budget of one call; the CMF's draft gives a bank 4 s to answer. */
@@ -39,10 +27,13 @@ export interface ConsentClientOptions {
   institutions?: readonly Institution[];
 }
 
-/** A registration's profile: its bank's, Chile's draft for a bank no longer listed. */
-export function securityOf(row: ConsentClientRow, institutions?: readonly Institution[]): SecurityProfile {
+/** A registration's country profile: its bank's, Chile's draft for a bank no longer listed. */
+export function profileOfRegistration(
+  row: ConsentClientRow,
+  institutions?: readonly Institution[],
+): CountryProfile {
   const institution = findInstitution(row.bank_id, institutions);
-  return institution ? consentProfileOf(institution).security : 'fapi2-cl';
+  return profileOf(institution ? consentProfileOf(institution).security : 'fapi2-cl');
 }
 
 async function open(
@@ -60,20 +51,12 @@ async function open(
     timeoutMs,
   );
   const fetch = mtlsFetch(agent);
-  const security = securityOf(row, options.institutions);
-  // Brazil's FAPI 1.0 signs ID tokens and authorisation answers (JARM) with PS256 only; openid-client
-  // expects RS256 unless told, and checks the JARM `response` only in JWT response mode.
-  const brazil = security === 'fapi1-br';
+  const profile = profileOfRegistration(row, options.institutions);
   try {
     const configuration = await client.discovery(
       new URL(row.issuer),
       row.client_id,
-      {
-        use_mtls_endpoint_aliases: true,
-        ...(brazil
-          ? { id_token_signed_response_alg: 'PS256', authorization_signed_response_alg: 'PS256' }
-          : {}),
-      },
+      { use_mtls_endpoint_aliases: true, ...profile.clientMetadata },
       client.TlsClientAuth(),
       {
         [client.customFetch]: fetch as client.CustomFetch,
@@ -82,7 +65,7 @@ async function open(
         ...(isLoopbackHttp(row.issuer) ? { execute: [client.allowInsecureRequests] } : {}),
       },
     );
-    if (brazil) client.useJwtResponseMode(configuration);
+    profile.configure(configuration);
     return {
       agent,
       consentClient: {
@@ -90,7 +73,7 @@ async function open(
         configuration,
         fetch,
         apiBase: row.api_base.replace(/\/+$/, ''),
-        security,
+        profile,
       },
     };
   } catch (error) {
@@ -108,7 +91,7 @@ export class ConsentClients {
     string,
     Promise<{ consentClient: ConsentClient; agent: Agent; updatedAt: number }>
   >();
-  private readonly checkers = new Map<SecurityProfile, AnswerChecker>();
+  private readonly checkers = new Map<CountryProfile['market'], AnswerChecker>();
 
   constructor(
     private readonly secrets: SecretBox,
@@ -142,14 +125,14 @@ export class ConsentClients {
   }
 
   /**
-   * The schema checker of a profile's answers (Chile's RUT/CLP overlay, or Brazil's files as published):
+   * The schema checker of a profile's answers (Chile's reading of the files, or Brazil's as published):
    * compiled at the first sync that needs it (a few hundred ms), then kept for the process's life.
    */
-  answers(security: SecurityProfile = 'fapi2-cl'): AnswerChecker {
-    let checker = this.checkers.get(security);
+  answers(profile: Pick<CountryProfile, 'market'>): AnswerChecker {
+    let checker = this.checkers.get(profile.market);
     if (!checker) {
-      checker = createAnswerChecker(security === 'fapi1-br' ? 'BR' : 'CL');
-      this.checkers.set(security, checker);
+      checker = createAnswerChecker(profile.market);
+      this.checkers.set(profile.market, checker);
     }
     return checker;
   }

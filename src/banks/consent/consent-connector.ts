@@ -12,9 +12,8 @@ import {
 } from '../connector.js';
 import type { ConsentCoverage } from './authorization-details.js';
 import { coverageOf } from './authorization-details.js';
-import type { ConsentClient } from './client.js';
-import type { GrantQuery } from './grant-management.js';
-import { queryConsentGrant } from './consent-grants.js';
+import { bankWordsOfError, describeBankWords, retryAtOf } from './bank-answers.js';
+import type { ConsentClient, GrantQuery } from './profile.js';
 import type { AnswerChecker, AnswerKind } from './data-schemas.js';
 import {
   mapAll,
@@ -22,6 +21,7 @@ import {
   mapCardTransaction,
   mapDepositAccount,
   mapDepositTransaction,
+  chileanDate,
   type ObAccount,
   type ObBalances,
   type ObCardAccount,
@@ -29,6 +29,7 @@ import {
   type ObCardLimit,
   type ObCardTransaction,
   type ObTransaction,
+  type StatementZone,
 } from './data-mapping.js';
 
 /*
@@ -43,6 +44,8 @@ import {
 export const ACCOUNTS_API = '/open-banking/accounts/v2/accounts';
 export const CREDIT_CARDS_API = '/open-banking/credit-cards-accounts/v2/accounts';
 /** Brazil's resources API: which of a consent's accounts and cards can be read now. */
+export { retryAtOf };
+
 export const RESOURCES_API = '/open-banking/resources/v3/resources';
 
 /** A row of Brazil's resources list. */
@@ -79,14 +82,6 @@ export const REFRESH_AHEAD_MS = 60_000;
  * movements of one account in one window, far beyond any 90-day window of a person's account.
  */
 const MAX_PAGES = 500;
-/** A `Retry-After` beyond this is read as this: the job is tried again within the hour regardless. */
-const MAX_RETRY_AFTER_S = 3_600;
-/**
- * When a 429 or 529 carries no usable `Retry-After`: the draft's per-minute window, or a few seconds. A 503
- * is read only when it carries one (Grant Management's revoke), and a minute if it cannot be read.
- */
-const DEFAULT_RETRY_AFTER_S = { 429: 60, 503: 60, 529: 5 } as const;
-
 /** Tokens as a refresh returns them; the caller seals and stores them (links/consent/grants.ts). */
 export interface RefreshedTokens {
   accessToken: string;
@@ -130,15 +125,6 @@ interface GrantState {
 const fail = (code: ConstructorParameters<typeof ConnectorError>[0], reason: string, extra = {}) =>
   new ConnectorError(code, reason, { reason, ...(extra as ConnectorErrorOptions) });
 
-/** `Retry-After` as seconds or an HTTP date (RFC 9110 §10.2.3), to ms since the epoch, within bounds. */
-export function retryAtOf(header: string | null, status: 429 | 503 | 529, now: number): number {
-  let seconds: number = DEFAULT_RETRY_AFTER_S[status];
-  if (header !== null && /^\d+$/.test(header.trim())) seconds = Number(header.trim());
-  else if (header !== null && !Number.isNaN(Date.parse(header)))
-    seconds = Math.ceil((Date.parse(header) - now) / 1000);
-  return now + Math.min(Math.max(seconds, 0), MAX_RETRY_AFTER_S) * 1000;
-}
-
 /** Why a grant whose query says it ended ends the link, in the appliance's words (never the grant id). */
 export function endedReason(
   query: Extract<GrantQuery, { kind: 'ended' }>,
@@ -149,10 +135,45 @@ export function endedReason(
     : `the bank says the consent was revoked (${source}: ${query.status})`;
 }
 
-/** `YYYY-MM-DD` (UTC) of the days a window touches, as the booking-date filters take them. */
-export function bookingDates(window: DateWindow): { from: string; to: string } {
-  const day = (ms: number) => new Date(ms).toISOString().slice(0, 10);
-  return { from: day(window.from), to: day(Math.max(window.from, window.to - 1)) };
+/**
+ * How far ahead a sync asks for an account's scheduled entries (`LANCAMENTO_FUTURO`): accounts 2.4.2 lets
+ * `toBookingDate` be a future day, and a bank keeps a standing order or a scheduled transfer there until it
+ * books. A year covers yearly payments; a scheduled entry further out is read once it comes within it.
+ */
+export const SCHEDULED_HORIZON_DAYS = 366;
+const DAY_MS = 86_400_000;
+
+/**
+ * The days a window touches, `YYYY-MM-DD` in the bank's own time zone (the files' dates are the holder's
+ * calendar days: Brasília time in Brazil, Santiago in Chile), as the date filters take them.
+ */
+export function bookingDates(window: DateWindow, zone: StatementZone): { from: string; to: string } {
+  return {
+    from: chileanDate(window.from, zone),
+    to: chileanDate(Math.max(window.from, window.to - 1), zone),
+  };
+}
+
+/**
+ * The filters of a transactions list, in each file's own names: accounts 2.4.2 `fromBookingDate` /
+ * `toBookingDate`, reaching `SCHEDULED_HORIZON_DAYS` ahead when the window ends now (scheduled entries);
+ * credit cards 2.3.1 `fromTransactionDate` / `toTransactionDate`. Both files say a missing date means today,
+ * so a filter is never left out.
+ */
+export function transactionFilters(
+  kind: 'account' | 'card',
+  window: DateWindow,
+  zone: StatementZone,
+  now: number,
+): Record<string, string> {
+  const endsNow = window.to >= now - DAY_MS;
+  if (kind === 'card') {
+    const dates = bookingDates(window, zone);
+    return { fromTransactionDate: dates.from, toTransactionDate: dates.to };
+  }
+  const to = endsNow ? { ...window, to: now + SCHEDULED_HORIZON_DAYS * DAY_MS } : window;
+  const dates = bookingDates(to, zone);
+  return { fromBookingDate: dates.from, toBookingDate: dates.to };
 }
 
 export function createConsentConnector(options: ConsentConnectorOptions): ConsentConnector {
@@ -161,10 +182,10 @@ export function createConsentConnector(options: ConsentConnectorOptions): Consen
   const pageSize = options.pageSize ?? PAGE_SIZE;
   const apiOrigin = new URL(bank.apiBase).origin;
   const permit = options.permit ?? (() => Promise.resolve());
-  // Where the bank keeps its word on a grant: Grant Management in Chile, the consent resource in Brazil.
-  const source = bank.security === 'fapi1-br' ? 'consents API' : 'Grant Management';
+  const { profile } = bank;
+  const source = profile.grantSource;
   const ended = (query: Extract<GrantQuery, { kind: 'ended' }>) => endedReason(query, source);
-  const zone = bank.security === 'fapi1-br' ? 'America/Sao_Paulo' : 'America/Santiago';
+  const zone = profile.zone;
 
   const stateOf = (session: BankSession) => session.state as unknown as GrantState;
 
@@ -172,7 +193,7 @@ export function createConsentConnector(options: ConsentConnectorOptions): Consen
   async function grantQuery(state: GrantState): Promise<GrantQuery> {
     if (state.query === null) {
       await permit();
-      state.query = await queryConsentGrant(bank, state.grantId);
+      state.query = await profile.queryGrant(bank, state.grantId);
     }
     return state.query;
   }
@@ -195,7 +216,7 @@ export function createConsentConnector(options: ConsentConnectorOptions): Consen
     if (state.refreshToken === null)
       throw fail(
         'rejected_credentials',
-        'the access token expired and the bank gave no refresh token: the user must renew the consent',
+        'the access token expired and the bank issued no refresh token with the consent: the user must renew the consent',
       );
     let answer: Awaited<ReturnType<typeof client.refreshTokenGrant>>;
     await permit();
@@ -346,12 +367,11 @@ export function createConsentConnector(options: ConsentConnectorOptions): Consen
       const state = stateOf(session);
       const accounts: BankAccount[] = [];
       // Brazil: the resources list first, and only what it says is AVAILABLE is read.
-      const readable =
-        bank.security === 'fapi1-br'
-          ? availableResources(
-              await pages<ObResource>(state, listUrl(RESOURCES_API), 'resources', 'the resources list', now),
-            )
-          : null;
+      const readable = profile.resourcesFirst
+        ? availableResources(
+            await pages<ObResource>(state, listUrl(RESOURCES_API), 'resources', 'the resources list', now),
+          )
+        : null;
       if (state.covers.includes('accounts')) {
         const listed = await pages<ObAccount>(
           state,
@@ -432,10 +452,10 @@ export function createConsentConnector(options: ConsentConnectorOptions): Consen
 
     async listMovements(session, account, window, now) {
       const state = stateOf(session);
-      const dates = bookingDates(window);
-      const query = { fromBookingDate: dates.from, toBookingDate: dates.to };
+      const card = account.ref.startsWith('card-');
+      const query = transactionFilters(card ? 'card' : 'account', window, zone, now);
       let movements: BankMovement[];
-      if (account.ref.startsWith('card-')) {
+      if (card) {
         if (!state.covers.includes('credit_cards')) return [];
         const rows = await pages<ObCardTransaction>(
           state,
@@ -457,8 +477,11 @@ export function createConsentConnector(options: ConsentConnectorOptions): Consen
         );
         movements = mapAll(rows, (row) => mapDepositTransaction(row, account.currency, zone));
       }
-      // The filters take whole days; the engine's window is to the millisecond.
-      return movements.filter((m) => m.postedAt >= window.from && m.postedAt < window.to);
+      // The filters take whole days; the engine's window is to the millisecond. Scheduled entries (pending,
+      // dated after the window) are kept: they were asked for on purpose, and stay pending until they book.
+      return movements.filter(
+        (m) => m.postedAt >= window.from && (m.postedAt < window.to || (m.pending && m.postedAt >= now)),
+      );
     },
   };
 }
@@ -498,7 +521,7 @@ function refreshFailure(error: unknown, now: number): ConnectorError {
       return statusFailure(error.status, error.response.headers.get('retry-after'), 'a token refresh', now);
     return fail(
       'bank_unavailable',
-      `the bank refused to refresh the access token (HTTP ${error.status}, ${/^[a-z_]{1,40}$/.test(error.error) ? error.error : 'another error'})`,
+      `the bank refused to refresh the access token (${describeBankWords(bankWordsOfError(error))})`,
     );
   }
   if (error instanceof Error && (error.name === 'TimeoutError' || error.name === 'AbortError'))

@@ -1,25 +1,27 @@
-import type { ConsentClient } from './client.js';
-import { retryAtOf } from './consent-connector.js';
+import { bankWordsOf, bankWordsOfError, describeBankWords, retryAtOfAnswer } from './bank-answers.js';
+import { clientCredentialsToken, dropClientCredentialsToken } from './client-credentials.js';
+import type { ConsentClient, GrantQuery, RevokeOutcome } from './profile.js';
 
 /*
- * Grant Management (FAPI Grant Management, draft 08, which the CMF's annex adopts): the client revokes a
- * grant with `DELETE {grant_management_endpoint}/{grant_id}` over mutual TLS. 204 says it is revoked; 404
- * `invalid_grant` says the bank no longer has it (already revoked or expired), which is as good. A `GET`
- * of the same URL queries it: the sync asks when the bank stops honouring a grant's tokens, to tell a
- * consent the user revoked at the bank from a token that merely went bad.
+ * Grant Management for OAuth 2.0 (FAPI WG draft, which the CMF's annex adopts):
+ * - §6.1: the client calls the grant management endpoint with an access token it got by `client_credentials`
+ *   carrying `grant_management_query` (to read a grant) or `grant_management_revoke` (to revoke one), over
+ *   mutual TLS (the token is bound to the certificate where the registration asked for it);
+ * - §6.2 query: `GET {grant_management_endpoint}/{grant_id}` → 200 with what the grant holds;
+ * - §6.3 revoke: `DELETE {grant_management_endpoint}/{grant_id}` → 204;
+ * - §6.4 errors: 401 (no or bad token), 403 (the token lacks the scope), 404 (no such grant for this
+ *   client): the status is the answer; a body is optional.
+ * A 404 therefore means the bank no longer has the grant (revoked or expired), as good as revoked.
  */
 
-export type RevokeOutcome =
-  | { kind: 'revoked' }
-  | { kind: 'gone' }
-  /** Try again later: `retryAt` when the bank said when (429, 529; 503 with `Retry-After`). No secret in `reason`. */
-  | { kind: 'failed'; reason: string; retryAt: number | null };
-
-/** A revoke's answer budget: the draft gives a bank 4 s; a slow one is tried again later, not waited for. */
+/** A call's answer budget: the draft gives a bank 4 s; a slow one is tried again later, not waited for. */
 export const REVOKE_BUDGET_MS = 4_000;
 
-function grantManagementEndpoint(client: ConsentClient): string | null {
-  const metadata = client.configuration.serverMetadata() as {
+export const QUERY_SCOPE = 'grant_management_query';
+export const REVOKE_SCOPE = 'grant_management_revoke';
+
+function grantManagementEndpoint(bank: ConsentClient): string | null {
+  const metadata = bank.configuration.serverMetadata() as {
     grant_management_endpoint?: unknown;
     mtls_endpoint_aliases?: { grant_management_endpoint?: unknown };
   };
@@ -28,94 +30,77 @@ function grantManagementEndpoint(client: ConsentClient): string | null {
   return typeof endpoint === 'string' ? endpoint : null;
 }
 
-export async function revokeGrant(
-  client: ConsentClient,
+type Answer = { status: number; body: unknown; retryAfter: string | null } | { unreachable: string };
+
+/** One call with a token of `scope`; a 401 drops the token and tries once with a new one. */
+async function call(
+  bank: ConsentClient,
+  method: 'GET' | 'DELETE',
   grantId: string,
-  now: number,
-): Promise<RevokeOutcome> {
-  const endpoint = grantManagementEndpoint(client);
-  if (!endpoint)
-    return {
-      kind: 'failed',
-      reason: "the bank's discovery names no grant_management_endpoint",
-      retryAt: null,
-    };
-  let response: Response;
-  try {
-    response = await client.fetch(`${endpoint.replace(/\/+$/, '')}/${encodeURIComponent(grantId)}`, {
-      method: 'DELETE',
-      signal: AbortSignal.timeout(REVOKE_BUDGET_MS),
-    });
-  } catch (error) {
-    const cause = (error as { cause?: { code?: string }; name?: string }).cause;
-    const said =
-      (error as Error).name === 'TimeoutError'
+  scope: string,
+): Promise<Answer> {
+  const endpoint = grantManagementEndpoint(bank);
+  if (!endpoint) return { unreachable: "the bank's discovery names no grant_management_endpoint" };
+  const url = `${endpoint.replace(/\/+$/, '')}/${encodeURIComponent(grantId)}`;
+  for (let retried = false; ; retried = true) {
+    let token: string;
+    try {
+      token = await clientCredentialsToken(bank, scope);
+    } catch (error) {
+      return {
+        unreachable: `the bank refused a ${scope} token (${describeBankWords(bankWordsOfError(error))})`,
+      };
+    }
+    let response: Response;
+    let body: unknown;
+    try {
+      response = await bank.fetch(url, {
+        method,
+        headers: { accept: 'application/json', authorization: `Bearer ${token}` },
+        signal: AbortSignal.timeout(REVOKE_BUDGET_MS),
+      });
+      body = await response.json().catch(() => null);
+    } catch (error) {
+      const timedOut = (error as Error).name === 'TimeoutError';
+      const said = timedOut
         ? `no answer within ${REVOKE_BUDGET_MS} ms`
-        : (cause?.code ?? 'no answer');
-    return { kind: 'failed', reason: `the bank could not be reached: ${said}`, retryAt: null };
+        : describeBankWords(bankWordsOfError(error));
+      return { unreachable: `the bank could not be reached: ${said}` };
+    }
+    if (response.status === 401 && !retried) {
+      dropClientCredentialsToken(bank, scope);
+      continue;
+    }
+    return { status: response.status, body, retryAfter: response.headers.get('retry-after') };
   }
-  const body = (await response.json().catch(() => null)) as { error?: unknown } | null;
-  if (response.status === 204 || response.status === 200) return { kind: 'revoked' };
-  if (response.status === 404 && body?.error === 'invalid_grant') return { kind: 'gone' };
-  const code = oauthErrorCode(body?.error, grantId);
+}
+
+/** The bank's words of an answer, with no grant id in them (a bank that echoes what it was sent). */
+function said(answer: { status: number; body: unknown }, grantId: string): string {
+  return describeBankWords(bankWordsOf(answer.status, answer.body)).split(grantId).join('…');
+}
+
+export async function revokeGrant(bank: ConsentClient, grantId: string, now: number): Promise<RevokeOutcome> {
+  const answer = await call(bank, 'DELETE', grantId, REVOKE_SCOPE);
+  if ('unreachable' in answer) return { kind: 'failed', reason: answer.unreachable, retryAt: null };
+  if (answer.status === 204 || answer.status === 200) return { kind: 'revoked' };
+  if (answer.status === 404) return { kind: 'gone' };
   return {
     kind: 'failed',
-    reason: `the bank answered HTTP ${response.status}${code ? ` ${code}` : ''}`,
-    retryAt: retryAtOfAnswer(response.status, response.headers.get('retry-after'), now),
+    reason: `the bank answered ${said(answer, grantId)}`,
+    retryAt: retryAtOfAnswer(answer.status, answer.retryAfter, now),
   };
 }
 
-/**
- * The bank's OAuth error code, for `last_error` (which `svc links inspect` prints): only a code's shape
- * (RFC 6749's are lower-case words joined by `_`), and never one that carries the grant id, so a bank that
- * echoes what it was sent cannot put a secret in the row.
- */
-function oauthErrorCode(error: unknown, grantId: string): string | null {
-  if (typeof error !== 'string' || !/^[a-z][a-z_]{0,59}$/.test(error)) return null;
-  return error.includes(grantId) ? null : error;
-}
-
-/**
- * When the bank said to call again: a 429 or 529 always means later (its `Retry-After`, else a default); a
- * 503 when it says so (RFC 9110 §15.6.4: a bank down for maintenance may name its end). Else the schedule.
- */
-function retryAtOfAnswer(status: number, retryAfter: string | null, now: number): number | null {
-  if (status === 429 || status === 529) return retryAtOf(retryAfter, status, now);
-  if (status === 503 && retryAfter !== null) return retryAtOf(retryAfter, 503, now);
-  return null;
-}
-
-/**
- * What Grant Management says of a grant. `ended`: the bank no longer honours it (`status` in the appliance's
- * words: revoked, not found, expired). `unknown`: it did not say (unreachable, another status, no endpoint),
- * with why, no secret in it.
- */
-export type GrantQuery =
-  | { kind: 'authorised' }
-  | { kind: 'ended'; status: 'revoked' | 'not found' | 'expired' }
-  | { kind: 'unknown'; reason: string };
-
 /** One query of a grant, within the same 4 s budget as a revoke. */
-export async function queryGrant(client: ConsentClient, grantId: string): Promise<GrantQuery> {
-  const endpoint = grantManagementEndpoint(client);
-  if (!endpoint) return { kind: 'unknown', reason: 'no grant_management_endpoint' };
-  let response: Response;
-  let body: { status?: unknown; error?: unknown } | null;
-  try {
-    response = await client.fetch(`${endpoint.replace(/\/+$/, '')}/${encodeURIComponent(grantId)}`, {
-      method: 'GET',
-      headers: { accept: 'application/json' },
-      signal: AbortSignal.timeout(REVOKE_BUDGET_MS),
-    });
-    body = (await response.json().catch(() => null)) as typeof body;
-  } catch {
-    return { kind: 'unknown', reason: 'no answer' };
-  }
-  if (response.status === 404 && body?.error === 'invalid_grant')
-    return { kind: 'ended', status: 'not found' };
-  if (response.status !== 200) return { kind: 'unknown', reason: `HTTP ${response.status}` };
-  // The draft's query answer lists what the grant holds (a 200 says it exists); the simulated bank, like the
-  // Chilean annex's consent resources, adds its `status`, which may say it has ended.
+export async function queryGrant(bank: ConsentClient, grantId: string): Promise<GrantQuery> {
+  const answer = await call(bank, 'GET', grantId, QUERY_SCOPE);
+  if ('unreachable' in answer) return { kind: 'unknown', reason: answer.unreachable };
+  if (answer.status === 404) return { kind: 'ended', status: 'not found' };
+  if (answer.status !== 200) return { kind: 'unknown', reason: said(answer, grantId) };
+  // The draft's query answer lists what the grant holds (a 200 says it exists); the Chilean annex's consent
+  // resources add a `status`, which may say it has ended.
+  const body = answer.body as { status?: unknown } | null;
   const status = typeof body?.status === 'string' ? body.status.toLowerCase() : null;
   if (status === 'revoked') return { kind: 'ended', status: 'revoked' };
   if (status === 'expired') return { kind: 'ended', status: 'expired' };

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { Agent, fetch as undiciFetch } from 'undici';
 
 /*
@@ -35,11 +36,19 @@ export function mtlsAgent(identity: ClientIdentity, timeoutMs = 10_000): Agent {
 
 export type MtlsFetch = (url: string, init: RequestInit) => Promise<Response>;
 
-/** A fetch whose every request goes through `agent` (openid-client's `customFetch` signature). */
+/**
+ * A fetch whose every request goes through `agent` (openid-client's `customFetch` signature), and carries an
+ * `x-fapi-interaction-id` (a UUID, RFC 4122) unless the caller set one: FAPI 1.0 Advanced §6.2.2 and Open
+ * Finance Brasil ask for it on every call, PAR and token included, so a bank's logs and ours meet.
+ */
 export function mtlsFetch(agent: Agent): MtlsFetch {
-  return (url, init) =>
-    undiciFetch(url, {
+  return (url, init) => {
+    const headers = new Headers(init.headers);
+    if (!headers.has('x-fapi-interaction-id')) headers.set('x-fapi-interaction-id', randomUUID());
+    return undiciFetch(url, {
       ...(init as Parameters<typeof undiciFetch>[1]),
+      headers: Object.fromEntries(headers),
       dispatcher: agent,
     }) as unknown as Promise<Response>;
+  };
 }

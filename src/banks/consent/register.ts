@@ -2,14 +2,10 @@ import { randomBytes } from 'node:crypto';
 import * as client from 'openid-client';
 import { errors } from '../../errors/api-error.js';
 import type { SecretBox } from '../../secrets/secret-box.js';
-import {
-  consentProfileOf,
-  findInstitution,
-  type Institution,
-  type SecurityProfile,
-} from '../institutions.js';
+import { consentProfileOf, findInstitution, type Institution } from '../institutions.js';
 import { CertificateError, certificateFacts } from './certificates.js';
 import { mtlsAgent, mtlsFetch, type ClientIdentity } from './mtls.js';
+import { profileOf } from './profiles/index.js';
 import { publicRegistration, type ConsentClientRow } from './registrations.js';
 
 /** Where a bank sends the end user back to (the widget's consent callback), under the API's base URL. */
@@ -59,23 +55,6 @@ function httpsUrl(value: string, param: string, allowLoopbackHttp = false): URL 
   if (url.username || url.password)
     throw errors.invalidParameter(param, `--${param} must not carry a user name or password.`);
   return url;
-}
-
-/**
- * What the appliance asks to be registered as, by the bank's security profile: always a `tls_client_auth`
- * client with certificate-bound tokens; Brazil's banks also give it `client_credentials` (a consent is created
- * with such a token) and sign its authorisation answers (JARM) and ID tokens with PS256.
- */
-export function registrationMetadata(profile: SecurityProfile): Record<string, unknown> {
-  if (profile === 'fapi1-br')
-    return {
-      grant_types: ['authorization_code', 'refresh_token', 'client_credentials'],
-      response_types: ['code'],
-      authorization_signed_response_alg: 'PS256',
-      id_token_signed_response_alg: 'PS256',
-      tls_client_certificate_bound_access_tokens: true,
-    };
-  return { grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'] };
 }
 
 /** Everything that can be known wrong without calling the bank, in the order a person fixes it. */
@@ -205,9 +184,8 @@ export async function registerWithBank(
           token_endpoint_auth_method: 'tls_client_auth',
           tls_client_auth_subject_dn: subjectDn,
           use_mtls_endpoint_aliases: true,
-          ...registrationMetadata(
-            consentProfileOf(findInstitution(input.bankId, options.institutions)!).security,
-          ),
+          ...profileOf(consentProfileOf(findInstitution(input.bankId, options.institutions)!).security)
+            .registrationMetadata,
           redirect_uris: [input.redirectUri],
         },
         client.TlsClientAuth(),

@@ -1,8 +1,7 @@
 import type { Knex } from 'knex';
 import { toIso, type Clock } from '../../clock/clock.js';
 import type { ConsentClients } from '../../banks/consent/client.js';
-import type { RevokeOutcome } from '../../banks/consent/grant-management.js';
-import { revokeConsentGrant } from '../../banks/consent/consent-grants.js';
+import type { RevokeOutcome } from '../../banks/consent/profile.js';
 import type { Database } from '../../db/database.js';
 import { newId } from '../../ids/ids.js';
 import type { Logger } from '../../logging/logger.js';
@@ -76,6 +75,40 @@ export async function queueRevocation(
     bank_id: link.bank_id,
     client_id: grant.client_id,
     grant_id_sealed: grant.grant_id_sealed,
+    status: 'pending',
+    attempts: 0,
+    next_attempt_at: now,
+    locked_until: null,
+    last_error: null,
+    created_at: now,
+    updated_at: now,
+    revoked_at: null,
+  };
+  await trx('grant_revocations').insert(row);
+}
+
+/**
+ * Queues the revoke of a grant the widget obtained and will not keep (a grant refused at the callback: what
+ * it allows is unreadable, its token unbound, another person's on a renewal, or the link could not be made):
+ * the same retried outbox as a deleted link's, so a bank that fails the first attempt is asked again rather
+ * than left holding an active consent for an app that holds nothing. `ownerId` is the link being renewed, or
+ * the widget's consent request (`wcr_…`) when no link was made; the grant id is sealed under it.
+ */
+export async function queueRefusedGrant(
+  trx: Knex,
+  refused: { ownerId: string; orgId: string; mode: 'live' | 'test'; bankId: string; clientId: string },
+  grantId: string,
+  secrets: SecretBox,
+  now: number,
+): Promise<void> {
+  const row: GrantRevocationRow = {
+    id: newId('grev'),
+    link_id: refused.ownerId,
+    org_id: refused.orgId,
+    mode: refused.mode,
+    bank_id: refused.bankId,
+    client_id: refused.clientId,
+    grant_id_sealed: secrets.seal(grantId, linkGrantContext(refused.ownerId, 'grant_id_sealed')),
     status: 'pending',
     attempts: 0,
     next_attempt_at: now,
@@ -188,7 +221,7 @@ export async function revokeDueGrants(services: RevokeServices): Promise<number>
         ? { kind: 'failed', reason: `no registration with ${row.bank_id} in ${row.mode} mode`, retryAt: null }
         : client.registration.client_id !== row.client_id
           ? { kind: 'failed', reason: 'the grant belongs to a registration that was replaced', retryAt: null }
-          : await revokeConsentGrant(
+          : await client.profile.revokeGrant(
               client,
               services.secrets.open(row.grant_id_sealed, linkGrantContext(row.link_id, 'grant_id_sealed')),
               services.clock.now(),

@@ -1,0 +1,107 @@
+import type * as client from 'openid-client';
+import type { Market } from '../../open-finance/schemas.js';
+import type { HolderType } from '../connector.js';
+import type { SecurityProfile } from '../institutions.js';
+import type { AccountAction, AuthorizationDetail } from './authorization-details.js';
+import type { StatementZone } from './data-mapping.js';
+import type { MtlsFetch } from './mtls.js';
+import type { ConsentClientRow } from './registrations.js';
+
+/*
+ * What the consent path needs to know about a country, behind one interface (docs/architecture.md, "The
+ * path of a consent"): how the appliance registers, discovers, sends the end user to the bank, reads back
+ * what was granted, asks whether a grant still holds and revokes it, and in which time zone the holder reads
+ * a statement. `profiles/chile.ts` (the CMF's draft: FAPI 2.0, RAR, Grant Management) and
+ * `profiles/brasil.ts` (Open Finance Brasil: FAPI 1.0 Advanced, consents API) implement it; the connector,
+ * the widget and the revoke outbox call it and never test which country they are in. A third country is a
+ * new file here plus its tests.
+ */
+
+export interface ConsentClient {
+  registration: ConsentClientRow;
+  configuration: client.Configuration;
+  /** Fetch over mutual TLS with the registration's certificate (the bank's CA trusted when it has one). */
+  fetch: MtlsFetch;
+  /** The bank's resource API base, without a trailing slash. */
+  apiBase: string;
+  /** The bank's country profile: how a consent is made, checked, queried and revoked there. */
+  profile: CountryProfile;
+}
+
+export type RevokeOutcome =
+  | { kind: 'revoked' }
+  | { kind: 'gone' }
+  /** Try again later: `retryAt` when the bank said when (429, 529; 503 with `Retry-After`). No secret in `reason`. */
+  | { kind: 'failed'; reason: string; retryAt: number | null };
+
+/**
+ * What the bank says of a grant. `ended`: it no longer honours it (`status` in the appliance's words:
+ * revoked, not found, expired). `unknown`: it did not say (unreachable, another status, no endpoint), with
+ * why, no secret in it.
+ */
+export type GrantQuery =
+  | { kind: 'authorised' }
+  | { kind: 'ended'; status: 'revoked' | 'not found' | 'expired' }
+  | { kind: 'unknown'; reason: string };
+
+/** The holder's ids a profile asks for before the trip (Brazil: the customer's CPF, a company's CNPJ). */
+export interface HolderIds {
+  cpf: string | null;
+  cnpj: string | null;
+}
+
+export interface TripInput {
+  actions: AccountAction[];
+  /** The consent's end, ms since the epoch. */
+  validTo: number;
+  state: string;
+  verifier: string;
+  redirectUri: string;
+  locale: 'es' | 'en';
+  holder: HolderIds;
+}
+
+export interface Trip {
+  url: URL;
+  /** `authorization_details`-shaped, whatever the profile: the consent screen words them, the link keeps them. */
+  details: AuthorizationDetail[];
+}
+
+/** What the bank granted, as a link keeps it; or why it cannot be used, with the grant to revoke if any. */
+export type Granted =
+  | { ok: true; grantId: string; details: AuthorizationDetail[]; subject: string }
+  | { ok: false; grantId: string | null; reason: string };
+
+export interface CountryProfile {
+  security: SecurityProfile;
+  /** Whose reading of the Open Finance files the bank's answers follow (src/open-finance/schemas.ts). */
+  market: Market;
+  /** Where the holder reads their statement and the consent's dates. */
+  zone: StatementZone;
+  /** Where the bank keeps its word on a grant, as reasons name it. */
+  grantSource: 'Grant Management' | 'consents API';
+  /** Whether the bank's resources API says first which accounts and cards may be read now. */
+  resourcesFirst: boolean;
+  /** Whether the widget asks the person for their tax ids before the trip (Brazil's CPF). */
+  asksHolderIds: boolean;
+  /** RFC 7591 client metadata the registration asks for, beyond `tls_client_auth` and the redirect URI. */
+  registrationMetadata: Record<string, unknown>;
+  /** What openid-client is told at discovery (the algorithms the bank signs with). */
+  clientMetadata: Partial<client.ClientMetadata>;
+  /** Settles the discovered configuration (Brazil: JARM when the bank offers it). */
+  configure(configuration: client.Configuration): void;
+
+  queryGrant(bank: ConsentClient, grantId: string): Promise<GrantQuery>;
+  revokeGrant(bank: ConsentClient, grantId: string, now: number): Promise<RevokeOutcome>;
+
+  /** The holder ids the start needs, checked (a 400 before any call to the bank). */
+  holderIds(input: { cpf?: string; cnpj?: string }, holderType: HolderType, bankName: string): HolderIds;
+  start(bank: ConsentClient, input: TripInput): Promise<Trip>;
+  /** What `authorizationCodeGrant` also checks beyond state and PKCE. */
+  exchangeChecks(state: string): { expectedNonce?: string };
+  granted(
+    bank: ConsentClient,
+    tokens: client.TokenEndpointResponse & client.TokenEndpointResponseHelpers,
+    requested: AuthorizationDetail[],
+  ): Promise<Granted>;
+}
