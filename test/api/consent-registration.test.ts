@@ -65,6 +65,16 @@ forEachEngine(t, async (t, engine) => {
     t.equal(registration.token_endpoint_auth_method, 'tls_client_auth');
     t.equal(registration.tls_client_auth_subject_dn, certificateFacts(client.certPem, null).subjectDn);
     t.notOk('registration_access_token' in registration, 'the token is not kept in clear');
+    // What the bank registered is what the appliance asked for; a bank keeps RFC 8705's default (false) else.
+    t.equal(
+      registration.tls_client_certificate_bound_access_tokens,
+      true,
+      'RFC 8705 §3.4: certificate-bound tokens asked for at registration',
+    );
+    t.ok(
+      registration.grant_types.includes('client_credentials'),
+      'client_credentials registered (Grant Management §6.1 takes such a token)',
+    );
     t.notMatch(row.private_key_sealed, /PRIVATE KEY/);
     await app.db.transaction((trx) =>
       saveRegistration(trx, { ...row, registered_at: now(), updated_at: now() }),

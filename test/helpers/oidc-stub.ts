@@ -126,6 +126,8 @@ export async function startOidcStub(t: Test): Promise<OidcStub> {
     features: {
       devInteractions: { enabled: false },
       registration: { enabled: true },
+      // The appliance registers client_credentials (Grant Management §6.1 needs such a token).
+      clientCredentials: { enabled: true },
       mTLS: {
         enabled: true,
         tlsClientAuth: true,
