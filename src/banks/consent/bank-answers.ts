@@ -78,15 +78,14 @@ export function bankWordsOf(status: number | null, body: unknown): BankWords {
 
 /** `HTTP 400 invalid_request: the description`, or the parts there are. */
 export function describeBankWords(words: BankWords): string {
-  const parts = [
-    words.status === null ? null : `HTTP ${words.status}`,
+  const said =
     words.error === null
-      ? null
+      ? words.description
       : words.description === null
         ? words.error
-        : `${words.error}: ${words.description}`,
-  ].filter((part): part is string => part !== null);
-  return parts.join(' ') || 'no answer';
+        : `${words.error}: ${words.description}`;
+  const parts = [words.status === null ? null : `HTTP ${words.status}`, said];
+  return parts.filter((part): part is string => part !== null).join(' ') || 'no answer';
 }
 
 /**

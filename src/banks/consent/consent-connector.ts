@@ -12,7 +12,7 @@ import {
 } from '../connector.js';
 import type { ConsentCoverage } from './authorization-details.js';
 import { coverageOf } from './authorization-details.js';
-import { bankWordsOfError, describeBankWords, retryAtOf } from './bank-answers.js';
+import { bankWordsOf, bankWordsOfError, describeBankWords, retryAtOf } from './bank-answers.js';
 import type { ConsentClient, GrantQuery } from './profile.js';
 import type { AnswerChecker, AnswerKind } from './data-schemas.js';
 import {
@@ -278,7 +278,7 @@ export function createConsentConnector(options: ConsentConnectorOptions): Consen
         const query = await grantQuery(state);
         if (query.kind === 'ended') throw fail('consent_revoked', ended(query));
       }
-      throw statusFailure(status, response.headers.get('retry-after'), what, now);
+      throw statusFailure(status, response.headers.get('retry-after'), what, now, saidIn(body));
     }
   }
 
@@ -486,12 +486,28 @@ export function createConsentConnector(options: ConsentConnectorOptions): Consen
   };
 }
 
-/** A resource answer other than 200 (and other than a first 401), as the connector error it means. */
+/** The bank's own error code and words in a refusal's body (Open Finance's `errors`, or OAuth's), if any. */
+function saidIn(body: string): string {
+  let parsed: unknown = null;
+  try {
+    parsed = JSON.parse(body);
+  } catch {
+    return '';
+  }
+  const words = bankWordsOf(null, parsed);
+  return words.error === null ? '' : `: ${describeBankWords(words)}`;
+}
+
+/**
+ * A resource answer other than 200 (and other than a first 401), as the connector error it means, with the
+ * bank's own words (`said`, from bank-answers.ts: masked, short) so `svc links inspect` shows them.
+ */
 export function statusFailure(
   status: number,
   retryAfter: string | null,
   what: string,
   now: number,
+  said = '',
 ): ConnectorError {
   if (status === 429 || status === 529) {
     const retryAt = retryAtOf(retryAfter, status, now);
@@ -504,14 +520,14 @@ export function statusFailure(
   if (status === 401)
     return fail(
       'rejected_credentials',
-      `the bank refused the access token for ${what} (HTTP 401) even after a refresh: the consent may be revoked; the user must renew it`,
+      `the bank refused the access token for ${what} (HTTP 401${said}) even after a refresh: the consent may be revoked; the user must renew it`,
     );
   if (status === 403)
     return fail(
       'action_required',
-      `the bank refused ${what} (HTTP 403): the consent does not cover it; the user must renew the consent`,
+      `the bank refused ${what} (HTTP 403${said}): the consent does not cover it; the user must renew the consent`,
     );
-  return fail('bank_unavailable', `the bank answered ${what} with HTTP ${status}`);
+  return fail('bank_unavailable', `the bank answered ${what} with HTTP ${status}${said}`);
 }
 
 /** Why a refresh failed, other than `invalid_grant` (the consent is over: `refusedRefresh`): the bank's. */

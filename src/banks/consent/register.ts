@@ -3,6 +3,7 @@ import * as client from 'openid-client';
 import { errors } from '../../errors/api-error.js';
 import type { SecretBox } from '../../secrets/secret-box.js';
 import { consentProfileOf, findInstitution, type Institution } from '../institutions.js';
+import { bankWordsOf, bankWordsOfError, describeBankWords } from './bank-answers.js';
 import { CertificateError, certificateFacts } from './certificates.js';
 import { mtlsAgent, mtlsFetch, type ClientIdentity } from './mtls.js';
 import { profileOf } from './profiles/index.js';
@@ -108,31 +109,18 @@ export function checkRegistrationInput(
 }
 
 /**
- * The words of a failure at the bank: its HTTP status and OAuth error when it answered, the network's code
- * when it did not. Nothing of ours is in it (the bank's own text is cut short).
+ * A failure at the bank in its own words (bank-answers.ts: its HTTP status, OAuth `error` and
+ * `error_description`, masked and cut short; the network's code when it did not answer). A registration
+ * refused is permanent until the operator changes something: the words say what the bank wants.
  */
 async function bankFailure(step: string, error: unknown): Promise<Error> {
-  const e = error as { code?: string; error?: string; error_description?: string; cause?: unknown };
-  let said = e.error ? `${e.error}${e.error_description ? `: ${e.error_description}` : ''}` : null;
-  // undici's Response, not the global class: recognised by its shape.
-  const response = e.cause as { status?: unknown; json?: () => Promise<unknown> } | undefined;
-  if (!said && typeof response?.status === 'number' && typeof response.json === 'function') {
-    said = `HTTP ${response.status}`;
-    const body = (await response.json().catch(() => null)) as {
-      error?: unknown;
-      error_description?: unknown;
-    } | null;
-    if (body && typeof body.error === 'string')
-      said += ` ${body.error}${typeof body.error_description === 'string' ? `: ${body.error_description}` : ''}`;
-  }
-  if (!said) {
-    const cause = e.cause as { code?: string; cause?: { code?: string } } | undefined;
-    said = cause?.cause?.code ?? cause?.code ?? e.code ?? 'no answer';
-  }
-  return errors.badRequest(
-    'registration_failed',
-    `The bank's ${step} failed: ${String(said).slice(0, 300)}.`,
-  );
+  let words = bankWordsOfError(error);
+  // openid-client's non-OAuth answers carry the Response: read the body for the bank's words.
+  const response = (error as { cause?: unknown }).cause as
+    { status?: unknown; json?: () => Promise<unknown> } | undefined;
+  if (words.error === null && typeof response?.status === 'number' && typeof response.json === 'function')
+    words = bankWordsOf(response.status, await response.json().catch(() => null));
+  return errors.badRequest('registration_failed', `The bank's ${step} failed: ${describeBankWords(words)}.`);
 }
 
 /**
