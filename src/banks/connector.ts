@@ -69,6 +69,13 @@ export interface LoginRequest<C extends LoginCredentials = BankCredentials> {
 export interface BankSession {
   holderName: string;
   state: Record<string, unknown>;
+  /**
+   * Accounts (refs) the bank says still exist but cannot be read now, set by `listAccounts`: Open Finance
+   * Brasil's resources `TEMPORARILY_UNAVAILABLE` (a block) or `PENDING_AUTHORISATION` (a co-holder has not
+   * consented yet). The engine keeps them as they are rather than removing them; only an account the bank
+   * no longer lists, or lists `UNAVAILABLE` (closed), is removed.
+   */
+  unavailableRefs?: readonly string[];
 }
 
 /** The bank waits for a code; `state` is JSON the engine keeps (encrypted) so any process can resume. */

@@ -559,9 +559,11 @@ async function recordSuccess(
     accountsUpdated += 1;
   }
 
-  // Accounts the bank did not list this time are removed; a sync that fetched nothing lists none.
+  // Accounts the bank did not list this time are removed; a sync that fetched nothing lists none. One the
+  // bank says exists but cannot be read now (a block, a co-holder's pending consent) stays as it was.
+  const paused = new Set(fetched.session?.unavailableRefs ?? []);
   for (const row of fetched.session ? existing : []) {
-    if (seen.has(row.id) || row.status === 'removed') continue;
+    if (seen.has(row.id) || row.status === 'removed' || paused.has(row.bank_account_ref)) continue;
     await removeAccount(trx, row.id, now);
     await publishEvent(trx, {
       ...owner,

@@ -74,7 +74,13 @@ t.test('the sync reads only AVAILABLE resources, by type', async (t) => {
     { resourceId: 'c1', type: 'CREDIT_CARD_ACCOUNT', status: 'AVAILABLE' },
     { resourceId: 'c2', type: 'CREDIT_CARD_ACCOUNT', status: 'TEMPORARILY_UNAVAILABLE' },
     { resourceId: 'l1', type: 'LOAN', status: 'AVAILABLE' },
+    { resourceId: 'a3', type: 'ACCOUNT', status: 'UNAVAILABLE' },
   ]);
   t.same([...readable.accounts], ['a1']);
   t.same([...readable.cards], ['c1']);
+  t.same(
+    readable.unavailableRefs,
+    ['acc-a2', 'card-c2'],
+    'resources 3.1.0: a pending co-holder or a block keeps the account; only UNAVAILABLE (closed) removes it',
+  );
 });

@@ -21,7 +21,9 @@ import {
   mapCardTransaction,
   mapDepositAccount,
   mapDepositTransaction,
+  cardAccountRef,
   chileanDate,
+  depositAccountRef,
   type ObAccount,
   type ObBalances,
   type ObCardAccount,
@@ -56,18 +58,31 @@ export interface ObResource {
 }
 
 /**
- * The accounts and cards a Brazilian bank says may be read now: `AVAILABLE` ones. The others are still being
- * authorised by a co-holder (`PENDING_AUTHORISATION`) or out of reach for a while (`TEMPORARILY_UNAVAILABLE`,
- * `UNAVAILABLE`), and the file says their data is not to be asked for.
+ * The accounts and cards a Brazilian bank says may be read now (`AVAILABLE`), and those it says exist but
+ * may not be read for a while (resources 3.1.0: `TEMPORARILY_UNAVAILABLE`, a block; `PENDING_AUTHORISATION`,
+ * a co-holder has not consented yet), whose data the file says is not to be asked for. `UNAVAILABLE` means
+ * gone (a closed account) and is in neither.
  */
 export function availableResources(rows: readonly ObResource[]): {
   accounts: Set<string>;
   cards: Set<string>;
+  /** Refs (`acc-…`, `card-…`) of the resources that exist but cannot be read now. */
+  unavailableRefs: string[];
 } {
   const available = rows.filter((row) => row.status === 'AVAILABLE');
+  const paused = rows.filter(
+    (row) => row.status === 'TEMPORARILY_UNAVAILABLE' || row.status === 'PENDING_AUTHORISATION',
+  );
+  const refOf = (row: ObResource) =>
+    row.type === 'ACCOUNT'
+      ? depositAccountRef(row.resourceId)
+      : row.type === 'CREDIT_CARD_ACCOUNT'
+        ? cardAccountRef(row.resourceId)
+        : null;
   return {
     accounts: new Set(available.filter((r) => r.type === 'ACCOUNT').map((r) => r.resourceId)),
     cards: new Set(available.filter((r) => r.type === 'CREDIT_CARD_ACCOUNT').map((r) => r.resourceId)),
+    unavailableRefs: paused.map(refOf).filter((ref): ref is string => ref !== null),
   };
 }
 
@@ -372,6 +387,7 @@ export function createConsentConnector(options: ConsentConnectorOptions): Consen
             await pages<ObResource>(state, listUrl(RESOURCES_API), 'resources', 'the resources list', now),
           )
         : null;
+      if (readable) session.unavailableRefs = readable.unavailableRefs;
       if (state.covers.includes('accounts')) {
         const listed = await pages<ObAccount>(
           state,
