@@ -15,6 +15,7 @@ import { migrateUp } from '../../src/db/migrations.js';
 import { silentLogger } from '../../src/logging/logger.js';
 import { forEachEngine, freshDatabase, type EngineName } from '../helpers/harness.js';
 import { Browser, REDIRECT_URI, fetchWith, mtlsAgent, testCa } from '../helpers/consent-bank.js';
+import { sandboxCustomerData } from '../../src/test-mode/sandbox-customer-data.js';
 
 /*
  * The simulated Open Finance Brasil bank over real HTTP (the browser face on a stand-in appliance, the machine
@@ -51,6 +52,7 @@ async function startBank(t: Test, engine: EngineName): Promise<{ bank: BrasilBan
     clock: systemClock,
     logger: silentLogger,
     publicBaseUrl: appUrl,
+    data: sandboxCustomerData(),
     port: 0,
   });
   mounted = bank.browserMiddleware;

@@ -23,7 +23,8 @@ import { freshDatabase, type EngineName, type TestApp } from './harness.js';
 import { parseAuthorizationDetails, validUntil } from '../../src/banks/consent/authorization-details.js';
 import type { ConsentClientRow } from '../../src/banks/consent/registrations.js';
 import { createConsentLink } from '../../src/links/consent/grants.js';
-import { registerWithSimulatedBank } from '../../src/consent-bank/self-registration.js';
+import { registerWithSimulatedBank } from '../../src/test-mode/self-registration.js';
+import { sandboxCustomerData } from '../../src/test-mode/sandbox-customer-data.js';
 
 /*
  * The simulated consent bank in a test: a migrated database, a test CA of its own, the bank's mTLS listener on
@@ -65,6 +66,7 @@ export async function startBank(t: Test, engine: EngineName): Promise<BankFixtur
     clock: systemClock,
     logger: silentLogger,
     publicBaseUrl: appUrl,
+    data: sandboxCustomerData(),
     port: 0,
     faults,
   });
