@@ -37,7 +37,7 @@ export default tseslint.config(
             {
               regex: '(^|/)(banks|widget)(/|$)',
               message:
-                'src/consent-bank/ must not import the connector (src/banks/) or the widget (src/widget/): state the bank\'s own reading, or share it through src/open-finance/.',
+                "src/consent-bank/ must not import the connector (src/banks/) or the widget (src/widget/): state the bank's own reading, or share it through src/open-finance/.",
             },
           ],
         },

@@ -8,7 +8,12 @@
  * The actions of an `Accounts` detail this bank grants, as it reads the Chilean draft (issue 41: the bank
  * states its own reading and never imports the connector's, so a misreading on one side shows as a failure).
  */
-export const ACCOUNT_ACTIONS = ['ReadAccounts', 'ReadBalances', 'ReadTransactions', 'ReadCreditCards'] as const;
+export const ACCOUNT_ACTIONS = [
+  'ReadAccounts',
+  'ReadBalances',
+  'ReadTransactions',
+  'ReadCreditCards',
+] as const;
 export type AccountAction = (typeof ACCOUNT_ACTIONS)[number];
 
 /** The longest consent the draft allows: 36 months. */

@@ -61,13 +61,19 @@ function derivedHex(secretHex: string, label: string): string {
 /** The mTLS listener, started first: the port (0 in tests) must be known before discovery names the aliases. */
 async function listen(options: BankOptions, profile: BankProfile, faults: ConsentBankFaults) {
   const { ca } = options;
-  const context = { key: ca.server.key, cert: ca.server.cert, ca: [ca.caCert], minVersion: profile.tlsMinVersion };
+  const context = {
+    key: ca.server.key,
+    cert: ca.server.cert,
+    ca: [ca.caCert],
+    minVersion: profile.tlsMinVersion,
+  };
   let handler: (req: IncomingMessage, res: ServerResponse) => void = (_req, res) => {
     res.statusCode = 503;
     res.end();
   };
-  const server: Server = createServer({ ...context, requestCert: true, rejectUnauthorized: true }, (req, res) =>
-    handler(req, res),
+  const server: Server = createServer(
+    { ...context, requestCert: true, rejectUnauthorized: true },
+    (req, res) => handler(req, res),
   );
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -98,7 +104,11 @@ async function listen(options: BankOptions, profile: BankProfile, faults: Consen
 }
 
 /** The state store, with the faults' hooks (unbound tokens, replayed codes, every grant gone at once). */
-function stateStore(options: BankOptions, profile: BankProfile, faults: ConsentBankFaults): StateStoreOptions {
+function stateStore(
+  options: BankOptions,
+  profile: BankProfile,
+  faults: ConsentBankFaults,
+): StateStoreOptions {
   const secret = options.ca.stateSecret;
   return {
     db: options.db,
@@ -106,7 +116,10 @@ function stateStore(options: BankOptions, profile: BankProfile, faults: ConsentB
     keys: stateKeys(profile.stateLabel === null ? secret : derivedHex(secret, profile.stateLabel)),
     hooks: {
       beforeStore(model, payload) {
-        if (model === 'AccessToken' && faults.forUser(payload.accountId as string | undefined).unboundTokens) {
+        if (
+          model === 'AccessToken' &&
+          faults.forUser(payload.accountId as string | undefined).unboundTokens
+        ) {
           const { 'x5t#S256': _bound, ...unbound } = payload;
           return unbound;
         }
@@ -114,13 +127,21 @@ function stateStore(options: BankOptions, profile: BankProfile, faults: ConsentB
       },
       hides: (model) => faults.bankWide.invalidateAllGrants === true && GRANT_MODELS.has(model),
       shouldConsume: (model, payload) =>
-        !(model === 'AuthorizationCode' && faults.forUser(payload.accountId as string | undefined).acceptReplayedCode),
+        !(
+          model === 'AuthorizationCode' &&
+          faults.forUser(payload.accountId as string | undefined).acceptReplayedCode
+        ),
     },
   };
 }
 
 /** Hooks on the library's own answers: discovery's aliases, a token answer's extras, a PAR's fault. */
-function providerHooks(provider: any, context: ShellContext, aliases: Record<string, string>, extra: Record<string, unknown>) {
+function providerHooks(
+  provider: any,
+  context: ShellContext,
+  aliases: Record<string, string>,
+  extra: Record<string, unknown>,
+) {
   return (runtime: () => BankRuntime) =>
     provider.use(async (ctx: any, next: () => Promise<void>) => {
       await next();
@@ -129,7 +150,12 @@ function providerHooks(provider: any, context: ShellContext, aliases: Record<str
         const named: Record<string, string> = {};
         for (const [name, path] of Object.entries(aliases)) named[name] = `${context.mtlsBase}${path}`;
         // Every machine endpoint needs the client certificate: the top-level names point at the mTLS face too.
-        Object.assign(ctx.body, named, { mtls_endpoint_aliases: named, code_challenge_methods_supported: ['S256'] }, extra);
+        Object.assign(
+          ctx.body,
+          named,
+          { mtls_endpoint_aliases: named, code_challenge_methods_supported: ['S256'] },
+          extra,
+        );
       }
       if (route === 'token' && ctx.status === 200) {
         const token = ctx.oidc.entities?.AccessToken;
@@ -139,7 +165,12 @@ function providerHooks(provider: any, context: ShellContext, aliases: Record<str
       const ttl = context.faults.bankWide.requestUriTtlSeconds;
       if (route === 'pushed_authorization_request' && ctx.status === 201 && ttl !== undefined) {
         const id = String(ctx.body.request_uri).split(':').pop() as string;
-        await setExpiry(context.store, 'PushedAuthorizationRequest', id, Date.now() + ttl * 1000 - (ttl === 0 ? 1 : 0));
+        await setExpiry(
+          context.store,
+          'PushedAuthorizationRequest',
+          id,
+          Date.now() + ttl * 1000 - (ttl === 0 ? 1 : 0),
+        );
         ctx.body = { ...ctx.body, expires_in: ttl };
       }
     });
@@ -181,16 +212,25 @@ export async function startBank(options: BankOptions, profile: BankProfile): Pro
     peerCertificate,
   };
   const parts = profile.parts(context);
-  const signingJwk = { ...createPrivateKey(ca.bankSigningKey).export({ format: 'jwk' }), alg: 'PS256', use: 'sig' };
+  const signingJwk = {
+    ...createPrivateKey(ca.bankSigningKey).export({ format: 'jwk' }),
+    alg: 'PS256',
+    use: 'sig',
+  };
   const provider = new Provider(
     issuer,
     providerConfiguration(context, profile, parts, {
       refreshTokens: options.refreshTokens ?? profile.refreshTokens,
       signingJwk: {
         ...signingJwk,
-        kid: createHash('sha256').update(`${profile.keyLabel}${String(signingJwk.n)}`).digest('base64url').slice(0, 16),
+        kid: createHash('sha256')
+          .update(`${profile.keyLabel}${String(signingJwk.n)}`)
+          .digest('base64url')
+          .slice(0, 16),
       },
-      cookieKey: createHash('sha256').update(`cookies${profile.keyLabel}:${ca.stateSecret}`).digest('base64url'),
+      cookieKey: createHash('sha256')
+        .update(`cookies${profile.keyLabel}:${ca.stateSecret}`)
+        .digest('base64url'),
       adapter: stateAdapterClass(context.store),
       directoryKeyPem: ca.directoryKey,
     }),
@@ -220,7 +260,12 @@ export async function startBank(options: BankOptions, profile: BankProfile): Pro
   const browserMiddleware: Middleware = async (ctx, next) => {
     if (ctx.path !== issuerPath && !ctx.path.startsWith(`${issuerPath}/`)) return next();
     const path = ctx.path.slice(issuerPath.length);
-    if (path === '/auth' || /^\/auth\/[\w-]+$/.test(path) || path === '/.well-known/openid-configuration' || path === '/jwks')
+    if (
+      path === '/auth' ||
+      /^\/auth\/[\w-]+$/.test(path) ||
+      path === '/.well-known/openid-configuration' ||
+      path === '/jwks'
+    )
       return delegate(ctx, publicBase);
     if (/^\/interaction\/[\w-]+(\/(login|confirm|abort))?$/.test(path))
       return interactionStep(ctx, path, running, parts.pages);

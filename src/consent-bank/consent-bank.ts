@@ -7,11 +7,7 @@ import { chileProfile } from './chile/chile-profile.js';
  * with the Chilean profile (chile/chile-profile.ts).
  */
 
-export {
-  ACCESS_TOKEN_TTL_S,
-  CONSENT_BANK_DEFAULT_PORT,
-  CONSENT_BANK_PATH,
-} from './chile/chile-profile.js';
+export { ACCESS_TOKEN_TTL_S, CONSENT_BANK_DEFAULT_PORT, CONSENT_BANK_PATH } from './chile/chile-profile.js';
 export { GRANT_MANAGEMENT_PATH } from './chile/grant-management.js';
 export const PAR_PATH = '/par';
 export type { CallKind };

@@ -29,14 +29,7 @@ export interface CustomerAccount {
 
 /** What an entry is, in the generator's words; each market names it as its files do. */
 export type EntryKind =
-  | 'transfer'
-  | 'card_purchase'
-  | 'deposit'
-  | 'withdrawal'
-  | 'fee'
-  | 'interest'
-  | 'salary'
-  | 'other';
+  'transfer' | 'card_purchase' | 'deposit' | 'withdrawal' | 'fee' | 'interest' | 'salary' | 'other';
 
 export interface CustomerEntry {
   /** The bank's id of the entry: a scheduled entry keeps it when it is booked. */

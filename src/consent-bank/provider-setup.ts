@@ -25,7 +25,8 @@ export interface ProviderKeys {
 
 /** `issueRefreshToken` of a policy; undefined keeps the library's own (OIDC Core section 11). */
 function refreshTokenRule(policy: RefreshTokenPolicy) {
-  if (policy === 'always') return async (_ctx: unknown, client: any) => client.grantTypeAllowed('refresh_token');
+  if (policy === 'always')
+    return async (_ctx: unknown, client: any) => client.grantTypeAllowed('refresh_token');
   if (policy === 'never') return async () => false;
   return undefined;
 }
@@ -43,13 +44,17 @@ function statementValidator(context: ShellContext, parts: ProfileParts, director
     const { claims } = check;
     const cert = context.peerCertificate(ctx);
     if (!cert || !sameDn(subjectDnOf(cert.toString()), claims.tls_client_auth_subject_dn))
-      throw new errors.UnapprovedSoftwareStatement('the client certificate is not the one the software statement names');
+      throw new errors.UnapprovedSoftwareStatement(
+        'the client certificate is not the one the software statement names',
+      );
     if (
       metadata.token_endpoint_auth_method === 'tls_client_auth' &&
       (typeof metadata.tls_client_auth_subject_dn !== 'string' ||
         !sameDn(metadata.tls_client_auth_subject_dn, claims.tls_client_auth_subject_dn))
     )
-      throw new errors.UnapprovedSoftwareStatement('tls_client_auth_subject_dn must be the software statement’s');
+      throw new errors.UnapprovedSoftwareStatement(
+        'tls_client_auth_subject_dn must be the software statement’s',
+      );
     for (const uri of metadata.redirect_uris ?? [])
       if (!claims.redirect_uris.includes(uri))
         throw new errors.InvalidRedirectUri('redirect_uris must be among the software statement’s');
@@ -70,7 +75,11 @@ function mtlsFeature(context: ShellContext) {
     certificateAuthorized: (ctx: any) => (ctx.req.socket as TLSSocket).authorized === true,
     certificateSubjectMatches: (ctx: any, property: string, expected: string) => {
       const cert = context.peerCertificate(ctx);
-      return property === 'tls_client_auth_subject_dn' && cert !== undefined && sameDn(subjectDnOf(cert.toString()), expected);
+      return (
+        property === 'tls_client_auth_subject_dn' &&
+        cert !== undefined &&
+        sameDn(subjectDnOf(cert.toString()), expected)
+      );
     },
   };
 }
@@ -94,8 +103,13 @@ export function providerConfiguration(
     },
     pkce: { required: () => true },
     ...(issueRefreshToken ? { issueRefreshToken } : {}),
-    extraClientMetadata: { properties: ['software_statement'], validator: statementValidator(context, parts, keys.directoryKeyPem) },
-    interactions: { url: (_ctx: unknown, interaction: any) => `${issuerPath}/interaction/${interaction.uid}` },
+    extraClientMetadata: {
+      properties: ['software_statement'],
+      validator: statementValidator(context, parts, keys.directoryKeyPem),
+    },
+    interactions: {
+      url: (_ctx: unknown, interaction: any) => `${issuerPath}/interaction/${interaction.uid}`,
+    },
     renderError: async (ctx: any, out: { error: string }) => {
       // The browser sees a page of the bank's, never the error's details (they may name a client).
       pageHeaders(ctx, PAGE_CSP);
@@ -119,7 +133,8 @@ export function providerConfiguration(
       defaultResource: () => mtlsBase,
       useGrantedResource: () => true,
       getResourceServerInfo: (ctx: any, resource: string) => {
-        if (resource !== mtlsBase) throw new errors.InvalidTarget('the only resource is the bank’s mTLS base');
+        if (resource !== mtlsBase)
+          throw new errors.InvalidTarget('the only resource is the bank’s mTLS base');
         return { scope: parts.resourceScopes(ctx), audience: mtlsBase, accessTokenFormat: 'opaque' };
       },
     },

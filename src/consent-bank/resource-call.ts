@@ -44,7 +44,8 @@ function pagingOf(operation: MatchedOperation, secret: Buffer, listPath: string,
   const paging: Paging = { page: number('page'), pageSize: number('page-size') };
   if (!operation.defines('pagination-key')) return { paging, at: now };
   const given = operation.query['pagination-key'];
-  if (given === undefined) return { paging: { ...paging, key: paginationKey(secret, listPath, now) }, at: now };
+  if (given === undefined)
+    return { paging: { ...paging, key: paginationKey(secret, listPath, now) }, at: now };
   const at = openPaginationKey(secret, listPath, given, now);
   if (at === null) return null;
   return { paging: { ...paging, key: given }, at };
@@ -88,7 +89,12 @@ async function prepare(
   const now = context.clock.now();
   const cut = pagingOf(operation, secret, path, now);
   if (!cut)
-    return errorAnswer(422, 'PAGINACAO_INVALIDA', 'pagination-key is not one this bank gave for this list, or is older than 10 minutes', now);
+    return errorAnswer(
+      422,
+      'PAGINACAO_INVALIDA',
+      'pagination-key is not one this bank gave for this list, or is older than 10 minutes',
+      now,
+    );
   return {
     operation,
     caller,
@@ -123,7 +129,11 @@ export async function resourceCall(
   let body: unknown;
   if (ctx.method === 'POST' || ctx.method === 'PUT' || ctx.method === 'PATCH') {
     if (!/^application\/json\b/i.test(ctx.get('content-type')))
-      return send(ctx, errorAnswer(415, 'UNSUPPORTED_MEDIA_TYPE', 'Send application/json', now), interaction.id);
+      return send(
+        ctx,
+        errorAnswer(415, 'UNSUPPORTED_MEDIA_TYPE', 'Send application/json', now),
+        interaction.id,
+      );
     try {
       body = await readJson(ctx.req);
     } catch {
@@ -141,7 +151,10 @@ export async function resourceCall(
     );
   if (problems.length > 0 || !interaction.valid) {
     const detail = problems.length
-      ? problems.slice(0, 3).map((p) => `${p.where}${p.name ? ` ${p.name}` : ''} ${p.message}`).join('; ')
+      ? problems
+          .slice(0, 3)
+          .map((p) => `${p.where}${p.name ? ` ${p.name}` : ''} ${p.message}`)
+          .join('; ')
       : 'x-fapi-interaction-id must be a UUID';
     return send(ctx, errorAnswer(400, 'PARAMETRO_INVALIDO', detail, now), interaction.id);
   }
@@ -149,16 +162,24 @@ export async function resourceCall(
   if ('status' in caller) return send(ctx, caller, interaction.id);
   const handler = runtime.handlers[operation.operationId];
   if (!handler)
-    return send(ctx, errorAnswer(404, 'NOT_FOUND', `${operation.operationId} is not offered by this bank`, now), interaction.id);
+    return send(
+      ctx,
+      errorAnswer(404, 'NOT_FOUND', `${operation.operationId} is not offered by this bank`, now),
+      interaction.id,
+    );
   const request = await prepare(ctx, path, operation, caller, context, secret);
   if ('status' in request) return send(ctx, request, interaction.id);
   if (request.faults.delayMs) await sleep(request.faults.delayMs);
   const fault = faultAnswer(request.faults, now);
   if (fault) return send(ctx, fault, interaction.id);
   let answer = await handler({ ...request, body });
-  answer = { ...answer, headers: { ...answer.headers, 'x-fapi-interaction-id': interaction.id } };
+  answer = {
+    ...answer,
+    headers: { ...answer.headers, 'x-fapi-interaction-id': interaction.id, 'x-v': operation.version },
+  };
   const broken = router.checkAnswer(operation, answer);
   if (broken.length > 0) answer = brokenAnswer(log, operation, broken, now);
-  else if (request.faults.breakSchema && answer.status === 200) answer = { ...answer, body: breakAnswer(answer.body) };
+  else if (request.faults.breakSchema && answer.status === 200)
+    answer = { ...answer, body: breakAnswer(answer.body) };
   send(ctx, answer, interaction.id);
 }

@@ -29,6 +29,8 @@ export interface Answer {
 /** One operation of a file, as a request matched it. */
 export interface MatchedOperation {
   file: BrasilFile;
+  /** The file's `info.version`: the `x-v` header the consents and resources files ask of every answer. */
+  version: string;
   operationId: string;
   /** Path parameters, decoded. */
   params: Record<string, string>;
@@ -42,13 +44,18 @@ export interface MatchedOperation {
 
 interface FileApi {
   file: BrasilFile;
+  version: string;
   root: string;
   api: OpenAPIBackend;
 }
 
 export interface SpecRouter {
   /** The operation a request names, with why it is refused (schema errors), or null: no such operation. */
-  match(ctx: Context, path: string, body?: unknown): { operation: MatchedOperation; problems: RequestProblem[] } | null;
+  match(
+    ctx: Context,
+    path: string,
+    body?: unknown,
+  ): { operation: MatchedOperation; problems: RequestProblem[] } | null;
   /** Why an answer does not meet the file (empty: it does). */
   checkAnswer(operation: MatchedOperation, answer: Answer): string[];
 }
@@ -92,7 +99,7 @@ async function fileApi(file: BrasilFile, market: Market): Promise<FileApi> {
         customizeAjv: customizeAjv as never,
       });
       await api.init();
-      return { file, root, api };
+      return { file, version: String((definition.info as { version?: unknown }).version), root, api };
     })();
     compiled.set(key, pending);
     pending.catch(() => compiled.delete(key));
@@ -137,13 +144,18 @@ export async function specRouter(files: readonly BrasilFile[], market: Market): 
       if (!operation) return null;
       const parsed = found.api.router.parseRequest(request, operation);
       const validation = found.api.validateRequest(request, operation);
-      const parameters = (operation.parameters ?? []) as { in: string; name: string; schema?: { default?: unknown } }[];
+      const parameters = (operation.parameters ?? []) as {
+        in: string;
+        name: string;
+        schema?: { default?: unknown };
+      }[];
       const query: Record<string, string> = {};
       for (const [name, value] of Object.entries(parsed.query ?? {}))
         if (typeof value === 'string') query[name] = value;
       return {
         operation: {
           file: found.file,
+          version: found.version,
           operationId: operation.operationId!,
           params: parsed.params as Record<string, string>,
           query,
@@ -157,7 +169,8 @@ export async function specRouter(files: readonly BrasilFile[], market: Market): 
     checkAnswer(matched, answer) {
       const found = apis.find((a) => a.file === matched.file)!;
       const operation = operationOf(found, matched.operationId);
-      const body = found.api.validateResponse(answer.body, operation, answer.status);
+      // A 204 has no content, which the library reads as `null`.
+      const body = found.api.validateResponse(answer.body ?? null, operation, answer.status);
       const headers = found.api.validateResponseHeaders(answer.headers ?? {}, operation, {
         statusCode: answer.status,
         setMatchType: 'superset' as never,
@@ -177,7 +190,13 @@ export function interactionId(ctx: Context): { id: string; valid: boolean } {
 }
 
 /** The files' `ResponseError`; `totalRecords`/`totalPages` too, which the data files' error meta requires. */
-export function errorAnswer(status: number, code: string, detail: string, now: number, extra?: Record<string, string>): Answer {
+export function errorAnswer(
+  status: number,
+  code: string,
+  detail: string,
+  now: number,
+  extra?: Record<string, string>,
+): Answer {
   return {
     status,
     headers: extra,
@@ -223,7 +242,12 @@ export function dateWindow(
 }
 
 /** Logs an answer that broke the files and turns it into a 500: loud in tests, never shipped quietly. */
-export function brokenAnswer(log: Logger, operation: MatchedOperation, problems: string[], now: number): Answer {
+export function brokenAnswer(
+  log: Logger,
+  operation: MatchedOperation,
+  problems: string[],
+  now: number,
+): Answer {
   log.error(
     { operation: operation.operationId, file: operation.file, problems: problems.slice(0, 5) },
     'consent bank: an answer does not meet the Open Finance file',

@@ -247,7 +247,9 @@ export function resourceAnswers(data: CustomerData, market: Market) {
     ) {
       const entries = data
         .entries(customer, account, window.from, window.to, now)
-        .filter((e) => filter.creditDebitIndicator === undefined || creditDebit(e) === filter.creditDebitIndicator);
+        .filter(
+          (e) => filter.creditDebitIndicator === undefined || creditDebit(e) === filter.creditDebitIndicator,
+        );
       return {
         data: slice(entries, paging).map((e) => ({
           transactionId: e.id,
@@ -334,7 +336,9 @@ export function resourceAnswers(data: CustomerData, market: Market) {
       const entries = data
         .entries(customer, card, window.from, window.to, now)
         .filter((e) => filter.payeeMCC === undefined)
-        .filter((e) => filter.transactionType === undefined || cardTransactionType(e) === filter.transactionType);
+        .filter(
+          (e) => filter.transactionType === undefined || cardTransactionType(e) === filter.transactionType,
+        );
       return {
         data: slice(entries, paging).map((e) => {
           const amount = money(Math.abs(e.amount), e.currency);
@@ -345,7 +349,9 @@ export function resourceAnswers(data: CustomerData, market: Market) {
             creditDebitType: creditDebit(e),
             transactionType: cardTransactionType(e),
             // A booked charge is on the month's bill; a pending one is on none yet (the card's unbilled charges).
-            ...(e.status === 'booked' ? { billId: `bill-${card.last4}-${e.transactionDate.slice(0, 7)}` } : {}),
+            ...(e.status === 'booked'
+              ? { billId: `bill-${card.last4}-${e.transactionDate.slice(0, 7)}` }
+              : {}),
             paymentType: 'A_VISTA',
             // Brazil's `brazilianAmount` is the amount in the local currency: CLP at the Chilean bank.
             brazilianAmount: amount,

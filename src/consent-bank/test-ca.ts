@@ -1,4 +1,10 @@
-import { X509Certificate as NodeX509, createHash, generateKeyPairSync, randomBytes, webcrypto } from 'node:crypto';
+import {
+  X509Certificate as NodeX509,
+  createHash,
+  generateKeyPairSync,
+  randomBytes,
+  webcrypto,
+} from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 // @peculiar/x509 registers its ASN.1 providers with tsyringe, which needs the Reflect metadata API first.

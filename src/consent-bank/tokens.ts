@@ -22,7 +22,11 @@ export async function bearerToken(
   context: ShellContext & { provider: any },
   model: TokenModel,
 ): Promise<{ token: any } | TokenRefusal> {
-  const refuse = (description: string): TokenRefusal => ({ status: 401, error: 'invalid_token', description });
+  const refuse = (description: string): TokenRefusal => ({
+    status: 401,
+    error: 'invalid_token',
+    description,
+  });
   const match = /^Bearer ([^\s]+)$/.exec(ctx.get('authorization'));
   if (!match) return refuse('A bearer token is required');
   const token = await context.provider[model].find(match[1]);

@@ -1,5 +1,11 @@
 import type { BankMovement } from '../banks/connector.js';
-import { HISTORY_START, balanceAt, generationContext, rowsBetween, rowsOfDay } from '../banks/sandbox/generator.js';
+import {
+  HISTORY_START,
+  balanceAt,
+  generationContext,
+  rowsBetween,
+  rowsOfDay,
+} from '../banks/sandbox/generator.js';
 import { buildProfile, isPresent, type AccountSpec, type Profile } from '../banks/sandbox/profile.js';
 import type {
   CustomerAccount,
@@ -113,7 +119,8 @@ export function sandboxCustomerData(): CustomerData {
     balance(customer, account, now) {
       const spec = specOf(customer, account);
       const balance = balanceAt(generationContext(profileOf(customer)), spec, now);
-      const booked = spec.type === 'credit_card' ? spec.opening - balance.posted : spec.opening + balance.posted;
+      const booked =
+        spec.type === 'credit_card' ? spec.opening - balance.posted : spec.opening + balance.posted;
       return { booked, pending: balance.pending };
     },
   };

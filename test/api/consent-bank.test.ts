@@ -113,11 +113,17 @@ forEachEngine(t, async (t, engine) => {
     t.equal((await grantCall(fixture, agent, grantId, 'DELETE', gm)).status, 204);
     const after = await undiciFetch(`${fixture.bank.mtlsBase}/open-banking/accounts/v2/accounts`, {
       dispatcher: agent,
-      headers: { authorization: `Bearer ${tokens.access_token}`, 'x-fapi-interaction-id': crypto.randomUUID() },
+      headers: {
+        authorization: `Bearer ${tokens.access_token}`,
+        'x-fapi-interaction-id': crypto.randomUUID(),
+      },
     });
     t.equal(after.status, 401, 'the token stopped with its grant');
     t.match(after.headers.get('www-authenticate'), /invalid_token/);
-    const revoked = (await (await grantCall(fixture, agent, grantId, 'GET', gm)).json()) as Record<string, unknown>;
+    const revoked = (await (await grantCall(fixture, agent, grantId, 'GET', gm)).json()) as Record<
+      string,
+      unknown
+    >;
     t.equal(revoked.status, 'Revoked');
     await t.rejects(client.refreshTokenGrant(config, tokens.refresh_token!), 'the refresh token went too');
   });

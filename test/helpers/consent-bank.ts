@@ -326,9 +326,11 @@ export async function registerApp(
   });
 }
 
-
 /** A client_credentials token of Grant Management's scope (draft section 6.1). */
-export async function grantManagementToken(config: client.Configuration, scope = 'grant_management_query grant_management_revoke'): Promise<string> {
+export async function grantManagementToken(
+  config: client.Configuration,
+  scope = 'grant_management_query grant_management_revoke',
+): Promise<string> {
   return (await client.clientCredentialsGrant(config, { scope })).access_token;
 }
 

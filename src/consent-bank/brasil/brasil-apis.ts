@@ -50,7 +50,9 @@ export async function brasilAuthorize(
 ): Promise<Caller | Answer> {
   const now = context.clock.now();
   const refuse = (description: string): Answer =>
-    errorAnswer(401, 'UNAUTHORIZED', description, now, { 'WWW-Authenticate': challenge('invalid_token', description) });
+    errorAnswer(401, 'UNAUTHORIZED', description, now, {
+      'WWW-Authenticate': challenge('invalid_token', description),
+    });
   const clientCredentials = CLIENT_CREDENTIALS_OPERATIONS.has(operation.operationId);
   const bearer = await bearerToken(ctx, context, clientCredentials ? 'ClientCredentials' : 'AccessToken');
   if ('status' in bearer) return refuse(bearer.description);
@@ -71,14 +73,16 @@ function consentsHandlers(context: ProviderContext, consents: Consents): Record<
   const { log, mtlsBase } = context;
   const selfOf = (consentId: string, tail = '') =>
     `${mtlsBase}${CONSENTS_BASE}/consents/${encodeURIComponent(consentId)}${tail}`;
-  const refused = (refusal: Refusal, now: number) => errorAnswer(refusal.status, refusal.code, refusal.detail, now);
+  const refused = (refusal: Refusal, now: number) =>
+    errorAnswer(refusal.status, refusal.code, refusal.detail, now);
   /** The consent the path names, of the caller's client. */
   const owned = async (r: ResourceRequest) => {
     const consentId = r.operation.params.consentId!;
     const record = /^urn:/.test(consentId) ? await consents.load(consentId) : null;
     return record && record.clientId === r.caller.token.clientId ? record : null;
   };
-  const notFound = (now: number) => errorAnswer(404, 'NOT_FOUND', 'No consent of this client has that id', now);
+  const notFound = (now: number) =>
+    errorAnswer(404, 'NOT_FOUND', 'No consent of this client has that id', now);
   /** Extensions: an authorization_code token of this very consent. */
   const ofConsent = async (r: ResourceRequest): Promise<{ record: ConsentRecord } | { refusal: Answer }> => {
     const record = await owned(r);
@@ -94,23 +98,44 @@ function consentsHandlers(context: ProviderContext, consents: Consents): Record<
       const data = (r.body as { data: any }).data;
       const cpf = normaliseCpf(String(data.loggedUser.document.identification));
       if (data.loggedUser.document.rel !== 'CPF' || !cpf)
-        return errorAnswer(400, 'PARAMETRO_INVALIDO', 'loggedUser.document must be a valid CPF (rel CPF)', r.now);
+        return errorAnswer(
+          400,
+          'PARAMETRO_INVALIDO',
+          'loggedUser.document must be a valid CPF (rel CPF)',
+          r.now,
+        );
       let cnpj: string | null = null;
       if (data.businessEntity) {
         cnpj = normaliseCnpj(String(data.businessEntity.document?.identification ?? ''));
-        if (!cnpj) return errorAnswer(400, 'PARAMETRO_INVALIDO', 'businessEntity.document must be a valid CNPJ', r.now);
+        if (!cnpj)
+          return errorAnswer(
+            400,
+            'PARAMETRO_INVALIDO',
+            'businessEntity.document must be a valid CNPJ',
+            r.now,
+          );
       }
       const expiration = data.expirationDateTime === undefined ? null : parseZulu(data.expirationDateTime);
       if (data.expirationDateTime !== undefined && expiration === null)
         return errorAnswer(400, 'PARAMETRO_INVALIDO', 'expirationDateTime is not a date-time', r.now);
-      const input = { clientId: r.caller.token.clientId, cpf, cnpj, permissions: data.permissions, expirationDateTime: expiration };
+      const input = {
+        clientId: r.caller.token.clientId,
+        cpf,
+        cnpj,
+        permissions: data.permissions,
+        expirationDateTime: expiration,
+      };
       const created = createConsent(input, r.now, CONSENT_NAMESPACE);
       if (isRefusal(created)) return refused(created, r.now);
       await consents.save(created);
       log.info({ client: input.clientId }, 'consent bank (Brazil): consent created');
       return {
         status: 201,
-        body: { data: consentData(created, false), links: { self: selfOf(created.consentId) }, meta: { requestDateTime: zulu(r.now) } },
+        body: {
+          data: consentData(created, false),
+          links: { self: selfOf(created.consentId) },
+          meta: { requestDateTime: zulu(r.now) },
+        },
       };
     },
     async consentsGetConsentsConsentId(r) {
@@ -118,7 +143,11 @@ function consentsHandlers(context: ProviderContext, consents: Consents): Record<
       if (!record) return notFound(r.now);
       return {
         status: 200,
-        body: { data: consentData(record, true), links: { self: selfOf(record.consentId) }, meta: { requestDateTime: zulu(r.now) } },
+        body: {
+          data: consentData(record, true),
+          links: { self: selfOf(record.consentId) },
+          meta: { requestDateTime: zulu(r.now) },
+        },
       };
     },
     async consentsDeleteConsentsConsentId(r) {
@@ -166,7 +195,11 @@ function consentsHandlers(context: ProviderContext, consents: Consents): Record<
       await consents.save(extended);
       return {
         status: 201,
-        body: { data: consentData(extended, false), links: { self: selfOf(record.consentId) }, meta: { requestDateTime: zulu(r.now) } },
+        body: {
+          data: consentData(extended, false),
+          links: { self: selfOf(record.consentId) },
+          meta: { requestDateTime: zulu(r.now) },
+        },
       };
     },
   };
@@ -185,14 +218,18 @@ function dataHandlers(context: ProviderContext): Record<string, OperationHandler
     };
   const ok = (body: unknown): Answer => ({ status: 200, body });
   const noAccount = (now: number) => errorAnswer(404, 'NOT_FOUND', 'No such account', now);
-  const deposit = (r: ResourceRequest) => answers.findDeposit(r.caller.customer, r.operation.params.accountId!, r.at);
-  const card = (r: ResourceRequest) => answers.findCard(r.caller.customer, r.operation.params.creditCardAccountId!, r.at);
+  const deposit = (r: ResourceRequest) =>
+    answers.findDeposit(r.caller.customer, r.operation.params.accountId!, r.at);
+  const card = (r: ResourceRequest) =>
+    answers.findCard(r.caller.customer, r.operation.params.creditCardAccountId!, r.at);
   return {
     resourcesGetResources: needs('RESOURCES_READ', 'resources', (r) => {
       const record = r.caller.consent as ConsentRecord;
       const all = [
         ...(record.permissions.includes('ACCOUNTS_READ') ? answers.deposits(r.caller.customer, r.at) : []),
-        ...(record.permissions.includes('CREDIT_CARDS_ACCOUNTS_READ') ? answers.cards(r.caller.customer, r.at) : []),
+        ...(record.permissions.includes('CREDIT_CARDS_ACCOUNTS_READ')
+          ? answers.cards(r.caller.customer, r.at)
+          : []),
       ].map((account) => ({
         resourceId: account.id,
         type: account.product === 'credit_card' ? 'CREDIT_CARD_ACCOUNT' : 'ACCOUNT',
@@ -202,7 +239,11 @@ function dataHandlers(context: ProviderContext): Record<string, OperationHandler
       return ok({
         data: all.slice((page - 1) * pageSize, page * pageSize),
         links: { self: r.self.href },
-        meta: { totalRecords: all.length, totalPages: Math.max(1, Math.ceil(all.length / pageSize)), requestDateTime: zulu(r.now) },
+        meta: {
+          totalRecords: all.length,
+          totalPages: Math.max(1, Math.ceil(all.length / pageSize)),
+          requestDateTime: zulu(r.now),
+        },
       });
     }),
     accountsGetAccounts: needs('ACCOUNTS_READ', 'accounts', (r) =>
@@ -214,7 +255,9 @@ function dataHandlers(context: ProviderContext): Record<string, OperationHandler
     }),
     accountsGetAccountsAccountIdBalances: needs('ACCOUNTS_BALANCES_READ', 'accounts', (r) => {
       const account = deposit(r);
-      return account ? ok(answers.accountBalances(r.caller.customer, account, r.self, r.now)) : noAccount(r.now);
+      return account
+        ? ok(answers.accountBalances(r.caller.customer, account, r.self, r.now))
+        : noAccount(r.now);
     }),
     accountsGetAccountsAccountIdTransactions: needs('ACCOUNTS_TRANSACTIONS_READ', 'accounts', (r) => {
       const account = deposit(r);
@@ -222,19 +265,29 @@ function dataHandlers(context: ProviderContext): Record<string, OperationHandler
       const window = r.window();
       if ('status' in window) return window;
       const filter = { creditDebitIndicator: r.operation.query.creditDebitIndicator };
-      return ok(answers.accountTransactions(r.caller.customer, account, window, filter, r.self, r.paging, r.at));
+      return ok(
+        answers.accountTransactions(r.caller.customer, account, window, filter, r.self, r.paging, r.at),
+      );
     }),
     creditCardsGetAccounts: needs('CREDIT_CARDS_ACCOUNTS_READ', 'credit-cards-accounts', (r) =>
       ok(answers.cardAccountsList(r.caller.customer, r.self, r.paging, r.at)),
     ),
-    creditCardsGetAccountsCreditCardAccountId: needs('CREDIT_CARDS_ACCOUNTS_READ', 'credit-cards-accounts', (r) => {
-      const account = card(r);
-      return account ? ok(answers.cardIdentification(account, r.self, r.now)) : noAccount(r.now);
-    }),
-    creditCardsGetAccountsCreditCardAccountIdLimits: needs('CREDIT_CARDS_ACCOUNTS_LIMITS_READ', 'credit-cards-accounts', (r) => {
-      const account = card(r);
-      return account ? ok(answers.cardLimits(r.caller.customer, account, r.self, r.now)) : noAccount(r.now);
-    }),
+    creditCardsGetAccountsCreditCardAccountId: needs(
+      'CREDIT_CARDS_ACCOUNTS_READ',
+      'credit-cards-accounts',
+      (r) => {
+        const account = card(r);
+        return account ? ok(answers.cardIdentification(account, r.self, r.now)) : noAccount(r.now);
+      },
+    ),
+    creditCardsGetAccountsCreditCardAccountIdLimits: needs(
+      'CREDIT_CARDS_ACCOUNTS_LIMITS_READ',
+      'credit-cards-accounts',
+      (r) => {
+        const account = card(r);
+        return account ? ok(answers.cardLimits(r.caller.customer, account, r.self, r.now)) : noAccount(r.now);
+      },
+    ),
     creditCardsGetAccountsCreditCardAccountIdTransactions: needs(
       'CREDIT_CARDS_ACCOUNTS_TRANSACTIONS_READ',
       'credit-cards-accounts',
@@ -244,12 +297,25 @@ function dataHandlers(context: ProviderContext): Record<string, OperationHandler
         const window = r.window();
         if ('status' in window) return window;
         const { transactionType, payeeMCC } = r.operation.query;
-        return ok(answers.cardTransactions(r.caller.customer, account, window, { transactionType, payeeMCC }, r.self, r.paging, r.at));
+        return ok(
+          answers.cardTransactions(
+            r.caller.customer,
+            account,
+            window,
+            { transactionType, payeeMCC },
+            r.self,
+            r.paging,
+            r.at,
+          ),
+        );
       },
     ),
   };
 }
 
-export function brasilApiHandlers(context: ProviderContext, consents: Consents): Record<string, OperationHandler> {
+export function brasilApiHandlers(
+  context: ProviderContext,
+  consents: Consents,
+): Record<string, OperationHandler> {
   return { ...consentsHandlers(context, consents), ...dataHandlers(context) };
 }

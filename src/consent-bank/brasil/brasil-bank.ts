@@ -27,7 +27,10 @@ export interface BrasilBank extends Omit<RunningBank, 'context'> {
 
 export async function startBrasilBank(options: BrasilBankOptions): Promise<BrasilBank> {
   // Brazil's customers carry no built-in faults: the bank's own set, unless a test hands one.
-  const { context, ...bank } = await startBank({ ...options, faults: options.faults ?? new ConsentBankFaults() }, brasilProfile);
+  const { context, ...bank } = await startBank(
+    { ...options, faults: options.faults ?? new ConsentBankFaults() },
+    brasilProfile,
+  );
   const consents = consentStore(context);
   return { ...bank, consent: (consentId) => consents.load(consentId) };
 }

@@ -4,7 +4,13 @@ import { stateAdapterClass } from '../store.js';
 import { brasilApiHandlers, brasilAuthorize } from './brasil-apis.js';
 import { authorise, refuse as refuseConsent, settle, zulu, type ConsentRecord } from './consents.js';
 import { findBrasilUser, signInBrasil } from './market.js';
-import { brasilConsentPage, brasilGonePage, brasilSignInPage, pickBrasilLanguage, type BrasilLanguage } from './pages.js';
+import {
+  brasilConsentPage,
+  brasilGonePage,
+  brasilSignInPage,
+  pickBrasilLanguage,
+  type BrasilLanguage,
+} from './pages.js';
 import { isRefusal } from './consents.js';
 
 /*
@@ -42,7 +48,8 @@ export function consentStore(context: ShellContext) {
       const found = (await records.find(consentId)) as unknown as ConsentRecord | undefined;
       return found ? settle(found, context.clock.now()) : null;
     },
-    save: (record: ConsentRecord) => records.upsert(record.consentId, record as unknown as Record<string, unknown>),
+    save: (record: ConsentRecord) =>
+      records.upsert(record.consentId, record as unknown as Record<string, unknown>),
   };
 }
 
@@ -53,14 +60,17 @@ function pages(context: ShellContext): BankPages {
     const consentId = consentIdOfScope(details.params.scope);
     const record = consentId ? await consents.load(consentId) : null;
     // The PAR's scope names the consent; one that is gone, not this client's, or no longer awaiting ends here.
-    return record && record.clientId === details.params.client_id && record.status === 'AWAITING_AUTHORISATION'
+    return record &&
+      record.clientId === details.params.client_id &&
+      record.status === 'AWAITING_AUTHORISATION'
       ? record
       : null;
   };
   return {
     pickLanguage: pickBrasilLanguage,
     gone: (language) => brasilGonePage(language as BrasilLanguage),
-    signIn: (language, action, failed, typed) => brasilSignInPage(language as BrasilLanguage, action, failed, typed),
+    signIn: (language, action, failed, typed) =>
+      brasilSignInPage(language as BrasilLanguage, action, failed, typed),
     identityField: 'cpf',
     signInAs: (cpf, password) => signInBrasil(cpf, password)?.cpf ?? null,
     admits: async ({ details }) => (await recordOf(details)) !== null,
@@ -145,7 +155,9 @@ function providerSettings(context: ShellContext) {
       // FAPI 1.0 Advanced 5.2.2-5 and Brazil's profile: access tokens are sender-constrained, so a client
       // registers for certificate-bound tokens (RFC 8705 3.4) or not at all.
       if (metadata.tls_client_certificate_bound_access_tokens !== true)
-        throw new errors.InvalidClientMetadata('tls_client_certificate_bound_access_tokens must be true (FAPI 1.0 Advanced 5.2.2-5)');
+        throw new errors.InvalidClientMetadata(
+          'tls_client_certificate_bound_access_tokens must be true (FAPI 1.0 Advanced 5.2.2-5)',
+        );
     },
   };
 }

@@ -2,7 +2,14 @@
 import type { Context } from 'koa';
 import { formatRut } from '../../rut/rut.js';
 import { consentEnd, detailProblem, grantedActions, type AccountAction } from '../authorization-details.js';
-import type { BankPages, BankProfile, Caller, OperationHandler, ProviderContext, ShellContext } from '../bank-profile.js';
+import type {
+  BankPages,
+  BankProfile,
+  Caller,
+  OperationHandler,
+  ProviderContext,
+  ShellContext,
+} from '../bank-profile.js';
 import { consentPage, gonePage, pickLanguage, signInPage, type Language } from '../pages.js';
 import { errorAnswer, type Answer, type MatchedOperation } from '../resource-server.js';
 import { CHILE_MARKET, resourceAnswers } from '../resources.js';
@@ -100,10 +107,14 @@ function providerSettings(context: ShellContext) {
           );
       },
       grant_id(_ctx: unknown, value: unknown) {
-        if (value !== undefined) throw new errors.InvalidRequest('grant_id is not supported: this bank only creates grants');
+        if (value !== undefined)
+          throw new errors.InvalidRequest('grant_id is not supported: this bank only creates grants');
       },
     },
-    discovery: { grant_management_actions_supported: ['create', 'query', 'revoke'], grant_management_action_required: true },
+    discovery: {
+      grant_management_actions_supported: ['create', 'query', 'revoke'],
+      grant_management_action_required: true,
+    },
     features: {
       fapi: { enabled: true, profile: '2.0' },
       clientCredentials: { enabled: true },
@@ -154,7 +165,9 @@ function handlers(context: ProviderContext): Record<string, OperationHandler> {
     }),
     accountsGetAccountsAccountIdBalances: needs('ReadBalances', (r) => {
       const account = deposit(r);
-      return account ? ok(answers.accountBalances(r.caller.customer, account, r.self, r.now)) : noAccount(r.now);
+      return account
+        ? ok(answers.accountBalances(r.caller.customer, account, r.self, r.now))
+        : noAccount(r.now);
     }),
     accountsGetAccountsAccountIdTransactions: needs('ReadTransactions', (r) => {
       const account = deposit(r);
@@ -162,7 +175,9 @@ function handlers(context: ProviderContext): Record<string, OperationHandler> {
       const window = r.window();
       if ('status' in window) return window;
       const filter = { creditDebitIndicator: r.operation.query.creditDebitIndicator };
-      return ok(answers.accountTransactions(r.caller.customer, account, window, filter, r.self, r.paging, r.at));
+      return ok(
+        answers.accountTransactions(r.caller.customer, account, window, filter, r.self, r.paging, r.at),
+      );
     }),
     creditCardsGetAccounts: needs('ReadCreditCards', (r) =>
       ok(answers.cardAccountsList(r.caller.customer, r.self, r.paging, r.at)),
@@ -181,16 +196,32 @@ function handlers(context: ProviderContext): Record<string, OperationHandler> {
       const window = r.window();
       if ('status' in window) return window;
       const { transactionType, payeeMCC } = r.operation.query;
-      return ok(answers.cardTransactions(r.caller.customer, account, window, { transactionType, payeeMCC }, r.self, r.paging, r.at));
+      return ok(
+        answers.cardTransactions(
+          r.caller.customer,
+          account,
+          window,
+          { transactionType, payeeMCC },
+          r.self,
+          r.paging,
+          r.at,
+        ),
+      );
     }),
   };
 }
 
 /** An access token of a live grant, bound to the caller's certificate when it was issued bound. */
-async function authorize(context: ProviderContext, ctx: Context, _operation: MatchedOperation): Promise<Caller | Answer> {
+async function authorize(
+  context: ProviderContext,
+  ctx: Context,
+  _operation: MatchedOperation,
+): Promise<Caller | Answer> {
   const now = context.clock.now();
   const refuse = (description: string): Answer =>
-    errorAnswer(401, 'UNAUTHORIZED', description, now, { 'WWW-Authenticate': challenge('invalid_token', description) });
+    errorAnswer(401, 'UNAUTHORIZED', description, now, {
+      'WWW-Authenticate': challenge('invalid_token', description),
+    });
   const bearer = await bearerToken(ctx, context, 'AccessToken');
   if ('status' in bearer) return refuse(bearer.description);
   const grant = await context.provider.Grant.find(bearer.token.grantId);

@@ -58,7 +58,12 @@ export function grantManagement(context: ProviderContext) {
     const bearer = await bearerToken(ctx, context, 'ClientCredentials');
     if ('status' in bearer) {
       ctx.set('WWW-Authenticate', challenge(bearer.error, bearer.description));
-      oauthError(ctx, 401, bearer.error, `${bearer.description} (a client_credentials token, Grant Management 6.1)`);
+      oauthError(
+        ctx,
+        401,
+        bearer.error,
+        `${bearer.description} (a client_credentials token, Grant Management 6.1)`,
+      );
       return true;
     }
     const scope = ctx.method === 'GET' ? QUERY_SCOPE : REVOKE_SCOPE;
