@@ -24,4 +24,24 @@ export default tseslint.config(
       globals: { fetch: 'readonly', URL: 'readonly', URLSearchParams: 'readonly', Buffer: 'readonly' },
     },
   },
+  {
+    // Issue 41: the simulated banks are the connector's independent counterpart. Sharing its code let one
+    // misreading of the standards hide on both sides, so src/consent-bank/ may read the Open Finance files
+    // (src/open-finance/) but never the connector (src/banks/) or the widget (src/widget/).
+    files: ['src/consent-bank/**'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              regex: '(^|/)(banks|widget)(/|$)',
+              message:
+                "src/consent-bank/ must not import the connector (src/banks/) or the widget (src/widget/): state the bank's own reading, or share it through src/open-finance/.",
+            },
+          ],
+        },
+      ],
+    },
+  },
 );

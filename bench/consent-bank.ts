@@ -14,6 +14,7 @@ import { makeTestCa } from '../src/consent-bank/test-ca.js';
 import { builtInFaults, CONSENT_BANK_PASSWORD } from '../src/consent-bank/users.js';
 import type { Database } from '../src/db/database.js';
 import { silentLogger } from '../src/logging/logger.js';
+import { sandboxCustomerData } from '../src/test-mode/sandbox-customer-data.js';
 
 export const REDIRECT_URI = 'https://app.example/callback';
 export const ACTIONS = ['ReadAccounts', 'ReadBalances', 'ReadTransactions', 'ReadCreditCards'];
@@ -33,6 +34,7 @@ export async function startBank(db: Database) {
     clock: systemClock,
     logger: silentLogger,
     publicBaseUrl: appUrl,
+    data: sandboxCustomerData(),
     port: 0,
     faults: new ConsentBankFaults(builtInFaults),
   });

@@ -35,7 +35,7 @@ import { bankCapacities, capacitySettingsOf, CapacityWarnings } from '../src/ban
 import { CONSENT_SANDBOX_BANK_ID } from '../src/banks/institutions.js';
 import { ManualClock } from '../src/clock/clock.js';
 import { loadConfig } from '../src/config/load-config.js';
-import { registerWithSimulatedBank } from '../src/consent-bank/self-registration.js';
+import { registerWithSimulatedBank } from '../src/test-mode/self-registration.js';
 import { openDatabase } from '../src/db/database.js';
 import { migrateUp } from '../src/db/migrations.js';
 import { checkBankBudgets } from '../src/doctor/checks.js';

@@ -4,9 +4,17 @@
  * privileges, purpose, frequency) are kept as sent and not acted on.
  */
 
-// The standard's actions, stated once (the connector asks for them, this bank grants them).
-import { ACCOUNT_ACTIONS, type AccountAction } from '../banks/consent/authorization-details.js';
-export { ACCOUNT_ACTIONS, type AccountAction };
+/**
+ * The actions of an `Accounts` detail this bank grants, as it reads the Chilean draft (issue 41: the bank
+ * states its own reading and never imports the connector's, so a misreading on one side shows as a failure).
+ */
+export const ACCOUNT_ACTIONS = [
+  'ReadAccounts',
+  'ReadBalances',
+  'ReadTransactions',
+  'ReadCreditCards',
+] as const;
+export type AccountAction = (typeof ACCOUNT_ACTIONS)[number];
 
 /** The longest consent the draft allows: 36 months. */
 export const MAX_CONSENT_MS = 36 * 30 * 86_400_000;

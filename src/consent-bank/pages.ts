@@ -1,4 +1,3 @@
-import { CONSENT_SANDBOX_BANK_ID, findInstitution } from '../banks/institutions.js';
 import { html, type Html } from '../html/html.js';
 import type { AccountAction } from './authorization-details.js';
 
@@ -11,10 +10,12 @@ import type { AccountAction } from './authorization-details.js';
 export type Language = 'es' | 'en';
 
 /**
- * The bank's name on its own pages: the institution's, so that the person who pressed "Continue to Banco
- * Abierto (simulado)" in the widget lands on a page of that name (it said "Banco Sandbox" before).
+ * The bank's name on its own pages. The appliance lists the bank under the same name (src/banks/institutions.ts;
+ * a test keeps the two equal), so that the person who pressed "Continue to Banco Abierto (simulado)" in the
+ * widget lands on a page of that name. Stated here because the bank imports nothing of the appliance's banks.
  */
-const BANK_NAME = findInstitution(CONSENT_SANDBOX_BANK_ID)!.name;
+export const CHILE_BANK_NAME = 'Banco Abierto (simulado)';
+const BANK_NAME = CHILE_BANK_NAME;
 
 const WORDS = {
   es: {

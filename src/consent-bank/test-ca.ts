@@ -1,10 +1,15 @@
-import { X509Certificate as NodeX509, generateKeyPairSync, randomBytes, webcrypto } from 'node:crypto';
+import {
+  X509Certificate as NodeX509,
+  createHash,
+  generateKeyPairSync,
+  randomBytes,
+  webcrypto,
+} from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 // @peculiar/x509 registers its ASN.1 providers with tsyringe, which needs the Reflect metadata API first.
 import 'reflect-metadata';
 import * as x509 from '@peculiar/x509';
-import { certificateThumbprint, rfc4514 } from '../banks/consent/certificates.js';
 
 /*
  * The simulated consent bank's local test CA, made once at install (and by each test in a temp dir). Nothing
@@ -276,4 +281,24 @@ export function sameDn(a: string, b: string): boolean {
   return canonical(a) === canonical(b);
 }
 
-export { certificateThumbprint };
+/**
+ * RFC 8705 section 3.1: `x5t#S256`, the base64url SHA-256 of the certificate's DER, as the bank binds a token
+ * to the certificate it was issued over (oidc-provider computes the same when it binds).
+ */
+export function certificateThumbprint(cert: NodeX509 | string): string {
+  const der = typeof cert === 'string' ? new NodeX509(cert).raw : cert.raw;
+  return createHash('sha256').update(der).digest('base64url');
+}
+
+/** Node's multi-line subject (`C=CL\nO=…\nCN=…`, most significant first) as RFC 4514 writes it. */
+function rfc4514(nodeName: string): string {
+  return nodeName
+    .split('\n')
+    .filter((line) => line !== '')
+    .reverse()
+    .map((line) => {
+      const at = line.indexOf('=');
+      return `${line.slice(0, at)}=${line.slice(at + 1).replace(/([,+"\\<>;])/g, '\\$1')}`;
+    })
+    .join(',');
+}

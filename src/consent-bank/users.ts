@@ -1,17 +1,14 @@
-import { buildProfile, type Profile } from '../banks/sandbox/profile.js';
 import { normaliseRut } from '../rut/rut.js';
 import type { UserFaults } from './faults.js';
 
 /*
  * The sandbox users of the simulated consent bank (docs/open-finance.md lists them). Every one signs in with
  * the password `sandbox`; some carry a fault of their own, so a developer can walk into each failure from the
- * widget with no setup. Their data is the credential sandbox's (src/banks/sandbox/): the same person at the
- * same bank code has the same accounts and movements.
+ * widget with no setup. Their data comes through the bank's CustomerData port (customer-data.ts); in test mode
+ * it is the credential sandbox's, so the same person has the same accounts and movements at both.
  */
 
 export const CONSENT_BANK_PASSWORD = 'sandbox';
-/** The bank code whose sandbox data the consent bank serves (names of cards, the generator's seeds). */
-export const CONSENT_BANK_DATA_BANK = 'bancochile';
 
 export interface SandboxUser {
   rut: string;
@@ -50,8 +47,4 @@ export function signIn(rutText: string, password: string): SandboxUser | null {
 
 export function builtInFaults(rut: string): UserFaults {
   return CONSENT_BANK_USERS.find((user) => user.rut === rut)?.faults ?? {};
-}
-
-export function profileOf(rut: string): Profile {
-  return buildProfile({ bankId: CONSENT_BANK_DATA_BANK, holderType: 'individual', rut, rutEmpresa: null });
 }

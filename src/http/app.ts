@@ -11,7 +11,7 @@ import type { AppServices } from '../api/services.js';
 /** What the API process serves besides the appliance's own routes. */
 export interface AppMounts {
   /**
-   * The simulated consent bank's browser face (src/consent-bank/serve.ts), when this process runs the bank:
+   * The simulated consent bank's browser face (src/test-mode/serve-consent-banks.ts), when this process runs the bank:
    * it answers only under `/sandbox/consent-bank` and sets its pages' own headers (CSP, frame-ancestors).
    */
   consentBank?: Middleware;

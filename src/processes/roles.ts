@@ -76,7 +76,7 @@ const api: Role = {
     // After `ready`: loading and starting the bank takes about a second (its modules 0.7 s), which a
     // restarted API need not wait for. It logs `consent bank started` with its addresses, or why it is off.
     const consentBank = config.sandbox.consentBank.enabled
-      ? import('../consent-bank/serve.js')
+      ? import('../test-mode/serve-consent-banks.js')
           .then(({ bankPublicBase, serveAndRegister }) =>
             serveAndRegister(
               { ...services, config, publicBaseUrl: bankPublicBase(config, listener.url) },

@@ -15,6 +15,7 @@ import { migrateUp } from '../../src/db/migrations.js';
 import { silentLogger } from '../../src/logging/logger.js';
 import { forEachEngine, freshDatabase, type EngineName } from '../helpers/harness.js';
 import { Browser, REDIRECT_URI, fetchWith, mtlsAgent, testCa } from '../helpers/consent-bank.js';
+import { sandboxCustomerData } from '../../src/test-mode/sandbox-customer-data.js';
 
 /*
  * The simulated Open Finance Brasil bank over real HTTP (the browser face on a stand-in appliance, the machine
@@ -51,6 +52,7 @@ async function startBank(t: Test, engine: EngineName): Promise<{ bank: BrasilBan
     clock: systemClock,
     logger: silentLogger,
     publicBaseUrl: appUrl,
+    data: sandboxCustomerData(),
     port: 0,
   });
   mounted = bank.browserMiddleware;
@@ -240,9 +242,13 @@ forEachEngine(t, async (t, engine) => {
       t.equal(balances.body.data.availableAmount.currency, 'BRL');
       t.match(balances.body.data.availableAmount.amount, /^-?\d+\.\d{2}$/);
 
-      const page1 = await call(`/open-banking/accounts/v2/accounts/${accountId}/transactions?page-size=5`, {
-        token: tokens.access_token,
-      });
+      // A missing date is today (accounts 2.4.2): a page of history names its window.
+      const from = new Date(Date.now() - 60 * 86_400_000).toISOString().slice(0, 10);
+      const to = new Date().toISOString().slice(0, 10);
+      const page1 = await call(
+        `/open-banking/accounts/v2/accounts/${accountId}/transactions?page-size=5&fromBookingDate=${from}&toBookingDate=${to}`,
+        { token: tokens.access_token },
+      );
       const txOk = validate('accounts-2.4.2', 'ResponseAccountTransactions');
       t.ok(txOk(page1.body), JSON.stringify(txOk.errors));
       const next = new URL(page1.body.links.next);
@@ -258,7 +264,7 @@ forEachEngine(t, async (t, engine) => {
       t.ok(txOk(page2.body));
       t.notSame(page2.body.data[0].transactionId, page1.body.data[0].transactionId);
       const forged = await call(
-        `/open-banking/accounts/v2/accounts/${accountId}/transactions?page=2&page-size=5&pagination-key=abc.${'x'.repeat(22)}`,
+        `/open-banking/accounts/v2/accounts/${accountId}/transactions?page=2&page-size=5&fromBookingDate=${from}&toBookingDate=${to}&pagination-key=abc.${'x'.repeat(22)}`,
         { token: tokens.access_token },
       );
       t.equal(forged.status, 422, 'a pagination-key the bank did not give is refused');
@@ -270,9 +276,10 @@ forEachEngine(t, async (t, engine) => {
       const cardsOk = validate('credit-cards-2.3.1', 'ResponseCreditCardAccountsList');
       t.ok(cardsOk(cards.body), JSON.stringify(cardsOk.errors));
       const cardId = cards.body.data[0].creditCardAccountId;
-      const cardTx = await call(`/open-banking/credit-cards-accounts/v2/accounts/${cardId}/transactions`, {
-        token: tokens.access_token,
-      });
+      const cardTx = await call(
+        `/open-banking/credit-cards-accounts/v2/accounts/${cardId}/transactions?fromTransactionDate=${from}&toTransactionDate=${to}`,
+        { token: tokens.access_token },
+      );
       const cardTxOk = validate('credit-cards-2.3.1', 'ResponseCreditCardAccountsTransactions');
       t.ok(cardTxOk(cardTx.body), JSON.stringify(cardTxOk.errors));
       t.equal(cardTx.body.data[0].brazilianAmount.currency, 'BRL');

@@ -2,7 +2,7 @@ import { createServer } from 'node:net';
 import { pino } from 'pino';
 import t from 'tap';
 import { findRegistration } from '../../src/banks/consent/registrations.js';
-import { serveAndRegister } from '../../src/consent-bank/serve.js';
+import { serveAndRegister } from '../../src/test-mode/serve-consent-banks.js';
 import { testCaDirectory } from '../../src/consent-bank/test-ca.js';
 import {
   createTenant,

@@ -3,7 +3,16 @@ import * as client from 'openid-client';
 import { fetch as undiciFetch } from 'undici';
 import { openFinanceValidator } from '../../src/open-finance/schemas.js';
 import { forEachEngine } from '../helpers/harness.js';
-import { ALL_ACTIONS, consent, fetchWith, mtlsAgent, register, startBank } from '../helpers/consent-bank.js';
+import {
+  ALL_ACTIONS,
+  consent,
+  fetchWith,
+  grantCall,
+  grantManagementToken,
+  mtlsAgent,
+  register,
+  startBank,
+} from '../helpers/consent-bank.js';
 
 const validate = openFinanceValidator();
 
@@ -52,6 +61,9 @@ forEachEngine(t, async (t, engine) => {
         tokens.access_token,
         new URL(`${fixture.bank.mtlsBase}${path}`),
         'GET',
+        null,
+        // Every call carries an interaction id (the files require the header).
+        new Headers({ 'x-fapi-interaction-id': crypto.randomUUID() }),
       );
       // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the schemas check the shape
       return { response, body: (await response.json()) as Record<string, any> };
@@ -69,7 +81,12 @@ forEachEngine(t, async (t, engine) => {
     const balancesOk = validate('accounts-2.4.2', 'ResponseAccountBalances');
     t.ok(balancesOk(balances.body), JSON.stringify(balancesOk.errors));
     t.equal(balances.body.data.availableAmount.currency, 'CLP');
-    const page1 = await get(`/open-banking/accounts/v2/accounts/${accountId}/transactions?page-size=10`);
+    // A missing date is today (accounts 2.4.2): a page of history names its window.
+    const from = new Date(Date.now() - 60 * 86_400_000).toISOString().slice(0, 10);
+    const to = new Date().toISOString().slice(0, 10);
+    const page1 = await get(
+      `/open-banking/accounts/v2/accounts/${accountId}/transactions?page-size=10&fromBookingDate=${from}&toBookingDate=${to}`,
+    );
     const transactionsOk = validate('accounts-2.4.2', 'ResponseAccountTransactions');
     t.ok(transactionsOk(page1.body), JSON.stringify(transactionsOk.errors));
     t.equal(page1.body.data.length, 10);
@@ -78,25 +95,32 @@ forEachEngine(t, async (t, engine) => {
     const cardsOk = validate('credit-cards-2.3.1', 'ResponseCreditCardAccountsList');
     t.ok(cardsOk(cards.body), JSON.stringify(cardsOk.errors));
     const cardId = cards.body.data[0].creditCardAccountId;
-    const cardTx = await get(`/open-banking/credit-cards-accounts/v2/accounts/${cardId}/transactions`);
+    const cardTx = await get(
+      `/open-banking/credit-cards-accounts/v2/accounts/${cardId}/transactions?fromTransactionDate=${from}&toTransactionDate=${to}`,
+    );
+    t.ok(cardTx.body.data.length > 0, 'card entries in the window');
     const cardTxOk = validate('credit-cards-2.3.1', 'ResponseCreditCardAccountsTransactions');
     t.ok(cardTxOk(cardTx.body), JSON.stringify(cardTxOk.errors));
 
-    // Grant Management: query, revoke, and the token stops at once.
-    const grantUrl = `${fixture.bank.mtlsBase}/grants/${tokens.grant_id}`;
-    const query = await undiciFetch(grantUrl, { dispatcher: agent });
+    // Grant Management (a client_credentials token, draft 6.1): query, revoke, and the token stops at once.
+    const grantId = String(tokens.grant_id);
+    const gm = await grantManagementToken(config);
+    const query = await grantCall(fixture, agent, grantId, 'GET', gm);
     t.equal(query.status, 200);
     const grant = (await query.json()) as Record<string, unknown>;
     t.equal(grant.status, 'Authorised');
     t.same(grant.authorization_details, [{ type: 'Accounts', actions: ALL_ACTIONS }]);
-    t.equal((await undiciFetch(grantUrl, { dispatcher: agent, method: 'DELETE' })).status, 204);
+    t.equal((await grantCall(fixture, agent, grantId, 'DELETE', gm)).status, 204);
     const after = await undiciFetch(`${fixture.bank.mtlsBase}/open-banking/accounts/v2/accounts`, {
       dispatcher: agent,
-      headers: { authorization: `Bearer ${tokens.access_token}` },
+      headers: {
+        authorization: `Bearer ${tokens.access_token}`,
+        'x-fapi-interaction-id': crypto.randomUUID(),
+      },
     });
     t.equal(after.status, 401, 'the token stopped with its grant');
     t.match(after.headers.get('www-authenticate'), /invalid_token/);
-    const revoked = (await (await undiciFetch(grantUrl, { dispatcher: agent })).json()) as Record<
+    const revoked = (await (await grantCall(fixture, agent, grantId, 'GET', gm)).json()) as Record<
       string,
       unknown
     >;

@@ -1,7 +1,7 @@
 import t from 'tap';
 import { ConsentClients } from '../../src/banks/consent/client.js';
 import { parseAuthorizationDetails, validUntil } from '../../src/banks/consent/authorization-details.js';
-import { registerWithSimulatedBank } from '../../src/consent-bank/self-registration.js';
+import { registerWithSimulatedBank } from '../../src/test-mode/self-registration.js';
 import {
   createConsentLink,
   findGrantRow,

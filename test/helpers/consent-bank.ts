@@ -23,7 +23,8 @@ import { freshDatabase, type EngineName, type TestApp } from './harness.js';
 import { parseAuthorizationDetails, validUntil } from '../../src/banks/consent/authorization-details.js';
 import type { ConsentClientRow } from '../../src/banks/consent/registrations.js';
 import { createConsentLink } from '../../src/links/consent/grants.js';
-import { registerWithSimulatedBank } from '../../src/consent-bank/self-registration.js';
+import { registerWithSimulatedBank } from '../../src/test-mode/self-registration.js';
+import { sandboxCustomerData } from '../../src/test-mode/sandbox-customer-data.js';
 
 /*
  * The simulated consent bank in a test: a migrated database, a test CA of its own, the bank's mTLS listener on
@@ -65,6 +66,7 @@ export async function startBank(t: Test, engine: EngineName): Promise<BankFixtur
     clock: systemClock,
     logger: silentLogger,
     publicBaseUrl: appUrl,
+    data: sandboxCustomerData(),
     port: 0,
     faults,
   });
@@ -94,10 +96,21 @@ export function fetchWith(agent: Agent): client.CustomFetch {
 
 export const REDIRECT_URI = 'https://app.example/callback';
 
+/**
+ * What a client of the strict bank registers to do all the bank offers: certificate-bound tokens (RFC 8705
+ * 3.4), the `Accounts` RAR type (RFC 9396 10.2), refresh tokens, and client_credentials for Grant Management.
+ */
+export const FULL_METADATA = {
+  grant_types: ['authorization_code', 'refresh_token', 'client_credentials'],
+  authorization_details_types: ['Accounts'],
+  tls_client_certificate_bound_access_tokens: true,
+} as const;
+
 export async function register(
   fixture: BankFixture,
   agent: Agent,
   identity: KeyAndCert = fixture.ca.client,
+  metadata: Record<string, unknown> = FULL_METADATA,
 ): Promise<client.Configuration> {
   const statement = await issueSoftwareStatement(fixture.ca.directoryKey, {
     clientName: 'svc appliance',
@@ -113,6 +126,7 @@ export async function register(
       tls_client_auth_subject_dn: subjectDnOf(identity.cert),
       token_endpoint_auth_method: 'tls_client_auth',
       use_mtls_endpoint_aliases: true,
+      ...metadata,
     },
     client.TlsClientAuth(),
     { execute: [client.allowInsecureRequests], [client.customFetch]: fetchWith(agent) },
@@ -184,13 +198,16 @@ export async function consent(
     exchange?: boolean;
     /** When the consent ends (RFC 3339); none: the bank's default, a year. */
     validTo?: string;
+    /** The scope asked: by default `openid offline_access` with prompt=consent (OIDC Core 11), for a refresh token. */
+    scope?: string;
   } = {},
 ): Promise<{ callback: URL; verifier: string; state: string; pages: string[]; tokens?: Consent['tokens'] }> {
   const verifier = client.randomPKCECodeVerifier();
   const state = randomBytes(8).toString('hex');
   const url = await client.buildAuthorizationUrlWithPAR(config, {
     redirect_uri: REDIRECT_URI,
-    scope: 'openid',
+    scope: options.scope ?? 'openid offline_access',
+    ...((options.scope ?? 'openid offline_access').includes('offline_access') ? { prompt: 'consent' } : {}),
     code_challenge: await client.calculatePKCECodeChallenge(verifier),
     code_challenge_method: 'S256',
     state,
@@ -307,4 +324,27 @@ export async function registerApp(
     redirectUri: REDIRECT_URI,
     now: Date.now(),
   });
+}
+
+/** A client_credentials token of Grant Management's scope (draft section 6.1). */
+export async function grantManagementToken(
+  config: client.Configuration,
+  scope = 'grant_management_query grant_management_revoke',
+): Promise<string> {
+  return (await client.clientCredentialsGrant(config, { scope })).access_token;
+}
+
+/** A call to Grant Management with a token (RFC 6750 Bearer). */
+export async function grantCall(
+  fixture: BankFixture,
+  agent: Agent,
+  grantId: string,
+  method: 'GET' | 'DELETE',
+  token: string | null,
+): Promise<Response> {
+  return (await undiciFetch(`${fixture.bank.mtlsBase}/grants/${encodeURIComponent(grantId)}`, {
+    dispatcher: agent,
+    method,
+    headers: token === null ? {} : { authorization: `Bearer ${token}` },
+  })) as unknown as Response;
 }

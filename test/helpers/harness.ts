@@ -17,7 +17,7 @@ import { startApiServer, type ApiServer } from '../../src/http/server.js';
 import { listenForApi } from '../../src/http/listener.js';
 import type { ConsentBank } from '../../src/consent-bank/consent-bank.js';
 import type { BrasilBank } from '../../src/consent-bank/brasil/brasil-bank.js';
-import { serveAndRegister } from '../../src/consent-bank/serve.js';
+import { serveAndRegister } from '../../src/test-mode/serve-consent-banks.js';
 import { testCaDirectory, writeTestCa } from '../../src/consent-bank/test-ca.js';
 import type { AppServices } from '../../src/api/services.js';
 import type { AnyRoute } from '../../src/api/route.js';

@@ -1,4 +1,3 @@
-import { BRASIL_SANDBOX_BANK_ID, findInstitution } from '../../banks/institutions.js';
 import { formatCpf } from '../../cpf/cpf.js';
 import { html, type Html } from '../../html/html.js';
 import { bankFrame } from '../pages.js';
@@ -11,7 +10,9 @@ import type { Permission } from './consents.js';
 
 export type BrasilLanguage = 'pt' | 'en';
 
-const BANK_NAME = findInstitution(BRASIL_SANDBOX_BANK_ID)!.name;
+/** The bank's name on its pages, as the appliance lists it (src/banks/institutions.ts; a test keeps them equal). */
+export const BRASIL_BANK_NAME = 'Banco Aberto (simulado, Brasil)';
+const BANK_NAME = BRASIL_BANK_NAME;
 
 const WORDS = {
   pt: {

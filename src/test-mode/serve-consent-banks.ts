@@ -4,13 +4,14 @@ import type { Config } from '../config/defaults.js';
 import type { Database } from '../db/database.js';
 import type { Logger } from '../logging/logger.js';
 import type { SecretBox } from '../secrets/secret-box.js';
-import { CONSENT_BANK_PATH, startConsentBank, type ConsentBank } from './consent-bank.js';
-import type { ConsentBankFaults } from './faults.js';
+import { CONSENT_BANK_PATH, startConsentBank, type ConsentBank } from '../consent-bank/consent-bank.js';
+import type { ConsentBankFaults } from '../consent-bank/faults.js';
 import { registerWithSimulatedBank } from './self-registration.js';
+import { sandboxCustomerData } from './sandbox-customer-data.js';
 import { CONSENT_CALLBACK_PATH } from '../banks/consent/register.js';
 import { BRASIL_SANDBOX_BANK_ID } from '../banks/institutions.js';
-import { startBrasilBank, type BrasilBank } from './brasil/brasil-bank.js';
-import { hasTestCa, readTestCa, testCaDirectory, type TestCaMaterial } from './test-ca.js';
+import { startBrasilBank, type BrasilBank } from '../consent-bank/brasil/brasil-bank.js';
+import { hasTestCa, readTestCa, testCaDirectory, type TestCaMaterial } from '../consent-bank/test-ca.js';
 
 /*
  * The simulated bank as the API process serves it (docs/open-finance.md, "How test mode works"). It is an aid
@@ -80,6 +81,8 @@ export async function serveConsentBank(input: ServeBankInput): Promise<ServedBan
   }
   const port = input.port ?? settings.port;
   const address = `${settings.host}:${port}`;
+  // Both banks' customers are the credential sandbox's people (the adapter is test mode's, not the banks').
+  const data = sandboxCustomerData();
   try {
     const bank = await startConsentBank({
       db: input.db,
@@ -87,6 +90,7 @@ export async function serveConsentBank(input: ServeBankInput): Promise<ServedBan
       clock: input.clock,
       logger: input.logger,
       publicBaseUrl: input.publicBaseUrl,
+      data,
       host: settings.host,
       port,
       faults: input.faults,
@@ -99,6 +103,7 @@ export async function serveConsentBank(input: ServeBankInput): Promise<ServedBan
         clock: input.clock,
         logger: input.logger,
         publicBaseUrl: input.publicBaseUrl,
+        data,
         host: settings.host,
         port: brasilPort(port),
       });

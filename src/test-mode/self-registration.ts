@@ -3,9 +3,9 @@ import { registerWithBank } from '../banks/consent/register.js';
 import { findRegistration, saveRegistration, type ConsentClientRow } from '../banks/consent/registrations.js';
 import { CONSENT_SANDBOX_BANK_ID } from '../banks/institutions.js';
 import type { SecretBox } from '../secrets/secret-box.js';
-import type { ConsentBank } from './consent-bank.js';
-import { issueSoftwareStatement } from './software-statement.js';
-import { subjectDnOf, type TestCaMaterial } from './test-ca.js';
+import type { ConsentBank } from '../consent-bank/consent-bank.js';
+import { issueSoftwareStatement } from '../consent-bank/software-statement.js';
+import { subjectDnOf, type TestCaMaterial } from '../consent-bank/test-ca.js';
 
 /*
  * Test mode needs no setup: the appliance registers itself with the simulated bank it serves, as an operator
