@@ -9,7 +9,7 @@ import { consentView } from '../../src/links/consent/consent-life.js';
 import { syncFailed } from '../../src/links/link-states.js';
 import type { LinkRow } from '../../src/links/store.js';
 import { findGrantRow, openGrant, saveGrantTokens } from '../../src/links/consent/grants.js';
-import { consentLink, mtlsAgent, registerApp, startBank } from '../helpers/consent-bank.js';
+import { consentLink, grantsAtBank, mtlsAgent, registerApp, startBank } from '../helpers/consent-bank.js';
 import { runCli } from '../helpers/cli.js';
 import {
   createTenant,
@@ -54,6 +54,7 @@ forEachEngine(t, async (t, engine) => {
   const tenant = await createTenant(app);
   const registration = await registerApp(fixture, app);
   const agent = mtlsAgent(t, fixture.ca);
+  const grants = grantsAtBank(fixture, app, agent);
   const interval = app.config.scheduler.syncIntervalMinutes * 60_000;
   const cli = { home: app.config.home, env: { SVC_DATABASE_URL: app.config.databaseUrl } };
 
@@ -76,11 +77,7 @@ forEachEngine(t, async (t, engine) => {
     const made = await syncedLink();
     const grant = openGrant((await findGrantRow(app.db.knex, made.linkId))!, app.services.secrets);
     // The user revokes at the bank; Grant Management is the bank's record of it.
-    const revoked = await undiciFetch(`${fixture.bank.mtlsBase}/grants/${made.grantId}`, {
-      method: 'DELETE',
-      dispatcher: agent,
-    });
-    t.equal(revoked.status, 204, 'the bank revoked the grant');
+    t.equal(await grants.revoke(made.grantId), 204, 'the bank revoked the grant');
 
     app.clock.advance(interval);
     t.equal(await schedulerTick(app), 1, 'the scheduled sync runs');

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import t, { type Test } from 'tap';
 import { fetch as undiciFetch } from 'undici';
 import type { DeletedLinkInspection } from '../../src/links/inspect.js';
@@ -9,7 +10,7 @@ import {
   REVOKE_ATTEMPTS,
   type GrantRevocationRow,
 } from '../../src/links/consent/revocations.js';
-import { consentLink, mtlsAgent, registerApp, startBank } from '../helpers/consent-bank.js';
+import { consentLink, grantsAtBank, mtlsAgent, registerApp, startBank } from '../helpers/consent-bank.js';
 import { runCli, runCliJson } from '../helpers/cli.js';
 import {
   createTenant,
@@ -62,12 +63,7 @@ forEachEngine(t, async (t, engine) => {
       ...made,
       link: { id: made.linkId },
     }));
-  const grantStatus = async (grantId: string) =>
-    (
-      (await (
-        await undiciFetch(`${fixture.bank.mtlsBase}/grants/${grantId}`, { dispatcher: agent })
-      ).json()) as { status: string }
-    ).status;
+  const grantStatus = (grantId: string) => grantsAtBank(fixture, app, agent).status(grantId);
   const cli = { home: app.config.home, env: { SVC_DATABASE_URL: app.config.databaseUrl } };
   /** `svc links inspect --json`, checked to carry none of the grant's secrets. */
   const inspected = async (t: Test, made: { link: { id: string }; grantId: string; accessToken: string }) => {
@@ -138,7 +134,7 @@ forEachEngine(t, async (t, engine) => {
     t.equal(await grantStatus(grantId), 'Revoked');
     const resources = await undiciFetch(`${fixture.bank.mtlsBase}/open-banking/accounts/v2/accounts`, {
       dispatcher: agent,
-      headers: { authorization: `Bearer ${accessToken}` },
+      headers: { authorization: `Bearer ${accessToken}`, 'x-fapi-interaction-id': randomUUID() },
     });
     t.equal(resources.status, 401, 'the token stopped with its grant');
     t.match(await revocation(link.id), { status: 'revoked', attempts: 1, last_error: null });

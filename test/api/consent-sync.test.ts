@@ -171,7 +171,11 @@ forEachEngine(t, async (t, engine) => {
     const link = await linkRow(app, linkId);
     t.equal(link.last_error_code, 'rejected_credentials');
     t.equal(link.consecutive_failures, 1, 'counts towards expiring the link');
-    t.match((await latestJob(app, linkId)).last_error, /HTTP 401\) even after a refresh/);
+    t.match(
+      (await latestJob(app, linkId)).last_error,
+      /HTTP 401 UNAUTHORIZED: .+\) even after a refresh/,
+      "the bank's own code and words are kept",
+    );
     const after = openGrant((await findGrantRow(app.db.knex, linkId))!, app.services.secrets);
     t.not(after.accessToken, before.accessToken, 'the refreshed token was stored though the sync failed');
     t.equal(await countOf(app, 'accounts', linkId), 0, 'nothing written');
@@ -185,7 +189,11 @@ forEachEngine(t, async (t, engine) => {
     const diagnosis = (
       await inspectLink(app.db.reader, linkId, consentView(app.services, app.clock.now()))
     ).diagnosis.join('\n');
-    t.match(diagnosis, /HTTP 403\): the consent does not cover it/);
+    t.match(
+      diagnosis,
+      /HTTP 403 FORBIDDEN: .+: the consent does not cover it/,
+      "the bank's own words are kept",
+    );
     t.equal(await countOf(app, 'accounts', linkId), 0, 'nothing written');
   });
 

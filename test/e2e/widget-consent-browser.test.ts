@@ -9,7 +9,7 @@ import { findGrantRow, openGrantId } from '../../src/links/consent/grants.js';
 import { revokeDueGrants } from '../../src/links/consent/revocations.js';
 import { seriousViolations } from '../helpers/axe.js';
 import { launchChromium, requireChromium, servePage } from '../helpers/browser.js';
-import { mtlsAgent, testCa } from '../helpers/consent-bank.js';
+import { grantManagementToken, mtlsAgent, testCa } from '../helpers/consent-bank.js';
 import { HANG_GUARD_MS, createTenant, runSyncs, startTestApp, type TestApp } from '../helpers/harness.js';
 
 /*
@@ -166,8 +166,11 @@ if (requireChromium(t)) {
     const agent = mtlsAgent(t, await testCa());
     /** The grant's status as the bank's Grant Management endpoint answers it, over the appliance's mTLS. */
     const grantAtBank = async (grantId: string) => {
+      const bank = await app.services.consentClients.forBank(app.db.knex, 'bancoabierto', 'test');
+      const token = await grantManagementToken(bank!.configuration);
       const response = await undiciFetch(`${app.consentBank!.mtlsBase}/grants/${grantId}`, {
         dispatcher: agent,
+        headers: { authorization: `Bearer ${token}` },
       });
       return ((await response.json()) as { status: string }).status;
     };

@@ -348,3 +348,26 @@ export async function grantCall(
     headers: token === null ? {} : { authorization: `Bearer ${token}` },
   })) as unknown as Response;
 }
+
+/**
+ * The bank's Grant Management as the appliance's registered client reads it (draft §6.2 and §6.3, with a
+ * client_credentials token of the draft's scopes, over the client's mTLS): what a test checks at the bank.
+ */
+export function grantsAtBank(fixture: BankFixture, app: Pick<TestApp, 'db' | 'services'>, agent: Agent) {
+  const token = async () => {
+    const bank = await app.services.consentClients.forBank(app.db.knex, 'bancoabierto', 'test');
+    return grantManagementToken(bank!.configuration);
+  };
+  return {
+    /** `Authorised`, `Revoked`, `Expired` as the bank says, or null when it has no such grant (404). */
+    async status(grantId: string): Promise<string | null> {
+      const response = await grantCall(fixture, agent, grantId, 'GET', await token());
+      if (response.status === 404) return null;
+      return ((await response.json()) as { status: string }).status;
+    },
+    /** The end user revokes at the bank (as its consent dashboard would): the HTTP status. */
+    async revoke(grantId: string): Promise<number> {
+      return (await grantCall(fixture, agent, grantId, 'DELETE', await token())).status;
+    },
+  };
+}

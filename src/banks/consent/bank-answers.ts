@@ -41,6 +41,7 @@ const TOKEN_LIKE = /[A-Za-z0-9_~+/=.-]{20,}/g;
 /** A bank's text made safe to print: one line, no control or bidi characters, no token-shaped run, short. */
 export function safeWords(text: string, max = 200): string {
   const cleaned = text
+    // eslint-disable-next-line no-control-regex -- a bank's text may carry control characters; none are kept
     .replace(/[\u0000-\u001f\u007f-\u009f\u200e\u200f\u202a-\u202e\u2066-\u2069]/g, ' ')
     .replace(TOKEN_LIKE, '…')
     .replace(/\s+/g, ' ')

@@ -3,7 +3,7 @@ import type { Agent } from 'undici';
 import type { Knex } from 'knex';
 import type { SecretBox } from '../../secrets/secret-box.js';
 import { isLoopbackHttp } from './register.js';
-import { mtlsAgent, mtlsFetch, type MtlsFetch } from './mtls.js';
+import { mtlsAgent, mtlsFetch } from './mtls.js';
 import { createAnswerChecker, type AnswerChecker } from './data-schemas.js';
 import { findRegistration, openPrivateKey, type ConsentClientRow } from './registrations.js';
 import { consentProfileOf, findInstitution, type Institution } from '../institutions.js';

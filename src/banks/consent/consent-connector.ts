@@ -511,7 +511,7 @@ function saidIn(body: string): string {
     return '';
   }
   const words = bankWordsOf(null, parsed);
-  return words.error === null ? '' : `: ${describeBankWords(words)}`;
+  return words.error === null ? '' : ` ${describeBankWords(words)}`;
 }
 
 /**
