@@ -76,6 +76,11 @@ const es = {
   'finding.waiting_for_budget':
     'Esperando el cupo de llamadas al banco: las consultas que el banco permite por ahora están usadas; la sincronización sigue el {at}.',
   'finding.never_synced': 'Nunca se ha sincronizado con éxito.',
+  'finding.grant_revocation_pending':
+    'Un consentimiento de esta conexión (reemplazado o rechazado) se está revocando en el banco: próximo intento el {at}.',
+  'finding.grant_revocation_failed':
+    'No se pudo revocar en el banco un consentimiento de esta conexión tras {attempts} intentos: el banco puede mantenerlo hasta que venza.',
+  'finding.bank_said': 'El banco respondió:',
   'finding.healthy': 'Sana: última sincronización {last}, próxima {next}.',
   'finding.consent_expired':
     'Expiró el {at}: terminó su consentimiento en el banco. La persona debe renovarlo desde el widget (intención «reconnect»).',
@@ -506,6 +511,11 @@ const en: typeof es = {
   'finding.waiting_for_budget':
     "Waiting for the bank's budget: the calls the bank allows for now are spent; the sync goes on at {at}.",
   'finding.never_synced': 'It has never synced successfully.',
+  'finding.grant_revocation_pending':
+    'A consent of this link (replaced or refused) is being revoked at the bank: next attempt at {at}.',
+  'finding.grant_revocation_failed':
+    'Revoking a consent of this link at the bank failed after {attempts} attempts: the bank may hold it until it expires.',
+  'finding.bank_said': 'The bank said:',
   'finding.healthy': 'Healthy: last synced {last}, next sync {next}.',
   'finding.consent_expired':
     'Expired {at}: its consent at the bank ended. The end user must renew it through the widget (intent "reconnect").',

@@ -1,8 +1,10 @@
 import type { Knex } from 'knex';
 import {
   describeRevocation,
+  openRevocationsOfLink,
   revocationOfLink,
   REVOKE_ATTEMPTS,
+  type GrantRevocationRow,
   type RevocationStatus,
 } from './consent/revocations.js';
 import { toIso } from '../clock/clock.js';
@@ -159,15 +161,16 @@ export async function inspectDeletedLink(db: Knex, linkId: string): Promise<Dele
 
 async function inspectLinkRow(db: Knex, row: LinkRow, view: ConsentView): Promise<LinkInspection> {
   const linkId = row.id;
-  const [link, accounts, jobs, intents, events, deliveries] = await Promise.all([
+  const [link, accounts, jobs, intents, events, deliveries, revocations] = await Promise.all([
     presentOneLink(db, row, view),
     accountsOfLinkByAge(db, linkId),
     recentJobsOfLink(db, linkId, 5),
     recentIntentsOfLink(db, linkId, 10),
     recentEventsOfLink(db, linkId, 15),
     recentDeliveriesOfLink(db, linkId, 10),
+    openRevocationsOfLink(db, linkId),
   ]);
-  const found = findingsOf(row, jobs, view.now, link.consent);
+  const found = findingsOf(row, jobs, view.now, link.consent, revocations);
   return {
     link: {
       ...link,
@@ -246,6 +249,18 @@ export type Finding =
    */
   | { code: 'waiting_for_budget'; until: string | null; reason: string | null }
   | { code: 'scheduler_late'; nextSyncAt: string | null }
+  /**
+   * A grant of this link's that the bank must still be told to end (one a renewal replaced, or one the widget
+   * refused at the callback, such as another person's): `pending` while the outbox retries, `failed` once it
+   * gave up (the bank may hold that consent until it expires). `lastError` keeps the bank's words.
+   */
+  | {
+      code: 'grant_revocation';
+      status: 'pending' | 'failed';
+      attempts: number;
+      nextAttemptAt: string | null;
+      lastError: string | null;
+    }
   | { code: 'never_synced' }
   | { code: 'healthy'; lastSyncedAt: string | null; nextSyncAt: string | null };
 
@@ -267,6 +282,10 @@ export function findingsOf(
   jobs: JobFacts[],
   now: number,
   consent: LinkConsent | null = null,
+  revocations: readonly Pick<
+    GrantRevocationRow,
+    'status' | 'attempts' | 'next_attempt_at' | 'last_error'
+  >[] = [],
 ): Finding[] {
   const found: Finding[] = [];
   const lastFailed = jobs.find((j) => j.status === 'failed');
@@ -307,6 +326,15 @@ export function findingsOf(
   if (row.status === 'active' && !row.paused && row.next_sync_at !== null && row.next_sync_at < now - HOUR)
     found.push({ code: 'scheduler_late', nextSyncAt: toIso(row.next_sync_at) });
   if (row.last_synced_at === null && row.status === 'active') found.push({ code: 'never_synced' });
+  for (const revocation of revocations)
+    if (revocation.status === 'pending' || revocation.status === 'failed')
+      found.push({
+        code: 'grant_revocation',
+        status: revocation.status,
+        attempts: revocation.attempts,
+        nextAttemptAt: revocation.status === 'pending' ? toIso(revocation.next_attempt_at) : null,
+        lastError: revocation.last_error,
+      });
   if (found.length === 0)
     found.push({
       code: 'healthy',
@@ -330,6 +358,12 @@ export function describeFinding(finding: Finding, linkId: string): string {
       return `Its consent at the bank ends ${finding.expiresAt}: the end user should renew it before then with a widget token (intent "reconnect"), or the link expires.`;
     case 'paused':
       return `Paused since ${finding.since}: the scheduler skips it; resume it with \`svc links resume ${linkId}\`.`;
+    case 'grant_revocation': {
+      const last = finding.lastError ? ` Last error: ${finding.lastError}.` : '';
+      return finding.status === 'failed'
+        ? `Revoking a grant of this link at the bank (a replaced or refused consent) failed after ${finding.attempts} attempts; the bank may hold that consent until it expires.${last}`
+        : `A grant of this link (a replaced or refused consent) is being revoked at the bank: attempt ${finding.attempts + 1} of ${REVOKE_ATTEMPTS} at ${finding.nextAttemptAt}.${last}`;
+    }
     case 'credentials_unreadable':
       return 'The last sync failed with credentials_unreadable: the stored bank credentials do not open with any master key this host holds (the row was altered, or master.key lacks the key that sealed it). Restore master.key from the backup, or have the user reconnect the link.';
     case 'sync_failed':

@@ -75,11 +75,30 @@ export function findingText(t: Words, finding: Finding): string {
       return t('finding.consent_expired', { at: when(finding.at) });
     case 'consent_expiring':
       return t('finding.consent_expiring', { at: when(finding.expiresAt) });
+    case 'grant_revocation':
+      return finding.status === 'failed'
+        ? t('finding.grant_revocation_failed', { attempts: String(finding.attempts) })
+        : t('finding.grant_revocation_pending', { at: when(finding.nextAttemptAt) });
     case 'healthy':
       return t('finding.healthy', { last: when(finding.lastSyncedAt), next: when(finding.nextSyncAt) });
     default:
       return t(`finding.${finding.code}`);
   }
+}
+
+/**
+ * The bank's own words behind a finding (the failed job's reason, or a revocation's last error: the bank's
+ * status, code and description, masked when they were kept), under the finding, so support reads what the
+ * bank said rather than only our code.
+ */
+function bankSaid(t: Words, finding: Finding): Html | '' {
+  const said =
+    finding.code === 'sync_failed' || finding.code === 'expired'
+      ? finding.reason
+      : finding.code === 'grant_revocation'
+        ? finding.lastError
+        : null;
+  return said ? html`<br /><small class="bank-said">${t('finding.bank_said')} ${said}</small>` : '';
 }
 
 /**
@@ -228,7 +247,7 @@ async function renderLink(ctx: Context, kit: ConsoleKit, status: number, notice:
       html`<p><a href="${scopePath(state.scope)}/links">${t('link.back')}</a></p>
 ${notice}
 <h2>${t('link.diagnosis')}</h2>
-<ul class="diagnosis">${inspection.findings.map((finding) => html`<li>${findingText(t, finding)}</li>`)}</ul>
+<ul class="diagnosis">${inspection.findings.map((finding) => html`<li>${findingText(t, finding)}${bankSaid(t, finding)}</li>`)}</ul>
 ${factsHtml(facts)}
 <div class="actions">${actions}</div>
 ${section(

@@ -129,6 +129,15 @@ export async function revocationOfLink(db: Knex, linkId: string): Promise<GrantR
     .first();
 }
 
+/** A live link's revocations not yet settled (pending) or given up (failed), newest first, at most 5. */
+export async function openRevocationsOfLink(db: Knex, linkId: string): Promise<GrantRevocationRow[]> {
+  return db<GrantRevocationRow>('grant_revocations')
+    .where({ link_id: linkId })
+    .whereIn('status', ['pending', 'failed'])
+    .orderBy('created_at', 'desc')
+    .limit(5);
+}
+
 /**
  * Revocations still waiting for the bank, and those that gave up (the bank may hold those consents until
  * they expire): the queue depths `svc status` and `/metrics` show. The (status, next_attempt_at) index
