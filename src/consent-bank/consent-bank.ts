@@ -308,6 +308,10 @@ export async function startConsentBank(options: ConsentBankOptions): Promise<Con
       fapi: { enabled: true, profile: '2.0' },
       pushedAuthorizationRequests: { enabled: true, requirePushedAuthorizationRequests: true },
       registration: { enabled: true },
+      // RFC 7592 (read, update, delete at `/reg/{client_id}` with the registration access token), for
+      // `svc banks rotate-certificate`. Each update issues a new token and ends the old one (§2.2 allows
+      // it; the library's default): a client that does not keep the new one loses management at once.
+      registrationManagement: { enabled: true, rotateRegistrationAccessToken: true },
       devInteractions: { enabled: false },
       // A client may ask whether its token is bound to its certificate (the appliance does, once a consent).
       introspection: { enabled: true },
