@@ -236,7 +236,7 @@ t.test(
       '30 whole days left: not yet',
     );
     const soon = checkConsentClients([client(now + 30 * DAY - 1)])[0]!;
-    t.match(soon, { status: 'warn', detail: /ends on 2026-12-28, in 29 days/ });
+    t.match(soon, { status: 'warn', detail: /ends on 2026-12-27, in 29 days/ });
     t.ok(soon.fix!.endsWith(command), soon.fix!);
     const last = checkConsentClients([client(now + 1)])[0]!;
     t.match(last, { status: 'warn', detail: /in 0 days/ });

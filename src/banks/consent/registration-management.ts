@@ -413,24 +413,36 @@ export async function rotateCertificate(
     serverCaPem: row.server_ca_pem,
   };
   const oldIdentity = usableIdentity(row, secrets, context.now());
-  const agent = mtlsAgent(oldIdentity ?? newIdentity, timeoutMs);
-  const fetch = mtlsFetch(agent);
+  let agent = mtlsAgent(oldIdentity ?? newIdentity, timeoutMs);
+  let fetch = mtlsFetch(agent);
+  let presenting = oldIdentity
+    ? 'the current certificate'
+    : 'the new certificate: the current one is out of date or its key does not open';
   try {
     // §2.1: the client as the bank holds it now, the base of the update.
-    const read = await manage(fetch, 'GET', uri, token, timeoutMs);
-    const readIssue = read.ok ? readProblem(read.body, row.client_id) : `refused: ${read.said}`;
+    let read = await manage(fetch, 'GET', uri, token, timeoutMs);
+    if (!read.ok && !read.answered && oldIdentity) {
+      // No answer with the current certificate (the bank no longer takes it in the handshake, e.g. after a
+      // rollback that failed): once more with the new one. RFC 7592 authenticates by the token anyway.
+      await agent.close();
+      agent = mtlsAgent(newIdentity, timeoutMs);
+      fetch = mtlsFetch(agent);
+      presenting = `the new certificate: the current one got ${read.said}`;
+      read = await manage(fetch, 'GET', uri, token, timeoutMs);
+    }
+    const readIssue = read.ok ? readProblem(read.body, row.client_id) : null;
     if (!read.ok || readIssue) {
-      step('read', 'failed', `RFC 7592 §2.1 read ${readIssue}; nothing changed`);
+      step(
+        'read',
+        'failed',
+        `RFC 7592 §2.1 read ${read.ok ? `answered, but ${readIssue}` : `${read.answered ? 'refused' : 'failed'}: ${read.said}`}; nothing changed`,
+      );
       return report('refused', false);
     }
     step(
       'read',
       'ok',
-      `RFC 7592 §2.1: client ${row.client_id}, subject DN ${String(read.body.tls_client_auth_subject_dn)} (presenting ${
-        oldIdentity
-          ? 'the current certificate'
-          : 'the new certificate: the current one can no longer make a handshake'
-      })`,
+      `RFC 7592 §2.1: client ${row.client_id}, subject DN ${String(read.body.tls_client_auth_subject_dn)} (presenting ${presenting})`,
     );
 
     // §2.2: the same metadata with the new subject DN.
@@ -460,7 +472,11 @@ export async function rotateCertificate(
       }
     }
     if (!updated.ok) {
-      step('update', 'failed', `RFC 7592 §2.2 update refused: ${updated.said}; nothing changed`);
+      step(
+        'update',
+        'failed',
+        `RFC 7592 §2.2 update ${updated.answered ? 'refused' : 'failed'}: ${updated.said}; nothing changed`,
+      );
       return report('refused', false);
     }
     let latest = updated.body;
@@ -534,7 +550,9 @@ export async function rotateCertificate(
           'rollback',
           'failed',
           `RFC 7592 §2.2 putting ${previous.subjectDn} back failed: ${backIssue}. The bank expects ${subjectDn}, and the registration ${
-            stored === null ? 'holds the new certificate' : 'could not store it'
+            stored === null
+              ? 'holds the new certificate'
+              : 'still holds the current one, which the bank no longer takes'
           }: run svc banks rotate-certificate ${row.bank_id} --mode ${row.mode} with a certificate the bank takes (the previous one puts its subject DN back)`,
         );
         return report('rollback_failed', stored === null);
