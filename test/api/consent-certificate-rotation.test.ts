@@ -283,7 +283,7 @@ forEachEngine(t, async (t, engine) => {
       );
       t.match(
         report.steps.find((s) => s.step === 'verify')!.detail,
-        /token endpoint did not take this certificate/,
+        /token endpoint did not answer over mTLS with this certificate .*does not take it in the TLS handshake/,
       );
       t.match(report, { subject_dn: report.previous_subject_dn, client_id: before.client_id });
       noSecretsIn(t, report, [tokenOf(before), tokenOf(await stored()), elsewhere.keyPem, current.key]);

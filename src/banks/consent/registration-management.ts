@@ -257,7 +257,13 @@ export async function verifyClientCertificate(
           ok: true,
           detail: `the token endpoint authenticated the client over mTLS with this certificate (a made-up refresh token: ${code})`,
         };
-      return { ok: false, detail: `the token endpoint did not take this certificate: ${said}` };
+      return {
+        ok: false,
+        detail:
+          code === null
+            ? `the token endpoint did not answer over mTLS with this certificate (${said}): the bank does not take it in the TLS handshake, or cannot be reached`
+            : `the token endpoint did not take this certificate: ${said}`,
+      };
     }
     return {
       ok: true,
