@@ -4,12 +4,12 @@ import { join } from 'node:path';
 import t, { type Test } from 'tap';
 import { loadConfig } from '../../src/config/load-config.js';
 import { openDatabase } from '../../src/db/database.js';
-import { findRegistration } from '../../src/banks/consent/registrations.js';
+import { findRegistration, saveRegistration } from '../../src/banks/consent/registrations.js';
 import { registerWithSimulatedBank } from '../../src/consent-bank/self-registration.js';
 import { issueClientCertificate, type KeyAndCert } from '../../src/consent-bank/test-ca.js';
 import { loadSecretBox } from '../../src/secrets/master-key-file.js';
 import { REDIRECT_URI, startBank } from '../helpers/consent-bank.js';
-import { installedHome, runCli } from '../helpers/cli.js';
+import { freePort, installedHome, runCli } from '../helpers/cli.js';
 import { forEachEngine, setTimeLimit } from '../helpers/harness.js';
 import { makePki } from '../helpers/oidc-stub.js';
 
@@ -168,4 +168,53 @@ forEachEngine(t, async (t, engine) => {
       /registration_not_manageable: bancoabierto \(test mode\) does not offer client management \(RFC 7592\)/,
     );
   });
+
+  t.test(
+    'svc doctor: a registration whose certificate ends within 30 days warns, and an ended one fails, each with the exact rotate-certificate command',
+    async (t) => {
+      const ports = { SVC_API_PORT: String(await freePort()), SVC_METRICS_PORT: String(await freePort()) };
+      const DAY = 86_400_000;
+      const doctorSays = async (notAfterFromNow: number) => {
+        // issueClientCertificate's certificates last two years from a day before `now`.
+        const ending = await issueClientCertificate(
+          fixture.ca,
+          'CN=svc appliance, O=Appliance SpA, C=CL',
+          Date.now() + notAfterFromNow - 2 * 365 * DAY,
+        );
+        const id = 'cc_doctorbci00001';
+        await db.transaction((trx) =>
+          saveRegistration(trx, {
+            id,
+            bank_id: 'bci',
+            mode: 'live',
+            // The simulated bank's discovery answers there, so the check gets past the bank to the dates.
+            issuer: fixture.bank.issuer,
+            api_base: fixture.bank.mtlsBase,
+            client_id: 'client-at-bci',
+            registration_access_token_sealed: secrets.seal('a token', id),
+            registration_client_uri: `${fixture.bank.mtlsBase}/reg/client-at-bci`,
+            private_key_sealed: secrets.seal(ending.key, id),
+            certificate_pem: ending.cert,
+            server_ca_pem: fixture.ca.caCert,
+            registration: '{}',
+            registered_at: Date.now(),
+            updated_at: Date.now(),
+          }),
+        );
+        const result = await runCli(['doctor', '--json'], { home, env: ports, timeoutMs: 60_000 });
+        const report = JSON.parse(result.stdout) as {
+          checks: { check: string; status: string; detail: string; fix: string | null }[];
+        };
+        return report.checks.find((c) => c.check === 'consent client bci (live)')!;
+      };
+      const command = 'svc banks rotate-certificate bci --mode live --cert NEW_CERT.pem --key NEW_KEY.pem';
+      const soon = await doctorSays(10 * DAY);
+      t.match(soon, { status: 'warn', detail: /its certificate ends on .*, in (9|10) days/ });
+      t.ok(soon.fix?.endsWith(command), soon.fix ?? 'no fix');
+      const ended = await doctorSays(-DAY);
+      t.match(ended, { status: 'fail', detail: /its certificate expired on/ });
+      t.ok(ended.fix?.endsWith(command), ended.fix ?? 'no fix');
+      await db.knex('consent_clients').where({ bank_id: 'bci' }).delete();
+    },
+  );
 });
