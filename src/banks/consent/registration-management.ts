@@ -34,9 +34,9 @@ import {
  *   rollback when verify failed: PUT the old subject DN back (RFC 7592 §2.2 again)
  *   restore  and the old certificate and key back on the row, with whatever token the bank gave last
  * A refusal at read or update changes nothing anywhere. The calls to the registration endpoint present the
- * current certificate while it can be used (in date, its key opens and matches), else the new one: a
- * certificate that already expired is refused in the TLS handshake, and RFC 7592 authenticates those calls
- * by the registration access token, not by the certificate.
+ * current certificate while it can be used (in date, its key opens and matches) and the bank answers to it,
+ * else the new one: a certificate that already expired, or that the bank stopped taking, is refused in the
+ * TLS handshake, and RFC 7592 authenticates those calls by the registration access token anyway.
  */
 
 export type StepName = 'check' | 'read' | 'update' | 'store' | 'verify' | 'rollback' | 'restore';
@@ -77,7 +77,7 @@ export interface RotationInput {
   privateKeyPem: string;
   /**
    * A new software statement to send in the update instead of the one the bank holds. RFC 7592 does not ask
-   * for one; a directory-run market may (Open Finance Brasil wants a fresh statement in every update).
+   * for one; a bank whose directory signs statements per certificate may want a fresh one with a new DN.
    */
   softwareStatement?: string | null;
 }
