@@ -28,8 +28,12 @@ export default class BanksRegistrations extends BaseCommand {
       v.issuer,
       v.api_base,
       new Date(v.registered_at).toISOString(),
+      v.certificate_expires_at === null ? 'unreadable' : new Date(v.certificate_expires_at).toISOString(),
     ]);
-    for (const line of formatTable(['BANK', 'MODE', 'CLIENT ID', 'ISSUER', 'API BASE', 'REGISTERED'], rows))
+    for (const line of formatTable(
+      ['BANK', 'MODE', 'CLIENT ID', 'ISSUER', 'API BASE', 'REGISTERED', 'CERTIFICATE ENDS'],
+      rows,
+    ))
       this.log(line);
     return views;
   }

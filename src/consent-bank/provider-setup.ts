@@ -121,6 +121,10 @@ export function providerConfiguration(
   const features = {
     pushedAuthorizationRequests: { enabled: true, requirePushedAuthorizationRequests: true },
     registration: { enabled: true },
+    // RFC 7592 (read, update, delete at `/reg/{client_id}` with the registration access token), for
+    // `svc banks rotate-certificate`. Each update issues a new token and ends the old one (§2.2 allows
+    // it; the library's default): a client that does not keep the new one loses management at once.
+    registrationManagement: { enabled: true, rotateRegistrationAccessToken: true },
     devInteractions: { enabled: false },
     // A client may ask whether its token is bound to its certificate.
     introspection: { enabled: true },

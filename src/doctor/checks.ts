@@ -392,7 +392,22 @@ export interface ConsentClientFacts {
   certificate: CertificateFacts | { error: string };
   /** The bank's discovery document at its issuer. */
   discovery: { kind: 'ok' } | { kind: 'failed'; reason: string };
+  /**
+   * Whether the bank gave the registration RFC 7592 management (a client URI and a registration access
+   * token): then a new certificate replaces the old one on the same client (`svc banks rotate-certificate`).
+   */
+  manageable: boolean;
   now: number;
+}
+
+/**
+ * What to run for a certificate that is ending or has ended: a rotation keeps the client id and so every
+ * consent; registering again makes a new client whose links must all be renewed by their users.
+ */
+export function renewalCommand(client: Pick<ConsentClientFacts, 'bank' | 'mode' | 'manageable'>): string {
+  return client.manageable
+    ? `Get a new certificate from a CA the bank accepts, then: svc banks rotate-certificate ${client.bank} --mode ${client.mode} --cert NEW_CERT.pem --key NEW_KEY.pem`
+    : `Get a new certificate from a CA the bank accepts, then: svc banks register ${client.bank} --mode ${client.mode} … --cert NEW_CERT.pem --key NEW_KEY.pem (the bank offers no RFC 7592 management: a new client, whose consent links must be renewed by their users)`;
 }
 
 /** One line per consent client registration (`svc banks register`): its certificate, key and bank. */
@@ -413,7 +428,11 @@ export function checkConsentClients(clients: ConsentClientFacts[]): CheckResult[
         again,
       );
     if (facts.notAfter <= client.now)
-      return fail(name, `its certificate expired on ${until}: the bank refuses every call`, again);
+      return fail(
+        name,
+        `its certificate expired on ${until}: the bank refuses every call`,
+        renewalCommand(client),
+      );
     if (client.discovery.kind === 'failed')
       return fail(
         name,
@@ -421,11 +440,7 @@ export function checkConsentClients(clients: ConsentClientFacts[]): CheckResult[
         `Check the bank's issuer URL and this machine's route to it; register again if it moved.`,
       );
     if (days < CERTIFICATE_WARN_DAYS)
-      return warn(
-        name,
-        `its certificate ends on ${until}, in ${days} days`,
-        `Get a renewed certificate from a CA the bank accepts, then ${again}.`,
-      );
+      return warn(name, `its certificate ends on ${until}, in ${days} days`, renewalCommand(client));
     return ok(name, `certificate ${facts.subjectDn} valid until ${until}; the bank's discovery answers`);
   });
 }

@@ -257,7 +257,14 @@ async function consentClientFacts(db: Database, config: Readonly<Config>): Promi
               : 'its private key cannot be opened with this master key',
         };
       }
-      return { bank: row.bank_id, mode: row.mode, certificate, discovery: await probeDiscovery(row), now };
+      return {
+        bank: row.bank_id,
+        mode: row.mode,
+        certificate,
+        discovery: await probeDiscovery(row),
+        manageable: row.registration_client_uri !== null && row.registration_access_token_sealed !== null,
+        now,
+      };
     }),
   );
 }

@@ -3,6 +3,7 @@ import {
   checkClock,
   checkConnectors,
   checkConsentClients,
+  renewalCommand,
   checkSimulatedBank,
   checkDataDir,
   checkDisk,
@@ -165,6 +166,7 @@ t.test('a consent client: its certificate, key and bank, with the fix to registe
     mode: 'test' as const,
     certificate,
     discovery: { kind: 'ok' as const },
+    manageable: false,
     now,
   };
   const [healthy] = checkConsentClients([client]);
@@ -176,6 +178,7 @@ t.test('a consent client: its certificate, key and bank, with the fix to registe
   ])[0]!;
   t.match(soon, { status: 'warn', detail: /ends on 2026-12-10, in 12 days/ });
   t.match(soon.fix, /svc banks register bancoabierto --mode test/);
+  t.match(soon.fix, /offers no RFC 7592 management/);
 
   for (const [broken, detail] of [
     [{ ...client, certificate: { ...certificate, notAfter: now - DAY } }, /expired on 2026-11-27/],
@@ -203,6 +206,51 @@ t.test('a consent client: its certificate, key and bank, with the fix to registe
   }
   t.same(checkConsentClients([]), [], 'no registration, no line');
 });
+
+t.test(
+  'a consent client whose bank offers RFC 7592 management: warned 30 days before its certificate ends, failed once it has, with the rotate-certificate command',
+  async (t) => {
+    const DAY = 86_400_000;
+    const now = Date.UTC(2026, 10, 28);
+    const client = (notAfter: number) => ({
+      bank: 'bci',
+      mode: 'live' as const,
+      certificate: {
+        subjectDn: 'C=CL,O=Appliance SpA,CN=svc appliance',
+        issuerDn: 'CN=Some CA',
+        notBefore: now - 300 * DAY,
+        notAfter,
+        chainLength: 2,
+        chainProblem: null,
+        keyMatches: true,
+      },
+      discovery: { kind: 'ok' as const },
+      manageable: true,
+      now,
+    });
+    const command = 'svc banks rotate-certificate bci --mode live --cert NEW_CERT.pem --key NEW_KEY.pem';
+    t.match(checkConsentClients([client(now + 31 * DAY)])[0], { status: 'ok', fix: null });
+    t.match(
+      checkConsentClients([client(now + 30 * DAY)])[0],
+      { status: 'ok' },
+      '30 whole days left: not yet',
+    );
+    const soon = checkConsentClients([client(now + 30 * DAY - 1)])[0]!;
+    t.match(soon, { status: 'warn', detail: /ends on 2026-12-27, in 29 days/ });
+    t.ok(soon.fix!.endsWith(command), soon.fix!);
+    const last = checkConsentClients([client(now + 1)])[0]!;
+    t.match(last, { status: 'warn', detail: /in 0 days/ });
+    const expired = checkConsentClients([client(now)])[0]!;
+    t.match(expired, { status: 'fail', detail: /expired on 2026-11-28/ });
+    t.ok(expired.fix!.endsWith(command), expired.fix!);
+    t.equal(
+      renewalCommand({ bank: 'bci', mode: 'test', manageable: true }).endsWith(
+        'svc banks rotate-certificate bci --mode test --cert NEW_CERT.pem --key NEW_KEY.pem',
+      ),
+      true,
+    );
+  },
+);
 
 t.test(
   'the simulated consent bank: its test CA is there and in date, or the fix that makes one',

@@ -4,7 +4,7 @@ import { errors } from '../../errors/api-error.js';
 import type { SecretBox } from '../../secrets/secret-box.js';
 import { consentProfileOf, findInstitution, type Institution } from '../institutions.js';
 import { bankWordsOf, bankWordsOfError, describeBankWords } from './bank-answers.js';
-import { CertificateError, certificateFacts } from './certificates.js';
+import { CertificateError, certificateFacts, type CertificateFacts } from './certificates.js';
 import { mtlsAgent, mtlsFetch, type ClientIdentity } from './mtls.js';
 import { profileOf } from './profiles/index.js';
 import { publicRegistration, type ConsentClientRow } from './registrations.js';
@@ -83,9 +83,23 @@ export function checkRegistrationInput(
       'software-statement',
       'The software statement is not a signed JWT (three base64url parts separated by dots).',
     );
-  let facts;
+  const facts = checkClientCertificate(input.certificatePem, input.privateKeyPem, now);
+  return { subjectDn: facts.subjectDn };
+}
+
+/**
+ * The client certificate and its key, as `svc banks register` and `svc banks rotate-certificate` both check
+ * them before any call: they parse, belong together, are in date, and the chain in the file holds. Errors
+ * name the flag (`--cert`, `--key`) a person fixes.
+ */
+export function checkClientCertificate(
+  certificatePem: string,
+  privateKeyPem: string,
+  now: number,
+): CertificateFacts {
+  let facts: CertificateFacts;
   try {
-    facts = certificateFacts(input.certificatePem, input.privateKeyPem);
+    facts = certificateFacts(certificatePem, privateKeyPem);
   } catch (error) {
     if (error instanceof CertificateError)
       throw errors.invalidParameter('cert', `The client certificate: ${error.message}.`);
@@ -105,7 +119,7 @@ export function checkRegistrationInput(
     );
   if (facts.chainProblem)
     throw errors.invalidParameter('cert', `The certificate chain: ${facts.chainProblem}.`);
-  return { subjectDn: facts.subjectDn };
+  return facts;
 }
 
 /**

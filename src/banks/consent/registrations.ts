@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import type { SecretBox } from '../../secrets/secret-box.js';
+import { certificateFacts } from './certificates.js';
 
 /*
  * The only code that writes `consent_clients`: the appliance's registration as an OAuth client of a consent
@@ -38,6 +39,9 @@ export interface ConsentClientView {
   registration_client_uri: string | null;
   /** Whether a registration access token is held (RFC 7592 management); never the token. */
   manageable: boolean;
+  /** The client certificate's subject DN (RFC 4514) and when it ends (ms); null when it does not parse. */
+  certificate_subject_dn: string | null;
+  certificate_expires_at: number | null;
   registered_at: number;
 }
 
@@ -51,8 +55,20 @@ export function viewOf(row: ConsentClientRow): ConsentClientView {
     client_id: row.client_id,
     registration_client_uri: row.registration_client_uri,
     manageable: row.registration_access_token_sealed !== null,
+    ...certificateOf(row.certificate_pem),
     registered_at: Number(row.registered_at),
   };
+}
+
+function certificateOf(
+  pem: string,
+): Pick<ConsentClientView, 'certificate_subject_dn' | 'certificate_expires_at'> {
+  try {
+    const facts = certificateFacts(pem, null);
+    return { certificate_subject_dn: facts.subjectDn, certificate_expires_at: facts.notAfter };
+  } catch {
+    return { certificate_subject_dn: null, certificate_expires_at: null };
+  }
 }
 
 /** Fields of a registration answer that are secrets (RFC 7591 §3.2.1, RFC 7592 §3): never stored in clear. */
@@ -93,4 +109,29 @@ export async function listRegistrations(db: Knex): Promise<ConsentClientRow[]> {
 export async function registeredBanks(db: Knex, mode: 'live' | 'test'): Promise<Set<string>> {
   const rows: { bank_id: string }[] = await db('consent_clients').where({ mode }).select('bank_id');
   return new Set(rows.map((row) => row.bank_id));
+}
+
+/**
+ * What `svc banks rotate-certificate` writes on a registration's row after the bank answered an RFC 7592
+ * update: the certificate and its sealed key, and what the bank returned (a registration access token it
+ * may have rotated, the client URI, its answer without secrets). Same row, same id, same client id: every
+ * grant issued to the client stays usable. `updated_at` must move (client.ts reopens its client on it).
+ */
+export interface CertificateChange {
+  certificate_pem: string;
+  private_key_sealed: string;
+  registration_access_token_sealed: string | null;
+  registration_client_uri: string | null;
+  registration: string;
+  updated_at: number;
+}
+
+/** Records a certificate rotation (or its undoing) on the row `id`; false when that row is gone. */
+export async function recordCertificateChange(
+  trx: Knex,
+  id: string,
+  change: CertificateChange,
+): Promise<boolean> {
+  const updated = await trx('consent_clients').where({ id }).update(change);
+  return Number(updated) === 1;
 }
