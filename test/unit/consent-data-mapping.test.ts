@@ -60,6 +60,9 @@ function toChile(value: Json, key = ''): Json {
 
 const accounts = loadSpecSchemas('accounts');
 const cards = loadSpecSchemas('credit-cards');
+/** The same files as Brazil reads them: CNPJ/CPF, BRL (the `fapi1-br` profile's checker). */
+const accountsBr = loadSpecSchemas('accounts', 'BR');
+const checkerBr = createAnswerChecker('BR');
 const example = (schemas: Record<string, Schema>, name: string) => exampleOf({ $ref: `#/${name}` }, schemas);
 const checker = createAnswerChecker();
 const HOLDER = 'María José Pérez';
@@ -168,12 +171,6 @@ t.test('amounts: exact minor units; CLP has none', async (t) => {
   );
   invalid(
     t,
-    () => toMinorUnits({ amount: '1.005', currency: 'USD' }, 'x'),
-    /decimals/,
-    'a third USD decimal',
-  );
-  invalid(
-    t,
     () => toMinorUnits({ amount: '999999999999999.99', currency: 'USD' }, 'x'),
     /too large/,
     'past 2^53',
@@ -181,6 +178,47 @@ t.test('amounts: exact minor units; CLP has none', async (t) => {
   invalid(t, () => toMinorUnits({ amount: '1e3', currency: 'CLP' }, 'x'), /decimal/, 'exponent');
   invalid(t, () => toMinorUnits({ amount: '10', currency: 'pesos' }, 'x'), /currency/, 'not a currency');
 });
+
+t.test(
+  'amounts past the minor unit (accounts 2.4.2 AccountTransactionsDataAmount.amount, up to 4 decimals): round half to even in BRL, refused in CLP',
+  async (t) => {
+    const brl = (amount: string) => toMinorUnits({ amount, currency: 'BRL' }, 'transactionAmount');
+    t.equal(brl('15.0049'), 1500, 'below half a centavo: down');
+    t.equal(brl('15.0051'), 1501, 'above half a centavo: up');
+    t.equal(brl('15.0050'), 1500, 'half a centavo, even centavo kept (ABNT NBR 5891, 2.4)');
+    t.equal(brl('15.0150'), 1502, 'half a centavo, odd centavo raised (NBR 5891, 2.3)');
+    t.equal(brl('15.005'), 1500, 'three decimals, half: to even');
+    t.equal(brl('15.015'), 1502, 'three decimals, half: to even');
+    t.equal(brl('15.9999'), 1600, 'carries into the real');
+    t.equal(brl('0.0049'), 0);
+    t.equal(
+      toMinorUnits({ amount: '-10.0050', currency: 'BRL' }, 'a'),
+      -1000,
+      'a negative balance: the magnitude rounds',
+    );
+    t.equal(toMinorUnits({ amount: '-10.0150', currency: 'BRL' }, 'a'), -1002);
+    t.equal(toMinorUnits({ amount: '-0.0040', currency: 'BRL' }, 'a'), 0, 'no negative zero');
+    t.equal(
+      toMinorUnits({ amount: '1.005', currency: 'USD' }, 'a'),
+      100,
+      'every currency with a minor unit: the same rule',
+    );
+    invalid(
+      t,
+      () => toMinorUnits({ amount: '1500.0050', currency: 'CLP' }, 'x'),
+      /more decimals than CLP/,
+      'CLP has no minor unit: a decimal is refused, never rounded',
+    );
+    const answer = example(accountsBr, 'ResponseAccountTransactions') as { data: ObTransaction[] };
+    answer.data[0]!.transactionAmount = { amount: '1234.5678', currency: 'BRL' };
+    const [row] = checkerBr.check<{ data: ObTransaction[] }>('transactions', answer).data;
+    t.equal(
+      mapDepositTransaction(row!, 'BRL', 'America/Sao_Paulo').amount,
+      -123457,
+      'a 4-decimal BRL debit maps, checked against the file as Brazil reads it',
+    );
+  },
+);
 
 t.test('pending and booked, sign, and the day in Chile', async (t) => {
   const base = toChile(example(accounts, 'ResponseAccountTransactions')) as { data: ObTransaction[] };

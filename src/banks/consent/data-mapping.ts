@@ -112,22 +112,37 @@ export function minorDigits(currency: string): number {
 }
 
 /**
- * A decimal string (`1500.00`, `-12.3400`) to integer minor units of its currency, exactly (no floating
- * point). Digits beyond the currency's minor unit must be zeros: CLP has none, so `1500.50` CLP is an
- * amount no Chilean account can hold, and is refused rather than rounded.
+ * A decimal string (`1500.00`, `-12.3456`) to integer minor units of its currency, exactly (no floating
+ * point). The files allow "no mínimo 2 casas e no máximo 4 casas decimais" for every amount (accounts 2.4.2
+ * `AccountTransactionsDataAmount`, credit cards 2.3.1 `CreditCardsUsedAmount`, …), more than a centavo holds:
+ * - A currency with a minor unit (BRL, USD) keeps its minor unit and the rest is rounded half to even: the
+ *   files say nothing of rounding, so Brazil's own rule for decimal rounding applies (ABNT NBR 5891: a 5
+ *   followed only by zeros goes to the even digit), and it does not drift upward when a balance or a month's
+ *   spending adds many rounded rows, as rounding every half up would. The sign is kept apart and the
+ *   magnitude rounded, so a debit and the credit that reverses it round to the same number.
+ * - CLP has no minor unit, so `1500.50` CLP is no amount a Chilean account can hold but a scale mistake (an
+ *   amount in centavos' shape); it is refused rather than rounded.
  */
 export function toMinorUnits(money: Money, field: string): number {
   const match = /^(-?)(\d{1,15})(?:\.(\d{1,4}))?$/.exec(money.amount);
   if (!match) throw bad(`${field} is not a decimal amount`);
   const [, sign, whole, fraction = ''] = match;
   const digits = minorDigits(money.currency);
-  const kept = fraction.slice(0, digits).padEnd(digits, '0');
-  if (/[^0]/.test(fraction.slice(digits)))
+  const rest = fraction.slice(digits);
+  if (digits === 0 && /[^0]/.test(rest))
     throw bad(`${field} has more decimals than ${money.currency} allows (${digits})`);
-  const units = BigInt(whole! + kept);
+  const kept = BigInt(whole! + fraction.slice(0, digits).padEnd(digits, '0'));
+  const units = kept + roundHalfEven(kept, rest);
   if (units > BigInt(Number.MAX_SAFE_INTEGER)) throw bad(`${field} is too large`);
   const value = Number(units);
   return sign === '-' && value !== 0 ? -value : value;
+}
+
+/** 1 when the dropped digits `rest` raise `kept` (ABNT NBR 5891), else 0. */
+function roundHalfEven(kept: bigint, rest: string): bigint {
+  if (rest === '' || rest[0]! < '5') return 0n;
+  if (rest[0]! > '5' || /[^0]/.test(rest.slice(1))) return 1n;
+  return kept % 2n === 0n ? 0n : 1n;
 }
 
 /** Where the holder reads their statement: Chile's banks, or Brazil's (Brasília time). */
