@@ -62,6 +62,7 @@ const accounts = loadSpecSchemas('accounts');
 const cards = loadSpecSchemas('credit-cards');
 /** The same files as Brazil reads them: CNPJ/CPF, BRL (the `fapi1-br` profile's checker). */
 const accountsBr = loadSpecSchemas('accounts', 'BR');
+const cardsBr = loadSpecSchemas('credit-cards', 'BR');
 const checkerBr = createAnswerChecker('BR');
 const example = (schemas: Record<string, Schema>, name: string) => exampleOf({ $ref: `#/${name}` }, schemas);
 const checker = createAnswerChecker();
@@ -220,6 +221,165 @@ t.test(
   },
 );
 
+t.test(
+  'card limit and balance (credit cards 2.3.1 CreditCardAccountsLimitsData) as the file defines them',
+  async (t) => {
+    const answer = example(cardsBr, 'ResponseCreditCardAccountsLimits') as { data: ObCardLimit[] };
+    const [card] = (example(cardsBr, 'ResponseCreditCardAccountsList') as { data: ObCardAccount[] }).data;
+    const identification = (
+      example(cardsBr, 'ResponseCreditCardAccountsIdentification') as { data: ObCardIdentification }
+    ).data;
+    const brl = (amount: string) => ({ amount, currency: 'BRL' });
+    const line = (patch: Partial<ObCardLimit>, drop: (keyof ObCardLimit)[] = []): ObCardLimit => {
+      const out: Partial<ObCardLimit> = { ...answer.data[0]!, ...patch };
+      for (const key of drop) delete out[key];
+      return out as ObCardLimit;
+    };
+    /** The lines, checked against the file as Brazil reads it, then mapped. */
+    const balance = (data: ObCardLimit[], currency?: string) =>
+      mapCardAccount(
+        card!,
+        identification,
+        checkerBr.check<{ data: ObCardLimit[] }>('creditCardLimits', { ...answer, data }).data,
+        HOLDER,
+        currency,
+      ).balance;
+    const fixed = (identificationNumber: string, limit: string, used: string, available: string) =>
+      line({
+        creditLineLimitType: 'LIMITE_CREDITO_TOTAL',
+        consolidationType: 'INDIVIDUAL',
+        identificationNumber,
+        isLimitFlexible: false,
+        limitAmount: brl(limit),
+        usedAmount: brl(used),
+        availableAmount: brl(available),
+      });
+    const withdrawals = line({
+      creditLineLimitType: 'LIMITE_CREDITO_MODALIDADE_OPERACAO',
+      lineName: 'SAQUE_CREDITO_BRASIL',
+      isLimitFlexible: false,
+      limitAmount: brl('500.00'),
+      usedAmount: brl('0.00'),
+      availableAmount: brl('500.00'),
+    });
+
+    t.same(
+      balance([withdrawals, fixed('4453', '5000.00', '1200.00', '3800.00')]),
+      { available: 380000, current: 120000, limit: 500000 },
+      'LIMITE_CREDITO_TOTAL is the card’s line, wherever it is listed',
+    );
+    t.same(
+      balance([withdrawals]),
+      { available: null, current: null, limit: null },
+      'a modality line (lineName) is a sub-limit, never the card’s limit: no total line, no figures',
+    );
+    t.same(
+      balance([
+        line({ isLimitFlexible: true, usedAmount: brl('1200.00') }, ['limitAmount', 'availableAmount']),
+      ]),
+      { available: null, current: 120000, limit: null },
+      'isLimitFlexible: "sem limite", so no limit, and no available amount the bank did not give (not 0)',
+    );
+    t.same(
+      balance([
+        line({
+          isLimitFlexible: true,
+          limitAmount: brl('5000.00'),
+          usedAmount: brl('1200.00'),
+          availableAmount: brl('9000.00'),
+        }),
+      ]),
+      { available: 900000, current: 120000, limit: null },
+      'a flexible limit has no fixed limit even with a limitAmount; its availableAmount is as stated',
+    );
+    t.same(
+      balance([
+        fixed('1111', '5000.00', '1200.00', '3800.00'),
+        fixed('2222', '2000.00', '500.00', '1500.00'),
+      ]),
+      { available: 530000, current: 170000, limit: 700000 },
+      'INDIVIDUAL: each card its own total line; the account is their sum',
+    );
+    const shared = (identificationNumber: string): ObCardLimit => ({
+      ...fixed(identificationNumber, '5000.00', '1200.00', '3800.00'),
+      consolidationType: 'CONSOLIDADO',
+    });
+    t.same(
+      balance([shared('1111'), shared('2222')]),
+      { available: 380000, current: 120000, limit: 500000 },
+      'CONSOLIDADO: one limit shared by every card, counted once',
+    );
+    t.same(
+      balance([fixed('1111', '5000.00', '-35.50', '5035.50')]),
+      { available: 503550, current: -3550, limit: 500000 },
+      'a negative usedAmount is a credit balance',
+    );
+    t.same(
+      balance([], 'BRL'),
+      { available: null, current: null, limit: null },
+      'an empty list is "a ausência da informação": no figures, not zeros',
+    );
+    t.equal(mapCardAccount(card!, identification, [], HOLDER, 'BRL').currency, 'BRL');
+    invalid(
+      t,
+      () => balance([line({ isLimitFlexible: false }, ['limitAmount'])]),
+      /limitAmount.*isLimitFlexible/,
+      'a fixed limit without its limitAmount ("obrigatório caso isLimitFlexible for igual a false")',
+    );
+    invalid(
+      t,
+      () =>
+        balance([
+          fixed('1111', '5000.00', '1200.00', '3800.00'),
+          {
+            ...fixed('2222', '2000.00', '500.00', '1500.00'),
+            usedAmount: { amount: '500.00', currency: 'USD' },
+          },
+        ]),
+      /usedAmount is in USD/,
+      'lines in two currencies',
+    );
+  },
+);
+
+t.test('a card’s last four (credit cards 2.3.1 CreditCardsAccountPaymentMethod)', async (t) => {
+  const [card] = (example(cardsBr, 'ResponseCreditCardAccountsList') as { data: ObCardAccount[] }).data;
+  const limits = [
+    {
+      creditLineLimitType: 'LIMITE_CREDITO_TOTAL',
+      consolidationType: 'CONSOLIDADO',
+      identificationNumber: '4453',
+      isLimitFlexible: false,
+      limitAmount: { amount: '100.00', currency: 'BRL' },
+      usedAmount: { amount: '0.00', currency: 'BRL' },
+      availableAmount: { amount: '100.00', currency: 'BRL' },
+    } as ObCardLimit,
+  ];
+  const last4 = (paymentMethod: ObCardIdentification['paymentMethod']) =>
+    mapCardAccount(card!, { name: 'Cartão', paymentMethod }, limits, HOLDER).last4;
+  t.equal(
+    last4([
+      { identificationNumber: '1234', isMultipleCreditCard: true },
+      { identificationNumber: '5678', isMultipleCreditCard: false },
+    ]),
+    '1234',
+    'isMultipleCreditCard is a card with a debit function too, not an additional card: the first listed',
+  );
+  t.equal(
+    last4([
+      { identificationNumber: 'AB12CD', isMultipleCreditCard: false },
+      { identificationNumber: '5678', isMultipleCreditCard: false },
+    ]),
+    '5678',
+    'a company’s identifier is no card number: the first four-digit one',
+  );
+  t.equal(
+    last4([{ identificationNumber: 'AB12CD', isMultipleCreditCard: false }]),
+    '9087',
+    'none: the account id’s last digits, as before (XXZTR3459087)',
+  );
+});
+
 t.test('pending and booked, sign, and the day in Chile', async (t) => {
   const base = toChile(example(accounts, 'ResponseAccountTransactions')) as { data: ObTransaction[] };
   const row = base.data[0]!;
@@ -346,7 +506,7 @@ t.test('hostile and broken answers are invalid_bank_data with a reason, never a 
   invalid(
     t,
     () => mapCardAccount({} as ObCardAccount, null, [], HOLDER),
-    /no limit line/,
-    'a card without limits',
+    /limits list is empty/,
+    'a card without limits, and no currency to state them in',
   );
 });

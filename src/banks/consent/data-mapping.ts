@@ -69,17 +69,26 @@ export interface ObCardAccount {
 /** credit cards 2.3.1 `CreditCardsAccountsIdentificationData`. */
 export interface ObCardIdentification {
   name: string;
+  /**
+   * `CreditCardsAccountPaymentMethod`: the account's cards ("virtual/adicional/titular"), in the order the bank's
+   * own channels show them. `identificationNumber` is the card's last four digits for a person, an identifier
+   * for a company; `isMultipleCreditCard` says the card also has a debit function, nothing about who holds it.
+   */
   paymentMethod: { identificationNumber: string; isMultipleCreditCard: boolean }[];
 }
 
 /** credit cards 2.3.1 `CreditCardAccountsLimitsData`. */
 export interface ObCardLimit {
   creditLineLimitType: 'LIMITE_CREDITO_TOTAL' | 'LIMITE_CREDITO_MODALIDADE_OPERACAO';
-  consolidationType: string;
+  consolidationType: 'CONSOLIDADO' | 'INDIVIDUAL';
   identificationNumber: string;
+  lineName?: string;
   isLimitFlexible: boolean;
+  /** `CreditCardsLimitAmount`: both fields are "obrigatório caso isLimitFlexible for igual a false". */
   limitAmount?: Partial<Money>;
+  /** `CreditCardsUsedAmount`: always given; negative when the holder is in credit. */
   usedAmount: Money;
+  /** `CreditCardsAvailableAmount`: nothing required, but "obrigatório caso isLimitFlexible for igual a false". */
   availableAmount?: Partial<Money>;
 }
 
@@ -214,42 +223,104 @@ export function mapDepositAccount(account: ObAccount, balances: ObBalances, hold
   };
 }
 
+/** A card's balance in minor units; null where the bank states no figure (connector.ts, `BankAccount`). */
+type CardBalance = BankAccount['balance'];
+
 /**
- * A credit card account. As the sandbox does: `current` is what is owed (positive), `available` what can
- * still be spent, `limit` the credit line, all from the account's total limit line. Its last four digits
- * are those of the holder's own card (the one that is not an additional card) where the bank lists it.
+ * A credit card account, its figures read as credit cards 2.3.1 defines them (`CreditCardAccountsLimitsData`):
+ * `current` is what is owed (`usedAmount`, positive; negative when the holder is in credit), `available` what
+ * can still be used (`availableAmount`, as the bank states it, never computed), `limit` the credit line
+ * (`limitAmount`). `currency` says what the figures are in when the limits list is empty and so names none:
+ * the national currency (Brazil: BRL, "a moeda vigente do Brasil" of every limit in the file).
  */
 export function mapCardAccount(
   account: ObCardAccount,
   identification: ObCardIdentification | null,
   limits: ObCardLimit[],
   holderName: string,
+  currency?: string,
 ): BankAccount {
-  const total = limits.find((line) => line.creditLineLimitType === 'LIMITE_CREDITO_TOTAL') ?? limits[0];
-  if (!total) throw bad(`credit card account has no limit line`);
-  const currency = total.usedAmount.currency;
-  const owed = toMinorUnits(total.usedAmount, 'usedAmount');
-  const optional = (money: Partial<Money> | undefined, field: string): number | null => {
-    if (money?.amount === undefined) return null;
-    const full = { amount: money.amount, currency: money.currency ?? currency };
-    sameCurrency(full, currency, field);
-    return toMinorUnits(full, field);
-  };
-  const limit = optional(total.limitAmount, 'limitAmount');
-  const available = optional(total.availableAmount, 'availableAmount') ?? Math.max(0, (limit ?? 0) - owed);
-  const card =
-    identification?.paymentMethod.find((method) => !method.isMultipleCreditCard) ??
-    identification?.paymentMethod[0];
-  const digits = (card?.identificationNumber ?? account.creditCardAccountId).replace(/\D/g, '');
+  const cardCurrency = (accountLines(limits)[0] ?? limits[0])?.usedAmount.currency ?? currency;
+  if (cardCurrency === undefined)
+    throw bad(`the credit card's limits list is empty and nothing says its currency`);
   return {
     ref: cardAccountRef(account.creditCardAccountId),
     name: account.name,
     type: 'credit_card',
-    currency,
-    last4: digits.slice(-4).padStart(4, '0'),
+    currency: cardCurrency,
+    last4: cardLast4(account, identification),
     holderName,
-    balance: { available, current: owed, limit },
+    balance: cardBalance(limits, cardCurrency),
   };
+}
+
+/**
+ * The lines that speak for the whole account (`EnumCreditCardAccountsLineLimitType`, `…ConsolidationType`):
+ * - LIMITE_CREDITO_TOTAL is the account's total line. LIMITE_CREDITO_MODALIDADE_OPERACAO lines are sub-limits per
+ *   `lineName` (purchases in instalments, cash withdrawals, …) within the same credit, overlapping it and each
+ *   other: none of them, nor their sum, is the card's limit or debt.
+ * - CONSOLIDADO: one limit "compartilhado entre todos os métodos de pagamento", counted once however many
+ *   cards' lines repeat it. INDIVIDUAL: "cada método de pagamento possui seu limite segregado", one total line
+ *   per card (`identificationNumber`), and the account holds their sum.
+ */
+function accountLines(limits: ObCardLimit[]): ObCardLimit[] {
+  const totals = limits.filter((line) => line.creditLineLimitType === 'LIMITE_CREDITO_TOTAL');
+  const shared = totals.find((line) => line.consolidationType === 'CONSOLIDADO');
+  if (shared) return [shared];
+  const cards = new Set<string>();
+  return totals.filter(
+    (line) => !cards.has(line.identificationNumber) && cards.add(line.identificationNumber),
+  );
+}
+
+/**
+ * The account's figures. No total line (an empty list is "a ausência da informação", `ResponseCreditCardAccountsLimits`;
+ * modality lines alone say nothing of the whole) gives no figures, not zeros: a lender must not read a card
+ * with an unknown debt as one owing nothing.
+ */
+function cardBalance(limits: ObCardLimit[], currency: string): CardBalance {
+  const lines = accountLines(limits).map((line) => lineBalance(line, currency));
+  if (lines.length === 0) return { available: null, current: null, limit: null };
+  const sum = (figure: keyof CardBalance) =>
+    lines.reduce<number | null>(
+      (total, line) => (total === null || line[figure] === null ? null : total + line[figure]),
+      0,
+    );
+  return { available: sum('available'), current: sum('current'), limit: sum('limit') };
+}
+
+/**
+ * One total line. `isLimitFlexible`: "limite total flexível ou 'sem limite'", so no fixed limit, whatever
+ * `limitAmount` says; its `availableAmount` is optional and null when absent. A fixed limit must give both
+ * ("obrigatório caso isLimitFlexible for igual a false"): one without is refused, since any stand-in would be
+ * an invented figure.
+ */
+function lineBalance(line: ObCardLimit, currency: string): CardBalance {
+  sameCurrency(line.usedAmount, currency, 'usedAmount');
+  const current = toMinorUnits(line.usedAmount, 'usedAmount');
+  const amount = (money: Partial<Money> | undefined, field: 'limitAmount' | 'availableAmount') => {
+    if (money?.amount === undefined) {
+      if (line.isLimitFlexible) return null;
+      throw bad(`${field} is missing on a fixed limit line (isLimitFlexible false), which the file requires`);
+    }
+    const full = { amount: money.amount, currency: money.currency ?? currency };
+    sameCurrency(full, currency, field);
+    return toMinorUnits(full, field);
+  };
+  const available = amount(line.availableAmount, 'availableAmount');
+  const limit = line.isLimitFlexible ? null : amount(line.limitAmount, 'limitAmount');
+  return { available, current, limit };
+}
+
+/**
+ * The last four digits of the account's card: the first of `paymentMethod` (the order of the bank's own
+ * channels) whose `identificationNumber` is four digits, as the file gives them for a person. A company's
+ * cards carry identifiers instead, which are no card number; then, as before, the account id's last digits.
+ */
+function cardLast4(account: ObCardAccount, identification: ObCardIdentification | null): string {
+  const card = identification?.paymentMethod.find((method) => /^\d{4}$/.test(method.identificationNumber));
+  if (card) return card.identificationNumber;
+  return account.creditCardAccountId.replace(/\D/g, '').slice(-4).padStart(4, '0');
 }
 
 const DEPOSIT_TYPES: Record<string, MovementType> = {
