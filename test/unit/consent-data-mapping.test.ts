@@ -380,6 +380,130 @@ t.test('a card’s last four (credit cards 2.3.1 CreditCardsAccountPaymentMethod
   );
 });
 
+t.test(
+  'transaction types (accounts 2.4.2 EnumTransactionTypes, credit cards 2.3.1 EnumCreditCardTransactionType): each to the nearest movement type, the sign from creditDebitType',
+  async (t) => {
+    const enumOf = (schemas: Record<string, Schema>, name: string) => schemas[name]!.enum as string[];
+    const deposit: Record<string, string> = {
+      TED: 'transfer',
+      DOC: 'transfer',
+      PIX: 'transfer',
+      TRANSFERENCIA_MESMA_INSTITUICAO: 'transfer',
+      BOLETO: 'transfer',
+      CONVENIO_ARRECADACAO: 'transfer',
+      PACOTE_TARIFA_SERVICOS: 'fee',
+      TARIFA_SERVICOS_AVULSOS: 'fee',
+      FOLHA_PAGAMENTO: 'salary',
+      DEPOSITO: 'deposit',
+      SAQUE: 'withdrawal',
+      CARTAO: 'card_purchase',
+      ENCARGOS_JUROS_CHEQUE_ESPECIAL: 'interest',
+      RENDIMENTO_APLIC_FINANCEIRA: 'interest',
+      PORTABILIDADE_SALARIO: 'salary',
+      RESGATE_APLIC_FINANCEIRA: 'transfer',
+      OPERACAO_CREDITO: 'transfer',
+      OUTROS: 'other',
+    };
+    t.same(
+      enumOf(accountsBr, 'EnumTransactionTypes').sort(),
+      Object.keys(deposit).sort(),
+      'every value the file has',
+    );
+    const [row] = (example(accountsBr, 'ResponseAccountTransactions') as { data: ObTransaction[] }).data;
+    for (const [type, expected] of Object.entries(deposit))
+      for (const creditDebitType of ['CREDITO', 'DEBITO'] as const) {
+        const movement = mapDepositTransaction(
+          { ...row!, type, creditDebitType },
+          'BRL',
+          'America/Sao_Paulo',
+        );
+        t.equal(movement.type, expected, `${type} ${creditDebitType}`);
+        t.equal(
+          Math.sign(movement.amount),
+          creditDebitType === 'CREDITO' ? 1 : -1,
+          `${type} ${creditDebitType}: sign`,
+        );
+      }
+
+    t.same(
+      enumOf(cardsBr, 'EnumCreditCardTransactionType').sort(),
+      ['CASHBACK', 'ESTORNO', 'OPERACOES_CREDITO_CONTRATADAS_CARTAO', 'OUTROS', 'PAGAMENTO', 'TARIFA'],
+      'every value the file has',
+    );
+    const [charge] = (
+      example(cardsBr, 'ResponseCreditCardAccountsTransactions') as { data: ObCardTransaction[] }
+    ).data;
+    const card = (patch: Partial<ObCardTransaction>, drop: (keyof ObCardTransaction)[] = []) => {
+      const out: Partial<ObCardTransaction> = { ...charge!, ...patch };
+      for (const key of drop) delete out[key];
+      const [checked] = checkerBr.check<{ data: ObCardTransaction[] }>('creditCardTransactions', {
+        ...(example(cardsBr, 'ResponseCreditCardAccountsTransactions') as object),
+        data: [out],
+      }).data;
+      const movement = mapCardTransaction(checked!, 'BRL', 'America/Sao_Paulo');
+      return [movement.type, Math.sign(movement.amount)];
+    };
+    const purchase = {
+      transactionType: 'PAGAMENTO',
+      creditDebitType: 'DEBITO',
+      paymentType: 'A_VISTA',
+    } as const;
+    t.same(card({ ...purchase, payeeMCC: 5411 }), ['card_purchase', -1], 'PAGAMENTO, a debit: a purchase');
+    t.same(
+      card({ ...purchase, payeeMCC: 6011 }),
+      ['withdrawal', -1],
+      'PAGAMENTO at MCC 6011 (automated cash disbursement): a withdrawal',
+    );
+    t.same(card({ ...purchase, payeeMCC: 6010 }), ['withdrawal', -1], 'MCC 6010 (manual cash disbursement)');
+    t.same(card({ ...purchase }, ['payeeMCC']), ['card_purchase', -1], 'no MCC: a purchase');
+    t.same(
+      card({ ...purchase, creditDebitType: 'CREDITO' }),
+      ['transfer', 1],
+      'PAGAMENTO, a credit: the bill paid, which lowers the debt (money into the card)',
+    );
+    t.same(card({ transactionType: 'TARIFA', creditDebitType: 'DEBITO', feeType: 'ANUIDADE' }), ['fee', -1]);
+    t.same(
+      card({ transactionType: 'TARIFA', creditDebitType: 'CREDITO', feeType: 'ANUIDADE' }),
+      ['fee', 1],
+      'a fee waived',
+    );
+    t.same(
+      card({ transactionType: 'ESTORNO', creditDebitType: 'CREDITO' }),
+      ['card_purchase', 1],
+      'ESTORNO: a purchase reversed, a credit to the card',
+    );
+    t.same(
+      card({ transactionType: 'CASHBACK', creditDebitType: 'CREDITO' }),
+      ['card_purchase', 1],
+      'CASHBACK: money back on purchases, a credit to the card',
+    );
+    const credit = {
+      transactionType: 'OPERACOES_CREDITO_CONTRATADAS_CARTAO',
+      creditDebitType: 'DEBITO',
+    } as const;
+    t.same(
+      card({ ...credit, otherCreditsType: 'CREDITO_ROTATIVO' }),
+      ['interest', -1],
+      'revolving credit: its charges',
+    );
+    t.same(
+      card({ ...credit, otherCreditsType: 'PARCELAMENTO_FATURA' }),
+      ['transfer', -1],
+      'a bill in instalments',
+    );
+    t.same(card({ ...credit, otherCreditsType: 'EMPRESTIMO' }), ['transfer', -1], 'a loan on the card');
+    t.same(
+      card({ ...credit, otherCreditsType: 'OUTROS', otherCreditsAdditionalInfo: 'x' }),
+      ['transfer', -1],
+      'another credit operation',
+    );
+    t.same(card({ transactionType: 'OUTROS', creditDebitType: 'DEBITO', transactionalAdditionalInfo: 'x' }), [
+      'other',
+      -1,
+    ]);
+  },
+);
+
 t.test('pending and booked, sign, and the day in Chile', async (t) => {
   const base = toChile(example(accounts, 'ResponseAccountTransactions')) as { data: ObTransaction[] };
   const row = base.data[0]!;
@@ -400,6 +524,7 @@ t.test('pending and booked, sign, and the day in Chile', async (t) => {
   );
   t.equal(mapDepositTransaction({ ...row, type: 'FOLHA_PAGAMENTO' }, 'CLP').type, 'salary');
   t.equal(mapDepositTransaction({ ...row, type: 'SOMETHING_NEW' }, 'CLP').type, 'other');
+  t.equal(mapDepositTransaction({ ...row, type: 'constructor' }, 'CLP').type, 'other', 'no inherited key');
   // 02:00 UTC on 1 March 2024 is 23:00 on 29 February in Santiago (summer time, UTC-3).
   t.equal(chileanDate(Date.parse('2024-03-01T02:00:00.000Z')), '2024-02-29');
   t.equal(chileanDate(Date.parse('2024-07-01T03:30:00.000Z')), '2024-06-30', 'winter time, UTC-4');

@@ -97,15 +97,29 @@ export interface ObCardTransaction {
   transactionId: string;
   identificationNumber: string;
   transactionName: string;
+  /** Only on a closed bill: "não é esperado em casos de transação em fatura aberta". */
   billId?: string;
   creditDebitType: 'CREDITO' | 'DEBITO';
   transactionType: string;
-  /** The amount in the national currency (Brazil's BRL; CLP here), which the account's balances use. */
+  transactionalAdditionalInfo?: string;
+  /** `A_VISTA` or `A_PRAZO` (in instalments), "obrigatório se Tipo de Transação selecionada for 'PAGAMENTO'". */
+  paymentType?: string;
+  feeType?: string;
+  feeTypeAdditionalInfo?: string;
+  /** Which credit operation, "obrigatório se o tipo transação selecionado for 'OPERACOES_CREDITO_CONTRATADAS_CARTAO'". */
+  otherCreditsType?: string;
+  otherCreditsAdditionalInfo?: string;
+  chargeIdentificator?: number;
+  chargeNumber?: number;
+  /** The amount in Brazil's currency ("convertido para BRL", or the same as `amount`); CLP at a Chilean bank. */
   brazilianAmount: Money;
-  /** The original amount, in the currency of the purchase. */
+  /** The original amount, "sem convertê-lo", in the currency of the purchase. */
   amount: Money;
   transactionDateTime: string;
+  /** The day it went on a bill; `0001-01-01` ("data dummy") while it is on none. */
   billPostDate: string;
+  /** The merchant's category code (ISO 18245). */
+  payeeMCC?: number;
 }
 
 const bad = (reason: string) => new ConnectorError('invalid_bank_data', reason);
@@ -323,26 +337,81 @@ function cardLast4(account: ObCardAccount, identification: ObCardIdentification 
   return account.creditCardAccountId.replace(/\D/g, '').slice(-4).padStart(4, '0');
 }
 
-const DEPOSIT_TYPES: Record<string, MovementType> = {
+/**
+ * accounts 2.4.2 `EnumTransactionTypes`, each to the nearest of the appliance's movement types (connector.ts;
+ * the API may not grow new values here). The appliance has no bill-payment, investment or loan type, so:
+ * - BOLETO and CONVENIO_ARRECADACAO (a bank slip, a utility or tax collected by agreement) pay or receive money
+ *   from a third party named by CPF/CNPJ (`partieCnpjCpf`, compulsory for payments since IN BCB 371): `transfer`.
+ * - RESGATE_APLIC_FINANCEIRA is the holder's own money back from an investment, which the appliance's own
+ *   sandbox books as a `transfer` (`RESCATE FONDO MUTUO`); its yield, RENDIMENTO_APLIC_FINANCEIRA, is `interest`.
+ * - OPERACAO_CREDITO is a loan paid out or an instalment paid back, money between the holder and a lender, as
+ *   the sandbox books a card's payment: `transfer`. ENCARGOS_JUROS_CHEQUE_ESPECIAL is the overdraft's cost: `interest`.
+ * - PORTABILIDADE_SALARIO is the salary itself, forwarded from the payroll bank: `salary`, as FOLHA_PAGAMENTO.
+ * - OUTROS, which the file keeps for what fits no other value: `other`.
+ * The sign is `creditDebitType`'s, never the type's: a CARTAO credit is a refunded purchase.
+ */
+const DEPOSIT_TYPES = {
   TED: 'transfer',
   DOC: 'transfer',
   PIX: 'transfer',
   TRANSFERENCIA_MESMA_INSTITUICAO: 'transfer',
+  BOLETO: 'transfer',
+  CONVENIO_ARRECADACAO: 'transfer',
   PACOTE_TARIFA_SERVICOS: 'fee',
   TARIFA_SERVICOS_AVULSOS: 'fee',
   FOLHA_PAGAMENTO: 'salary',
-  PORTABILIDADE_SALARIO: 'salary',
   DEPOSITO: 'deposit',
   SAQUE: 'withdrawal',
   CARTAO: 'card_purchase',
   ENCARGOS_JUROS_CHEQUE_ESPECIAL: 'interest',
   RENDIMENTO_APLIC_FINANCEIRA: 'interest',
-};
+  PORTABILIDADE_SALARIO: 'salary',
+  RESGATE_APLIC_FINANCEIRA: 'transfer',
+  OPERACAO_CREDITO: 'transfer',
+  OUTROS: 'other',
+} as const satisfies Record<string, MovementType>;
 
-const CARD_TYPES: Record<string, MovementType> = {
-  PAGAMENTO: 'card_purchase',
-  TARIFA: 'fee',
-};
+/** A table's own value for `key`, never one inherited from Object.prototype (`constructor`). */
+function lookup<T>(table: Readonly<Record<string, T>>, key: string | undefined): T | undefined {
+  return key !== undefined && Object.hasOwn(table, key) ? table[key] : undefined;
+}
+
+/** ISO 18245 cash disbursements, manual (6010) and automated (6011): cash taken on the card. */
+const CASH_MCCS: ReadonlySet<number> = new Set([6010, 6011]);
+
+/**
+ * credit cards 2.3.1 `EnumCreditCardTransactionType` (with the field each value makes compulsory), to the
+ * nearest movement type; the sign is `creditDebitType`'s, as for deposit accounts:
+ * - PAGAMENTO is a payment transaction: a debit is a purchase (`paymentType` A_VISTA, or A_PRAZO in
+ *   instalments), `card_purchase`, or cash at an ATM or a bank counter (`payeeMCC` 6011, 6010), `withdrawal`;
+ *   a credit is the bill paid, which lowers the debt, money from the holder's account: `transfer`, as the
+ *   sandbox books a card's payment (`PAGO TARJETA`).
+ * - TARIFA (`feeType`): `fee`; a credit is a fee waived.
+ * - ESTORNO (a purchase reversed) and CASHBACK (money back on purchases) are credits to the card:
+ *   `card_purchase`, which a positive amount reads as a refunded purchase (docs/income.md).
+ * - OPERACOES_CREDITO_CONTRATADAS_CARTAO (`otherCreditsType`): the revolving credit's rows are its charges,
+ *   `interest`; a bill in instalments, a loan on the card or another operation moves borrowed money and its
+ *   repayments, `transfer` (no loan type), as OPERACAO_CREDITO on an account.
+ * - OUTROS: `other`.
+ */
+function cardMovementType(transaction: ObCardTransaction): MovementType {
+  switch (transaction.transactionType) {
+    case 'PAGAMENTO':
+      if (transaction.creditDebitType === 'CREDITO') return 'transfer';
+      return transaction.payeeMCC !== undefined && CASH_MCCS.has(transaction.payeeMCC)
+        ? 'withdrawal'
+        : 'card_purchase';
+    case 'TARIFA':
+      return 'fee';
+    case 'ESTORNO':
+    case 'CASHBACK':
+      return 'card_purchase';
+    case 'OPERACOES_CREDITO_CONTRATADAS_CARTAO':
+      return transaction.otherCreditsType === 'CREDITO_ROTATIVO' ? 'interest' : 'transfer';
+    default:
+      return 'other';
+  }
+}
 
 /**
  * A deposit account's transaction. The ref is the bank's `transactionId`, stable across syncs once the
@@ -362,7 +431,7 @@ export function mapDepositTransaction(
     amount: transaction.creditDebitType === 'DEBITO' ? -magnitude : magnitude,
     currency: accountCurrency,
     description: transaction.transactionName,
-    type: DEPOSIT_TYPES[transaction.type] ?? 'other',
+    type: lookup<MovementType>(DEPOSIT_TYPES, transaction.type) ?? 'other',
     referenceId: null,
     counterparty: counterpartyOf(transaction),
     postedAt,
@@ -403,7 +472,7 @@ export function mapCardTransaction(
     amount: transaction.creditDebitType === 'DEBITO' ? -magnitude : magnitude,
     currency: accountCurrency,
     description: transaction.transactionName,
-    type: CARD_TYPES[transaction.transactionType] ?? 'other',
+    type: cardMovementType(transaction),
     referenceId: null,
     counterparty: null,
     postedAt,
