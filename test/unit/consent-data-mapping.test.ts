@@ -181,7 +181,7 @@ t.test('amounts: exact minor units; CLP has none', async (t) => {
 });
 
 t.test(
-  'amounts past the minor unit (accounts 2.4.2 AccountTransactionsDataAmount.amount, up to 4 decimals): round half to even in BRL, refused in CLP',
+  'amounts past the minor unit (AccountTransactionsDataAmount, up to 4 decimals): BRL rounds, CLP refuses',
   async (t) => {
     const brl = (amount: string) => toMinorUnits({ amount, currency: 'BRL' }, 'transactionAmount');
     t.equal(brl('15.0049'), 1500, 'below half a centavo: down');
@@ -381,7 +381,7 @@ t.test('a card’s last four (credit cards 2.3.1 CreditCardsAccountPaymentMethod
 });
 
 t.test(
-  'transaction types (accounts 2.4.2 EnumTransactionTypes, credit cards 2.3.1 EnumCreditCardTransactionType): each to the nearest movement type, the sign from creditDebitType',
+  'transaction types (EnumTransactionTypes, EnumCreditCardTransactionType), signs from creditDebitType',
   async (t) => {
     const enumOf = (schemas: Record<string, Schema>, name: string) => schemas[name]!.enum as string[];
     const deposit: Record<string, string> = {
@@ -501,6 +501,98 @@ t.test(
       'other',
       -1,
     ]);
+  },
+);
+
+t.test(
+  'Brazil’s answers as published (accounts 2.4.2, credit cards 2.3.1): BRL, CPF/CNPJ, the day in São Paulo',
+  async (t) => {
+    const list = checkerBr.check<{ data: ObAccount[] }>(
+      'accounts',
+      example(accountsBr, 'ResponseAccountList'),
+    );
+    const balances = checkerBr.check<{ data: ObBalances }>(
+      'balances',
+      example(accountsBr, 'ResponseAccountBalances'),
+    );
+    t.same(
+      mapDepositAccount(list.data[0]!, balances.data, HOLDER).balance,
+      { available: 100004, current: 200008, limit: null },
+      'AccountBalancesData: available plus blocked; automaticallyInvestedAmount is not the account’s',
+    );
+
+    const answer = example(accountsBr, 'ResponseAccountTransactions') as { data: ObTransaction[] };
+    answer.data[0]!.transactionDateTime = '2024-03-01T02:30:00.000Z';
+    const [row] = checkerBr.check<{ data: ObTransaction[] }>('transactions', answer).data;
+    const movement = mapDepositTransaction(row!, 'BRL', 'America/Sao_Paulo');
+    t.same(
+      movement.counterparty,
+      { name: '', rut: null, bankId: null, accountLast4: '4360' },
+      'partieCnpjCpf is a CPF (43908445778), never read as a RUT',
+    );
+    t.equal(
+      movement.transactionDate,
+      '2024-02-29',
+      '02:30 UTC is 23:30 the day before in Brasília time (UTC−3)',
+    );
+    t.equal(
+      movement.postedAt,
+      Date.parse('2024-03-01T02:30:00.000Z'),
+      'transactionDateTime, the original instant',
+    );
+    for (const [status, pending] of [
+      ['TRANSACAO_EFETIVADA', false],
+      ['LANCAMENTO_FUTURO', true],
+      ['TRANSACAO_PROCESSANDO', true],
+    ] as const)
+      t.equal(
+        mapDepositTransaction({ ...row!, completedAuthorisedPaymentType: status }, 'BRL', 'America/Sao_Paulo')
+          .pending,
+        pending,
+        `${status}: its transactionId ${pending ? 'may still change' : 'is final'}`,
+      );
+    t.ok(
+      Object.is(
+        mapDepositTransaction({ ...row!, transactionAmount: { amount: '0.0040', currency: 'BRL' } }, 'BRL')
+          .amount,
+        0,
+      ),
+      'a debit that rounds to nothing is 0, not −0',
+    );
+
+    const cardAnswer = example(cardsBr, 'ResponseCreditCardAccountsTransactions') as {
+      data: ObCardTransaction[];
+    };
+    Object.assign(cardAnswer.data[0]!, {
+      transactionType: 'PAGAMENTO',
+      creditDebitType: 'DEBITO',
+      amount: { amount: '20.00', currency: 'USD' },
+      brazilianAmount: { amount: '110.4567', currency: 'BRL' },
+    });
+    const [charge] = checkerBr.check<{ data: ObCardTransaction[] }>(
+      'creditCardTransactions',
+      cardAnswer,
+    ).data;
+    const international = mapCardTransaction(charge!, 'BRL', 'America/Sao_Paulo');
+    t.same(
+      [international.amount, international.currency, international.pending],
+      [-11046, 'BRL', false],
+      'an international purchase: brazilianAmount (in BRL), not amount (USD); on a closed bill: booked',
+    );
+    const { billId: _billId, ...open } = charge!;
+    t.equal(
+      mapCardTransaction(open, 'BRL', 'America/Sao_Paulo').pending,
+      true,
+      'no billId: on the open bill ("fatura aberta"), its transactionId not yet final',
+    );
+    t.ok(
+      Object.is(
+        mapCardTransaction({ ...charge!, brazilianAmount: { amount: '0.0040', currency: 'BRL' } }, 'BRL')
+          .amount,
+        0,
+      ),
+      'no −0 on a card either',
+    );
   },
 );
 

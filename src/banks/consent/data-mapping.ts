@@ -8,10 +8,12 @@ import {
 } from '../connector.js';
 
 /*
- * Pure functions from Open Finance Brasil–shaped answers (accounts 2.4.2, credit cards 2.3.1, adapted to
- * CLP and RUT; checked first by data-schemas.ts) to the connector interface's accounts and movements. No
- * I/O: the consent connector fetches, checks, then calls these. Anything a schema cannot say (an amount
- * CLP cannot hold, a date that does not exist) raises `invalid_bank_data` with the reason.
+ * Pure functions from Open Finance Brasil–shaped answers (accounts 2.4.2, credit cards 2.3.1: as published
+ * in BRL with CPF/CNPJ at a Brazilian bank, adapted to CLP and RUT at a Chilean one; checked first by
+ * data-schemas.ts) to the connector interface's accounts and movements. No I/O: the consent connector
+ * fetches, checks, then calls these. Each field is read as the file's own description defines it (the
+ * schema and field are named where it matters); anything a schema cannot say (an amount CLP cannot hold, a
+ * date that does not exist, a fixed limit without its amount) raises `invalid_bank_data` with the reason.
  */
 
 export interface Money {
@@ -70,9 +72,10 @@ export interface ObCardAccount {
 export interface ObCardIdentification {
   name: string;
   /**
-   * `CreditCardsAccountPaymentMethod`: the account's cards ("virtual/adicional/titular"), in the order the bank's
-   * own channels show them. `identificationNumber` is the card's last four digits for a person, an identifier
-   * for a company; `isMultipleCreditCard` says the card also has a debit function, nothing about who holds it.
+   * `CreditCardsAccountPaymentMethod`: the account's cards ("virtual/adicional/titular"), in the order the
+   * bank's own channels show them. `identificationNumber` is the card's last four digits for a person, an
+   * identifier for a company; `isMultipleCreditCard` says the card also has a debit function, nothing about
+   * who holds it.
    */
   paymentMethod: { identificationNumber: string; isMultipleCreditCard: boolean }[];
 }
@@ -88,7 +91,7 @@ export interface ObCardLimit {
   limitAmount?: Partial<Money>;
   /** `CreditCardsUsedAmount`: always given; negative when the holder is in credit. */
   usedAmount: Money;
-  /** `CreditCardsAvailableAmount`: nothing required, but "obrigatório caso isLimitFlexible for igual a false". */
+  /** `CreditCardsAvailableAmount`: "obrigatório caso isLimitFlexible for igual a false". */
   availableAmount?: Partial<Money>;
 }
 
@@ -102,16 +105,16 @@ export interface ObCardTransaction {
   creditDebitType: 'CREDITO' | 'DEBITO';
   transactionType: string;
   transactionalAdditionalInfo?: string;
-  /** `A_VISTA` or `A_PRAZO` (in instalments), "obrigatório se Tipo de Transação selecionada for 'PAGAMENTO'". */
+  /** `A_VISTA` or `A_PRAZO` (in instalments), compulsory for PAGAMENTO. */
   paymentType?: string;
   feeType?: string;
   feeTypeAdditionalInfo?: string;
-  /** Which credit operation, "obrigatório se o tipo transação selecionado for 'OPERACOES_CREDITO_CONTRATADAS_CARTAO'". */
+  /** Which credit operation, compulsory for OPERACOES_CREDITO_CONTRATADAS_CARTAO. */
   otherCreditsType?: string;
   otherCreditsAdditionalInfo?: string;
   chargeIdentificator?: number;
   chargeNumber?: number;
-  /** The amount in Brazil's currency ("convertido para BRL", or the same as `amount`); CLP at a Chilean bank. */
+  /** The amount in Brazil's currency ("convertido para BRL", or `amount` itself); CLP at a Chilean bank. */
   brazilianAmount: Money;
   /** The original amount, "sem convertê-lo", in the currency of the purchase. */
   amount: Money;
@@ -171,7 +174,7 @@ function roundHalfEven(kept: bigint, rest: string): bigint {
 /** Where the holder reads their statement: Chile's banks, or Brazil's (Brasília time). */
 export type StatementZone = 'America/Santiago' | 'America/Sao_Paulo';
 
-/** `YYYY-MM-DD` of an instant in Chile (America/Santiago), or `zone`: the day the holder sees on their statement. */
+/** `YYYY-MM-DD` of an instant in Chile (America/Santiago) or `zone`: the day on the holder's statement. */
 export function chileanDate(instant: number, zone: StatementZone = 'America/Santiago'): string {
   const parts = new Intl.DateTimeFormat('en-CA', {
     timeZone: zone,
@@ -216,9 +219,11 @@ export const depositAccountRef = (accountId: string) => `acc-${accountId}`;
 export const cardAccountRef = (creditCardAccountId: string) => `card-${creditCardAccountId}`;
 
 /**
- * A deposit account with its balances. `current` is what the account holds (available plus blocked);
- * `available` what can be used now. Money automatically invested is not counted in either: it is in an
- * investment, not in the account.
+ * A deposit account with its balances (`AccountBalancesData`). `available` is `availableAmount`, "para
+ * utilização imediata … sem considerar cheque especial e investimentos"; `current` what the account holds,
+ * available plus `blockedAmount`. `automaticallyInvestedAmount` is "a soma do saldo disponível acrescido do
+ * valor obtido a partir da aplicação automática": the available balance plus money in an investment, which is
+ * not in the account, so it counts in neither.
  */
 export function mapDepositAccount(account: ObAccount, balances: ObBalances, holderName: string): BankAccount {
   const currency = balances.availableAmount.currency;
@@ -241,11 +246,12 @@ export function mapDepositAccount(account: ObAccount, balances: ObBalances, hold
 type CardBalance = BankAccount['balance'];
 
 /**
- * A credit card account, its figures read as credit cards 2.3.1 defines them (`CreditCardAccountsLimitsData`):
- * `current` is what is owed (`usedAmount`, positive; negative when the holder is in credit), `available` what
- * can still be used (`availableAmount`, as the bank states it, never computed), `limit` the credit line
- * (`limitAmount`). `currency` says what the figures are in when the limits list is empty and so names none:
- * the national currency (Brazil: BRL, "a moeda vigente do Brasil" of every limit in the file).
+ * A credit card account, its figures read as credit cards 2.3.1 defines them
+ * (`CreditCardAccountsLimitsData`): `current` is what is owed (`usedAmount`, positive; negative when the
+ * holder is in credit), `available` what can still be used (`availableAmount`, as the bank states it, never
+ * computed), `limit` the credit line (`limitAmount`). `currency` says what the figures are in when the limits
+ * list is empty and so names none: the national currency (Brazil: BRL, "a moeda vigente do Brasil" of every
+ * limit in the file).
  */
 export function mapCardAccount(
   account: ObCardAccount,
@@ -270,12 +276,12 @@ export function mapCardAccount(
 
 /**
  * The lines that speak for the whole account (`EnumCreditCardAccountsLineLimitType`, `…ConsolidationType`):
- * - LIMITE_CREDITO_TOTAL is the account's total line. LIMITE_CREDITO_MODALIDADE_OPERACAO lines are sub-limits per
- *   `lineName` (purchases in instalments, cash withdrawals, …) within the same credit, overlapping it and each
- *   other: none of them, nor their sum, is the card's limit or debt.
+ * - LIMITE_CREDITO_TOTAL is the account's total line. LIMITE_CREDITO_MODALIDADE_OPERACAO lines are
+ *   sub-limits per `lineName` (purchases in instalments, cash withdrawals, …) within the same credit,
+ *   overlapping it and each other: none of them, nor their sum, is the card's limit or debt.
  * - CONSOLIDADO: one limit "compartilhado entre todos os métodos de pagamento", counted once however many
- *   cards' lines repeat it. INDIVIDUAL: "cada método de pagamento possui seu limite segregado", one total line
- *   per card (`identificationNumber`), and the account holds their sum.
+ *   cards' lines repeat it. INDIVIDUAL: "cada método de pagamento possui seu limite segregado", one total
+ *   line per card (`identificationNumber`), and the account holds their sum.
  */
 function accountLines(limits: ObCardLimit[]): ObCardLimit[] {
   const totals = limits.filter((line) => line.creditLineLimitType === 'LIMITE_CREDITO_TOTAL');
@@ -288,9 +294,9 @@ function accountLines(limits: ObCardLimit[]): ObCardLimit[] {
 }
 
 /**
- * The account's figures. No total line (an empty list is "a ausência da informação", `ResponseCreditCardAccountsLimits`;
- * modality lines alone say nothing of the whole) gives no figures, not zeros: a lender must not read a card
- * with an unknown debt as one owing nothing.
+ * The account's figures. No total line gives no figures, not zeros (an empty list is "a ausência da
+ * informação", `ResponseCreditCardAccountsLimits`; modality lines alone say nothing of the whole): a lender
+ * must not read a card with an unknown debt as one owing nothing.
  */
 function cardBalance(limits: ObCardLimit[], currency: string): CardBalance {
   const lines = accountLines(limits).map((line) => lineBalance(line, currency));
@@ -338,15 +344,20 @@ function cardLast4(account: ObCardAccount, identification: ObCardIdentification 
 }
 
 /**
- * accounts 2.4.2 `EnumTransactionTypes`, each to the nearest of the appliance's movement types (connector.ts;
- * the API may not grow new values here). The appliance has no bill-payment, investment or loan type, so:
- * - BOLETO and CONVENIO_ARRECADACAO (a bank slip, a utility or tax collected by agreement) pay or receive money
- *   from a third party named by CPF/CNPJ (`partieCnpjCpf`, compulsory for payments since IN BCB 371): `transfer`.
+ * accounts 2.4.2 `EnumTransactionTypes`, each to the nearest of the appliance's movement types
+ * (connector.ts; the API may not grow new values here). The appliance has no bill-payment, investment or
+ * loan type, so:
+ * - BOLETO and CONVENIO_ARRECADACAO (a bank slip; a utility or tax collected by agreement) pay or receive
+ *   money from a third party named by CPF/CNPJ (`partieCnpjCpf`, compulsory for payments since IN BCB 371):
+ *   `transfer`.
  * - RESGATE_APLIC_FINANCEIRA is the holder's own money back from an investment, which the appliance's own
- *   sandbox books as a `transfer` (`RESCATE FONDO MUTUO`); its yield, RENDIMENTO_APLIC_FINANCEIRA, is `interest`.
- * - OPERACAO_CREDITO is a loan paid out or an instalment paid back, money between the holder and a lender, as
- *   the sandbox books a card's payment: `transfer`. ENCARGOS_JUROS_CHEQUE_ESPECIAL is the overdraft's cost: `interest`.
- * - PORTABILIDADE_SALARIO is the salary itself, forwarded from the payroll bank: `salary`, as FOLHA_PAGAMENTO.
+ *   sandbox books as a `transfer` (`RESCATE FONDO MUTUO`); its yield, RENDIMENTO_APLIC_FINANCEIRA, is
+ *   `interest`.
+ * - OPERACAO_CREDITO is a loan paid out or an instalment paid back, money between the holder and a lender,
+ *   as the sandbox books a card's payment: `transfer`. ENCARGOS_JUROS_CHEQUE_ESPECIAL is the overdraft's
+ *   cost: `interest`.
+ * - PORTABILIDADE_SALARIO is the salary itself, forwarded from the payroll bank: `salary`, as
+ *   FOLHA_PAGAMENTO.
  * - OUTROS, which the file keeps for what fits no other value: `other`.
  * The sign is `creditDebitType`'s, never the type's: a CARTAO credit is a refunded purchase.
  */
@@ -414,6 +425,14 @@ function cardMovementType(transaction: ObCardTransaction): MovementType {
 }
 
 /**
+ * The file's magnitude with `creditDebitType`'s sign ("Débito … saídas de dinheiro", "Crédito … entradas"):
+ * a debit is negative. A debit that rounds to nothing is 0, not −0, which `Object.is` and sorting tell apart.
+ */
+function signed(magnitude: number, creditDebitType: 'CREDITO' | 'DEBITO'): number {
+  return creditDebitType === 'DEBITO' && magnitude !== 0 ? -magnitude : magnitude;
+}
+
+/**
  * A deposit account's transaction. The ref is the bank's `transactionId`, stable across syncs once the
  * transaction is done (`TRANSACAO_EFETIVADA`); a future or processing one is pending, and its id may change
  * when it completes, which the sync engine's reconcile pairs by amount, day and description.
@@ -428,7 +447,7 @@ export function mapDepositTransaction(
   const postedAt = instantOf(transaction.transactionDateTime, 'transactionDateTime');
   return {
     ref: transaction.transactionId,
-    amount: transaction.creditDebitType === 'DEBITO' ? -magnitude : magnitude,
+    amount: signed(magnitude, transaction.creditDebitType),
     currency: accountCurrency,
     description: transaction.transactionName,
     type: lookup<MovementType>(DEPOSIT_TYPES, transaction.type) ?? 'other',
@@ -455,9 +474,12 @@ function counterpartyOf(transaction: ObTransaction): BankMovement['counterparty'
 }
 
 /**
- * A card transaction, in the account's currency (`brazilianAmount`, CLP here). A debit (a purchase, a
- * fee) is money out, negative; a credit (a payment, a refund, cashback) positive. One not yet on a bill
- * (no `billId`) is pending, as the sandbox marks unbilled charges.
+ * A card transaction, in the account's currency: `brazilianAmount` ("em moeda corrente do Brasil", converted
+ * for an international purchase; CLP at a Chilean bank), never `amount`, the purchase's own unconverted
+ * currency. A debit (a purchase, a fee) is money out, negative; a credit (the bill paid, a reversal,
+ * cashback) positive, lowering the debt. One without `billId` is on the open bill ("fatura aberta": the field
+ * is for closed bills only) and pending, as connector.ts has unbilled charges; its `transactionId` becomes
+ * immutable only once the bill closes (the file's "Data de imutabilidade" table).
  */
 export function mapCardTransaction(
   transaction: ObCardTransaction,
@@ -469,7 +491,7 @@ export function mapCardTransaction(
   const postedAt = instantOf(transaction.transactionDateTime, 'transactionDateTime');
   return {
     ref: transaction.transactionId,
-    amount: transaction.creditDebitType === 'DEBITO' ? -magnitude : magnitude,
+    amount: signed(magnitude, transaction.creditDebitType),
     currency: accountCurrency,
     description: transaction.transactionName,
     type: cardMovementType(transaction),

@@ -64,8 +64,8 @@ export interface WireAccount {
   last_4: string;
   holder_name: string;
   /**
-   * The protocol carries integers for `available` and `current` (accountFromWire refuses null): only a consent
-   * connector leaves them null (BankAccount), and no gateway serves one.
+   * The protocol carries integers for `available` and `current` (accountFromWire refuses null): only a
+   * consent connector leaves them null (BankAccount), and no gateway serves one.
    */
   balance: { available: number | null; current: number | null; limit: number | null };
 }
