@@ -95,8 +95,13 @@ export interface BankAccount {
   currency: string;
   last4: string;
   holderName: string;
-  /** Minor units. `limit` only for credit cards. */
-  balance: { available: number; current: number; limit: number | null };
+  /**
+   * Minor units. `limit` only for credit cards. A figure the bank does not state is null, never a guessed 0:
+   * an Open Finance card with a flexible limit has no limit and may give no available amount, and an empty
+   * limits list is "the absence of the information" (credit cards 2.3.1). The accounts table and the API
+   * already hold null for each.
+   */
+  balance: { available: number | null; current: number | null; limit: number | null };
 }
 
 export interface BankMovement {

@@ -60,6 +60,10 @@ function toChile(value: Json, key = ''): Json {
 
 const accounts = loadSpecSchemas('accounts');
 const cards = loadSpecSchemas('credit-cards');
+/** The same files as Brazil reads them: CNPJ/CPF, BRL (the `fapi1-br` profile's checker). */
+const accountsBr = loadSpecSchemas('accounts', 'BR');
+const cardsBr = loadSpecSchemas('credit-cards', 'BR');
+const checkerBr = createAnswerChecker('BR');
 const example = (schemas: Record<string, Schema>, name: string) => exampleOf({ $ref: `#/${name}` }, schemas);
 const checker = createAnswerChecker();
 const HOLDER = 'María José Pérez';
@@ -168,12 +172,6 @@ t.test('amounts: exact minor units; CLP has none', async (t) => {
   );
   invalid(
     t,
-    () => toMinorUnits({ amount: '1.005', currency: 'USD' }, 'x'),
-    /decimals/,
-    'a third USD decimal',
-  );
-  invalid(
-    t,
     () => toMinorUnits({ amount: '999999999999999.99', currency: 'USD' }, 'x'),
     /too large/,
     'past 2^53',
@@ -181,6 +179,422 @@ t.test('amounts: exact minor units; CLP has none', async (t) => {
   invalid(t, () => toMinorUnits({ amount: '1e3', currency: 'CLP' }, 'x'), /decimal/, 'exponent');
   invalid(t, () => toMinorUnits({ amount: '10', currency: 'pesos' }, 'x'), /currency/, 'not a currency');
 });
+
+t.test(
+  'amounts past the minor unit (AccountTransactionsDataAmount, up to 4 decimals): BRL rounds, CLP refuses',
+  async (t) => {
+    const brl = (amount: string) => toMinorUnits({ amount, currency: 'BRL' }, 'transactionAmount');
+    t.equal(brl('15.0049'), 1500, 'below half a centavo: down');
+    t.equal(brl('15.0051'), 1501, 'above half a centavo: up');
+    t.equal(brl('15.0050'), 1500, 'half a centavo, even centavo kept (ABNT NBR 5891, 2.4)');
+    t.equal(brl('15.0150'), 1502, 'half a centavo, odd centavo raised (NBR 5891, 2.3)');
+    t.equal(brl('15.005'), 1500, 'three decimals, half: to even');
+    t.equal(brl('15.015'), 1502, 'three decimals, half: to even');
+    t.equal(brl('15.9999'), 1600, 'carries into the real');
+    t.equal(brl('0.0049'), 0);
+    t.equal(
+      toMinorUnits({ amount: '-10.0050', currency: 'BRL' }, 'a'),
+      -1000,
+      'a negative balance: the magnitude rounds',
+    );
+    t.equal(toMinorUnits({ amount: '-10.0150', currency: 'BRL' }, 'a'), -1002);
+    t.equal(toMinorUnits({ amount: '-0.0040', currency: 'BRL' }, 'a'), 0, 'no negative zero');
+    t.equal(
+      toMinorUnits({ amount: '1.005', currency: 'USD' }, 'a'),
+      100,
+      'every currency with a minor unit: the same rule',
+    );
+    invalid(
+      t,
+      () => toMinorUnits({ amount: '1500.0050', currency: 'CLP' }, 'x'),
+      /more decimals than CLP/,
+      'CLP has no minor unit: a decimal is refused, never rounded',
+    );
+    const answer = example(accountsBr, 'ResponseAccountTransactions') as { data: ObTransaction[] };
+    answer.data[0]!.transactionAmount = { amount: '1234.5678', currency: 'BRL' };
+    const [row] = checkerBr.check<{ data: ObTransaction[] }>('transactions', answer).data;
+    t.equal(
+      mapDepositTransaction(row!, 'BRL', 'America/Sao_Paulo').amount,
+      -123457,
+      'a 4-decimal BRL debit maps, checked against the file as Brazil reads it',
+    );
+  },
+);
+
+t.test(
+  'card limit and balance (credit cards 2.3.1 CreditCardAccountsLimitsData) as the file defines them',
+  async (t) => {
+    const answer = example(cardsBr, 'ResponseCreditCardAccountsLimits') as { data: ObCardLimit[] };
+    const [card] = (example(cardsBr, 'ResponseCreditCardAccountsList') as { data: ObCardAccount[] }).data;
+    const identification = (
+      example(cardsBr, 'ResponseCreditCardAccountsIdentification') as { data: ObCardIdentification }
+    ).data;
+    const brl = (amount: string) => ({ amount, currency: 'BRL' });
+    const line = (patch: Partial<ObCardLimit>, drop: (keyof ObCardLimit)[] = []): ObCardLimit => {
+      const out: Partial<ObCardLimit> = { ...answer.data[0]!, ...patch };
+      for (const key of drop) delete out[key];
+      return out as ObCardLimit;
+    };
+    /** The lines, checked against the file as Brazil reads it, then mapped. */
+    const balance = (data: ObCardLimit[], currency?: string) =>
+      mapCardAccount(
+        card!,
+        identification,
+        checkerBr.check<{ data: ObCardLimit[] }>('creditCardLimits', { ...answer, data }).data,
+        HOLDER,
+        currency,
+      ).balance;
+    const fixed = (identificationNumber: string, limit: string, used: string, available: string) =>
+      line({
+        creditLineLimitType: 'LIMITE_CREDITO_TOTAL',
+        consolidationType: 'INDIVIDUAL',
+        identificationNumber,
+        isLimitFlexible: false,
+        limitAmount: brl(limit),
+        usedAmount: brl(used),
+        availableAmount: brl(available),
+      });
+    const withdrawals = line({
+      creditLineLimitType: 'LIMITE_CREDITO_MODALIDADE_OPERACAO',
+      lineName: 'SAQUE_CREDITO_BRASIL',
+      isLimitFlexible: false,
+      limitAmount: brl('500.00'),
+      usedAmount: brl('0.00'),
+      availableAmount: brl('500.00'),
+    });
+
+    t.same(
+      balance([withdrawals, fixed('4453', '5000.00', '1200.00', '3800.00')]),
+      { available: 380000, current: 120000, limit: 500000 },
+      'LIMITE_CREDITO_TOTAL is the card’s line, wherever it is listed',
+    );
+    t.same(
+      balance([withdrawals]),
+      { available: null, current: null, limit: null },
+      'a modality line (lineName) is a sub-limit, never the card’s limit: no total line, no figures',
+    );
+    t.same(
+      balance([
+        line({ isLimitFlexible: true, usedAmount: brl('1200.00') }, ['limitAmount', 'availableAmount']),
+      ]),
+      { available: null, current: 120000, limit: null },
+      'isLimitFlexible: "sem limite", so no limit, and no available amount the bank did not give (not 0)',
+    );
+    t.same(
+      balance([
+        line({
+          isLimitFlexible: true,
+          limitAmount: brl('5000.00'),
+          usedAmount: brl('1200.00'),
+          availableAmount: brl('9000.00'),
+        }),
+      ]),
+      { available: 900000, current: 120000, limit: null },
+      'a flexible limit has no fixed limit even with a limitAmount; its availableAmount is as stated',
+    );
+    t.same(
+      balance([
+        fixed('1111', '5000.00', '1200.00', '3800.00'),
+        fixed('2222', '2000.00', '500.00', '1500.00'),
+      ]),
+      { available: 530000, current: 170000, limit: 700000 },
+      'INDIVIDUAL: each card its own total line; the account is their sum',
+    );
+    const shared = (identificationNumber: string): ObCardLimit => ({
+      ...fixed(identificationNumber, '5000.00', '1200.00', '3800.00'),
+      consolidationType: 'CONSOLIDADO',
+    });
+    t.same(
+      balance([shared('1111'), shared('2222')]),
+      { available: 380000, current: 120000, limit: 500000 },
+      'CONSOLIDADO: one limit shared by every card, counted once',
+    );
+    t.same(
+      balance([fixed('1111', '5000.00', '-35.50', '5035.50')]),
+      { available: 503550, current: -3550, limit: 500000 },
+      'a negative usedAmount is a credit balance',
+    );
+    t.same(
+      balance([], 'BRL'),
+      { available: null, current: null, limit: null },
+      'an empty list is "a ausência da informação": no figures, not zeros',
+    );
+    t.equal(mapCardAccount(card!, identification, [], HOLDER, 'BRL').currency, 'BRL');
+    invalid(
+      t,
+      () => balance([line({ isLimitFlexible: false }, ['limitAmount'])]),
+      /limitAmount.*isLimitFlexible/,
+      'a fixed limit without its limitAmount ("obrigatório caso isLimitFlexible for igual a false")',
+    );
+    invalid(
+      t,
+      () =>
+        balance([
+          fixed('1111', '5000.00', '1200.00', '3800.00'),
+          {
+            ...fixed('2222', '2000.00', '500.00', '1500.00'),
+            usedAmount: { amount: '500.00', currency: 'USD' },
+          },
+        ]),
+      /usedAmount is in USD/,
+      'lines in two currencies',
+    );
+  },
+);
+
+t.test('a card’s last four (credit cards 2.3.1 CreditCardsAccountPaymentMethod)', async (t) => {
+  const [card] = (example(cardsBr, 'ResponseCreditCardAccountsList') as { data: ObCardAccount[] }).data;
+  const limits = [
+    {
+      creditLineLimitType: 'LIMITE_CREDITO_TOTAL',
+      consolidationType: 'CONSOLIDADO',
+      identificationNumber: '4453',
+      isLimitFlexible: false,
+      limitAmount: { amount: '100.00', currency: 'BRL' },
+      usedAmount: { amount: '0.00', currency: 'BRL' },
+      availableAmount: { amount: '100.00', currency: 'BRL' },
+    } as ObCardLimit,
+  ];
+  const last4 = (paymentMethod: ObCardIdentification['paymentMethod']) =>
+    mapCardAccount(card!, { name: 'Cartão', paymentMethod }, limits, HOLDER).last4;
+  t.equal(
+    last4([
+      { identificationNumber: '1234', isMultipleCreditCard: true },
+      { identificationNumber: '5678', isMultipleCreditCard: false },
+    ]),
+    '1234',
+    'isMultipleCreditCard is a card with a debit function too, not an additional card: the first listed',
+  );
+  t.equal(
+    last4([
+      { identificationNumber: 'AB12CD', isMultipleCreditCard: false },
+      { identificationNumber: '5678', isMultipleCreditCard: false },
+    ]),
+    '5678',
+    'a company’s identifier is no card number: the first four-digit one',
+  );
+  t.equal(
+    last4([{ identificationNumber: 'AB12CD', isMultipleCreditCard: false }]),
+    '9087',
+    'none: the account id’s last digits, as before (XXZTR3459087)',
+  );
+});
+
+t.test(
+  'transaction types (EnumTransactionTypes, EnumCreditCardTransactionType), signs from creditDebitType',
+  async (t) => {
+    const enumOf = (schemas: Record<string, Schema>, name: string) => schemas[name]!.enum as string[];
+    const deposit: Record<string, string> = {
+      TED: 'transfer',
+      DOC: 'transfer',
+      PIX: 'transfer',
+      TRANSFERENCIA_MESMA_INSTITUICAO: 'transfer',
+      BOLETO: 'transfer',
+      CONVENIO_ARRECADACAO: 'transfer',
+      PACOTE_TARIFA_SERVICOS: 'fee',
+      TARIFA_SERVICOS_AVULSOS: 'fee',
+      FOLHA_PAGAMENTO: 'salary',
+      DEPOSITO: 'deposit',
+      SAQUE: 'withdrawal',
+      CARTAO: 'card_purchase',
+      ENCARGOS_JUROS_CHEQUE_ESPECIAL: 'interest',
+      RENDIMENTO_APLIC_FINANCEIRA: 'interest',
+      PORTABILIDADE_SALARIO: 'salary',
+      RESGATE_APLIC_FINANCEIRA: 'transfer',
+      OPERACAO_CREDITO: 'transfer',
+      OUTROS: 'other',
+    };
+    t.same(
+      enumOf(accountsBr, 'EnumTransactionTypes').sort(),
+      Object.keys(deposit).sort(),
+      'every value the file has',
+    );
+    const [row] = (example(accountsBr, 'ResponseAccountTransactions') as { data: ObTransaction[] }).data;
+    for (const [type, expected] of Object.entries(deposit))
+      for (const creditDebitType of ['CREDITO', 'DEBITO'] as const) {
+        const movement = mapDepositTransaction(
+          { ...row!, type, creditDebitType },
+          'BRL',
+          'America/Sao_Paulo',
+        );
+        t.equal(movement.type, expected, `${type} ${creditDebitType}`);
+        t.equal(
+          Math.sign(movement.amount),
+          creditDebitType === 'CREDITO' ? 1 : -1,
+          `${type} ${creditDebitType}: sign`,
+        );
+      }
+
+    t.same(
+      enumOf(cardsBr, 'EnumCreditCardTransactionType').sort(),
+      ['CASHBACK', 'ESTORNO', 'OPERACOES_CREDITO_CONTRATADAS_CARTAO', 'OUTROS', 'PAGAMENTO', 'TARIFA'],
+      'every value the file has',
+    );
+    const [charge] = (
+      example(cardsBr, 'ResponseCreditCardAccountsTransactions') as { data: ObCardTransaction[] }
+    ).data;
+    const card = (patch: Partial<ObCardTransaction>, drop: (keyof ObCardTransaction)[] = []) => {
+      const out: Partial<ObCardTransaction> = { ...charge!, ...patch };
+      for (const key of drop) delete out[key];
+      const [checked] = checkerBr.check<{ data: ObCardTransaction[] }>('creditCardTransactions', {
+        ...(example(cardsBr, 'ResponseCreditCardAccountsTransactions') as object),
+        data: [out],
+      }).data;
+      const movement = mapCardTransaction(checked!, 'BRL', 'America/Sao_Paulo');
+      return [movement.type, Math.sign(movement.amount)];
+    };
+    const purchase = {
+      transactionType: 'PAGAMENTO',
+      creditDebitType: 'DEBITO',
+      paymentType: 'A_VISTA',
+    } as const;
+    t.same(card({ ...purchase, payeeMCC: 5411 }), ['card_purchase', -1], 'PAGAMENTO, a debit: a purchase');
+    t.same(
+      card({ ...purchase, payeeMCC: 6011 }),
+      ['withdrawal', -1],
+      'PAGAMENTO at MCC 6011 (automated cash disbursement): a withdrawal',
+    );
+    t.same(card({ ...purchase, payeeMCC: 6010 }), ['withdrawal', -1], 'MCC 6010 (manual cash disbursement)');
+    t.same(card({ ...purchase }, ['payeeMCC']), ['card_purchase', -1], 'no MCC: a purchase');
+    t.same(
+      card({ ...purchase, creditDebitType: 'CREDITO' }),
+      ['transfer', 1],
+      'PAGAMENTO, a credit: the bill paid, which lowers the debt (money into the card)',
+    );
+    t.same(card({ transactionType: 'TARIFA', creditDebitType: 'DEBITO', feeType: 'ANUIDADE' }), ['fee', -1]);
+    t.same(
+      card({ transactionType: 'TARIFA', creditDebitType: 'CREDITO', feeType: 'ANUIDADE' }),
+      ['fee', 1],
+      'a fee waived',
+    );
+    t.same(
+      card({ transactionType: 'ESTORNO', creditDebitType: 'CREDITO' }),
+      ['card_purchase', 1],
+      'ESTORNO: a purchase reversed, a credit to the card',
+    );
+    t.same(
+      card({ transactionType: 'CASHBACK', creditDebitType: 'CREDITO' }),
+      ['card_purchase', 1],
+      'CASHBACK: money back on purchases, a credit to the card',
+    );
+    const credit = {
+      transactionType: 'OPERACOES_CREDITO_CONTRATADAS_CARTAO',
+      creditDebitType: 'DEBITO',
+    } as const;
+    t.same(
+      card({ ...credit, otherCreditsType: 'CREDITO_ROTATIVO' }),
+      ['interest', -1],
+      'revolving credit: its charges',
+    );
+    t.same(
+      card({ ...credit, otherCreditsType: 'PARCELAMENTO_FATURA' }),
+      ['transfer', -1],
+      'a bill in instalments',
+    );
+    t.same(card({ ...credit, otherCreditsType: 'EMPRESTIMO' }), ['transfer', -1], 'a loan on the card');
+    t.same(
+      card({ ...credit, otherCreditsType: 'OUTROS', otherCreditsAdditionalInfo: 'x' }),
+      ['transfer', -1],
+      'another credit operation',
+    );
+    t.same(card({ transactionType: 'OUTROS', creditDebitType: 'DEBITO', transactionalAdditionalInfo: 'x' }), [
+      'other',
+      -1,
+    ]);
+  },
+);
+
+t.test(
+  'Brazil’s answers as published (accounts 2.4.2, credit cards 2.3.1): BRL, CPF/CNPJ, the day in São Paulo',
+  async (t) => {
+    const list = checkerBr.check<{ data: ObAccount[] }>(
+      'accounts',
+      example(accountsBr, 'ResponseAccountList'),
+    );
+    const balances = checkerBr.check<{ data: ObBalances }>(
+      'balances',
+      example(accountsBr, 'ResponseAccountBalances'),
+    );
+    t.same(
+      mapDepositAccount(list.data[0]!, balances.data, HOLDER).balance,
+      { available: 100004, current: 200008, limit: null },
+      'AccountBalancesData: available plus blocked; automaticallyInvestedAmount is not the account’s',
+    );
+
+    const answer = example(accountsBr, 'ResponseAccountTransactions') as { data: ObTransaction[] };
+    answer.data[0]!.transactionDateTime = '2024-03-01T02:30:00.000Z';
+    const [row] = checkerBr.check<{ data: ObTransaction[] }>('transactions', answer).data;
+    const movement = mapDepositTransaction(row!, 'BRL', 'America/Sao_Paulo');
+    t.same(
+      movement.counterparty,
+      { name: '', rut: null, bankId: null, accountLast4: '4360' },
+      'partieCnpjCpf is a CPF (43908445778), never read as a RUT',
+    );
+    t.equal(
+      movement.transactionDate,
+      '2024-02-29',
+      '02:30 UTC is 23:30 the day before in Brasília time (UTC−3)',
+    );
+    t.equal(
+      movement.postedAt,
+      Date.parse('2024-03-01T02:30:00.000Z'),
+      'transactionDateTime, the original instant',
+    );
+    for (const [status, pending] of [
+      ['TRANSACAO_EFETIVADA', false],
+      ['LANCAMENTO_FUTURO', true],
+      ['TRANSACAO_PROCESSANDO', true],
+    ] as const)
+      t.equal(
+        mapDepositTransaction({ ...row!, completedAuthorisedPaymentType: status }, 'BRL', 'America/Sao_Paulo')
+          .pending,
+        pending,
+        `${status}: its transactionId ${pending ? 'may still change' : 'is final'}`,
+      );
+    t.ok(
+      Object.is(
+        mapDepositTransaction({ ...row!, transactionAmount: { amount: '0.0040', currency: 'BRL' } }, 'BRL')
+          .amount,
+        0,
+      ),
+      'a debit that rounds to nothing is 0, not −0',
+    );
+
+    const cardAnswer = example(cardsBr, 'ResponseCreditCardAccountsTransactions') as {
+      data: ObCardTransaction[];
+    };
+    Object.assign(cardAnswer.data[0]!, {
+      transactionType: 'PAGAMENTO',
+      creditDebitType: 'DEBITO',
+      amount: { amount: '20.00', currency: 'USD' },
+      brazilianAmount: { amount: '110.4567', currency: 'BRL' },
+    });
+    const [charge] = checkerBr.check<{ data: ObCardTransaction[] }>(
+      'creditCardTransactions',
+      cardAnswer,
+    ).data;
+    const international = mapCardTransaction(charge!, 'BRL', 'America/Sao_Paulo');
+    t.same(
+      [international.amount, international.currency, international.pending],
+      [-11046, 'BRL', false],
+      'an international purchase: brazilianAmount (in BRL), not amount (USD); on a closed bill: booked',
+    );
+    const { billId: _billId, ...open } = charge!;
+    t.equal(
+      mapCardTransaction(open, 'BRL', 'America/Sao_Paulo').pending,
+      true,
+      'no billId: on the open bill ("fatura aberta"), its transactionId not yet final',
+    );
+    t.ok(
+      Object.is(
+        mapCardTransaction({ ...charge!, brazilianAmount: { amount: '0.0040', currency: 'BRL' } }, 'BRL')
+          .amount,
+        0,
+      ),
+      'no −0 on a card either',
+    );
+  },
+);
 
 t.test('pending and booked, sign, and the day in Chile', async (t) => {
   const base = toChile(example(accounts, 'ResponseAccountTransactions')) as { data: ObTransaction[] };
@@ -202,6 +616,7 @@ t.test('pending and booked, sign, and the day in Chile', async (t) => {
   );
   t.equal(mapDepositTransaction({ ...row, type: 'FOLHA_PAGAMENTO' }, 'CLP').type, 'salary');
   t.equal(mapDepositTransaction({ ...row, type: 'SOMETHING_NEW' }, 'CLP').type, 'other');
+  t.equal(mapDepositTransaction({ ...row, type: 'constructor' }, 'CLP').type, 'other', 'no inherited key');
   // 02:00 UTC on 1 March 2024 is 23:00 on 29 February in Santiago (summer time, UTC-3).
   t.equal(chileanDate(Date.parse('2024-03-01T02:00:00.000Z')), '2024-02-29');
   t.equal(chileanDate(Date.parse('2024-07-01T03:30:00.000Z')), '2024-06-30', 'winter time, UTC-4');
@@ -308,7 +723,7 @@ t.test('hostile and broken answers are invalid_bank_data with a reason, never a 
   invalid(
     t,
     () => mapCardAccount({} as ObCardAccount, null, [], HOLDER),
-    /no limit line/,
-    'a card without limits',
+    /limits list is empty/,
+    'a card without limits, and no currency to state them in',
   );
 });

@@ -680,23 +680,23 @@ t.test('balances move by exactly the posted movements', async (t) => {
       }
       if (account.type === 'credit_card') {
         t.equal(
-          account.balance.current - later.balance.current,
+          account.balance.current! - later.balance.current!,
           sum,
           `${account.name}: owed grows with charges`,
         );
-        t.ok((account.balance.limit ?? 0) > account.balance.current, 'below the limit');
+        t.ok((account.balance.limit ?? 0) > account.balance.current!, 'below the limit');
         t.ok(
-          account.balance.available <= (account.balance.limit ?? 0) - account.balance.current,
+          account.balance.available! <= (account.balance.limit ?? 0) - account.balance.current!,
           'pending charges hold credit',
         );
       } else {
         t.equal(
-          later.balance.current - account.balance.current,
+          later.balance.current! - account.balance.current!,
           sum,
           `${account.name}: ${account.balance.current} + ${sum}`,
         );
         t.equal(account.balance.available, account.balance.current);
-        t.ok(account.balance.current > 0, 'a positive balance');
+        t.ok(account.balance.current! > 0, 'a positive balance');
       }
     }
   }

@@ -8,10 +8,12 @@ import {
 } from '../connector.js';
 
 /*
- * Pure functions from Open Finance Brasil–shaped answers (accounts 2.4.2, credit cards 2.3.1, adapted to
- * CLP and RUT; checked first by data-schemas.ts) to the connector interface's accounts and movements. No
- * I/O: the consent connector fetches, checks, then calls these. Anything a schema cannot say (an amount
- * CLP cannot hold, a date that does not exist) raises `invalid_bank_data` with the reason.
+ * Pure functions from Open Finance Brasil–shaped answers (accounts 2.4.2, credit cards 2.3.1: as published
+ * in BRL with CPF/CNPJ at a Brazilian bank, adapted to CLP and RUT at a Chilean one; checked first by
+ * data-schemas.ts) to the connector interface's accounts and movements. No I/O: the consent connector
+ * fetches, checks, then calls these. Each field is read as the file's own description defines it (the
+ * schema and field are named where it matters); anything a schema cannot say (an amount CLP cannot hold, a
+ * date that does not exist, a fixed limit without its amount) raises `invalid_bank_data` with the reason.
  */
 
 export interface Money {
@@ -69,17 +71,27 @@ export interface ObCardAccount {
 /** credit cards 2.3.1 `CreditCardsAccountsIdentificationData`. */
 export interface ObCardIdentification {
   name: string;
+  /**
+   * `CreditCardsAccountPaymentMethod`: the account's cards ("virtual/adicional/titular"), in the order the
+   * bank's own channels show them. `identificationNumber` is the card's last four digits for a person, an
+   * identifier for a company; `isMultipleCreditCard` says the card also has a debit function, nothing about
+   * who holds it.
+   */
   paymentMethod: { identificationNumber: string; isMultipleCreditCard: boolean }[];
 }
 
 /** credit cards 2.3.1 `CreditCardAccountsLimitsData`. */
 export interface ObCardLimit {
   creditLineLimitType: 'LIMITE_CREDITO_TOTAL' | 'LIMITE_CREDITO_MODALIDADE_OPERACAO';
-  consolidationType: string;
+  consolidationType: 'CONSOLIDADO' | 'INDIVIDUAL';
   identificationNumber: string;
+  lineName?: string;
   isLimitFlexible: boolean;
+  /** `CreditCardsLimitAmount`: both fields are "obrigatório caso isLimitFlexible for igual a false". */
   limitAmount?: Partial<Money>;
+  /** `CreditCardsUsedAmount`: always given; negative when the holder is in credit. */
   usedAmount: Money;
+  /** `CreditCardsAvailableAmount`: "obrigatório caso isLimitFlexible for igual a false". */
   availableAmount?: Partial<Money>;
 }
 
@@ -88,15 +100,29 @@ export interface ObCardTransaction {
   transactionId: string;
   identificationNumber: string;
   transactionName: string;
+  /** Only on a closed bill: "não é esperado em casos de transação em fatura aberta". */
   billId?: string;
   creditDebitType: 'CREDITO' | 'DEBITO';
   transactionType: string;
-  /** The amount in the national currency (Brazil's BRL; CLP here), which the account's balances use. */
+  transactionalAdditionalInfo?: string;
+  /** `A_VISTA` or `A_PRAZO` (in instalments), compulsory for PAGAMENTO. */
+  paymentType?: string;
+  feeType?: string;
+  feeTypeAdditionalInfo?: string;
+  /** Which credit operation, compulsory for OPERACOES_CREDITO_CONTRATADAS_CARTAO. */
+  otherCreditsType?: string;
+  otherCreditsAdditionalInfo?: string;
+  chargeIdentificator?: number;
+  chargeNumber?: number;
+  /** The amount in Brazil's currency ("convertido para BRL", or `amount` itself); CLP at a Chilean bank. */
   brazilianAmount: Money;
-  /** The original amount, in the currency of the purchase. */
+  /** The original amount, "sem convertê-lo", in the currency of the purchase. */
   amount: Money;
   transactionDateTime: string;
+  /** The day it went on a bill; `0001-01-01` ("data dummy") while it is on none. */
   billPostDate: string;
+  /** The merchant's category code (ISO 18245). */
+  payeeMCC?: number;
 }
 
 const bad = (reason: string) => new ConnectorError('invalid_bank_data', reason);
@@ -112,28 +138,43 @@ export function minorDigits(currency: string): number {
 }
 
 /**
- * A decimal string (`1500.00`, `-12.3400`) to integer minor units of its currency, exactly (no floating
- * point). Digits beyond the currency's minor unit must be zeros: CLP has none, so `1500.50` CLP is an
- * amount no Chilean account can hold, and is refused rather than rounded.
+ * A decimal string (`1500.00`, `-12.3456`) to integer minor units of its currency, exactly (no floating
+ * point). The files allow "no mínimo 2 casas e no máximo 4 casas decimais" for every amount (accounts 2.4.2
+ * `AccountTransactionsDataAmount`, credit cards 2.3.1 `CreditCardsUsedAmount`, …), more than a centavo holds:
+ * - A currency with a minor unit (BRL, USD) keeps its minor unit and the rest is rounded half to even: the
+ *   files say nothing of rounding, so Brazil's own rule for decimal rounding applies (ABNT NBR 5891: a 5
+ *   followed only by zeros goes to the even digit), and it does not drift upward when a balance or a month's
+ *   spending adds many rounded rows, as rounding every half up would. The sign is kept apart and the
+ *   magnitude rounded, so a debit and the credit that reverses it round to the same number.
+ * - CLP has no minor unit, so `1500.50` CLP is no amount a Chilean account can hold but a scale mistake (an
+ *   amount in centavos' shape); it is refused rather than rounded.
  */
 export function toMinorUnits(money: Money, field: string): number {
   const match = /^(-?)(\d{1,15})(?:\.(\d{1,4}))?$/.exec(money.amount);
   if (!match) throw bad(`${field} is not a decimal amount`);
   const [, sign, whole, fraction = ''] = match;
   const digits = minorDigits(money.currency);
-  const kept = fraction.slice(0, digits).padEnd(digits, '0');
-  if (/[^0]/.test(fraction.slice(digits)))
+  const rest = fraction.slice(digits);
+  if (digits === 0 && /[^0]/.test(rest))
     throw bad(`${field} has more decimals than ${money.currency} allows (${digits})`);
-  const units = BigInt(whole! + kept);
+  const kept = BigInt(whole! + fraction.slice(0, digits).padEnd(digits, '0'));
+  const units = kept + roundHalfEven(kept, rest);
   if (units > BigInt(Number.MAX_SAFE_INTEGER)) throw bad(`${field} is too large`);
   const value = Number(units);
   return sign === '-' && value !== 0 ? -value : value;
 }
 
+/** 1 when the dropped digits `rest` raise `kept` (ABNT NBR 5891), else 0. */
+function roundHalfEven(kept: bigint, rest: string): bigint {
+  if (rest === '' || rest[0]! < '5') return 0n;
+  if (rest[0]! > '5' || /[^0]/.test(rest.slice(1))) return 1n;
+  return kept % 2n === 0n ? 0n : 1n;
+}
+
 /** Where the holder reads their statement: Chile's banks, or Brazil's (Brasília time). */
 export type StatementZone = 'America/Santiago' | 'America/Sao_Paulo';
 
-/** `YYYY-MM-DD` of an instant in Chile (America/Santiago), or `zone`: the day the holder sees on their statement. */
+/** `YYYY-MM-DD` of an instant in Chile (America/Santiago) or `zone`: the day on the holder's statement. */
 export function chileanDate(instant: number, zone: StatementZone = 'America/Santiago'): string {
   const parts = new Intl.DateTimeFormat('en-CA', {
     timeZone: zone,
@@ -178,9 +219,11 @@ export const depositAccountRef = (accountId: string) => `acc-${accountId}`;
 export const cardAccountRef = (creditCardAccountId: string) => `card-${creditCardAccountId}`;
 
 /**
- * A deposit account with its balances. `current` is what the account holds (available plus blocked);
- * `available` what can be used now. Money automatically invested is not counted in either: it is in an
- * investment, not in the account.
+ * A deposit account with its balances (`AccountBalancesData`). `available` is `availableAmount`, "para
+ * utilização imediata … sem considerar cheque especial e investimentos"; `current` what the account holds,
+ * available plus `blockedAmount`. `automaticallyInvestedAmount` is "a soma do saldo disponível acrescido do
+ * valor obtido a partir da aplicação automática": the available balance plus money in an investment, which is
+ * not in the account, so it counts in neither.
  */
 export function mapDepositAccount(account: ObAccount, balances: ObBalances, holderName: string): BankAccount {
   const currency = balances.availableAmount.currency;
@@ -199,64 +242,195 @@ export function mapDepositAccount(account: ObAccount, balances: ObBalances, hold
   };
 }
 
+/** A card's balance in minor units; null where the bank states no figure (connector.ts, `BankAccount`). */
+type CardBalance = BankAccount['balance'];
+
 /**
- * A credit card account. As the sandbox does: `current` is what is owed (positive), `available` what can
- * still be spent, `limit` the credit line, all from the account's total limit line. Its last four digits
- * are those of the holder's own card (the one that is not an additional card) where the bank lists it.
+ * A credit card account, its figures read as credit cards 2.3.1 defines them
+ * (`CreditCardAccountsLimitsData`): `current` is what is owed (`usedAmount`, positive; negative when the
+ * holder is in credit), `available` what can still be used (`availableAmount`, as the bank states it, never
+ * computed), `limit` the credit line (`limitAmount`). `currency` says what the figures are in when the limits
+ * list is empty and so names none: the national currency (Brazil: BRL, "a moeda vigente do Brasil" of every
+ * limit in the file).
  */
 export function mapCardAccount(
   account: ObCardAccount,
   identification: ObCardIdentification | null,
   limits: ObCardLimit[],
   holderName: string,
+  currency?: string,
 ): BankAccount {
-  const total = limits.find((line) => line.creditLineLimitType === 'LIMITE_CREDITO_TOTAL') ?? limits[0];
-  if (!total) throw bad(`credit card account has no limit line`);
-  const currency = total.usedAmount.currency;
-  const owed = toMinorUnits(total.usedAmount, 'usedAmount');
-  const optional = (money: Partial<Money> | undefined, field: string): number | null => {
-    if (money?.amount === undefined) return null;
-    const full = { amount: money.amount, currency: money.currency ?? currency };
-    sameCurrency(full, currency, field);
-    return toMinorUnits(full, field);
-  };
-  const limit = optional(total.limitAmount, 'limitAmount');
-  const available = optional(total.availableAmount, 'availableAmount') ?? Math.max(0, (limit ?? 0) - owed);
-  const card =
-    identification?.paymentMethod.find((method) => !method.isMultipleCreditCard) ??
-    identification?.paymentMethod[0];
-  const digits = (card?.identificationNumber ?? account.creditCardAccountId).replace(/\D/g, '');
+  const cardCurrency = (accountLines(limits)[0] ?? limits[0])?.usedAmount.currency ?? currency;
+  if (cardCurrency === undefined)
+    throw bad(`the credit card's limits list is empty and nothing says its currency`);
   return {
     ref: cardAccountRef(account.creditCardAccountId),
     name: account.name,
     type: 'credit_card',
-    currency,
-    last4: digits.slice(-4).padStart(4, '0'),
+    currency: cardCurrency,
+    last4: cardLast4(account, identification),
     holderName,
-    balance: { available, current: owed, limit },
+    balance: cardBalance(limits, cardCurrency),
   };
 }
 
-const DEPOSIT_TYPES: Record<string, MovementType> = {
+/**
+ * The lines that speak for the whole account (`EnumCreditCardAccountsLineLimitType`, `…ConsolidationType`):
+ * - LIMITE_CREDITO_TOTAL is the account's total line. LIMITE_CREDITO_MODALIDADE_OPERACAO lines are
+ *   sub-limits per `lineName` (purchases in instalments, cash withdrawals, …) within the same credit,
+ *   overlapping it and each other: none of them, nor their sum, is the card's limit or debt.
+ * - CONSOLIDADO: one limit "compartilhado entre todos os métodos de pagamento", counted once however many
+ *   cards' lines repeat it. INDIVIDUAL: "cada método de pagamento possui seu limite segregado", one total
+ *   line per card (`identificationNumber`), and the account holds their sum.
+ */
+function accountLines(limits: ObCardLimit[]): ObCardLimit[] {
+  const totals = limits.filter((line) => line.creditLineLimitType === 'LIMITE_CREDITO_TOTAL');
+  const shared = totals.find((line) => line.consolidationType === 'CONSOLIDADO');
+  if (shared) return [shared];
+  const cards = new Set<string>();
+  return totals.filter(
+    (line) => !cards.has(line.identificationNumber) && cards.add(line.identificationNumber),
+  );
+}
+
+/**
+ * The account's figures. No total line gives no figures, not zeros (an empty list is "a ausência da
+ * informação", `ResponseCreditCardAccountsLimits`; modality lines alone say nothing of the whole): a lender
+ * must not read a card with an unknown debt as one owing nothing.
+ */
+function cardBalance(limits: ObCardLimit[], currency: string): CardBalance {
+  const lines = accountLines(limits).map((line) => lineBalance(line, currency));
+  if (lines.length === 0) return { available: null, current: null, limit: null };
+  const sum = (figure: keyof CardBalance) =>
+    lines.reduce<number | null>(
+      (total, line) => (total === null || line[figure] === null ? null : total + line[figure]),
+      0,
+    );
+  return { available: sum('available'), current: sum('current'), limit: sum('limit') };
+}
+
+/**
+ * One total line. `isLimitFlexible`: "limite total flexível ou 'sem limite'", so no fixed limit, whatever
+ * `limitAmount` says; its `availableAmount` is optional and null when absent. A fixed limit must give both
+ * ("obrigatório caso isLimitFlexible for igual a false"): one without is refused, since any stand-in would be
+ * an invented figure.
+ */
+function lineBalance(line: ObCardLimit, currency: string): CardBalance {
+  sameCurrency(line.usedAmount, currency, 'usedAmount');
+  const current = toMinorUnits(line.usedAmount, 'usedAmount');
+  const amount = (money: Partial<Money> | undefined, field: 'limitAmount' | 'availableAmount') => {
+    if (money?.amount === undefined) {
+      if (line.isLimitFlexible) return null;
+      throw bad(`${field} is missing on a fixed limit line (isLimitFlexible false), which the file requires`);
+    }
+    const full = { amount: money.amount, currency: money.currency ?? currency };
+    sameCurrency(full, currency, field);
+    return toMinorUnits(full, field);
+  };
+  const available = amount(line.availableAmount, 'availableAmount');
+  const limit = line.isLimitFlexible ? null : amount(line.limitAmount, 'limitAmount');
+  return { available, current, limit };
+}
+
+/**
+ * The last four digits of the account's card: the first of `paymentMethod` (the order of the bank's own
+ * channels) whose `identificationNumber` is four digits, as the file gives them for a person. A company's
+ * cards carry identifiers instead, which are no card number; then, as before, the account id's last digits.
+ */
+function cardLast4(account: ObCardAccount, identification: ObCardIdentification | null): string {
+  const card = identification?.paymentMethod.find((method) => /^\d{4}$/.test(method.identificationNumber));
+  if (card) return card.identificationNumber;
+  return account.creditCardAccountId.replace(/\D/g, '').slice(-4).padStart(4, '0');
+}
+
+/**
+ * accounts 2.4.2 `EnumTransactionTypes`, each to the nearest of the appliance's movement types
+ * (connector.ts; the API may not grow new values here). The appliance has no bill-payment, investment or
+ * loan type, so:
+ * - BOLETO and CONVENIO_ARRECADACAO (a bank slip; a utility or tax collected by agreement) pay or receive
+ *   money from a third party named by CPF/CNPJ (`partieCnpjCpf`, compulsory for payments since IN BCB 371):
+ *   `transfer`.
+ * - RESGATE_APLIC_FINANCEIRA is the holder's own money back from an investment, which the appliance's own
+ *   sandbox books as a `transfer` (`RESCATE FONDO MUTUO`); its yield, RENDIMENTO_APLIC_FINANCEIRA, is
+ *   `interest`.
+ * - OPERACAO_CREDITO is a loan paid out or an instalment paid back, money between the holder and a lender,
+ *   as the sandbox books a card's payment: `transfer`. ENCARGOS_JUROS_CHEQUE_ESPECIAL is the overdraft's
+ *   cost: `interest`.
+ * - PORTABILIDADE_SALARIO is the salary itself, forwarded from the payroll bank: `salary`, as
+ *   FOLHA_PAGAMENTO.
+ * - OUTROS, which the file keeps for what fits no other value: `other`.
+ * The sign is `creditDebitType`'s, never the type's: a CARTAO credit is a refunded purchase.
+ */
+const DEPOSIT_TYPES = {
   TED: 'transfer',
   DOC: 'transfer',
   PIX: 'transfer',
   TRANSFERENCIA_MESMA_INSTITUICAO: 'transfer',
+  BOLETO: 'transfer',
+  CONVENIO_ARRECADACAO: 'transfer',
   PACOTE_TARIFA_SERVICOS: 'fee',
   TARIFA_SERVICOS_AVULSOS: 'fee',
   FOLHA_PAGAMENTO: 'salary',
-  PORTABILIDADE_SALARIO: 'salary',
   DEPOSITO: 'deposit',
   SAQUE: 'withdrawal',
   CARTAO: 'card_purchase',
   ENCARGOS_JUROS_CHEQUE_ESPECIAL: 'interest',
   RENDIMENTO_APLIC_FINANCEIRA: 'interest',
-};
+  PORTABILIDADE_SALARIO: 'salary',
+  RESGATE_APLIC_FINANCEIRA: 'transfer',
+  OPERACAO_CREDITO: 'transfer',
+  OUTROS: 'other',
+} as const satisfies Record<string, MovementType>;
 
-const CARD_TYPES: Record<string, MovementType> = {
-  PAGAMENTO: 'card_purchase',
-  TARIFA: 'fee',
-};
+/** A table's own value for `key`, never one inherited from Object.prototype (`constructor`). */
+function lookup<T>(table: Readonly<Record<string, T>>, key: string | undefined): T | undefined {
+  return key !== undefined && Object.hasOwn(table, key) ? table[key] : undefined;
+}
+
+/** ISO 18245 cash disbursements, manual (6010) and automated (6011): cash taken on the card. */
+const CASH_MCCS: ReadonlySet<number> = new Set([6010, 6011]);
+
+/**
+ * credit cards 2.3.1 `EnumCreditCardTransactionType` (with the field each value makes compulsory), to the
+ * nearest movement type; the sign is `creditDebitType`'s, as for deposit accounts:
+ * - PAGAMENTO is a payment transaction: a debit is a purchase (`paymentType` A_VISTA, or A_PRAZO in
+ *   instalments), `card_purchase`, or cash at an ATM or a bank counter (`payeeMCC` 6011, 6010), `withdrawal`;
+ *   a credit is the bill paid, which lowers the debt, money from the holder's account: `transfer`, as the
+ *   sandbox books a card's payment (`PAGO TARJETA`).
+ * - TARIFA (`feeType`): `fee`; a credit is a fee waived.
+ * - ESTORNO (a purchase reversed) and CASHBACK (money back on purchases) are credits to the card:
+ *   `card_purchase`, which a positive amount reads as a refunded purchase (docs/income.md).
+ * - OPERACOES_CREDITO_CONTRATADAS_CARTAO (`otherCreditsType`): the revolving credit's rows are its charges,
+ *   `interest`; a bill in instalments, a loan on the card or another operation moves borrowed money and its
+ *   repayments, `transfer` (no loan type), as OPERACAO_CREDITO on an account.
+ * - OUTROS: `other`.
+ */
+function cardMovementType(transaction: ObCardTransaction): MovementType {
+  switch (transaction.transactionType) {
+    case 'PAGAMENTO':
+      if (transaction.creditDebitType === 'CREDITO') return 'transfer';
+      return transaction.payeeMCC !== undefined && CASH_MCCS.has(transaction.payeeMCC)
+        ? 'withdrawal'
+        : 'card_purchase';
+    case 'TARIFA':
+      return 'fee';
+    case 'ESTORNO':
+    case 'CASHBACK':
+      return 'card_purchase';
+    case 'OPERACOES_CREDITO_CONTRATADAS_CARTAO':
+      return transaction.otherCreditsType === 'CREDITO_ROTATIVO' ? 'interest' : 'transfer';
+    default:
+      return 'other';
+  }
+}
+
+/**
+ * The file's magnitude with `creditDebitType`'s sign ("Débito … saídas de dinheiro", "Crédito … entradas"):
+ * a debit is negative. A debit that rounds to nothing is 0, not −0, which `Object.is` and sorting tell apart.
+ */
+function signed(magnitude: number, creditDebitType: 'CREDITO' | 'DEBITO'): number {
+  return creditDebitType === 'DEBITO' && magnitude !== 0 ? -magnitude : magnitude;
+}
 
 /**
  * A deposit account's transaction. The ref is the bank's `transactionId`, stable across syncs once the
@@ -273,10 +447,10 @@ export function mapDepositTransaction(
   const postedAt = instantOf(transaction.transactionDateTime, 'transactionDateTime');
   return {
     ref: transaction.transactionId,
-    amount: transaction.creditDebitType === 'DEBITO' ? -magnitude : magnitude,
+    amount: signed(magnitude, transaction.creditDebitType),
     currency: accountCurrency,
     description: transaction.transactionName,
-    type: DEPOSIT_TYPES[transaction.type] ?? 'other',
+    type: lookup<MovementType>(DEPOSIT_TYPES, transaction.type) ?? 'other',
     referenceId: null,
     counterparty: counterpartyOf(transaction),
     postedAt,
@@ -300,9 +474,12 @@ function counterpartyOf(transaction: ObTransaction): BankMovement['counterparty'
 }
 
 /**
- * A card transaction, in the account's currency (`brazilianAmount`, CLP here). A debit (a purchase, a
- * fee) is money out, negative; a credit (a payment, a refund, cashback) positive. One not yet on a bill
- * (no `billId`) is pending, as the sandbox marks unbilled charges.
+ * A card transaction, in the account's currency: `brazilianAmount` ("em moeda corrente do Brasil", converted
+ * for an international purchase; CLP at a Chilean bank), never `amount`, the purchase's own unconverted
+ * currency. A debit (a purchase, a fee) is money out, negative; a credit (the bill paid, a reversal,
+ * cashback) positive, lowering the debt. One without `billId` is on the open bill ("fatura aberta": the field
+ * is for closed bills only) and pending, as connector.ts has unbilled charges; its `transactionId` becomes
+ * immutable only once the bill closes (the file's "Data de imutabilidade" table).
  */
 export function mapCardTransaction(
   transaction: ObCardTransaction,
@@ -314,10 +491,10 @@ export function mapCardTransaction(
   const postedAt = instantOf(transaction.transactionDateTime, 'transactionDateTime');
   return {
     ref: transaction.transactionId,
-    amount: transaction.creditDebitType === 'DEBITO' ? -magnitude : magnitude,
+    amount: signed(magnitude, transaction.creditDebitType),
     currency: accountCurrency,
     description: transaction.transactionName,
-    type: CARD_TYPES[transaction.transactionType] ?? 'other',
+    type: cardMovementType(transaction),
     referenceId: null,
     counterparty: null,
     postedAt,

@@ -63,7 +63,11 @@ export interface WireAccount {
   currency: string;
   last_4: string;
   holder_name: string;
-  balance: { available: number; current: number; limit: number | null };
+  /**
+   * The protocol carries integers for `available` and `current` (accountFromWire refuses null): only a
+   * consent connector leaves them null (BankAccount), and no gateway serves one.
+   */
+  balance: { available: number | null; current: number | null; limit: number | null };
 }
 
 export interface WireMovement {
