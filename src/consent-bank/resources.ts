@@ -335,7 +335,7 @@ export function resourceAnswers(data: CustomerData, market: Market) {
     ) {
       const entries = data
         .entries(customer, card, window.from, window.to, now)
-        .filter((e) => filter.payeeMCC === undefined)
+        .filter(() => filter.payeeMCC === undefined)
         .filter(
           (e) => filter.transactionType === undefined || cardTransactionType(e) === filter.transactionType,
         );
