@@ -393,3 +393,14 @@ t.test('refresh tokens as configured: never, and always (without offline_access)
     }
   }
 });
+
+t.test(
+  'the banks name themselves as the appliance lists them (the banks state their names; nothing imported)',
+  async (t) => {
+    const { findInstitution } = await import('../../src/banks/institutions.js');
+    const { CHILE_BANK_NAME } = await import('../../src/consent-bank/pages.js');
+    const { BRASIL_BANK_NAME } = await import('../../src/consent-bank/brasil/pages.js');
+    t.equal(CHILE_BANK_NAME, findInstitution('bancoabierto')!.name);
+    t.equal(BRASIL_BANK_NAME, findInstitution('bancoabierto-br')!.name);
+  },
+);
