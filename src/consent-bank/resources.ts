@@ -160,6 +160,8 @@ export function cardTransactionType(entry: CustomerEntry): string {
   return 'OUTROS';
 }
 
+const creditDebit = (entry: CustomerEntry) => (entry.amount >= 0 ? 'CREDITO' : 'DEBITO');
+
 /** What an account-transactions request filters on besides the window (accounts 2.4.2). */
 export interface AccountEntryFilter {
   creditDebitIndicator?: string;
@@ -172,104 +174,17 @@ export interface CardEntryFilter {
   payeeMCC?: string;
 }
 
-/** The answers of one bank: its customers' data read in its market. */
-export function resourceAnswers(data: CustomerData, market: Market) {
-  const deposits = (customer: string, now: number) =>
-    data.accounts(customer, now).filter((a) => a.product !== 'credit_card');
-  const cards = (customer: string, now: number) =>
-    data.accounts(customer, now).filter((a) => a.product === 'credit_card');
+/** The credit-card answers (credit-cards 2.3.1) of one bank. */
+function cardAnswers(
+  data: CustomerData,
+  market: Market,
+  cards: (customer: string, now: number) => CustomerAccount[],
+) {
   const money = (minor: number, dataCurrency: string) => {
     const currency = market.currency(dataCurrency);
     return { amount: decimal(minor, currency), currency };
   };
-  const creditDebit = (entry: CustomerEntry) => (entry.amount >= 0 ? 'CREDITO' : 'DEBITO');
-
   return {
-    deposits,
-    cards,
-    findDeposit: (customer: string, id: string, now: number) =>
-      deposits(customer, now).find((a) => a.id === id) ?? null,
-    findCard: (customer: string, id: string, now: number) =>
-      cards(customer, now).find((a) => a.id === id) ?? null,
-
-    accountsList(customer: string, type: string | undefined, self: URL, paging: Paging, now: number) {
-      const accounts = deposits(customer, now).filter((a) => type === undefined || accountType(a) === type);
-      return {
-        data: slice(accounts, paging).map((account) => ({
-          brandName: BANK_BRAND,
-          companyCnpj: market.bankTaxId,
-          type: accountType(account),
-          compeCode: BANK_CODE,
-          ...accountNumber(account),
-          accountId: account.id,
-        })),
-        links: pageLinks(self, paging, accounts.length),
-        meta: meta(accounts.length, paging.pageSize, now),
-      };
-    },
-
-    accountIdentification(account: CustomerAccount, self: URL, now: number) {
-      return {
-        data: {
-          compeCode: BANK_CODE,
-          ...accountNumber(account),
-          type: accountType(account),
-          subtype: 'INDIVIDUAL',
-          currency: market.currency(account.currency),
-        },
-        links: { self: self.href },
-        meta: meta(1, 1, now),
-      };
-    },
-
-    accountBalances(customer: string, account: CustomerAccount, self: URL, now: number) {
-      const { booked } = data.balance(customer, account, now);
-      return {
-        data: {
-          availableAmount: money(booked, account.currency),
-          blockedAmount: money(0, account.currency),
-          automaticallyInvestedAmount: money(0, account.currency),
-          updateDateTime: secondsIso(now),
-        },
-        links: { self: self.href },
-        meta: meta(1, 1, now),
-      };
-    },
-
-    accountTransactions(
-      customer: string,
-      account: CustomerAccount,
-      window: Window,
-      filter: AccountEntryFilter,
-      self: URL,
-      paging: Paging,
-      now: number,
-    ) {
-      const entries = data
-        .entries(customer, account, window.from, window.to, now)
-        .filter(
-          (e) => filter.creditDebitIndicator === undefined || creditDebit(e) === filter.creditDebitIndicator,
-        );
-      return {
-        data: slice(entries, paging).map((e) => ({
-          transactionId: e.id,
-          completedAuthorisedPaymentType: PAYMENT_STATUS[e.status],
-          creditDebitType: creditDebit(e),
-          transactionName: e.description.slice(0, 200),
-          type: TRANSACTION_TYPES[e.kind],
-          transactionAmount: money(Math.abs(e.amount), e.currency),
-          transactionDateTime: new Date(e.bookedAt).toISOString(),
-          ...(e.counterpartyRut
-            ? (({ id, personType }) => ({ partieCnpjCpf: id, partiePersonType: personType }))(
-                market.party(e.counterpartyRut),
-              )
-            : {}),
-        })),
-        links: pageLinks(self, paging, entries.length, false),
-        meta: { requestDateTime: secondsIso(now) },
-      };
-    },
-
     cardAccountsList(customer: string, self: URL, paging: Paging, now: number) {
       const list = cards(customer, now);
       return {
@@ -364,6 +279,107 @@ export function resourceAnswers(data: CustomerData, market: Market) {
         meta: { requestDateTime: secondsIso(now) },
       };
     },
+  };
+}
+
+/** The answers of one bank: its customers' data read in its market. */
+export function resourceAnswers(data: CustomerData, market: Market) {
+  const deposits = (customer: string, now: number) =>
+    data.accounts(customer, now).filter((a) => a.product !== 'credit_card');
+  const cards = (customer: string, now: number) =>
+    data.accounts(customer, now).filter((a) => a.product === 'credit_card');
+  const money = (minor: number, dataCurrency: string) => {
+    const currency = market.currency(dataCurrency);
+    return { amount: decimal(minor, currency), currency };
+  };
+
+  return {
+    deposits,
+    cards,
+    findDeposit: (customer: string, id: string, now: number) =>
+      deposits(customer, now).find((a) => a.id === id) ?? null,
+    findCard: (customer: string, id: string, now: number) =>
+      cards(customer, now).find((a) => a.id === id) ?? null,
+
+    accountsList(customer: string, type: string | undefined, self: URL, paging: Paging, now: number) {
+      const accounts = deposits(customer, now).filter((a) => type === undefined || accountType(a) === type);
+      return {
+        data: slice(accounts, paging).map((account) => ({
+          brandName: BANK_BRAND,
+          companyCnpj: market.bankTaxId,
+          type: accountType(account),
+          compeCode: BANK_CODE,
+          ...accountNumber(account),
+          accountId: account.id,
+        })),
+        links: pageLinks(self, paging, accounts.length),
+        meta: meta(accounts.length, paging.pageSize, now),
+      };
+    },
+
+    accountIdentification(account: CustomerAccount, self: URL, now: number) {
+      return {
+        data: {
+          compeCode: BANK_CODE,
+          ...accountNumber(account),
+          type: accountType(account),
+          subtype: 'INDIVIDUAL',
+          currency: market.currency(account.currency),
+        },
+        links: { self: self.href },
+        meta: meta(1, 1, now),
+      };
+    },
+
+    accountBalances(customer: string, account: CustomerAccount, self: URL, now: number) {
+      const { booked } = data.balance(customer, account, now);
+      return {
+        data: {
+          availableAmount: money(booked, account.currency),
+          blockedAmount: money(0, account.currency),
+          automaticallyInvestedAmount: money(0, account.currency),
+          updateDateTime: secondsIso(now),
+        },
+        links: { self: self.href },
+        meta: meta(1, 1, now),
+      };
+    },
+
+    accountTransactions(
+      customer: string,
+      account: CustomerAccount,
+      window: Window,
+      filter: AccountEntryFilter,
+      self: URL,
+      paging: Paging,
+      now: number,
+    ) {
+      const entries = data
+        .entries(customer, account, window.from, window.to, now)
+        .filter(
+          (e) => filter.creditDebitIndicator === undefined || creditDebit(e) === filter.creditDebitIndicator,
+        );
+      return {
+        data: slice(entries, paging).map((e) => ({
+          transactionId: e.id,
+          completedAuthorisedPaymentType: PAYMENT_STATUS[e.status],
+          creditDebitType: creditDebit(e),
+          transactionName: e.description.slice(0, 200),
+          type: TRANSACTION_TYPES[e.kind],
+          transactionAmount: money(Math.abs(e.amount), e.currency),
+          transactionDateTime: new Date(e.bookedAt).toISOString(),
+          ...(e.counterpartyRut
+            ? (({ id, personType }) => ({ partieCnpjCpf: id, partiePersonType: personType }))(
+                market.party(e.counterpartyRut),
+              )
+            : {}),
+        })),
+        links: pageLinks(self, paging, entries.length, false),
+        meta: { requestDateTime: secondsIso(now) },
+      };
+    },
+
+    ...cardAnswers(data, market, cards),
   };
 }
 
