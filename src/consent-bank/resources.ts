@@ -160,6 +160,8 @@ export function cardTransactionType(entry: CustomerEntry): string {
   return 'OUTROS';
 }
 
+const creditDebit = (entry: CustomerEntry) => (entry.amount >= 0 ? 'CREDITO' : 'DEBITO');
+
 /** What an account-transactions request filters on besides the window (accounts 2.4.2). */
 export interface AccountEntryFilter {
   creditDebitIndicator?: string;
@@ -172,6 +174,114 @@ export interface CardEntryFilter {
   payeeMCC?: string;
 }
 
+/** The credit-card answers (credit-cards 2.3.1) of one bank. */
+function cardAnswers(
+  data: CustomerData,
+  market: Market,
+  cards: (customer: string, now: number) => CustomerAccount[],
+) {
+  const money = (minor: number, dataCurrency: string) => {
+    const currency = market.currency(dataCurrency);
+    return { amount: decimal(minor, currency), currency };
+  };
+  return {
+    cardAccountsList(customer: string, self: URL, paging: Paging, now: number) {
+      const list = cards(customer, now);
+      return {
+        data: slice(list, paging).map((card) => ({
+          creditCardAccountId: card.id,
+          brandName: BANK_BRAND,
+          companyCnpj: market.bankTaxId,
+          name: card.name.slice(0, 50),
+          productType: productType(card.name),
+          creditCardNetwork: network(card.name),
+        })),
+        links: pageLinks(self, paging, list.length),
+        meta: meta(list.length, paging.pageSize, now),
+      };
+    },
+
+    /** A card account's identification: its name, product and the holder's card. */
+    cardIdentification(card: CustomerAccount, self: URL, now: number) {
+      return {
+        data: {
+          name: card.name.slice(0, 50),
+          productType: productType(card.name),
+          creditCardNetwork: network(card.name),
+          paymentMethod: [{ identificationNumber: card.last4, isMultipleCreditCard: false }],
+        },
+        links: { self: self.href },
+        meta: meta(1, 1, now),
+      };
+    },
+
+    /**
+     * The card's total credit line, as the credential sandbox counts it: what is owed (`usedAmount`), and what
+     * can still be spent: the limit less that and less what pending charges hold.
+     */
+    cardLimits(customer: string, card: CustomerAccount, self: URL, now: number) {
+      const { booked: owed, pending } = data.balance(customer, card, now);
+      const limit = card.limit ?? 0;
+      return {
+        data: [
+          {
+            creditLineLimitType: 'LIMITE_CREDITO_TOTAL',
+            consolidationType: 'CONSOLIDADO',
+            identificationNumber: card.last4,
+            isLimitFlexible: false,
+            limitAmount: money(limit, card.currency),
+            usedAmount: money(owed, card.currency),
+            availableAmount: money(Math.max(0, limit - owed + pending), card.currency),
+          },
+        ],
+        links: { self: self.href },
+        meta: meta(1, 1, now),
+      };
+    },
+
+    cardTransactions(
+      customer: string,
+      card: CustomerAccount,
+      window: Window,
+      filter: CardEntryFilter,
+      self: URL,
+      paging: Paging,
+      now: number,
+    ) {
+      const entries = data
+        .entries(customer, card, window.from, window.to, now)
+        .filter(() => filter.payeeMCC === undefined)
+        .filter(
+          (e) => filter.transactionType === undefined || cardTransactionType(e) === filter.transactionType,
+        );
+      return {
+        data: slice(entries, paging).map((e) => {
+          const amount = money(Math.abs(e.amount), e.currency);
+          return {
+            transactionId: e.id,
+            identificationNumber: card.last4,
+            transactionName: e.description.slice(0, 200),
+            creditDebitType: creditDebit(e),
+            transactionType: cardTransactionType(e),
+            // A booked charge is on the month's bill; a pending one is on none yet (the card's unbilled charges).
+            ...(e.status === 'booked'
+              ? { billId: `bill-${card.last4}-${e.transactionDate.slice(0, 7)}` }
+              : {}),
+            paymentType: 'A_VISTA',
+            // Brazil's `brazilianAmount` is the amount in the local currency: CLP at the Chilean bank.
+            brazilianAmount: amount,
+            amount,
+            transactionDateTime: new Date(e.bookedAt).toISOString(),
+            billPostDate: e.transactionDate,
+          };
+        }),
+        links: pageLinks(self, paging, entries.length, false),
+        meta: { requestDateTime: secondsIso(now) },
+      };
+    },
+  };
+}
+
 /** The answers of one bank: its customers' data read in its market. */
 export function resourceAnswers(data: CustomerData, market: Market) {
   const deposits = (customer: string, now: number) =>
@@ -182,7 +292,6 @@ export function resourceAnswers(data: CustomerData, market: Market) {
     const currency = market.currency(dataCurrency);
     return { amount: decimal(minor, currency), currency };
   };
-  const creditDebit = (entry: CustomerEntry) => (entry.amount >= 0 ? 'CREDITO' : 'DEBITO');
 
   return {
     deposits,
@@ -270,100 +379,7 @@ export function resourceAnswers(data: CustomerData, market: Market) {
       };
     },
 
-    cardAccountsList(customer: string, self: URL, paging: Paging, now: number) {
-      const list = cards(customer, now);
-      return {
-        data: slice(list, paging).map((card) => ({
-          creditCardAccountId: card.id,
-          brandName: BANK_BRAND,
-          companyCnpj: market.bankTaxId,
-          name: card.name.slice(0, 50),
-          productType: productType(card.name),
-          creditCardNetwork: network(card.name),
-        })),
-        links: pageLinks(self, paging, list.length),
-        meta: meta(list.length, paging.pageSize, now),
-      };
-    },
-
-    /** A card account's identification: its name, product and the holder's card. */
-    cardIdentification(card: CustomerAccount, self: URL, now: number) {
-      return {
-        data: {
-          name: card.name.slice(0, 50),
-          productType: productType(card.name),
-          creditCardNetwork: network(card.name),
-          paymentMethod: [{ identificationNumber: card.last4, isMultipleCreditCard: false }],
-        },
-        links: { self: self.href },
-        meta: meta(1, 1, now),
-      };
-    },
-
-    /**
-     * The card's total credit line, as the credential sandbox counts it: what is owed (`usedAmount`), and what
-     * can still be spent: the limit less that and less what pending charges hold.
-     */
-    cardLimits(customer: string, card: CustomerAccount, self: URL, now: number) {
-      const { booked: owed, pending } = data.balance(customer, card, now);
-      const limit = card.limit ?? 0;
-      return {
-        data: [
-          {
-            creditLineLimitType: 'LIMITE_CREDITO_TOTAL',
-            consolidationType: 'CONSOLIDADO',
-            identificationNumber: card.last4,
-            isLimitFlexible: false,
-            limitAmount: money(limit, card.currency),
-            usedAmount: money(owed, card.currency),
-            availableAmount: money(Math.max(0, limit - owed + pending), card.currency),
-          },
-        ],
-        links: { self: self.href },
-        meta: meta(1, 1, now),
-      };
-    },
-
-    cardTransactions(
-      customer: string,
-      card: CustomerAccount,
-      window: Window,
-      filter: CardEntryFilter,
-      self: URL,
-      paging: Paging,
-      now: number,
-    ) {
-      const entries = data
-        .entries(customer, card, window.from, window.to, now)
-        .filter((e) => filter.payeeMCC === undefined)
-        .filter(
-          (e) => filter.transactionType === undefined || cardTransactionType(e) === filter.transactionType,
-        );
-      return {
-        data: slice(entries, paging).map((e) => {
-          const amount = money(Math.abs(e.amount), e.currency);
-          return {
-            transactionId: e.id,
-            identificationNumber: card.last4,
-            transactionName: e.description.slice(0, 200),
-            creditDebitType: creditDebit(e),
-            transactionType: cardTransactionType(e),
-            // A booked charge is on the month's bill; a pending one is on none yet (the card's unbilled charges).
-            ...(e.status === 'booked'
-              ? { billId: `bill-${card.last4}-${e.transactionDate.slice(0, 7)}` }
-              : {}),
-            paymentType: 'A_VISTA',
-            // Brazil's `brazilianAmount` is the amount in the local currency: CLP at the Chilean bank.
-            brazilianAmount: amount,
-            amount,
-            transactionDateTime: new Date(e.bookedAt).toISOString(),
-            billPostDate: e.transactionDate,
-          };
-        }),
-        links: pageLinks(self, paging, entries.length, false),
-        meta: { requestDateTime: secondsIso(now) },
-      };
-    },
+    ...cardAnswers(data, market, cards),
   };
 }
 

@@ -7,7 +7,11 @@ import type { Test } from 'tap';
 import { Agent, fetch as undiciFetch } from 'undici';
 import { systemClock } from '../../src/clock/clock.js';
 import { ConsentBankFaults } from '../../src/consent-bank/faults.js';
-import { startConsentBank, type ConsentBank } from '../../src/consent-bank/consent-bank.js';
+import {
+  startConsentBank,
+  type ConsentBank,
+  type ConsentBankOptions,
+} from '../../src/consent-bank/consent-bank.js';
 import { issueSoftwareStatement } from '../../src/consent-bank/software-statement.js';
 import {
   makeTestCa,
@@ -48,7 +52,11 @@ export interface BankFixture {
   appUrl: string;
 }
 
-export async function startBank(t: Test, engine: EngineName): Promise<BankFixture> {
+export async function startBank(
+  t: Test,
+  engine: EngineName,
+  options: Partial<Pick<ConsentBankOptions, 'data' | 'refreshTokens'>> = {},
+): Promise<BankFixture> {
   const database = await freshDatabase(t, engine);
   const db = openDatabase({ url: database.url });
   await migrateUp(db);
@@ -66,7 +74,8 @@ export async function startBank(t: Test, engine: EngineName): Promise<BankFixtur
     clock: systemClock,
     logger: silentLogger,
     publicBaseUrl: appUrl,
-    data: sandboxCustomerData(),
+    data: options.data ?? sandboxCustomerData(),
+    refreshTokens: options.refreshTokens,
     port: 0,
     faults,
   });
