@@ -460,7 +460,7 @@ export function createConsentConnector(options: ConsentConnectorOptions): Consen
             'a credit card limit',
             now,
           );
-          accounts.push(mapCardAccount(card, identification, limits, session.holderName));
+          accounts.push(mapCardAccount(card, identification, limits, session.holderName, profile.currency));
         }
       }
       return accounts;

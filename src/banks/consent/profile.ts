@@ -76,6 +76,8 @@ export interface CountryProfile {
   security: SecurityProfile;
   /** Whose reading of the Open Finance files the bank's answers follow (src/open-finance/schemas.ts). */
   market: Market;
+  /** The national currency: a card whose limits list is empty is in it (credit cards 2.3.1). */
+  currency: 'CLP' | 'BRL';
   /** Where the holder reads their statement and the consent's dates. */
   zone: StatementZone;
   /** Where the bank keeps its word on a grant, as reasons name it. */

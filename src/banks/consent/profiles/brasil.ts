@@ -46,6 +46,7 @@ export function jarmState(response: string | undefined): string | undefined {
 export const brasil: CountryProfile = {
   security: 'fapi1-br',
   market: 'BR',
+  currency: 'BRL',
   zone: 'America/Sao_Paulo',
   grantSource: 'consents API',
   resourcesFirst: true,
@@ -82,7 +83,7 @@ export const brasil: CountryProfile = {
     if (!cnpj)
       throw errors.invalidParameter(
         'cnpj',
-        'This is not a valid CNPJ: 14 characters whose last two are its check digits (12.345.678/0001-95).',
+        'This is not a valid CNPJ: 12 letters or digits, then its two check digits (12.345.678/0001-95, 12.ABC.345/01DE-35).',
       );
     return { cpf, cnpj };
   },

@@ -18,6 +18,7 @@ export const ACCOUNTS_DETAIL_TYPE = 'Accounts';
 export const chile: CountryProfile = {
   security: 'fapi2-cl',
   market: 'CL',
+  currency: 'CLP',
   zone: 'America/Santiago',
   grantSource: 'Grant Management',
   resourcesFirst: false,
