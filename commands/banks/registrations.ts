@@ -9,11 +9,17 @@ export default class BanksRegistrations extends BaseCommand {
     '<%= config.bin %> banks registrations --json',
   ];
 
-  async run(): Promise<ConsentClientView[]> {
+  async run(): Promise<(ConsentClientView & { problems: string[] })[]> {
     const { flags } = await this.parse(BanksRegistrations);
     const config = this.appConfig(flags.home);
     const { listRegistrations, viewOf } = await import('../../src/banks/consent/registrations.js');
-    const views = (await this.withDatabase(config, (db) => listRegistrations(db.reader))).map(viewOf);
+    const { gapsOfRegistration } = await import('../../src/banks/consent/register.js');
+    const { institutionsOf } = await import('../../src/banks/institutions.js');
+    // What the bank registered short of what was asked (bound tokens, RAR types, client_credentials).
+    const views = (await this.withDatabase(config, (db) => listRegistrations(db.reader))).map((row) => ({
+      ...viewOf(row),
+      problems: gapsOfRegistration(row, institutionsOf(config)),
+    }));
     if (this.jsonEnabled()) return views;
     if (views.length === 0) {
       this.log(
@@ -35,6 +41,8 @@ export default class BanksRegistrations extends BaseCommand {
       rows,
     ))
       this.log(line);
+    for (const view of views)
+      for (const problem of view.problems) this.log(`${view.bank_id} (${view.mode}): ${problem}.`);
     return views;
   }
 }

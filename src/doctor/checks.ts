@@ -397,6 +397,8 @@ export interface ConsentClientFacts {
    * token): then a new certificate replaces the old one on the same client (`svc banks rotate-certificate`).
    */
   manageable: boolean;
+  /** What the bank registered short of what the appliance asked for (register.ts, registrationGaps). */
+  gaps?: readonly string[];
   now: number;
 }
 
@@ -438,6 +440,12 @@ export function checkConsentClients(clients: ConsentClientFacts[]): CheckResult[
         name,
         `the bank's discovery does not answer (${client.discovery.reason})`,
         `Check the bank's issuer URL and this machine's route to it; register again if it moved.`,
+      );
+    if (client.gaps && client.gaps.length > 0)
+      return fail(
+        name,
+        `${client.gaps.join('; ')}: consents at this bank will fail`,
+        `Register again (svc banks register ${client.bank} --mode ${client.mode} …); if the bank keeps refusing, ask it to allow these settings for the appliance's software statement.`,
       );
     if (days < CERTIFICATE_WARN_DAYS)
       return warn(name, `its certificate ends on ${until}, in ${days} days`, renewalCommand(client));

@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { bankIdsOf, findInstitution } from '../banks/institutions.js';
+import { bankIdsOf, findInstitution, institutionsOf } from '../banks/institutions.js';
 import { testCaDirectory } from '../consent-bank/test-ca.js';
 import type { Config } from '../config/defaults.js';
 import { CONFIG_FILE, maskUrl } from '../config/load-config.js';
@@ -9,6 +9,7 @@ import { migrationStatus } from '../db/migrations.js';
 import { serverClockSkewMs } from '../db/server-clock.js';
 import { runningSupervisors } from '../processes/status.js';
 import { CertificateError, certificateFacts } from '../banks/consent/certificates.js';
+import { gapsOfRegistration } from '../banks/consent/register.js';
 import { listRegistrations, openPrivateKey } from '../banks/consent/registrations.js';
 import type { SecretBox } from '../secrets/secret-box.js';
 import { loadSecretBox } from '../secrets/master-key-file.js';
@@ -263,6 +264,7 @@ async function consentClientFacts(db: Database, config: Readonly<Config>): Promi
         certificate,
         discovery: await probeDiscovery(row),
         manageable: row.registration_client_uri !== null && row.registration_access_token_sealed !== null,
+        gaps: gapsOfRegistration(row, institutionsOf(config)),
         now,
       };
     }),

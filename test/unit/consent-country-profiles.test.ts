@@ -3,6 +3,7 @@ import * as client from 'openid-client';
 import { bankWordsOf, describeBankWords, safeWords } from '../../src/banks/consent/bank-answers.js';
 import { transactionFilters, SCHEDULED_HORIZON_DAYS } from '../../src/banks/consent/consent-connector.js';
 import { queryGrant, revokeGrant } from '../../src/banks/consent/grant-management.js';
+import { registrationGaps } from '../../src/banks/consent/register.js';
 import type { ConsentClient } from '../../src/banks/consent/profile.js';
 import { brasil } from '../../src/banks/consent/profiles/brasil.js';
 import { chile } from '../../src/banks/consent/profiles/chile.js';
@@ -37,6 +38,24 @@ t.test('every profile registers what the standards make the client ask for', asy
   t.equal(profileOf('fapi2-cl'), chile);
   t.equal(profileOf('fapi1-br'), brasil);
 });
+
+t.test(
+  'what the bank registered short of what was asked is named with its section (RFC 7591 §3.2.1)',
+  async (t) => {
+    const asked = chile.registrationMetadata;
+    t.same(registrationGaps(asked, { ...asked }), [], 'all granted');
+    const gaps = registrationGaps(asked, {
+      grant_types: ['authorization_code', 'refresh_token'],
+      response_types: ['code'],
+      tls_client_certificate_bound_access_tokens: false,
+    });
+    t.same(gaps, [
+      'the bank registered grant_types without "client_credentials" (Grant Management §6.1 and the consents API need client_credentials)',
+      'the bank registered tls_client_certificate_bound_access_tokens without true (certificate-bound tokens, RFC 8705 §3.4)',
+      'the bank registered authorization_details_types without "Accounts" (RAR types, RFC 9396 §10.2)',
+    ]);
+  },
+);
 
 t.test('the countries differ where their rules do, and only there', async (t) => {
   t.equal(chile.zone, 'America/Santiago');

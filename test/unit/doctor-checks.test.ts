@@ -196,6 +196,15 @@ t.test('a consent client: its certificate, key and bank, with the fix to registe
       /master key/,
     ],
     [
+      {
+        ...client,
+        gaps: [
+          'the bank registered tls_client_certificate_bound_access_tokens without true (certificate-bound tokens, RFC 8705 §3.4)',
+        ],
+      },
+      /RFC 8705 §3.4\): consents at this bank will fail/,
+    ],
+    [
       { ...client, discovery: { kind: 'failed' as const, reason: 'ECONNREFUSED' } },
       /discovery does not answer \(ECONNREFUSED\)/,
     ],

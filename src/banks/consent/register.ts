@@ -58,6 +58,45 @@ function httpsUrl(value: string, param: string, allowLoopbackHttp = false): URL 
   return url;
 }
 
+/**
+ * What the bank's registration answer left out of what the appliance asked for (RFC 7591 §3.2.1: the answer
+ * holds the metadata as registered; a bank may drop or change a value): each gap in words with its section.
+ * A gap means a failure later (unbound tokens refused at the callback, PAR refused, no Grant Management
+ * token), so `svc doctor` and `svc banks registrations` say it at once.
+ */
+export function registrationGaps(
+  asked: Record<string, unknown>,
+  registered: Record<string, unknown>,
+): string[] {
+  const why: Record<string, string> = {
+    tls_client_certificate_bound_access_tokens: 'certificate-bound tokens, RFC 8705 §3.4',
+    authorization_details_types: 'RAR types, RFC 9396 §10.2',
+    grant_types: 'Grant Management §6.1 and the consents API need client_credentials',
+  };
+  const gaps: string[] = [];
+  for (const [key, value] of Object.entries(asked)) {
+    const got = registered[key];
+    const missing = Array.isArray(value)
+      ? value.filter((item) => !(Array.isArray(got) && got.includes(item)))
+      : got === value
+        ? []
+        : [value];
+    if (missing.length > 0)
+      gaps.push(
+        `the bank registered ${key} without ${missing.map((item) => JSON.stringify(item)).join(', ')}${why[key] ? ` (${why[key]})` : ''}`,
+      );
+  }
+  return gaps;
+}
+
+/** The gaps of a stored registration, by its bank's country profile. */
+export function gapsOfRegistration(row: ConsentClientRow, institutions?: readonly Institution[]): string[] {
+  const institution = findInstitution(row.bank_id, institutions);
+  if (!institution) return [];
+  const asked = profileOf(consentProfileOf(institution).security).registrationMetadata;
+  return registrationGaps(asked, JSON.parse(row.registration) as Record<string, unknown>);
+}
+
 /** Everything that can be known wrong without calling the bank, in the order a person fixes it. */
 export function checkRegistrationInput(
   input: RegistrationInput,
