@@ -64,6 +64,15 @@ forEachEngine(t, async (t, engine) => {
       before.some((m) => m.pending && m.account_type === 'credit_card'),
       'unbilled card charges are pending',
     );
+    t.ok(
+      before.some((m) => !m.pending && m.account_type === 'credit_card'),
+      'billed card charges, asked with credit-cards 2.3.1 fromTransactionDate/toTransactionDate',
+    );
+    const today = new Date(app.clock.now()).toISOString().slice(0, 10);
+    t.ok(
+      before.some((m) => m.pending && m.account_type !== 'credit_card' && m.date > today),
+      'scheduled entries ahead of today come through pending (accounts 2.4.2 LANCAMENTO_FUTURO)',
+    );
 
     app.clock.advance(60_000);
     await app.db.transaction(async (trx) => {
@@ -256,8 +265,8 @@ async function movementsOf(
   app: TestApp,
   tenant: TestTenant,
   accounts: { id: string; type: string }[],
-): Promise<{ id: string; pending: boolean; account_type: string }[]> {
-  const out: { id: string; pending: boolean; account_type: string }[] = [];
+): Promise<{ id: string; pending: boolean; account_type: string; date: string }[]> {
+  const out: { id: string; pending: boolean; account_type: string; date: string }[] = [];
   for (const account of accounts)
     for (let page = 1; ; page++) {
       const rows = await api(
@@ -265,7 +274,8 @@ async function movementsOf(
         tenant,
         `/v1/accounts/${account.id}/movements?confirmed_only=false&per_page=300&page=${page}`,
       );
-      for (const m of rows) out.push({ id: m.id, pending: m.pending, account_type: account.type });
+      for (const m of rows)
+        out.push({ id: m.id, pending: m.pending, account_type: account.type, date: m.transaction_date });
       if (rows.length < 300) break;
     }
   return out;
