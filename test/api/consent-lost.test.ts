@@ -1,5 +1,4 @@
 import t from 'tap';
-import { fetch as undiciFetch } from 'undici';
 import { ManualClock } from '../../src/clock/clock.js';
 import { endingConsentsInBulk } from '../../src/banks/health.js';
 import type { CallKind } from '../../src/consent-bank/consent-bank.js';
