@@ -1,10 +1,16 @@
 /* eslint-disable @typescript-eslint/no-explicit-any -- oidc-provider ships no types (oidc-provider.d.ts) */
-import { createHash, createPrivateKey, hkdfSync, type X509Certificate } from 'node:crypto';
+import { createHash, createPrivateKey, hkdfSync, type KeyObject, type X509Certificate } from 'node:crypto';
 import { createServer, type Server } from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { TLSSocket } from 'node:tls';
 import { setTimeout as sleep } from 'node:timers/promises';
 import Koa, { type Context, type Middleware } from 'koa';
+import {
+  altersTokenAnswers,
+  authorizationResponseWithFault,
+  discoveryWithFaults,
+  tokenAnswerWithFaults,
+} from './answer-faults.js';
 import type { BankOptions, BankProfile, BankRuntime, ProviderContext, ShellContext } from './bank-profile.js';
 import { ConsentBankFaults } from './faults.js';
 import { interactionStep } from './interactions.js';
@@ -135,13 +141,18 @@ function stateStore(
   };
 }
 
-/** Hooks on the library's own answers: discovery's aliases, a token answer's extras, a PAR's fault. */
+/**
+ * Hooks on the library's own answers: discovery's aliases, a token answer's extras, a PAR's fault, and the
+ * client conformance faults (answer-faults.ts), applied last to what the bank would otherwise have sent.
+ */
 function providerHooks(
   provider: any,
   context: ShellContext,
   aliases: Record<string, string>,
   extra: Record<string, unknown>,
+  signingKey: KeyObject,
 ) {
+  const { faults } = context;
   return (runtime: () => BankRuntime) =>
     provider.use(async (ctx: any, next: () => Promise<void>) => {
       await next();
@@ -156,11 +167,24 @@ function providerHooks(
           { mtls_endpoint_aliases: named, code_challenge_methods_supported: ['S256'] },
           extra,
         );
+        ctx.body = discoveryWithFaults(ctx.body, faults.bankWide);
+      }
+      if ((route === 'authorization' || route === 'resume') && ctx.status === 303) {
+        const location = authorizationResponseWithFault(
+          ctx.response.get('location'),
+          context.issuer,
+          faults.bankWide.authorizationResponse,
+        );
+        if (location !== null) ctx.redirect(location);
       }
       if (route === 'token' && ctx.status === 200) {
         const token = ctx.oidc.entities?.AccessToken;
         const more = token ? runtime().tokenAnswer?.(token) : undefined;
         if (more) ctx.body = { ...ctx.body, ...more };
+        const grantType = ctx.oidc.params?.grant_type;
+        if (grantType === 'refresh_token') faults.noteRefresh();
+        if (altersTokenAnswers(faults.bankWide))
+          ctx.body = await tokenAnswerWithFaults(ctx.body, grantType, faults.bankWide, signingKey);
       }
       const ttl = context.faults.bankWide.requestUriTtlSeconds;
       if (route === 'pushed_authorization_request' && ctx.status === 201 && ttl !== undefined) {
@@ -191,7 +215,7 @@ export async function startBank(options: BankOptions, profile: BankProfile): Pro
   const issuer = `${publicBase.origin}${publicBase.pathname.replace(/\/$/, '')}${profile.path}`;
   const issuerPath = new URL(issuer).pathname;
   const listener = await listen(options, profile, faults);
-  const [{ Provider, errors }, router] = await Promise.all([
+  const [{ Provider, errors, defaults }, router] = await Promise.all([
     loadOidcProvider(log),
     specRouter(profile.files, profile.market),
   ]).catch(async (error) => {
@@ -233,6 +257,7 @@ export async function startBank(options: BankOptions, profile: BankProfile): Pro
         .digest('base64url'),
       adapter: stateAdapterClass(context.store),
       directoryKeyPem: ca.directoryKey,
+      libraryRotateRefreshToken: defaults.rotateRefreshToken,
     }),
   );
   // The faces set the forwarded headers themselves (below), from the configured bases, never the client's.
@@ -243,7 +268,13 @@ export async function startBank(options: BankOptions, profile: BankProfile): Pro
   );
   const running: ProviderContext = { ...context, provider };
   const runtime = profile.runtime(running);
-  providerHooks(provider, context, parts.aliases, parts.discovery)(() => runtime);
+  providerHooks(
+    provider,
+    context,
+    parts.aliases,
+    parts.discovery,
+    createPrivateKey(ca.bankSigningKey),
+  )(() => runtime);
 
   const callProvider = provider.callback() as (req: IncomingMessage, res: ServerResponse) => Promise<void>;
   /** Hands a request to the library with the path under the bank's base, as seen from `base`. */

@@ -46,7 +46,60 @@ export interface BankFaults extends UserFaults {
    * the appliance's link (the widget must keep saying the connection is under way meanwhile).
    */
   tokenDelayMs?: number;
+
+  /*
+   * The client conformance faults (docs/open-finance.md, "Client conformance"): each is one module of the
+   * OpenID Foundation's FAPI 2.0 Security Profile relying-party test plan, or a case the plan leaves out. The
+   * bank makes its answer as always, then answer-faults.ts alters it on the way out (the library's own logic
+   * is never forked): the discovery document, the authorization response's redirect, the token answer and its
+   * ID token, re-signed with the bank's own key.
+   */
+  /** Discovery names another issuer than the one it is served for (OpenID Connect Discovery 4.3). */
+  discoveryIssuerMismatch?: boolean;
+  /** Discovery has no `mtls_endpoint_aliases` (RFC 8705 section 5): its top-level endpoints are the mTLS ones. */
+  noMtlsEndpointAliases?: boolean;
+  /** The authorization response (the redirect back to the client) is altered (RFC 9207, RFC 6749 4.1.2). */
+  authorizationResponse?: AuthorizationResponseFault;
+  /** Token answers, of every grant, leave out `expires_in` (RFC 6749 5.1 makes it RECOMMENDED only). */
+  tokenWithoutExpiresIn?: boolean;
+  /** Token answers, of every grant, carry this `token_type` instead of `Bearer` (case-insensitive, 5.1). */
+  tokenType?: string;
+  /** The ID token of an `authorization_code` grant's answer is altered and signed again (OIDC Core 3.1.3.7). */
+  idToken?: IdTokenFault;
+  /**
+   * Every refresh issues a new refresh token and spends the one presented (oidc-provider's rotation: a spent
+   * one presented again is taken for a stolen one, and the whole grant is revoked).
+   */
+  rotateRefreshTokens?: boolean;
+  /**
+   * Resource calls answer 401 until the bank has answered this many `refresh_token` grants since the faults
+   * were set (the conformance suite's refresh-token test asks for two refreshes).
+   */
+  unauthorizedUntilRefreshes?: number;
 }
+
+/** How the authorization response is altered: the suite's `iss` and `state` modules. */
+export type AuthorizationResponseFault = 'invalid-iss' | 'no-iss' | 'invalid-state' | 'no-state';
+
+/**
+ * How the ID token is altered, each as the suite's condition of the same name does: a claim changed
+ * (`…1` appended, or removed), `aud` as an array (alone, or with an untrusted second audience and no `azp`),
+ * `exp` six minutes past, or the token signed with `alg: none` or with RS256 (the bank's key, another
+ * algorithm than the PS256 discovery names).
+ */
+export type IdTokenFault =
+  | 'invalid-iss'
+  | 'no-iss'
+  | 'invalid-aud'
+  | 'no-aud'
+  | 'aud-array'
+  | 'untrusted-second-aud'
+  | 'expired-exp'
+  | 'no-exp'
+  | 'invalid-nonce'
+  | 'no-nonce'
+  | 'alg-none'
+  | 'alg-rs256';
 
 /**
  * The default `Retry-After` of a fault's status (the resource calls' unless given): to the next half-minute
@@ -62,12 +115,15 @@ export class ConsentBankFaults {
   private bank: BankFaults = {};
   private readonly users = new Map<string, UserFaults>();
   private readonly listeners = new Set<() => void>();
+  /** `refresh_token` grants answered since the bank-wide faults were last set (`unauthorizedUntilRefreshes`). */
+  private refreshes = 0;
 
   constructor(private readonly builtIn: (rut: string) => UserFaults = () => ({})) {}
 
   /** Replaces the bank-wide faults. */
   setFaults(faults: BankFaults): void {
     this.bank = { ...faults };
+    this.refreshes = 0;
     for (const listener of this.listeners) listener();
   }
 
@@ -89,6 +145,16 @@ export class ConsentBankFaults {
   forUser(rut: string | undefined): UserFaults {
     if (rut === undefined) return { ...this.bank };
     return { ...this.builtIn(rut), ...this.bank, ...this.users.get(rut) };
+  }
+
+  /** The bank answered a `refresh_token` grant. */
+  noteRefresh(): void {
+    this.refreshes += 1;
+  }
+
+  /** Whether resource calls still answer 401 under `unauthorizedUntilRefreshes`. */
+  awaitingRefreshes(): boolean {
+    return this.refreshes < (this.bank.unauthorizedUntilRefreshes ?? 0);
   }
 
   onChange(listener: () => void): () => void {

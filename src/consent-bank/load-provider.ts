@@ -27,7 +27,14 @@ export function loadOidcProvider(logger: Logger): Promise<OidcModule> {
       original.apply(console, args);
     };
     try {
-      return await import('oidc-provider');
+      // The library's defaults too, for a setting the bank changes only under a fault (refresh-token
+      // rotation): the rule stays the library's own otherwise. The package has no export map, so the path is
+      // its published file.
+      const [library, { defaults }] = await Promise.all([
+        import('oidc-provider'),
+        import('oidc-provider/lib/helpers/defaults.js'),
+      ]);
+      return { ...library, defaults };
     } finally {
       console.warn = original;
     }

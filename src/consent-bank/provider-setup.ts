@@ -21,6 +21,8 @@ export interface ProviderKeys {
   signingJwk: Record<string, unknown>;
   cookieKey: string;
   adapter: unknown;
+  /** oidc-provider's own `rotateRefreshToken`, which stands unless the `rotateRefreshTokens` fault is set. */
+  libraryRotateRefreshToken: (ctx: unknown) => unknown;
 }
 
 /** `issueRefreshToken` of a policy; undefined keeps the library's own (OIDC Core section 11). */
@@ -102,6 +104,10 @@ export function providerConfiguration(
       return { accountId: sub, claims: async () => ({ sub }) };
     },
     pkce: { required: () => true },
+    // The library's rule (rotate for public clients, or past 70% of the token's life) unless a fault rotates
+    // at every refresh.
+    rotateRefreshToken: (ctx: unknown) =>
+      context.faults.bankWide.rotateRefreshTokens === true || keys.libraryRotateRefreshToken(ctx),
     ...(issueRefreshToken ? { issueRefreshToken } : {}),
     extraClientMetadata: {
       properties: ['software_statement'],

@@ -170,7 +170,12 @@ export async function resourceCall(
   const request = await prepare(ctx, path, operation, caller, context, secret);
   if ('status' in request) return send(ctx, request, interaction.id);
   if (request.faults.delayMs) await sleep(request.faults.delayMs);
-  const fault = faultAnswer(request.faults, now);
+  // The suite's refresh-token test: every token is refused until the client has refreshed enough times.
+  const fault = context.faults.awaitingRefreshes()
+    ? errorAnswer(401, 'UNAUTHORIZED', 'The bank wants a refreshed access token (fault)', now, {
+        'WWW-Authenticate': 'Bearer error="invalid_token"',
+      })
+    : faultAnswer(request.faults, now);
   if (fault) return send(ctx, fault, interaction.id);
   let answer = await handler({ ...request, body });
   answer = {
