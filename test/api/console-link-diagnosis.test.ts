@@ -109,4 +109,46 @@ forEachEngine(t, async (t, engine) => {
   const list = (await spanish('GET', `/console/o/${tenant.orgId}/test/links?status=expired`)).text;
   t.match(list, /<option value="expired" selected>expirada<\/option>/, 'the status filter in Spanish');
   t.ok(list.includes(linkId), 'finds the expired link');
+
+  // The bank's own words under the finding (issue 41 item 2), escaped, and a grant still being revoked.
+  await app.db.knex('links').where({ id: linkId }).update({
+    status: 'active',
+    paused: false,
+    expired_at: null,
+    consecutive_failures: 0,
+    last_error_code: 'bank_unavailable',
+  });
+  const job = await app.db.knex('jobs').where({ link_id: linkId }).orderBy('created_at', 'desc').first();
+  await app.db.knex('jobs').where({ id: job.id }).update({
+    status: 'failed',
+    last_error:
+      'bank_unavailable: the bank answered the accounts list with HTTP 503 temporarily_unavailable: <b>maintenance</b> until 10:00',
+  });
+  await app.db.knex('grant_revocations').insert({
+    id: 'grev_diagnosis',
+    link_id: linkId,
+    org_id: tenant.orgId,
+    mode: 'test',
+    bank_id: 'bancoabierto',
+    client_id: 'client-1',
+    grant_id_sealed: 'sealed',
+    status: 'pending',
+    attempts: 2,
+    next_attempt_at: app.clock.now() + 60_000,
+    locked_until: null,
+    last_error: 'the bank answered HTTP 429 slow_down',
+    created_at: app.clock.now(),
+    updated_at: app.clock.now(),
+    revoked_at: null,
+  });
+  const items = await diagnosis(english);
+  t.match(
+    items,
+    [
+      /^The last sync failed with bank_unavailable .*<small class="bank-said">The bank said: the bank answered the accounts list with HTTP 503 temporarily_unavailable: &lt;b&gt;maintenance&lt;\/b&gt; until 10:00<\/small>$/s,
+      /^A consent of this link \(replaced or refused\) is being revoked at the bank: next attempt at .*The bank said: the bank answered HTTP 429 slow_down/s,
+    ],
+    "the bank's words, escaped, under its finding; the pending revocation with its last error",
+  );
+  t.match((await diagnosis(spanish))[1], /^Un consentimiento de esta conexión .*El banco respondió:/s);
 });
