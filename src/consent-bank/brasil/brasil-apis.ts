@@ -19,7 +19,7 @@ import {
   type Refusal,
 } from './consents.js';
 import { BRASIL_MARKET, findBrasilUser } from './market.js';
-import { CONSENT_NAMESPACE, consentIdOfScope } from './brasil-profile.js';
+import { CONSENT_NAMESPACE, consentIdOfScope } from './consent-ids.js';
 
 /*
  * The Brazilian bank's APIs, one handler per operation of the files (the resource server routed and checked

@@ -9,13 +9,8 @@ import { brasilProfile, consentStore } from './brasil-profile.js';
  * Brazilian profile (brasil-profile.ts).
  */
 
-export {
-  BRASIL_ACCESS_TOKEN_TTL_S,
-  BRASIL_BANK_PATH,
-  CONSENT_NAMESPACE,
-  DATA_SCOPES,
-  consentIdOfScope,
-} from './brasil-profile.js';
+export { BRASIL_ACCESS_TOKEN_TTL_S, BRASIL_BANK_PATH, DATA_SCOPES } from './brasil-profile.js';
+export { CONSENT_NAMESPACE, consentIdOfScope } from './consent-ids.js';
 export { CONSENTS_BASE, RESOURCES_BASE } from './brasil-apis.js';
 
 export type BrasilBankOptions = BankOptions;

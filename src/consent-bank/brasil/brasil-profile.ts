@@ -1,4 +1,5 @@
 /* eslint-disable @typescript-eslint/no-explicit-any -- oidc-provider ships no types (oidc-provider.d.ts) */
+import { CONSENT_SCOPE, consentIdOfScope } from './consent-ids.js';
 import type { BankPages, BankProfile, ProviderContext, ShellContext } from '../bank-profile.js';
 import { stateAdapterClass } from '../store.js';
 import { brasilApiHandlers, brasilAuthorize } from './brasil-apis.js';
@@ -24,21 +25,8 @@ import { isRefusal } from './consents.js';
 export const BRASIL_BANK_PATH = '/sandbox/consent-bank-br';
 /** Brazil's rule for access tokens is 5 to 15 minutes; the bank gives 10, as the Chilean one does. */
 export const BRASIL_ACCESS_TOKEN_TTL_S = 600;
-/** The consent ids' URN namespace (`urn:bancoabierto-br:<uuid>`). */
-export const CONSENT_NAMESPACE = 'bancoabierto-br';
 /** The scopes of Brazil's data APIs this bank serves (consents table of the file). */
 export const DATA_SCOPES = ['accounts', 'credit-cards-accounts', 'resources'] as const;
-const CONSENT_SCOPE = /^consent:(urn:[a-zA-Z0-9][a-zA-Z0-9-]{0,31}:[a-zA-Z0-9()+,\-.:=@;$_!*'%/?#]+)$/;
-
-/** The consent id a scope string names (`consent:urn:…`), or null. */
-export function consentIdOfScope(scope: unknown): string | null {
-  if (typeof scope !== 'string') return null;
-  for (const item of scope.split(' ')) {
-    const match = CONSENT_SCOPE.exec(item);
-    if (match) return match[1]!;
-  }
-  return null;
-}
 
 /** The bank's consent records, in its own rows of the state table. */
 export function consentStore(context: ShellContext) {
