@@ -289,11 +289,10 @@ export async function startConsent(
   if (renewing && holderType !== renewing.holder_type)
     throw errors.invalidParameter('holder_type', `This link is of a ${renewing.holder_type} holder.`);
   if (!renewing) await refuseOverConnectionLimit(db.reader, session, token);
-  // A renewal at a bank that names its customer first (Brazil's CPF) names the link's holder, or stops here.
-  if (renewing && holder.cpf !== null) {
-    const held = consentSubjectOf(renewing, context.secrets);
-    if (held !== null && !isSameSubject(held, holder.cpf)) throw refuse('holder_mismatch', 409);
-  }
+  // A renewal's holder is checked at the callback, on the ID token's `sub`, not here on the typed CPF: `sub`
+  // is the bank's opaque id of the person (OpenID Connect Core §2), not their CPF, so the two never match at
+  // a real bank; and an answer here would tell a caller holding only a publishable key and a link id whether
+  // a CPF is the holder's without the bank ever being asked.
 
   // The attempt is taken before the bank is called, not after: each start costs the bank a PAR (and at a
   // Brazilian bank a consent it keeps for an hour), so starts sent at once must not reach it beyond the

@@ -256,9 +256,17 @@ forEachEngine(t, async (t, engine) => {
     const oldConsent = await consentIdOf(linkId);
     const session = await open({ intent: 'reconnect', link_id: linkId });
 
+    // The typed CPF is not compared with the link's subject before the bank (the ID token's `sub` is the
+    // bank's opaque id, not a CPF): another person is refused when they come back from the bank.
     const other = await startAt(session, { cpf: '111.444.777-35' });
-    t.equal(other.status, 409, 'another CPF than the holder is refused before the bank');
-    t.equal(other.body.error.code, 'holder_mismatch');
+    t.equal(other.status, 200, 'no answer about the holder before the bank');
+    const elsewhere = await atTheBank(other.body.authorization_url, '111.444.777-35');
+    t.match(
+      (await callbackPage(elsewhere.callback)).bootstrap,
+      { error: { code: 'holder_mismatch' } },
+      "another person's consent is refused at the callback, on the ID token's subject",
+    );
+    t.equal(await consentIdOf(linkId), oldConsent, 'the link keeps its consent');
 
     const started = await startAt(session, { cpf: '52998224725' });
     t.equal(started.status, 200, started.text);
