@@ -86,6 +86,11 @@ export interface BankPages {
   signIn(language: string, action: string, failed: boolean, typed: string): Html;
   /** The sign-in form's identity field (`rut`, `cpf`). */
   identityField: string;
+  /**
+   * The authentication context a sign-in with password reaches (OpenID Connect Core §2 `acr`), when the
+   * country names one (Brazil: `urn:brasil:openbanking:loa2`); the ID token carries it.
+   */
+  signInAcr?: string;
   /** The account id a sign-in names, or null (an unknown identity and a wrong password are one answer). */
   signInAs(identity: string, password: string): string | null;
   /** False when the trip must end on the gone page before any step (Brazil: its consent is gone). */

@@ -64,7 +64,7 @@ export async function interactionStep(
     const typed = form.get(pages.identityField) ?? '';
     const accountId = pages.signInAs(typed, form.get('password') ?? '');
     if (!accountId) return sendHtml(ctx, 401, pages.signIn(language, `${step.base}/login`, true, typed));
-    return finish({ login: { accountId } }, false);
+    return finish({ login: { accountId, ...(pages.signInAcr ? { acr: pages.signInAcr } : {}) } }, false);
   }
   if (name === 'abort') {
     await pages.refuse(step, context);

@@ -244,7 +244,14 @@ t.test('Brazil: a token answer without scope still names the trip’s consent (R
   const tokens = {
     access_token: 'a',
     token_type: 'bearer' as const,
-    claims: () => ({ sub: 'opaque-1', iss: 'x', aud: 'y', iat: 0, exp: 0 }),
+    claims: () => ({
+      sub: 'opaque-1',
+      iss: 'x',
+      aud: 'y',
+      iat: 0,
+      exp: 0,
+      acr: 'urn:brasil:openbanking:loa2',
+    }),
   } as unknown as client.TokenEndpointResponse & client.TokenEndpointResponseHelpers;
   const granted = await brasil.granted(bank, tokens, [{ type: 'Accounts', identifier: 'urn:bank:c1' }]);
   t.match(granted, { ok: true, grantId: 'urn:bank:c1' });

@@ -23,6 +23,8 @@ import { isRefusal } from './consents.js';
  */
 
 export const BRASIL_BANK_PATH = '/sandbox/consent-bank-br';
+/** The level of assurance a password sign-in at this bank reaches (Open Finance Brasil's `acr` values). */
+export const BRASIL_LOA2 = 'urn:brasil:openbanking:loa2';
 /** Brazil's rule for access tokens is 5 to 15 minutes; the bank gives 10, as the Chilean one does. */
 export const BRASIL_ACCESS_TOKEN_TTL_S = 600;
 /** The scopes of Brazil's data APIs this bank serves (consents table of the file). */
@@ -60,6 +62,7 @@ function pages(context: ShellContext): BankPages {
     signIn: (language, action, failed, typed) =>
       brasilSignInPage(language as BrasilLanguage, action, failed, typed),
     identityField: 'cpf',
+    signInAcr: BRASIL_LOA2,
     signInAs: (cpf, password) => signInBrasil(cpf, password)?.cpf ?? null,
     admits: async ({ details }) => (await recordOf(details)) !== null,
     async consent({ details, language, base }, { provider }) {
@@ -134,8 +137,12 @@ function providerSettings(context: ShellContext) {
       RefreshToken: 366 * 86_400,
       Grant: 366 * 86_400,
     },
+    // Open Finance Brasil's levels of assurance (its security profile: `acr` values loa2 and loa3, which a
+    // client requests as an essential claim, OpenID Connect Core §5.5.1.1); a password sign-in here is LoA2.
+    acrValues: [BRASIL_LOA2, 'urn:brasil:openbanking:loa3'],
     features: {
       fapi: { enabled: true, profile: '1.0 Final' },
+      claimsParameter: { enabled: true },
       jwtResponseModes: { enabled: true },
       clientCredentials: { enabled: true },
     },

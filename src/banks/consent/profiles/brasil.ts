@@ -43,6 +43,12 @@ export function jarmState(response: string | undefined): string | undefined {
   }
 }
 
+/**
+ * Open Finance Brasil's levels of assurance: its security profile has the client ask for `acr` as an essential
+ * claim with these values (OpenID Connect Core §5.5.1.1) and check the ID token's against them.
+ */
+export const BRASIL_ACR_VALUES = ['urn:brasil:openbanking:loa2', 'urn:brasil:openbanking:loa3'];
+
 export const brasil: CountryProfile = {
   security: 'fapi1-br',
   market: 'BR',
@@ -106,6 +112,7 @@ export const brasil: CountryProfile = {
       code_challenge_method: 'S256',
       state: input.state,
       nonce: nonceOf(input.state),
+      claims: JSON.stringify({ id_token: { acr: { essential: true, values: BRASIL_ACR_VALUES } } }),
       ui_locales: uiLocales(input.locale),
     });
     return {
@@ -125,7 +132,8 @@ export const brasil: CountryProfile = {
     // The token answer's scope names the consent; a bank may leave `scope` out when it is the one asked
     // (RFC 6749 §5.1), and then the consent is the trip's own.
     const grantId = tokens.scope === undefined ? asked : consentIdOfScope(tokens.scope);
-    const subject = tokens.claims()?.sub;
+    const claims = tokens.claims();
+    const subject = claims?.sub;
     if (grantId === null || grantId !== asked)
       return {
         ok: false,
@@ -133,6 +141,8 @@ export const brasil: CountryProfile = {
         reason: "the token's scope names another consent than the one created",
       };
     if (!subject) return { ok: false, grantId, reason: 'the ID token names no subject' };
+    if (typeof claims?.acr !== 'string' || !BRASIL_ACR_VALUES.includes(claims.acr))
+      return { ok: false, grantId, reason: 'the ID token carries no acr of the essential values asked' };
     const consent = await readBrasilConsent(bank, grantId).catch(() => null);
     if (!consent || consent.status !== 'AUTHORISED')
       return {
