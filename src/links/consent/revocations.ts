@@ -67,14 +67,26 @@ export async function queueRevocation(
     .where({ link_id: link.id })
     .first('client_id', 'grant_id_sealed');
   if (!grant) return;
-  const row: GrantRevocationRow = {
+  await trx('grant_revocations').insert(
+    pendingRevocation(link.id, { ...link, client_id: grant.client_id }, grant.grant_id_sealed, now),
+  );
+}
+
+/** A revocation row to try at once: the owner (a link, or a widget trip) and its grant id, sealed under it. */
+function pendingRevocation(
+  ownerId: string,
+  bank: { org_id: string; mode: 'live' | 'test'; bank_id: string; client_id: string },
+  grantIdSealed: string,
+  now: number,
+): GrantRevocationRow {
+  return {
     id: newId('grev'),
-    link_id: link.id,
-    org_id: link.org_id,
-    mode: link.mode,
-    bank_id: link.bank_id,
-    client_id: grant.client_id,
-    grant_id_sealed: grant.grant_id_sealed,
+    link_id: ownerId,
+    org_id: bank.org_id,
+    mode: bank.mode,
+    bank_id: bank.bank_id,
+    client_id: bank.client_id,
+    grant_id_sealed: grantIdSealed,
     status: 'pending',
     attempts: 0,
     next_attempt_at: now,
@@ -84,7 +96,6 @@ export async function queueRevocation(
     updated_at: now,
     revoked_at: null,
   };
-  await trx('grant_revocations').insert(row);
 }
 
 /**
@@ -101,24 +112,15 @@ export async function queueRefusedGrant(
   secrets: SecretBox,
   now: number,
 ): Promise<void> {
-  const row: GrantRevocationRow = {
-    id: newId('grev'),
-    link_id: refused.ownerId,
-    org_id: refused.orgId,
-    mode: refused.mode,
-    bank_id: refused.bankId,
-    client_id: refused.clientId,
-    grant_id_sealed: secrets.seal(grantId, linkGrantContext(refused.ownerId, 'grant_id_sealed')),
-    status: 'pending',
-    attempts: 0,
-    next_attempt_at: now,
-    locked_until: null,
-    last_error: null,
-    created_at: now,
-    updated_at: now,
-    revoked_at: null,
-  };
-  await trx('grant_revocations').insert(row);
+  const sealed = secrets.seal(grantId, linkGrantContext(refused.ownerId, 'grant_id_sealed'));
+  await trx('grant_revocations').insert(
+    pendingRevocation(
+      refused.ownerId,
+      { org_id: refused.orgId, mode: refused.mode, bank_id: refused.bankId, client_id: refused.clientId },
+      sealed,
+      now,
+    ),
+  );
 }
 
 /** The latest revocation of a link's grants: a deleted link's is its last (renewals queue earlier ones). */
