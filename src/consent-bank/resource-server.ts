@@ -16,8 +16,8 @@ import type { Logger } from '../logging/logger.js';
  * parameters (path, query with `additionalProperties: false`, so a parameter the file does not define for the
  * operation is refused rather than ignored; required headers such as `Authorization` and
  * `x-fapi-interaction-id`) and validates answers and their headers by status. One instance per file and
- * market is compiled once a process (about a second each on this machine) and shared by the banks of that
- * market; the handlers stay with each bank.
+ * market is built once a process, its validators compiled lazily (see `quick` below), and shared by the banks
+ * of that market; the handlers stay with each bank.
  */
 
 export interface Answer {
@@ -96,6 +96,11 @@ async function fileApi(file: BrasilFile, market: Market): Promise<FileApi> {
         apiRoot: root,
         strict: true,
         validate: true,
+        // Validators compiled per operation at its first request, not all at start: compiling every one of
+        // the four files took 9.4 s of one core here (accounts alone 5.1 s), blocking the API process's event
+        // loop while it serves (its /health answered 503 for seconds after `svc serve` said it was ready).
+        // Quick mode takes 26 ms for the four; an operation's first request pays its own compilation once.
+        quick: true,
         customizeAjv: customizeAjv as never,
       });
       await api.init();
