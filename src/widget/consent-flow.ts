@@ -12,8 +12,7 @@ import {
 import { bankWordsOfError, describeBankWords } from '../banks/consent/bank-answers.js';
 import type { HolderIds } from '../banks/consent/profile.js';
 import { profileOf } from '../banks/consent/profiles/index.js';
-import { jarmState } from '../banks/consent/profiles/brasil.js';
-import { outlivesAccessToken } from '../banks/consent/profiles/trip.js';
+import { jarmState, outlivesAccessToken } from '../banks/consent/profiles/trip.js';
 import { tokenBinding } from '../banks/consent/token-binding.js';
 import { findRegistration, type ConsentClientRow } from '../banks/consent/registrations.js';
 import {
@@ -180,6 +179,7 @@ async function consentBankOf(
     );
   if (!registration) throw refuse('institution_unavailable', 409, { bankName: institution.name });
   const profile = consentProfileOf(institution);
+  const country = profileOf(profile.security);
   const holderType = input.holder_type ?? 'individual';
   if (!offers(institution, product, holderType))
     throw errors.invalidParameter(
@@ -191,8 +191,8 @@ async function consentBankOf(
     bankName: institution.name,
     holderType,
     registration,
-    holder: profileOf(profile.security).holderIds(input, holderType, institution.name),
-    zone: profileOf(profile.security).zone,
+    holder: country.holderIds(input, holderType, institution.name),
+    zone: country.zone,
     // A year, or less where the bank's rules allow less.
     months: Math.min(CONSENT_MONTHS, profile.maxDurationMonths),
   };

@@ -6,7 +6,8 @@ import {
   detailsOfConsent,
 } from '../../src/banks/consent/brasil-consents.js';
 import { availableResources } from '../../src/banks/consent/consent-connector.js';
-import { jarmState, nonceOf } from '../../src/banks/consent/profiles/brasil.js';
+import { nonceOf } from '../../src/banks/consent/profiles/brasil.js';
+import { jarmState } from '../../src/banks/consent/profiles/trip.js';
 
 /*
  * The pure parts of the widget's Brazilian path (src/banks/consent/brasil-consents.ts,

@@ -31,18 +31,6 @@ export function nonceOf(state: string): string {
   return createHash('sha256').update(`nonce:${state}`).digest('base64url');
 }
 
-/** The `state` claim of a JARM `response`, unverified: only to find the trip, whose check verifies it. */
-export function jarmState(response: string | undefined): string | undefined {
-  const payload = response?.split('.')[1];
-  if (!payload || response!.split('.').length !== 3) return undefined;
-  try {
-    const claims = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as { state?: unknown };
-    return typeof claims.state === 'string' ? claims.state : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
 /**
  * Open Finance Brasil's levels of assurance: its security profile has the client ask for `acr` as an essential
  * claim with these values (OpenID Connect Core §5.5.1.1) and check the ID token's against them.

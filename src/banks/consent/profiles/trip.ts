@@ -33,3 +33,18 @@ export function outlivesAccessToken(
   if (tokens.expires_in === undefined) return true;
   return consentEnd !== null && now + tokens.expires_in * 1000 >= consentEnd;
 }
+
+/**
+ * The `state` claim of a JARM `response` (JWT Secured Authorization Response Mode §4.1), unverified: only to
+ * find the trip, whose check then verifies it.
+ */
+export function jarmState(response: string | undefined): string | undefined {
+  const payload = response?.split('.')[1];
+  if (!payload || response!.split('.').length !== 3) return undefined;
+  try {
+    const claims = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as { state?: unknown };
+    return typeof claims.state === 'string' ? claims.state : undefined;
+  } catch {
+    return undefined;
+  }
+}
