@@ -12,6 +12,7 @@ import { REDIRECT_URI, startBank } from '../helpers/consent-bank.js';
 import { freePort, installedHome, runCli } from '../helpers/cli.js';
 import { forEachEngine, setTimeLimit } from '../helpers/harness.js';
 import { makePki } from '../helpers/oidc-stub.js';
+import { chile } from '../../src/banks/consent/profiles/chile.js';
 
 /*
  * `svc banks rotate-certificate` as an operator runs it (docs/open-finance.md, "Rotating the client
@@ -196,7 +197,11 @@ forEachEngine(t, async (t, engine) => {
             private_key_sealed: secrets.seal(ending.key, id),
             certificate_pem: ending.cert,
             server_ca_pem: fixture.ca.caCert,
-            registration: '{}',
+            // What a bank that registered everything the appliance asks stores (RFC 7591 §3.2.1).
+            registration: JSON.stringify({
+              ...chile.registrationMetadata,
+              token_endpoint_auth_method: 'tls_client_auth',
+            }),
             registered_at: Date.now(),
             updated_at: Date.now(),
           }),
