@@ -1,5 +1,5 @@
 import type { Database } from '../db/database.js';
-import { registerWithBank } from '../banks/consent/register.js';
+import { gapsOfRegistration, registerWithBank } from '../banks/consent/register.js';
 import { findRegistration, saveRegistration, type ConsentClientRow } from '../banks/consent/registrations.js';
 import { CONSENT_SANDBOX_BANK_ID } from '../banks/institutions.js';
 import type { SecretBox } from '../secrets/secret-box.js';
@@ -11,7 +11,8 @@ import { subjectDnOf, type TestCaMaterial } from '../consent-bank/test-ca.js';
  * Test mode needs no setup: the appliance registers itself with the simulated bank it serves, as an operator
  * registers with a real one (`svc banks register`), with a software statement from the simulated directory
  * and the client certificate of the local test CA. It registers again only when something the registration
- * depends on changed (the bank's addresses, the certificate, the redirect URI), so restarts keep the client.
+ * depends on changed (the bank's addresses, the certificate, the redirect URI, what the appliance asks to be
+ * registered with), so restarts keep the client.
  */
 
 export interface SelfRegistration {
@@ -25,9 +26,16 @@ export interface SelfRegistration {
   bankId?: string;
 }
 
+/**
+ * Whether the held client still serves: same addresses, certificate and redirect URI, and registered with
+ * everything this build asks (registrationGaps): an upgrade that asks for more (0.9.x added bound tokens,
+ * `authorization_details_types` and `client_credentials`, which the strict simulated bank enforces) registers
+ * again rather than keep a client every consent would fail with.
+ */
 function isCurrent(row: ConsentClientRow, input: SelfRegistration): boolean {
   const registration = JSON.parse(row.registration) as { redirect_uris?: unknown };
   return (
+    gapsOfRegistration(row).length === 0 &&
     row.issuer === input.bank.issuer &&
     row.api_base === input.bank.mtlsBase &&
     row.certificate_pem === input.ca.client.cert &&

@@ -2,6 +2,7 @@ import t from 'tap';
 import { ConsentClients } from '../../src/banks/consent/client.js';
 import { parseAuthorizationDetails, validUntil } from '../../src/banks/consent/authorization-details.js';
 import { registerWithSimulatedBank } from '../../src/test-mode/self-registration.js';
+import { gapsOfRegistration } from '../../src/banks/consent/register.js';
 import {
   createConsentLink,
   findGrantRow,
@@ -106,5 +107,24 @@ forEachEngine(t, async (t, engine) => {
       SecretError,
       'a sealed value does not open in another column',
     );
+  });
+
+  // Last, as it replaces the registration the tests above use.
+  t.test('a client an earlier build registered without what this one asks is registered again', async (t) => {
+    const row = await self();
+    const stored = JSON.parse(row.registration) as Record<string, unknown>;
+    await app.db
+      .knex('consent_clients')
+      .where({ id: row.id })
+      .update({
+        registration: JSON.stringify({ ...stored, grant_types: ['authorization_code', 'refresh_token'] }),
+      });
+    const again = await self();
+    t.not(
+      again.client_id,
+      row.client_id,
+      'a client without client_credentials is replaced at the next start',
+    );
+    t.same(gapsOfRegistration(again), [], 'and the new one has everything asked');
   });
 });
