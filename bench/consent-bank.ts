@@ -62,7 +62,10 @@ export async function walkConsent(
   const state = randomBytes(8).toString('hex');
   const url = await client.buildAuthorizationUrlWithPAR(configuration, {
     redirect_uri: REDIRECT_URI,
-    scope: 'openid',
+    // A refresh token comes with offline_access and prompt=consent (OpenID Connect Core §11), as the bank
+    // now applies it: the budget bench refreshes every link's token.
+    scope: 'openid offline_access',
+    prompt: 'consent',
     code_challenge: await client.calculatePKCECodeChallenge(verifier),
     code_challenge_method: 'S256',
     state,
