@@ -82,31 +82,21 @@ export async function serveConsentBank(input: ServeBankInput): Promise<ServedBan
   const port = input.port ?? settings.port;
   const address = `${settings.host}:${port}`;
   // Both banks' customers are the credential sandbox's people (the adapter is test mode's, not the banks').
-  const data = sandboxCustomerData();
+  // What both banks are started with: the same CA, clock, data and address; each its own port.
+  const shared = {
+    db: input.db,
+    ca,
+    clock: input.clock,
+    logger: input.logger,
+    publicBaseUrl: input.publicBaseUrl,
+    data: sandboxCustomerData(),
+    host: settings.host,
+  };
   try {
-    const bank = await startConsentBank({
-      db: input.db,
-      ca,
-      clock: input.clock,
-      logger: input.logger,
-      publicBaseUrl: input.publicBaseUrl,
-      data,
-      host: settings.host,
-      port,
-      faults: input.faults,
-    });
+    const bank = await startConsentBank({ ...shared, port, faults: input.faults });
     let brasil: BrasilBank | null = null;
     try {
-      brasil = await startBrasilBank({
-        db: input.db,
-        ca,
-        clock: input.clock,
-        logger: input.logger,
-        publicBaseUrl: input.publicBaseUrl,
-        data,
-        host: settings.host,
-        port: brasilPort(port),
-      });
+      brasil = await startBrasilBank({ ...shared, port: brasilPort(port) });
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code;
       if (code !== 'EADDRINUSE' && code !== 'EACCES' && code !== 'EADDRNOTAVAIL') {
