@@ -258,7 +258,14 @@ export async function runSyncJob(services: SyncServices, job: JobRow): Promise<S
   if (permits.calls > 0)
     await recordSyncCalls(services.db, { bankId: link.bank_id, mode: link.mode }, permits.calls, now);
   services.logger.info(
-    { link: link.id, job: job.id, new_movements: result.newMovements, accounts: result.accounts },
+    {
+      link: link.id,
+      job: job.id,
+      new_movements: result.newMovements,
+      accounts: result.accounts,
+      bank_calls: permits.calls,
+      ...(permits.late > 0 ? { late_permits: permits.late } : {}),
+    },
     'sync succeeded',
   );
   return { status: 'succeeded', ...result };

@@ -8,6 +8,7 @@ import {
   type Limits,
   type Priority,
   type WaitCause,
+  windowsAt,
 } from './budget.js';
 import { ensureBudgetRow, findBudget, takePermit, type BankKey } from './store.js';
 
@@ -62,6 +63,8 @@ export interface PermitDeps {
  */
 export class SyncPermits {
   calls = 0;
+  /** Permits counted but not used: they were granted too late in their second (`leavesInTime`). */
+  late = 0;
   private readonly share: Limits;
 
   constructor(
@@ -81,8 +84,16 @@ export class SyncPermits {
         !inArrivalMargin(now, this.deps.arrivalMarginMs) &&
         (await takePermit(this.deps.db, this.bank, this.share, now))
       ) {
-        this.calls += 1;
-        return;
+        if (this.leavesInTime(now)) {
+          this.calls += 1;
+          return;
+        }
+        // The permit statement waited for the database (SQLite's one writer, busy with the other processes:
+        // up to hundreds of ms on a loaded box) past the second's margin, so the call would reach the bank in
+        // a second it was not counted in. The permit stays counted, spent on nothing: our count may run above
+        // the bank's, never below it. Take another.
+        this.late += 1;
+        continue;
       }
       const state = await findBudget(this.deps.db.knex, this.bank);
       if (!state) {
@@ -98,5 +109,14 @@ export class SyncPermits {
       await sleep(pause);
       waited += pause;
     }
+  }
+
+  /** Whether a permit counted at `countedAt` is still good now: the same second, before its arrival margin. */
+  private leavesInTime(countedAt: number): boolean {
+    const now = this.deps.clock.now();
+    return (
+      windowsAt(now).second === windowsAt(countedAt).second &&
+      !inArrivalMargin(now, this.deps.arrivalMarginMs)
+    );
   }
 }
