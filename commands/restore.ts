@@ -31,9 +31,10 @@ export default class Restore extends BaseCommand {
 
   async run(): Promise<RestoreResult> {
     const { args, flags } = await this.parse(Restore);
-    const { restoreBackup, ArchiveError } = await import('../src/backup/restore.js');
+    const { restoreBackup } = await import('../src/backup/restore.js');
+    const { ArchiveError } = await import('../src/errors/archive-error.js');
     const { readPassphrase } = await import('../src/backup/passphrase.js');
-    const { CliError } = await import('../src/cli/errors.js');
+    const { CliError } = await import('../src/errors/cli-error.js');
     const maxBytes = flags['max-size'] === undefined ? undefined : parseSize(flags['max-size']);
     let result: RestoreResult;
     try {

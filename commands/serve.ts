@@ -1,9 +1,9 @@
 import { Flags } from '@oclif/core';
 import { BaseCommand } from '../src/cli/base-command.js';
 import { buildLabel } from '../src/processes/build-info.js';
-import { CliError } from '../src/cli/errors.js';
+import { CliError } from '../src/errors/cli-error.js';
 import type { Config } from '../src/config/defaults.js';
-import { maskUrl } from '../src/config/load-config.js';
+import { maskUrl } from '../src/db/database-url.js';
 import type { RoleName } from '../src/processes/roles.js';
 
 export default class Serve extends BaseCommand {

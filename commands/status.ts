@@ -19,7 +19,7 @@ export default class Status extends BaseCommand {
     const { flags } = await this.parse(Status);
     const config = this.appConfig(flags.home);
     const { collectStatus } = await import('../src/processes/status.js');
-    const { notInstalled } = await import('../src/cli/errors.js');
+    const { notInstalled } = await import('../src/errors/cli-error.js');
     const { emptyDatabaseProblem } = await import('../src/install/installation.js');
     return this.withDatabase(config, async (db) => {
       const status = await collectStatus(config, db);

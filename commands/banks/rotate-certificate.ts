@@ -45,7 +45,7 @@ export default class BanksRotateCertificate extends BaseCommand {
     const { loadSecretBox } = await import('../../src/secrets/master-key-file.js');
     const { rotateCertificate } = await import('../../src/banks/consent/registration-management.js');
     const { formatTable } = await import('../../src/cli/views/table.js');
-    const { CliError } = await import('../../src/cli/errors.js');
+    const { CliError } = await import('../../src/errors/cli-error.js');
     const clock = this.clock(config);
     const report = await this.withDatabase(config, (db) =>
       rotateCertificate(

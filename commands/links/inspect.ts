@@ -1,6 +1,6 @@
 import { Args } from '@oclif/core';
 import { BaseCommand } from '../../src/cli/base-command.js';
-import type { DeletedLinkInspection, LinkInspection } from '../../src/links/inspect.js';
+import type { DeletedLinkInspection, LinkInspection } from '../../src/inspect/inspect.js';
 
 export default class LinksInspect extends BaseCommand {
   static override summary =
@@ -16,7 +16,7 @@ export default class LinksInspect extends BaseCommand {
   async run(): Promise<LinkInspection | DeletedLinkInspection> {
     const { args, flags } = await this.parse(LinksInspect);
     const config = this.appConfig(flags.home);
-    const { inspectLinkOrDeleted } = await import('../../src/links/inspect.js');
+    const { inspectLinkOrDeleted } = await import('../../src/inspect/inspect.js');
     const data = await this.withDatabase(config, (db) =>
       inspectLinkOrDeleted(db.reader, args.linkId, {
         now: this.clock(config).now(),

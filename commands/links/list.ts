@@ -21,7 +21,7 @@ export default class LinksList extends BaseCommand {
   async run() {
     const { flags } = await this.parse(LinksList);
     const config = this.appConfig(flags.home);
-    const { listLinksForOperator } = await import('../../src/links/inspect.js');
+    const { listLinksForOperator } = await import('../../src/inspect/inspect.js');
     const links = await this.withDatabase(config, (db) =>
       listLinksForOperator(
         db.reader,

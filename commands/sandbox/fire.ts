@@ -26,8 +26,8 @@ export default class SandboxFire extends BaseCommand {
     const { args, flags } = await this.parse(SandboxFire);
     const config = this.appConfig(flags.home);
     const waitMs = parseDuration(flags.wait) * 1000;
-    const { fireSandboxEvent } = await import('../../src/webhooks/sandbox-events.js');
-    const { linkOwner } = await import('../../src/links/inspect.js');
+    const { fireSandboxEvent } = await import('../../src/sandbox/sandbox-events.js');
+    const { linkOwner } = await import('../../src/inspect/inspect.js');
     const { waitForOutcomes, describeOutcome } = await import('../../src/webhooks/operator.js');
     const now = this.clock(config).now();
     const result = await this.withDatabase(config, async (db) => {

@@ -1,7 +1,7 @@
 import { createCipheriv, createDecipheriv, randomBytes, scrypt } from 'node:crypto';
 import { closeSync, fstatSync, openSync, readSync, writeSync } from 'node:fs';
 import { Transform, type TransformCallback } from 'node:stream';
-import { ArchiveError } from './tar.js';
+import { ArchiveError } from '../errors/archive-error.js';
 
 /**
  * An encrypted archive: the gzipped tar of svc backup, sealed with a key derived from a passphrase.

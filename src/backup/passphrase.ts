@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { CliError } from '../cli/errors.js';
+import { CliError } from '../errors/cli-error.js';
 
 /** Where a backup passphrase may come from, in this order. */
 export const PASSPHRASE_ENV = 'SVC_BACKUP_PASSPHRASE';

@@ -12,7 +12,8 @@ import {
 } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { createGunzip } from 'node:zlib';
-import { CONFIG_FILE, maskUrl } from '../config/load-config.js';
+import { CONFIG_FILE } from '../config/load-config.js';
+import { maskUrl } from '../db/database-url.js';
 import { engineOf, openDatabase, sqlitePath } from '../db/database.js';
 import { migrateUp, migrationNames, migrationStatus } from '../db/migrations.js';
 import { loadPostgres, rebuildSqlite } from '../db/restore-data.js';
@@ -32,9 +33,8 @@ import {
   type BackupManifest,
 } from './backup.js';
 import { decryptFile, isEncrypted } from './encryption.js';
-import { ArchiveError, readTar, saveMember, type MemberDigest } from './tar.js';
-
-export { ArchiveError } from './tar.js';
+import { ArchiveError } from '../errors/archive-error.js';
+import { readTar, saveMember, type MemberDigest } from './tar.js';
 
 /** What a restore unpacks at most unless told otherwise (--max-size): far above any appliance's database. */
 export const DEFAULT_MAX_UNPACKED_BYTES = 64 * 1024 ** 3;

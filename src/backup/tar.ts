@@ -3,6 +3,7 @@ import { createReadStream, createWriteStream } from 'node:fs';
 import { once } from 'node:events';
 import type { Writable } from 'node:stream';
 import { finished } from 'node:stream/promises';
+import { ArchiveError } from '../errors/archive-error.js';
 
 /**
  * A POSIX tar (ustar, with a pax size record for members over 8 GiB), enough for a backup archive:
@@ -115,11 +116,6 @@ export class TarWriter {
   async finish(): Promise<void> {
     await write(this.out, Buffer.alloc(BLOCK * 2));
   }
-}
-
-/** Why an archive was refused: it is not one of ours, or it was cut short or altered. */
-export class ArchiveError extends Error {
-  override name = 'ArchiveError';
 }
 
 /** Exact reads over a stream of chunks (the gunzipped archive). */

@@ -2,13 +2,14 @@ import { userInfo } from 'node:os';
 import { Command, Flags } from '@oclif/core';
 import { systemClock, offsetClock, type Clock } from '../clock/clock.js';
 import type { Config } from '../config/defaults.js';
-import { ConfigError, loadConfig, maskUrl, type LoadConfigOptions } from '../config/load-config.js';
+import { ConfigError, loadConfig, type LoadConfigOptions } from '../config/load-config.js';
+import { maskUrl } from '../db/database-url.js';
 import { ApiError } from '../errors/api-error.js';
 import { openDatabase, type Database } from '../db/database.js';
 import { isBusyError, isMissingTableError, isUnavailableError } from '../db/errors.js';
 import { emptyDatabaseProblem, installationProblem } from '../install/installation.js';
 import { otherHomeHint, servesOnThisMachine } from '../processes/other-homes.js';
-import { CliError, databaseUnavailable, notInstalled } from './errors.js';
+import { CliError, databaseUnavailable, notInstalled } from '../errors/cli-error.js';
 import { printable } from './views/format.js';
 
 /**

@@ -24,7 +24,7 @@ export abstract class LinkActionCommand extends BaseCommand {
   async run(): Promise<unknown> {
     const { args, flags } = await this.parse(this.constructor as typeof LinkActionCommand);
     const config = this.appConfig(flags.home);
-    const { linkOwner } = await import('../links/inspect.js');
+    const { linkOwner } = await import('../inspect/inspect.js');
     const view = {
       now: this.clock(config).now(),
       warningDays: config.links.consentExpiryWarningDays,

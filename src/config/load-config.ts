@@ -5,6 +5,7 @@ import { Ajv } from 'ajv';
 import { BUILT_IN_BANK_IDS } from '../banks/institutions.js';
 import { defaultConfig, type Config } from './defaults.js';
 import { configSchema } from './schema.js';
+import { maskUrl } from '../db/database-url.js';
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -244,9 +245,4 @@ export function describeConfig(config: Config): Record<string, unknown> {
       institutions: config.banks.institutions,
     },
   };
-}
-
-export function maskUrl(url: string): string {
-  // The driver also takes a password with an empty user (`//:pw@`) and as a `password=` query parameter.
-  return url.replace(/(\/\/[^:/@]*):[^@]*@/, '$1:****@').replace(/([?&]password=)[^&#]*/gi, '$1****');
 }

@@ -3,7 +3,7 @@ import {
   DEFAULT_ORGANISATION_NAME,
   DEFAULT_PUBLISHABLE_KEY_NAME,
   DEFAULT_SECRET_KEY_NAME,
-} from '../install/default-names.js';
+} from '../orgs/default-names.js';
 import type { Locale } from '../widget/messages.js';
 import { consoleMessage, type ConsoleMessageKey } from './messages.js';
 

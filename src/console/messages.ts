@@ -416,7 +416,7 @@ const es = {
   'webhooks.fire_waiting':
     'Algunos endpoints aún no tienen un intento. ¿Hay un despachador funcionando? Mira la lista de entregas en un momento.',
   // Words for values the API keeps as codes (an account's type, a key's status, …), and the names
-  // `svc install` chose (install/default-names.ts) while nobody has renamed them.
+  // `svc install` chose (orgs/default-names.ts) while nobody has renamed them.
   'account_type.checking': 'Cuenta corriente',
   'account_type.savings': 'Cuenta de ahorro',
   'account_type.credit_card': 'Tarjeta de crédito',

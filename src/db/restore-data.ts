@@ -1,7 +1,7 @@
 import { createReadStream, closeSync, openSync, readSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import type { Knex } from 'knex';
-import { ArchiveError } from '../backup/tar.js';
+import { ArchiveError } from '../errors/archive-error.js';
 import { openDatabase, type Database } from './database.js';
 import { migrateTo } from './migrations.js';
 import { libpqConnection, rowCounts, runTool, type ToolOptions } from './snapshot.js';

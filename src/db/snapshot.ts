@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { accessSync, constants, rmSync, statSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import type { Knex } from 'knex';
-import { maskUrl } from '../config/load-config.js';
+import { maskUrl } from './database-url.js';
 import { engineOf, openDatabase, sqlitePath, type Database } from './database.js';
 import type { Engine } from './dialect.js';
 import { migrationStatus } from './migrations.js';

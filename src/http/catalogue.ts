@@ -1,9 +1,10 @@
 import { healthComponents, healthRoutes } from '../health/routes.js';
 import { webhookComponents, webhookEndpointRoutes } from '../webhooks/routes.js';
 import { deliveryComponents, deliveryRoutes } from '../webhooks/delivery-routes.js';
-import { sandboxEventRoutes } from '../webhooks/sandbox-routes.js';
-import { institutionComponents, institutionRoutes } from '../banks/routes.js';
+import { sandboxEventRoutes } from '../sandbox/routes.js';
+import { institutionComponents, institutionRoutes } from '../institutions/routes.js';
 import { linkComponents, linkRoutes } from '../links/routes.js';
+import { backfillRoutes } from '../backfill/routes.js';
 import { eventComponents, eventRoutes } from '../events/routes.js';
 import { accountComponents, accountRoutes } from '../accounts/routes.js';
 import { movementComponents, movementRoutes } from '../movements/routes.js';
@@ -18,6 +19,8 @@ import { defineRoute, type AnyRoute, type JsonSchema } from '../api/route.js';
 const capabilityRoutes: AnyRoute[] = [
   ...healthRoutes,
   ...institutionRoutes,
+  // First of the links' paths, where the OpenAPI document has always listed it.
+  ...backfillRoutes,
   ...linkRoutes,
   ...accountRoutes,
   ...movementRoutes,

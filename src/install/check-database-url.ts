@@ -1,7 +1,7 @@
 import { accessSync, constants, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import { CliError, databaseUnavailable } from '../cli/errors.js';
-import { maskUrl } from '../config/load-config.js';
+import { CliError, databaseUnavailable } from '../errors/cli-error.js';
+import { maskUrl } from '../db/database-url.js';
 import { engineOf, probePostgres, sqlitePath } from '../db/database.js';
 
 /**

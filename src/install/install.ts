@@ -9,7 +9,8 @@ import {
 } from 'node:fs';
 import { join } from 'node:path';
 import type { Clock } from '../clock/clock.js';
-import { CONFIG_FILE, loadConfig, maskUrl } from '../config/load-config.js';
+import { CONFIG_FILE, loadConfig } from '../config/load-config.js';
+import { maskUrl } from '../db/database-url.js';
 import { openDatabase } from '../db/database.js';
 import { checkDatabaseUrl } from './check-database-url.js';
 import { migrateUp } from '../db/migrations.js';
@@ -20,7 +21,7 @@ import {
   DEFAULT_ORGANISATION_NAME,
   DEFAULT_PUBLISHABLE_KEY_NAME,
   DEFAULT_SECRET_KEY_NAME,
-} from './default-names.js';
+} from '../orgs/default-names.js';
 import { createMasterKeyFile } from '../secrets/master-key-file.js';
 import { ensureTestCa, testCaDirectory } from '../consent-bank/test-ca.js';
 

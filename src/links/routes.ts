@@ -5,7 +5,6 @@ import { CONNECTOR_ERROR_CODES } from '../banks/connector.js';
 import { BANK_ID_PATTERN, BUILT_IN_BANK_IDS, institutionsOf } from '../banks/institutions.js';
 import { CONSENT_COVERAGES } from '../banks/consent/authorization-details.js';
 import { consentView } from './consent/consent-life.js';
-import { requestBackfill } from './backfill.js';
 import {
   createLink,
   deleteLink,
@@ -18,7 +17,7 @@ import {
 } from './links.js';
 
 const ref = { $ref: '#/components/schemas/Link' };
-const linkParams = {
+export const linkParams = {
   type: 'object',
   required: ['linkId'],
   properties: { linkId: { type: 'string', pattern: '^link_[0-9a-f]{16}$' } },
@@ -119,52 +118,6 @@ export const linkComponents: Record<string, JsonSchema> = {
 };
 
 export const linkRoutes = [
-  defineRoute({
-    method: 'post',
-    path: '/v1/links/{linkId}/backfill',
-    operationId: 'backfillLink',
-    summary:
-      'Download statements for movements older than 90 days (business links of bci); returns a refresh intent to track',
-    tag: 'links',
-    auth: ['secret_key'],
-    params: linkParams,
-    body: {
-      type: 'object',
-      additionalProperties: false,
-      required: ['months'],
-      properties: {
-        months: {
-          type: 'integer',
-          minimum: 1,
-          maximum: 24,
-          description: 'Months of history before the last 90 days',
-        },
-        force: {
-          type: 'boolean',
-          default: false,
-          description: 'Download the period again even if it is covered',
-        },
-      },
-    },
-    responses: {
-      200: {
-        description: 'A refresh intent of type backfill',
-        schema: { $ref: '#/components/schemas/RefreshIntent' },
-      },
-      409: {
-        description: '`refresh_in_progress` or `link_expired`',
-        schema: { $ref: '#/components/schemas/Error' },
-      },
-    },
-    async handler({ services, principal, params, body, now }) {
-      const input = { months: body.months, force: body.force ?? false };
-      return {
-        body: await services.db.transaction((trx) =>
-          requestBackfill(trx, principal, params.linkId, input, now),
-        ),
-      };
-    },
-  }),
   defineRoute({
     method: 'post',
     path: '/v1/links',

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { hostname } from 'node:os';
-import { CliError } from '../cli/errors.js';
+import { CliError } from '../errors/cli-error.js';
 import type { Database } from '../db/database.js';
 import {
   applicableNow,

@@ -1,6 +1,6 @@
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { CliError } from '../cli/errors.js';
+import { CliError } from '../errors/cli-error.js';
 import { isAlive } from '../processes/status.js';
 import { upgradeDirectory } from './stage.js';
 

@@ -6,7 +6,7 @@ import { bankCapacities, capacitySettingsOf, CapacityWarnings } from '../../src/
 import { checkBankBudgets } from '../../src/doctor/checks.js';
 import { openDatabase } from '../../src/db/database.js';
 import { insertJobs, syncJob } from '../../src/jobs/jobs.js';
-import { inspectLink } from '../../src/links/inspect.js';
+import { inspectLink } from '../../src/inspect/inspect.js';
 import { consentView } from '../../src/links/consent/consent-life.js';
 import { buildServices } from '../../src/processes/services.js';
 import { silentLogger } from '../../src/logging/logger.js';

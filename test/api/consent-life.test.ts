@@ -1,7 +1,7 @@
 import t from 'tap';
 import { ManualClock } from '../../src/clock/clock.js';
 import { consentStatus } from '../../src/links/consent/consent-life.js';
-import type { LinkInspection } from '../../src/links/inspect.js';
+import type { LinkInspection } from '../../src/inspect/inspect.js';
 import { runConsentExpiry } from '../../src/scheduler/consent-expiry.js';
 import { consentLink, registerApp, startBank } from '../helpers/consent-bank.js';
 import { runCliJson } from '../helpers/cli.js';

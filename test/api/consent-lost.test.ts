@@ -3,7 +3,7 @@ import { ManualClock } from '../../src/clock/clock.js';
 import { endingConsentsInBulk } from '../../src/banks/health.js';
 import type { CallKind } from '../../src/consent-bank/consent-bank.js';
 import { enqueueSync } from '../../src/jobs/jobs.js';
-import { inspectLink } from '../../src/links/inspect.js';
+import { inspectLink } from '../../src/inspect/inspect.js';
 import { consentView } from '../../src/links/consent/consent-life.js';
 import { syncFailed } from '../../src/links/link-states.js';
 import type { LinkRow } from '../../src/links/store.js';

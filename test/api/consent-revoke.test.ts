@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import t, { type Test } from 'tap';
 import { fetch as undiciFetch } from 'undici';
-import type { DeletedLinkInspection } from '../../src/links/inspect.js';
+import type { DeletedLinkInspection } from '../../src/inspect/inspect.js';
 import type { ApplianceStatus } from '../../src/processes/status.js';
 import {
   afterAttempt,

@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap';
 import { ManualClock } from '../../src/clock/clock.js';
 import type { UserFaults } from '../../src/consent-bank/faults.js';
-import { inspectLink } from '../../src/links/inspect.js';
+import { inspectLink } from '../../src/inspect/inspect.js';
 import { consentView } from '../../src/links/consent/consent-life.js';
 import { findGrantRow, openGrant, saveGrantTokens } from '../../src/links/consent/grants.js';
 import { consentLink, registerApp, startBank } from '../helpers/consent-bank.js';

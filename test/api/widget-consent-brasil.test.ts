@@ -2,7 +2,7 @@ import t from 'tap';
 import { fetch as undiciFetch } from 'undici';
 import { findGrantRow, openGrant, openGrantId } from '../../src/links/consent/grants.js';
 import { revokeDueGrants } from '../../src/links/consent/revocations.js';
-import { inspectLink } from '../../src/links/inspect.js';
+import { inspectLink } from '../../src/inspect/inspect.js';
 import { consentView } from '../../src/links/consent/consent-life.js';
 import { Browser, mtlsAgent, testCa } from '../helpers/consent-bank.js';
 import {

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
 import { inviteConsoleUser } from '../../src/console/users.js';
-import { DEFAULT_ORGANISATION_NAME, DEFAULT_SECRET_KEY_NAME } from '../../src/install/default-names.js';
+import { DEFAULT_ORGANISATION_NAME, DEFAULT_SECRET_KEY_NAME } from '../../src/orgs/default-names.js';
 import { Dispatcher } from '../../src/webhooks/dispatch/dispatcher.js';
 import { seriousViolations } from '../helpers/axe.js';
 import { launchChromium, requireChromium } from '../helpers/browser.js';

@@ -1,7 +1,7 @@
 import { chmodSync, existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
-import { maskUrl } from '../../src/config/load-config.js';
+import { maskUrl } from '../../src/db/database-url.js';
 import { migrationNames } from '../../src/db/migrations.js';
 import { parseApiKey } from '../../src/keys/key-format.js';
 import { freePort, installArgs, runCli, runCliJson, startServe, withDatabase } from '../helpers/cli.js';

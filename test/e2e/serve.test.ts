@@ -6,7 +6,7 @@ import t, { type Test } from 'tap';
 import { migrationNames } from '../../src/db/migrations.js';
 import type { ApplianceStatus, ProcessStatus } from '../../src/processes/status.js';
 import type { ChildState, SupervisorState } from '../../src/processes/status.js';
-import { maskUrl } from '../../src/config/load-config.js';
+import { maskUrl } from '../../src/db/database-url.js';
 import {
   CLI_ENTRY,
   REPO_ROOT,

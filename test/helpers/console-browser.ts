@@ -8,7 +8,7 @@ import {
   DEFAULT_ORGANISATION_NAME,
   DEFAULT_PUBLISHABLE_KEY_NAME,
   DEFAULT_SECRET_KEY_NAME,
-} from '../../src/install/default-names.js';
+} from '../../src/orgs/default-names.js';
 import { seriousViolations } from './axe.js';
 import type { EngineName } from './harness.js';
 

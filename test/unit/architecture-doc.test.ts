@@ -46,3 +46,19 @@ t.test('every owned table is in the owners table, with the owner the lint check 
     if (row) t.match(row[1], `\`${owner}\``, `${table} is owned by ${owner}`);
   }
 });
+
+t.test("the floor list is the floor check's, top floor first, with the same exceptions", async (t) => {
+  const { FLOORS, EXCEPTIONS } = (await import(new URL('scripts/check-floors.js', ROOT).href)) as {
+    FLOORS: string[][];
+    EXCEPTIONS: { from: string; to: string }[];
+  };
+  const room = (name: string) => (name === 'index' ? '`index.ts`' : `\`${name}/\``);
+  const documented = tableAfter('## Floors').map(([floor, rooms]) => [floor, rooms]);
+  const checked = FLOORS.map((rooms, i) => [String(i + 1), rooms.map(room).join(', ')]).reverse();
+  t.same(documented, checked);
+  const exceptions = tableAfter('The imports that still run back up').map(([from, to]) => [from, to]);
+  t.same(
+    exceptions,
+    EXCEPTIONS.map((e) => [`\`${e.from}\``, `\`${e.to}\``]),
+  );
+});

@@ -5,7 +5,8 @@ import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import t from 'tap';
-import { ArchiveError, TarWriter, readTar } from '../../src/backup/tar.js';
+import { ArchiveError } from '../../src/errors/archive-error.js';
+import { TarWriter, readTar } from '../../src/backup/tar.js';
 
 async function pack(members: { name: string; data: Buffer }[], dir: string, paxAbove?: number) {
   const out = new PassThrough();

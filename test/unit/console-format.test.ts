@@ -1,7 +1,7 @@
 import t from 'tap';
 import { bankName, money, shownName } from '../../src/console/format.js';
 import { CONSOLE_CATALOGUES, codeWord } from '../../src/console/messages.js';
-import { DEFAULT_ORGANISATION_NAME } from '../../src/install/default-names.js';
+import { DEFAULT_ORGANISATION_NAME } from '../../src/orgs/default-names.js';
 
 /** Intl separates a currency code from the number with a no-break space. */
 const NBSP = '\u00a0';

@@ -1,7 +1,7 @@
 import t from 'tap';
 import { EVENT_PAYLOADS, EVENT_TYPES, isEventType, type EventType } from '../../src/events/catalogue.js';
 import type { LinkRow } from '../../src/links/store.js';
-import { sampleEvent } from '../../src/webhooks/sandbox-events.js';
+import { sampleEvent } from '../../src/sandbox/sandbox-events.js';
 
 const build = EVENT_PAYLOADS;
 

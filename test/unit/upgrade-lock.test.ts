@@ -3,7 +3,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import { CliError } from '../../src/cli/errors.js';
+import { CliError } from '../../src/errors/cli-error.js';
 import { holdUpgradeLock } from '../../src/upgrade/lock.js';
 
 t.test('one svc upgrade at a time per checkout; a dead holder is taken over', async (t) => {

@@ -1,5 +1,5 @@
 import { Box, Text, render } from 'ink';
-import type { DeletedLinkInspection, LinkInspection } from '../../links/inspect.js';
+import type { DeletedLinkInspection, LinkInspection } from '../../inspect/inspect.js';
 
 function money(amount: number | null, currency: string): string {
   if (amount === null) return '-';

@@ -8,7 +8,7 @@ import {
   presentConsent,
   type LinkConsent,
 } from '../../links/consent/consent-life.js';
-import { inspectLink, type Finding } from '../../links/inspect.js';
+import { inspectLink, type Finding } from '../../inspect/inspect.js';
 import { deleteLink, pauseLink, resumeLink } from '../../links/links.js';
 import { rutSearchDigests } from '../../links/rut-search.js';
 import { findLink, searchLinks, type LinkStatus } from '../../links/store.js';

@@ -4,7 +4,7 @@ import { EVENT_TYPES } from '../../../events/catalogue.js';
 import { searchLinks } from '../../../links/store.js';
 import { createEndpoint, listEndpoints } from '../../../webhooks/endpoints.js';
 import { waitForOutcomes, type DeliveryOutcome } from '../../../webhooks/operator.js';
-import { fireSandboxEvent } from '../../../webhooks/sandbox-events.js';
+import { fireSandboxEvent } from '../../../sandbox/sandbox-events.js';
 import { FIRE_EVENT_BODY } from '../../../webhooks/schemas.js';
 import { html, type HtmlValue } from '../../../html/html.js';
 import { may } from '../../access.js';

@@ -1,6 +1,6 @@
 import { defineRoute } from '../api/route.js';
 import { fireSandboxEvent } from './sandbox-events.js';
-import { FIRE_EVENT_BODY } from './schemas.js';
+import { FIRE_EVENT_BODY } from '../webhooks/schemas.js';
 
 export const sandboxEventRoutes = [
   defineRoute({

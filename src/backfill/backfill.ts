@@ -5,7 +5,7 @@ import { findOwned } from '../auth/ownership.js';
 import { BACKFILL_BANK, findInstitution } from '../banks/institutions.js';
 import { assertRefreshable, queueIntent } from '../refresh/refresh.js';
 import type { RefreshIntent } from '../refresh/intents.js';
-import type { LinkRow } from './store.js';
+import type { LinkRow } from '../links/store.js';
 
 /**
  * Queues a backfill: statements for the `months` before the 90 days the movements API covers. The period

@@ -11,7 +11,7 @@ import type { EventInput, EventRecord } from '../events/store.js';
 import { someAccountOfLink } from '../accounts/store.js';
 import type { LinkRow } from '../links/store.js';
 import { CONSENT_EXPIRED, consentsOfLinks } from '../links/consent/consent-life.js';
-import { publishEvent } from './fan-out.js';
+import { publishEvent } from '../webhooks/fan-out.js';
 
 /** How long the made-up MFA token of a fired `refresh_intent.requires_mfa` claims to live (the spec's 10 min). */
 const MFA_TOKEN_TTL_MS = 10 * 60_000;

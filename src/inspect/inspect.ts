@@ -6,19 +6,19 @@ import {
   REVOKE_ATTEMPTS,
   type GrantRevocationRow,
   type RevocationStatus,
-} from './consent/revocations.js';
+} from '../links/consent/revocations.js';
 import { toIso } from '../clock/clock.js';
 import { errors } from '../errors/api-error.js';
 import { operatorPrincipal, type Principal } from '../auth/principal.js';
-import { presentLinks, presentOneLink, UNREADABLE_CREDENTIALS, type Link } from './links.js';
-import { CONSENT_EXPIRED, type ConsentView, type LinkConsent } from './consent/consent-life.js';
+import { presentLinks, presentOneLink, UNREADABLE_CREDENTIALS, type Link } from '../links/links.js';
+import { CONSENT_EXPIRED, type ConsentView, type LinkConsent } from '../links/consent/consent-life.js';
 import { accountsOfLinkByAge } from '../accounts/store.js';
 import { recentEventsOfLink } from '../events/store.js';
 import { recentJobsOfLink } from '../jobs/jobs.js';
 import { BANK_BUDGET } from '../banks/budget/permits.js';
 import { recentIntentsOfLink } from '../refresh/store.js';
 import { recentDeliveriesOfLink } from '../webhooks/deliveries.js';
-import { findLink, listAllLinks, type LinkRow, type OperatorLinkFilter } from './store.js';
+import { findLink, listAllLinks, type LinkRow, type OperatorLinkFilter } from '../links/store.js';
 
 export interface LinkInspection {
   link: Link & {

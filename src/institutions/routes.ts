@@ -1,7 +1,7 @@
-import { CONSENT_COVERAGES } from './consent/authorization-details.js';
+import { CONSENT_COVERAGES } from '../banks/consent/authorization-details.js';
 import { defineListRoute } from '../api/list-route.js';
 import type { JsonSchema } from '../api/route.js';
-import { bankHealth } from './health.js';
+import { bankHealth } from '../banks/health.js';
 import {
   DATA_PROFILES,
   PRODUCTS,
@@ -12,8 +12,8 @@ import {
   consentReachable,
   offers,
   type Institution,
-} from './institutions.js';
-import { registeredBanks } from './consent/registrations.js';
+} from '../banks/institutions.js';
+import { registeredBanks } from '../banks/consent/registrations.js';
 
 export const institutionComponents: Record<string, JsonSchema> = {
   Institution: {
