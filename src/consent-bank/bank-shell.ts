@@ -234,6 +234,10 @@ export async function startBank(options: BankOptions, profile: BankProfile): Pro
     store: stateStore(options, profile, faults),
     errors,
     peerCertificate,
+    options: {
+      authorizationResponses: options.authorizationResponses,
+      clientAuthMethods: options.clientAuthMethods,
+    },
   };
   const parts = profile.parts(context);
   const signingJwk = {
