@@ -53,8 +53,9 @@ async function refusedWith(promise: Promise<unknown>): Promise<string> {
   } catch (error) {
     if (error instanceof client.ResponseBodyError || error instanceof client.AuthorizationResponseError)
       return `${error.error}: ${error.error_description ?? ''}`;
-    const claim = ((error as { cause?: { claim?: unknown } }).cause ?? {}).claim;
-    return `${(error as Error).message}${claim ? ` (${String(claim)})` : ''}`;
+    // openid-client's ClientError wraps oauth4webapi's, whose message names the claim that failed.
+    const cause = (error as { cause?: { message?: unknown } }).cause;
+    return `${(error as Error).message}${typeof cause?.message === 'string' ? ` (${cause.message})` : ''}`;
   }
 }
 
@@ -224,7 +225,7 @@ forEachEngine(t, async (t, engine) => {
             expectedNonce: again.nonce,
           }),
         ),
-        /\(c_hash\)/,
+        /"c_hash" \(code hash\) claim value/,
         'a code the ID token does not cover is refused (c_hash)',
       );
     },
