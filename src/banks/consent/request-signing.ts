@@ -22,15 +22,20 @@ export interface SigningKeyMaterial {
   publicJwk: Record<string, string>;
 }
 
+/** RFC 7638 §3.2 thumbprint of an RSA key: SHA-256 of its required members in lexicographic order. */
+export function rsaThumbprint(jwk: { e: string; kty: string; n: string }): string {
+  return createHash('sha256')
+    .update(JSON.stringify({ e: jwk.e, kty: jwk.kty, n: jwk.n }))
+    .digest('base64url');
+}
+
 /** The public JWK of a key (RFC 7517), `kid` its RFC 7638 thumbprint, for PS256 signatures only. */
 export function publicJwkOf(privateKeyPem: string): Record<string, string> {
   const { kty, n, e } = createPublicKey(createPrivateKey(privateKeyPem)).export({ format: 'jwk' }) as Record<
     string,
     string
   >;
-  // RFC 7638 §3.2: the required members in lexicographic order, no spaces.
-  const kid = createHash('sha256').update(JSON.stringify({ e, kty, n })).digest('base64url');
-  return { kty: kty!, n: n!, e: e!, kid, use: 'sig', alg: 'PS256' };
+  return { kty: kty!, n: n!, e: e!, kid: rsaThumbprint({ e: e!, kty: kty!, n: n! }), use: 'sig', alg: 'PS256' };
 }
 
 export function generateSigningKey(): SigningKeyMaterial {
