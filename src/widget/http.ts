@@ -57,7 +57,6 @@ import {
 import type { WidgetTokenRow } from './widget-tokens.js';
 import { CONSENT_CALLBACK_PATH } from '../banks/consent/register.js';
 
-
 /** A form-posted callback's fields; 16 KiB holds an ID token with room to spare (they are ~1–2 KiB). */
 const readCallbackForm = koaBody({
   urlencoded: true,

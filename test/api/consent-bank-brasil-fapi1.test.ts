@@ -37,7 +37,12 @@ async function consentOf(bank: BrasilBank, agent: Agent, brasil: BrasilClient): 
     body: JSON.stringify({
       data: {
         loggedUser: { document: { identification: CPF, rel: 'CPF' } },
-        permissions: ['ACCOUNTS_READ', 'ACCOUNTS_BALANCES_READ', 'ACCOUNTS_TRANSACTIONS_READ', 'RESOURCES_READ'],
+        permissions: [
+          'ACCOUNTS_READ',
+          'ACCOUNTS_BALANCES_READ',
+          'ACCOUNTS_TRANSACTIONS_READ',
+          'RESOURCES_READ',
+        ],
       },
     }),
   });
@@ -59,7 +64,11 @@ async function refusedWith(promise: Promise<unknown>): Promise<string> {
   }
 }
 
-async function bankWith(t: Test, engine: Parameters<typeof startBrasil>[1], options: Pick<BankOptions, 'authorizationResponses' | 'clientAuthMethods'> = {}) {
+async function bankWith(
+  t: Test,
+  engine: Parameters<typeof startBrasil>[1],
+  options: Pick<BankOptions, 'authorizationResponses' | 'clientAuthMethods'> = {},
+) {
   const { bank, ca } = await startBrasil(t, engine, options);
   return { bank, ca, agent: mtlsAgent(t, ca) };
 }
@@ -79,10 +88,9 @@ forEachEngine(t, async (t, engine) => {
   t.test('FAPI 1.0 Advanced §5.2.2 clause 10: the PAR must carry a signed request object', async (t) => {
     const { bank, ca, agent } = await bankWith(t, engine);
     const brasil = await registerBrasil(bank, ca, agent);
-    const discovery = (await (await fetch(`${bank.issuer}/.well-known/openid-configuration`)).json()) as Record<
-      string,
-      unknown
-    >;
+    const discovery = (await (
+      await fetch(`${bank.issuer}/.well-known/openid-configuration`)
+    ).json()) as Record<string, unknown>;
     t.equal(discovery.require_signed_request_object, true, 'discovery says so (RFC 9101 §10.5)');
     t.same(discovery.request_object_signing_alg_values_supported, ['PS256']);
     const consentId = await consentOf(bank, agent, brasil);
@@ -143,43 +151,45 @@ forEachEngine(t, async (t, engine) => {
     t.ok(tokens.access_token, 'a signed request object at PAR goes through');
   });
 
-  t.test('RFC 7523 §2.2: a client registered for private_key_jwt authenticates with a signed assertion', async (t) => {
-    const { bank, ca, agent } = await bankWith(t, engine);
-    const brasil = await registerBrasil(bank, ca, agent, { auth: 'private_key_jwt' });
-    t.equal(brasil.config.clientMetadata().token_endpoint_auth_method, 'private_key_jwt');
-    const tokens = await client.clientCredentialsGrant(brasil.config, { scope: 'consents' });
-    t.ok(tokens.access_token, 'client_credentials with a PS256 client assertion');
-    const consentId = await consentOf(bank, agent, brasil);
-    const trip = await authoriseBrasil(brasil, consentId);
-    const granted = await client.authorizationCodeGrant(brasil.config, trip.callback, {
-      pkceCodeVerifier: trip.verifier,
-      expectedState: trip.state,
-      expectedNonce: trip.nonce,
-    });
-    t.ok(granted.refresh_token, 'the code exchange with the assertion');
+  t.test(
+    'RFC 7523 §2.2: a client registered for private_key_jwt authenticates with a signed assertion',
+    async (t) => {
+      const { bank, ca, agent } = await bankWith(t, engine);
+      const brasil = await registerBrasil(bank, ca, agent, { auth: 'private_key_jwt' });
+      t.equal(brasil.config.clientMetadata().token_endpoint_auth_method, 'private_key_jwt');
+      const tokens = await client.clientCredentialsGrant(brasil.config, { scope: 'consents' });
+      t.ok(tokens.access_token, 'client_credentials with a PS256 client assertion');
+      const consentId = await consentOf(bank, agent, brasil);
+      const trip = await authoriseBrasil(brasil, consentId);
+      const granted = await client.authorizationCodeGrant(brasil.config, trip.callback, {
+        pkceCodeVerifier: trip.verifier,
+        expectedState: trip.state,
+        expectedNonce: trip.nonce,
+      });
+      t.ok(granted.refresh_token, 'the code exchange with the assertion');
 
-    // The same client without its assertion: the certificate alone does not authenticate it.
-    const mtlsOnly = new client.Configuration(
-      brasil.config.serverMetadata(),
-      brasil.config.clientMetadata().client_id,
-      { use_mtls_endpoint_aliases: true },
-      client.TlsClientAuth(),
-    );
-    mtlsOnly[client.customFetch] = fetchWith(agent);
-    client.allowInsecureRequests(mtlsOnly);
-    t.match(
-      await refusedWith(client.clientCredentialsGrant(mtlsOnly, { scope: 'consents' })),
-      /^invalid_client/,
-      'tls_client_auth is refused for a private_key_jwt client',
-    );
-  });
+      // The same client without its assertion: the certificate alone does not authenticate it.
+      const mtlsOnly = new client.Configuration(
+        brasil.config.serverMetadata(),
+        brasil.config.clientMetadata().client_id,
+        { use_mtls_endpoint_aliases: true },
+        client.TlsClientAuth(),
+      );
+      mtlsOnly[client.customFetch] = fetchWith(agent);
+      client.allowInsecureRequests(mtlsOnly);
+      t.match(
+        await refusedWith(client.clientCredentialsGrant(mtlsOnly, { scope: 'consents' })),
+        /^invalid_client/,
+        'tls_client_auth is refused for a private_key_jwt client',
+      );
+    },
+  );
 
   t.test('a bank that offers only private_key_jwt refuses a tls_client_auth registration', async (t) => {
     const { bank, ca, agent } = await bankWith(t, engine, { clientAuthMethods: ['private_key_jwt'] });
-    const discovery = (await (await fetch(`${bank.issuer}/.well-known/openid-configuration`)).json()) as Record<
-      string,
-      unknown
-    >;
+    const discovery = (await (
+      await fetch(`${bank.issuer}/.well-known/openid-configuration`)
+    ).json()) as Record<string, unknown>;
     t.same(discovery.token_endpoint_auth_methods_supported, ['private_key_jwt']);
     t.match(await refusedWith(registerBrasil(bank, ca, agent)), /invalid_client_metadata/);
   });
@@ -188,10 +198,9 @@ forEachEngine(t, async (t, engine) => {
     'FAPI 1.0 Advanced §5.2.2.1: a bank of code id_token only answers by form_post with a detached signature',
     async (t) => {
       const { bank, ca, agent } = await bankWith(t, engine, { authorizationResponses: 'code id_token' });
-      const discovery = (await (await fetch(`${bank.issuer}/.well-known/openid-configuration`)).json()) as Record<
-        string,
-        string[]
-      >;
+      const discovery = (await (
+        await fetch(`${bank.issuer}/.well-known/openid-configuration`)
+      ).json()) as Record<string, string[]>;
       t.same(discovery.response_types_supported, ['code id_token'], 'no plain code');
       t.notOk(discovery.response_modes_supported!.includes('jwt'), 'no JARM');
       t.ok(discovery.response_modes_supported!.includes('form_post'));
@@ -201,7 +210,9 @@ forEachEngine(t, async (t, engine) => {
       const trip = await authoriseBrasil(brasil, await consentOf(bank, agent, brasil));
       t.ok(trip.posted?.get('code'), 'the code is posted back');
       t.ok(trip.posted?.get('id_token'), 'with the ID token');
-      const claims = JSON.parse(Buffer.from(trip.posted!.get('id_token')!.split('.')[1]!, 'base64url').toString());
+      const claims = JSON.parse(
+        Buffer.from(trip.posted!.get('id_token')!.split('.')[1]!, 'base64url').toString(),
+      );
       t.ok(claims.c_hash, 'c_hash covers the code');
       t.ok(claims.s_hash, 's_hash covers the state');
       t.equal(claims.nonce, trip.nonce);
@@ -210,7 +221,10 @@ forEachEngine(t, async (t, engine) => {
         expectedState: trip.state,
         expectedNonce: trip.nonce,
       });
-      t.ok(tokens.access_token, 'the detached signature checks (c_hash, s_hash, nonce) and the code is exchanged');
+      t.ok(
+        tokens.access_token,
+        'the detached signature checks (c_hash, s_hash, nonce) and the code is exchanged',
+      );
 
       const again = await authoriseBrasil(brasil, await consentOf(bank, agent, brasil));
       const swapped = new URL(again.callback);
@@ -233,10 +247,9 @@ forEachEngine(t, async (t, engine) => {
 
   t.test('a bank of JARM only offers no code id_token', async (t) => {
     const { bank } = await bankWith(t, engine, { authorizationResponses: 'jarm' });
-    const discovery = (await (await fetch(`${bank.issuer}/.well-known/openid-configuration`)).json()) as Record<
-      string,
-      string[]
-    >;
+    const discovery = (await (
+      await fetch(`${bank.issuer}/.well-known/openid-configuration`)
+    ).json()) as Record<string, string[]>;
     t.same(discovery.response_types_supported, ['code']);
     t.ok(discovery.response_modes_supported!.includes('jwt'));
   });

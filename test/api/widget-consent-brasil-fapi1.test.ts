@@ -49,14 +49,22 @@ async function connect(
   sk: string,
   options: { tamper?: (fields: URLSearchParams) => void } = {},
 ) {
-  const opened = await openWidget(app, await widgetToken(app, sk, { institution_id: BANK_ID }), undefined, 'en');
+  const opened = await openWidget(
+    app,
+    await widgetToken(app, sk, { institution_id: BANK_ID }),
+    undefined,
+    'en',
+  );
   const session = opened.bootstrap.session as string;
   const started = await widgetApi(app, session, 'POST', 'consent', { cpf: CPF });
   if (started.status !== 200) return { session, started, returned: null };
   const callbackUrl = `${app.url}/widget/consent/callback`;
   const browser = new Browser('pt', callbackUrl);
   const signIn = await browser.follow(started.body.authorization_url);
-  const consent = await browser.follow(`${signIn.url}/login`, { method: 'POST', form: { cpf: CPF, password: 'sandbox' } });
+  const consent = await browser.follow(`${signIn.url}/login`, {
+    method: 'POST',
+    form: { cpf: CPF, password: 'sandbox' },
+  });
   const done = await browser.follow(`${consent.url}/confirm`, { method: 'POST', form: {} });
   let returned: Response;
   let posted: URLSearchParams | null = null;
@@ -86,7 +94,11 @@ forEachEngine(t, async (t, engine) => {
       t.equal(keys.length, 1, 'one public key registered as jwks (RFC 7591 §2)');
       t.match(keys[0], { kty: 'RSA', alg: 'PS256', use: 'sig' });
       t.notOk('d' in keys[0]!, 'the public half only');
-      t.equal(registered.token_endpoint_auth_method, 'tls_client_auth', 'tls_client_auth where both are offered');
+      t.equal(
+        registered.token_endpoint_auth_method,
+        'tls_client_auth',
+        'tls_client_auth where both are offered',
+      );
       t.same(registered.response_types, ['code'], 'code with JARM where the bank offers it');
 
       const trip = await connect(app, sk);
@@ -125,17 +137,24 @@ forEachEngine(t, async (t, engine) => {
     },
   );
 
-  t.test('RFC 7523 §2.2: a bank of private_key_jwt only is registered and used with client assertions', async (t) => {
-    const { app, sk } = await appWith(t, engine, { clientAuthMethods: ['private_key_jwt'] });
-    const { registered } = await registrationOf(app);
-    t.equal(registered.token_endpoint_auth_method, 'private_key_jwt');
-    t.equal(registered.token_endpoint_auth_signing_alg, 'PS256');
-    t.notOk(registered.tls_client_auth_subject_dn, 'no subject DN to match');
+  t.test(
+    'RFC 7523 §2.2: a bank of private_key_jwt only is registered and used with client assertions',
+    async (t) => {
+      const { app, sk } = await appWith(t, engine, { clientAuthMethods: ['private_key_jwt'] });
+      const { registered } = await registrationOf(app);
+      t.equal(registered.token_endpoint_auth_method, 'private_key_jwt');
+      t.equal(registered.token_endpoint_auth_signing_alg, 'PS256');
+      t.notOk(registered.tls_client_auth_subject_dn, 'no subject DN to match');
 
-    const trip = await connect(app, sk);
-    t.equal(trip.started.status, 200, `the consent is created with a client_credentials token: ${trip.started.text}`);
-    t.equal(trip.returned!.status, 200);
-    t.equal(await runSyncs(app), 1);
-    t.match((await widgetApi(app, trip.session, 'GET', 'status')).body, { state: 'succeeded' });
-  });
+      const trip = await connect(app, sk);
+      t.equal(
+        trip.started.status,
+        200,
+        `the consent is created with a client_credentials token: ${trip.started.text}`,
+      );
+      t.equal(trip.returned!.status, 200);
+      t.equal(await runSyncs(app), 1);
+      t.match((await widgetApi(app, trip.session, 'GET', 'status')).body, { state: 'succeeded' });
+    },
+  );
 });

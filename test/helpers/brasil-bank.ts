@@ -99,7 +99,8 @@ export async function registerBrasil(
     subjectDn: subjectDnOf(ca.client.cert),
     now: Math.floor(Date.now() / 1000),
   });
-  const clientAuth = auth === 'private_key_jwt' ? client.PrivateKeyJwt(key.privateKey) : client.TlsClientAuth();
+  const clientAuth =
+    auth === 'private_key_jwt' ? client.PrivateKeyJwt(key.privateKey) : client.TlsClientAuth();
   const config = await client.dynamicClientRegistration(
     new URL(bank.issuer),
     {

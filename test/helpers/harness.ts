@@ -188,8 +188,7 @@ export async function startTestApp(
      * made now) unless the test gives one.
      */
     consentBank?:
-      | boolean
-      | { port?: number; brasil?: Pick<BankOptions, 'authorizationResponses' | 'clientAuthMethods'> };
+      boolean | { port?: number; brasil?: Pick<BankOptions, 'authorizationResponses' | 'clientAuthMethods'> };
   } = {},
 ): Promise<TestApp> {
   const database = options.database ?? (await freshDatabase(t, engine));

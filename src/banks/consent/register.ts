@@ -248,7 +248,9 @@ export async function registerWithBank(
         'registration_failed',
         `The bank's discovery document names no registration endpoint.`,
       );
-    const profile = profileOf(consentProfileOf(findInstitution(input.bankId, options.institutions)!).security);
+    const profile = profileOf(
+      consentProfileOf(findInstitution(input.bankId, options.institutions)!).security,
+    );
     const signing = profile.signsRequests ? generateSigningKey() : null;
     const chosen = discoveredRegistration(profile, metadata, subjectDn, signing);
     if (typeof chosen === 'string')

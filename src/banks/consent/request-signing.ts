@@ -35,7 +35,14 @@ export function publicJwkOf(privateKeyPem: string): Record<string, string> {
     string,
     string
   >;
-  return { kty: kty!, n: n!, e: e!, kid: rsaThumbprint({ e: e!, kty: kty!, n: n! }), use: 'sig', alg: 'PS256' };
+  return {
+    kty: kty!,
+    n: n!,
+    e: e!,
+    kid: rsaThumbprint({ e: e!, kty: kty!, n: n! }),
+    use: 'sig',
+    alg: 'PS256',
+  };
 }
 
 export function generateSigningKey(): SigningKeyMaterial {

@@ -119,7 +119,8 @@ export const brasil: CountryProfile = {
   async start(bank, input) {
     // Checked before the consent is created at the bank, so a trip that cannot go leaves nothing there.
     // The widget says its plain words; the log line carries these (consent-flow.ts `bankSaid`).
-    if (typeof bank.responseShape !== 'string') throw new BrasilConsentError(bank.responseShape.refused, null);
+    if (typeof bank.responseShape !== 'string')
+      throw new BrasilConsentError(bank.responseShape.refused, null);
     if (!bank.signingKey)
       throw new BrasilConsentError(
         'the registration holds no request-object signing key (FAPI 1.0 Advanced §5.2.2 clause 10): run svc banks register again',
@@ -149,7 +150,11 @@ export const brasil: CountryProfile = {
     // FAPI 1.0 Advanced §5.2.2 clause 10 with PAR (RFC 9126 §3): every parameter goes inside a request object
     // signed PS256 (openid-client adds `iss`, `aud`, `exp`, `nbf`, `iat`, `jti`: §5.2.2 clause 13 and 17 and
     // RFC 9101 §4), and the pushed request carries only `client_id` and `request=<JWS>`.
-    const signed = await client.buildAuthorizationUrlWithJAR(bank.configuration, parameters, bank.signingKey!);
+    const signed = await client.buildAuthorizationUrlWithJAR(
+      bank.configuration,
+      parameters,
+      bank.signingKey!,
+    );
     const url = await client.buildAuthorizationUrlWithPAR(bank.configuration, signed.searchParams);
     return {
       url,
