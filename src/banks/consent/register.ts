@@ -74,6 +74,7 @@ export function registrationGaps(
     tls_client_certificate_bound_access_tokens: 'certificate-bound tokens, RFC 8705 §3.4',
     authorization_details_types: 'RAR types, RFC 9396 §10.2',
     grant_types: 'Grant Management §6.1 and the consents API need client_credentials',
+    request_object_signing_alg: 'signed request objects, FAPI 1.0 Advanced §5.2.2 clause 10; register again',
   };
   const gaps: string[] = [];
   for (const [key, value] of Object.entries(asked)) {
