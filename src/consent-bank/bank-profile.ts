@@ -44,7 +44,16 @@ export interface BankOptions {
   faults?: ConsentBankFaults;
   /** The profile's own rule unless said. */
   refreshTokens?: RefreshTokenPolicy;
+  /**
+   * Which authorization responses a bank that has a choice offers (Brazil): `code` with JARM, `code id_token`
+   * (the hybrid flow, FAPI 1.0 Advanced §5.2.2.1), or both (the default); a test starts a bank of each kind.
+   */
+  authorizationResponses?: AuthorizationResponses;
+  /** The client authentication methods a bank that has a choice offers (Brazil: both unless said). */
+  clientAuthMethods?: readonly ('tls_client_auth' | 'private_key_jwt')[];
 }
+
+export type AuthorizationResponses = 'jarm' | 'code id_token' | 'both';
 
 /** What the shell has made when a profile is asked for its parts. */
 export interface ShellContext {
@@ -60,6 +69,8 @@ export interface ShellContext {
   /** oidc-provider's error classes. */
   errors: any;
   peerCertificate(ctx: { req: Context['req'] }): X509Certificate | undefined;
+  /** The options a profile reads itself (`authorizationResponses`, `clientAuthMethods`). */
+  options: Pick<BankOptions, 'authorizationResponses' | 'clientAuthMethods'>;
 }
 
 export interface ProviderContext extends ShellContext {

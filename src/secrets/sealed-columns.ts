@@ -57,12 +57,12 @@ export const SEALED_TABLES: readonly SealedTable[] = [
     columns: ['response_body'],
     context: idempotencyContext,
   },
-  // Consent banks (docs/open-finance.md): the client's key and registration token, each grant's id and tokens,
-  // and the grant id a queued revocation still needs.
+  // Consent banks (docs/open-finance.md): the client's keys (TLS, and request-object signing) and registration
+  // token, each grant's id and tokens, and the grant id a queued revocation still needs.
   {
     table: 'consent_clients',
     key: ['id'],
-    columns: ['private_key_sealed', 'registration_access_token_sealed'],
+    columns: ['private_key_sealed', 'registration_access_token_sealed', 'signing_key_sealed'],
     context: byId,
   },
   {

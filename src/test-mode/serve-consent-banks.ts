@@ -11,6 +11,7 @@ import { sandboxCustomerData } from './sandbox-customer-data.js';
 import { CONSENT_CALLBACK_PATH } from '../banks/consent/register.js';
 import { BRASIL_SANDBOX_BANK_ID } from '../banks/institutions.js';
 import { startBrasilBank, type BrasilBank } from '../consent-bank/brasil/brasil-bank.js';
+import type { BankOptions } from '../consent-bank/bank-profile.js';
 import { hasTestCa, readTestCa, testCaDirectory, type TestCaMaterial } from '../consent-bank/test-ca.js';
 
 /*
@@ -29,6 +30,8 @@ export interface ServeBankInput {
   /** Tests: a port other than the configured one (0 picks a free one). */
   port?: number;
   faults?: ConsentBankFaults;
+  /** Tests: the Brazilian bank's choices (its response kinds and client authentication methods). */
+  brasil?: Pick<BankOptions, 'authorizationResponses' | 'clientAuthMethods'>;
 }
 
 export interface ServedBank {
@@ -96,7 +99,7 @@ export async function serveConsentBank(input: ServeBankInput): Promise<ServedBan
     const bank = await startConsentBank({ ...shared, port, faults: input.faults });
     let brasil: BrasilBank | null = null;
     try {
-      brasil = await startBrasilBank({ ...shared, port: brasilPort(port) });
+      brasil = await startBrasilBank({ ...shared, ...input.brasil, port: brasilPort(port) });
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code;
       if (code !== 'EADDRINUSE' && code !== 'EACCES' && code !== 'EADDRNOTAVAIL') {

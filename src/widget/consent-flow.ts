@@ -370,6 +370,8 @@ export interface CallbackQuery {
   error?: string;
   /** A JARM answer (`response_mode=jwt`): the signed JWT carrying code, state and iss. */
   response?: string;
+  /** A `code id_token` answer's ID token (form-posted), the detached signature of FAPI 1.0 Advanced §5.2.2.1. */
+  id_token?: string;
 }
 
 export type ConsentOutcome =
@@ -408,6 +410,8 @@ export async function completeConsent(
   const { db, now } = context;
   if (query.response !== undefined && !CALLBACK_VALUE.test(query.response))
     return { ok: false, problem: 'consent_unknown', session: null };
+  if (query.id_token !== undefined && !CALLBACK_VALUE.test(query.id_token))
+    return { ok: false, problem: 'consent_unknown', session: null };
   // A JARM answer carries its state inside: read to find the trip, verified with the rest at the exchange.
   const state = query.state ?? jarmState(query.response);
   if (!state || !CALLBACK_VALUE.test(state)) return { ok: false, problem: 'consent_unknown', session: null };
@@ -445,8 +449,11 @@ export async function completeConsent(
   try {
     consentClient = await context.consentClients.forRegistration(registration);
     const callback = new URL(registeredRedirectUri(registration));
-    for (const [name, value] of Object.entries(query))
-      if (value !== undefined) callback.searchParams.set(name, value);
+    const fields = new URLSearchParams();
+    for (const [name, value] of Object.entries(query)) if (value !== undefined) fields.set(name, value);
+    // openid-client reads a hybrid (`code id_token`) answer from the fragment, where the flow puts it by default.
+    if (consentClient.responseShape === 'hybrid') callback.hash = fields.toString();
+    else callback.search = fields.toString();
     tokens = await client.authorizationCodeGrant(consentClient.configuration, callback, {
       pkceCodeVerifier: openVerifier(request, context.secrets),
       expectedState: state,

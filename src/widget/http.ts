@@ -1,6 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import Router from '@koa/router';
 import type { Context, Next } from 'koa';
+import { koaBody } from 'koa-body';
 import { jsonBodyReader } from '../api/body.js';
 import type { AppServices } from '../api/services.js';
 import { compileValidator } from '../api/validation.js';
@@ -55,6 +56,25 @@ import {
 } from './sessions.js';
 import type { WidgetTokenRow } from './widget-tokens.js';
 import { CONSENT_CALLBACK_PATH } from '../banks/consent/register.js';
+
+/** A form-posted callback's fields; 16 KiB holds an ID token with room to spare (they are ~1–2 KiB). */
+const readCallbackForm = koaBody({
+  urlencoded: true,
+  json: false,
+  text: false,
+  multipart: false,
+  formLimit: 16 * 1024,
+}) as unknown as (ctx: Context, next: Next) => Promise<void>;
+
+async function callbackForm(ctx: Context): Promise<Record<string, unknown>> {
+  if (!ctx.is('application/x-www-form-urlencoded')) return {};
+  try {
+    await readCallbackForm(ctx, async () => undefined);
+  } catch {
+    return {};
+  }
+  return (ctx.request as unknown as { body?: Record<string, unknown> }).body ?? {};
+}
 
 /** How often the page asks how its connection is going. */
 const POLL_INTERVAL_MS = 1000;
@@ -394,9 +414,9 @@ export function widgetRouter(services: AppServices): Router {
    * left for the bank), and goes on polling. In a popup it says how the trip ended and closes; the widget
    * that opened it learns the rest by polling. The query carries the code: never logged, never cached.
    */
-  router.get(CONSENT_CALLBACK_PATH, route(CONSENT_CALLBACK_PATH), async (ctx) => {
+  const consentCallback = async (ctx: Context, fields: Record<string, unknown>) => {
     const single = (name: string) => {
-      const value = ctx.query[name];
+      const value = fields[name];
       return typeof value === 'string' ? value : undefined;
     };
     const outcome = await completeConsent(
@@ -406,6 +426,7 @@ export function widgetRouter(services: AppServices): Router {
         iss: single('iss'),
         error: single('error'),
         response: single('response'),
+        id_token: single('id_token'),
       },
       consentContext(),
     );
@@ -429,7 +450,16 @@ export function widgetRouter(services: AppServices): Router {
     const bootstrap = await bootstrapFor(fresh, secret, await widgetTokenOf(services.db.reader, fresh), now);
     bootstrap.status = await sessionStatus(services.db, fresh, statusContext(now));
     sendPage(ctx, 200, bootstrap);
-  });
+  };
+  router.get(CONSENT_CALLBACK_PATH, route(CONSENT_CALLBACK_PATH), (ctx) => consentCallback(ctx, ctx.query));
+  /**
+   * The same callback as a form post (OAuth 2.0 Form Post Response Mode §2): a Brazilian bank's `code
+   * id_token` answer (FAPI 1.0 Advanced §5.2.2.1), which the fragment would keep from any server. The form
+   * is small (a code, an ID token, the state, `iss`); anything else is no callback.
+   */
+  router.post(CONSENT_CALLBACK_PATH, route(CONSENT_CALLBACK_PATH), async (ctx) =>
+    consentCallback(ctx, await callbackForm(ctx)),
+  );
 
   router.post('/widget/api/finish', route('/widget/api/finish'), async (ctx) => {
     const session = await withSession(ctx);

@@ -1,21 +1,10 @@
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import Koa, { type Middleware } from 'koa';
 import * as client from 'openid-client';
-import type { Test } from 'tap';
 import t from 'tap';
-import { fetch as undiciFetch, type Agent } from 'undici';
-import { systemClock } from '../../src/clock/clock.js';
-import { startBrasilBank, type BrasilBank } from '../../src/consent-bank/brasil/brasil-bank.js';
+import { fetch as undiciFetch } from 'undici';
 import { brasilValidator } from '../../src/open-finance/schemas.js';
-import { issueSoftwareStatement } from '../../src/consent-bank/software-statement.js';
-import { subjectDnOf, type TestCaMaterial } from '../../src/consent-bank/test-ca.js';
-import { openDatabase } from '../../src/db/database.js';
-import { migrateUp } from '../../src/db/migrations.js';
-import { silentLogger } from '../../src/logging/logger.js';
-import { forEachEngine, freshDatabase, type EngineName } from '../helpers/harness.js';
-import { Browser, REDIRECT_URI, fetchWith, mtlsAgent, testCa } from '../helpers/consent-bank.js';
-import { sandboxCustomerData } from '../../src/test-mode/sandbox-customer-data.js';
+import { forEachEngine } from '../helpers/harness.js';
+import { mtlsAgent } from '../helpers/consent-bank.js';
+import { authoriseBrasil, registerBrasil, startBrasil } from '../helpers/brasil-bank.js';
 
 /*
  * The simulated Open Finance Brasil bank over real HTTP (the browser face on a stand-in appliance, the machine
@@ -35,69 +24,12 @@ const PERMISSIONS = [
 ];
 const CPF = '52998224725';
 
-async function startBank(t: Test, engine: EngineName): Promise<{ bank: BrasilBank; ca: TestCaMaterial }> {
-  const database = await freshDatabase(t, engine);
-  const db = openDatabase({ url: database.url });
-  await migrateUp(db);
-  const ca = await testCa();
-  let mounted: Middleware = (_ctx, next) => next();
-  const app = new Koa();
-  app.use((ctx, next) => mounted(ctx, next));
-  const server: Server = createServer(app.callback());
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const appUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  const bank = await startBrasilBank({
-    db,
-    ca,
-    clock: systemClock,
-    logger: silentLogger,
-    publicBaseUrl: appUrl,
-    data: sandboxCustomerData(),
-    port: 0,
-  });
-  mounted = bank.browserMiddleware;
-  t.teardown(async () => {
-    await bank.close();
-    server.closeAllConnections();
-    await new Promise((resolve) => server.close(resolve));
-    await db.close();
-  });
-  return { bank, ca };
-}
-
-async function register(bank: BrasilBank, ca: TestCaMaterial, agent: Agent): Promise<client.Configuration> {
-  const statement = await issueSoftwareStatement(ca.directoryKey, {
-    clientName: 'svc appliance',
-    redirectUris: [REDIRECT_URI],
-    subjectDn: subjectDnOf(ca.client.cert),
-    now: Math.floor(Date.now() / 1000),
-  });
-  const config = await client.dynamicClientRegistration(
-    new URL(bank.issuer),
-    {
-      redirect_uris: [REDIRECT_URI],
-      software_statement: statement,
-      tls_client_auth_subject_dn: subjectDnOf(ca.client.cert),
-      token_endpoint_auth_method: 'tls_client_auth',
-      grant_types: ['authorization_code', 'refresh_token', 'client_credentials'],
-      response_types: ['code'],
-      authorization_signed_response_alg: 'PS256',
-      id_token_signed_response_alg: 'PS256',
-      tls_client_certificate_bound_access_tokens: true,
-      use_mtls_endpoint_aliases: true,
-    },
-    client.TlsClientAuth(),
-    { execute: [client.allowInsecureRequests], [client.customFetch]: fetchWith(agent) },
-  );
-  config[client.customFetch] = fetchWith(agent);
-  client.useJwtResponseMode(config);
-  return config;
-}
-
 forEachEngine(t, async (t, engine) => {
-  const { bank, ca } = await startBank(t, engine);
+  const { bank, ca } = await startBrasil(t, engine);
   const agent = mtlsAgent(t, ca);
-  const config = await register(bank, ca, agent);
+  // A FAPI 1.0 Advanced client (test/helpers/brasil-bank.ts): signed request objects at PAR, JARM.
+  const brasil = await registerBrasil(bank, ca, agent);
+  const { config } = brasil;
   const call = async (
     path: string,
     init: { method?: string; token: string; body?: unknown; headers?: Record<string, string> },
@@ -135,37 +67,8 @@ forEachEngine(t, async (t, engine) => {
         },
       },
     });
-  const authorise = async (
-    consentId: string,
-    options: { cpf?: string; decision?: 'confirm' | 'abort' } = {},
-  ) => {
-    const verifier = client.randomPKCECodeVerifier();
-    const state = client.randomState();
-    const nonce = client.randomNonce();
-    const url = await client.buildAuthorizationUrlWithPAR(config, {
-      redirect_uri: REDIRECT_URI,
-      scope: `openid consent:${consentId} accounts credit-cards-accounts resources`,
-      response_type: 'code',
-      response_mode: 'jwt',
-      code_challenge: await client.calculatePKCECodeChallenge(verifier),
-      code_challenge_method: 'S256',
-      state,
-      nonce,
-    });
-    const browser = new Browser('pt', REDIRECT_URI);
-    const signIn = await browser.follow(url.href);
-    const pages = [await signIn.response.text()];
-    const afterLogin = await browser.follow(`${signIn.url}/login`, {
-      method: 'POST',
-      form: { cpf: options.cpf ?? '529.982.247-25', password: 'sandbox' },
-    });
-    pages.push(await afterLogin.response.text());
-    const done = await browser.follow(`${afterLogin.url}/${options.decision ?? 'confirm'}`, {
-      method: 'POST',
-      form: {},
-    });
-    return { callback: new URL(done.url), verifier, state, nonce, pages };
-  };
+  const authorise = (consentId: string, options: { cpf?: string; decision?: 'confirm' | 'abort' } = {}) =>
+    authoriseBrasil(brasil, consentId, options);
 
   /** The OAuth error the (JARM) callback carries, as openid-client reads it after checking its signature. */
   const refusal = async (trip: { callback: URL; verifier: string; state: string }) => {

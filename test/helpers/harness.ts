@@ -17,6 +17,7 @@ import { startApiServer, type ApiServer } from '../../src/http/server.js';
 import { listenForApi } from '../../src/http/listener.js';
 import type { ConsentBank } from '../../src/consent-bank/consent-bank.js';
 import type { BrasilBank } from '../../src/consent-bank/brasil/brasil-bank.js';
+import type { BankOptions } from '../../src/consent-bank/bank-profile.js';
 import { serveAndRegister } from '../../src/test-mode/serve-consent-banks.js';
 import { testCaDirectory, writeTestCa } from '../../src/consent-bank/test-ca.js';
 import type { AppServices } from '../../src/api/services.js';
@@ -186,7 +187,8 @@ export async function startTestApp(
      * costs a listener and a registration. The clock then starts at the real time (the CA's certificates are
      * made now) unless the test gives one.
      */
-    consentBank?: boolean | { port: number };
+    consentBank?:
+      boolean | { port?: number; brasil?: Pick<BankOptions, 'authorizationResponses' | 'clientAuthMethods'> };
   } = {},
 ): Promise<TestApp> {
   const database = options.database ?? (await freshDatabase(t, engine));
@@ -215,7 +217,10 @@ export async function startTestApp(
         ...services,
         config,
         publicBaseUrl: listener.url,
-        port: options.consentBank === true ? 0 : options.consentBank.port,
+        port: options.consentBank === true ? 0 : (options.consentBank.port ?? 0),
+        ...(options.consentBank !== true && options.consentBank.brasil
+          ? { brasil: options.consentBank.brasil }
+          : {}),
       },
       (pages) => (bankPages = pages),
     );

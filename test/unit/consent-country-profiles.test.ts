@@ -165,6 +165,8 @@ function recordingBank(route: (method: string, url: URL, headers: Headers, body:
     fetch: fetch as ConsentClient['fetch'],
     apiBase: 'https://bank.example/api',
     profile: chile,
+    signingKey: null,
+    responseShape: 'query',
   };
   return { bank, calls };
 }

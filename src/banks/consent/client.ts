@@ -5,9 +5,10 @@ import type { SecretBox } from '../../secrets/secret-box.js';
 import { isLoopbackHttp } from './register.js';
 import { mtlsAgent, mtlsFetch } from './mtls.js';
 import { createAnswerChecker, type AnswerChecker } from './data-schemas.js';
-import { findRegistration, openPrivateKey, type ConsentClientRow } from './registrations.js';
+import { findRegistration, openPrivateKey, openSigningKey, type ConsentClientRow } from './registrations.js';
+import { signingKeyOf } from './request-signing.js';
 import { consentProfileOf, findInstitution, type Institution } from '../institutions.js';
-import type { ConsentClient, CountryProfile } from './profile.js';
+import type { ConsentClient, CountryProfile, ResponseShape } from './profile.js';
 import { profileOf } from './profiles/index.js';
 
 /*
@@ -36,6 +37,31 @@ export function profileOfRegistration(
   return profileOf(institution ? consentProfileOf(institution).security : 'fapi2-cl');
 }
 
+/**
+ * The client authentication the registration holds (RFC 7591 §2 `token_endpoint_auth_method`, as the bank
+ * answered it): `private_key_jwt` signs a client assertion with the signing key (RFC 7523 §2.2, OpenID
+ * Connect Core §9, PS256 as the key is RSA-PSS); anything else is `tls_client_auth` (RFC 8705 §2.1.1).
+ */
+export function clientAuthOf(row: ConsentClientRow, signingKey: client.PrivateKey | null): client.ClientAuth {
+  const registered = (JSON.parse(row.registration) as { token_endpoint_auth_method?: unknown })
+    .token_endpoint_auth_method;
+  if (registered === 'private_key_jwt') {
+    if (!signingKey) throw new Error('the registration uses private_key_jwt but holds no signing key');
+    return client.PrivateKeyJwt(signingKey);
+  }
+  return client.TlsClientAuth();
+}
+
+/** Tells openid-client how the callback's answer comes (JARM, or `code id_token` with detached signature). */
+function applyResponseShape(configuration: client.Configuration, shape: ResponseShape | { refused: string }) {
+  if (shape === 'jarm') client.useJwtResponseMode(configuration);
+  if (shape === 'hybrid') {
+    client.useCodeIdTokenResponseType(configuration);
+    // FAPI 1.0 Advanced §5.2.2.1: the ID token is a detached signature; `s_hash` must cover the state.
+    client.enableDetachedSignatureResponseChecks(configuration);
+  }
+}
+
 async function open(
   row: ConsentClientRow,
   secrets: SecretBox,
@@ -53,11 +79,13 @@ async function open(
   const fetch = mtlsFetch(agent);
   const profile = profileOfRegistration(row, options.institutions);
   try {
+    const signingPem = profile.signsRequests ? openSigningKey(row, secrets) : null;
+    const signingKey = signingPem ? await signingKeyOf(signingPem) : null;
     const configuration = await client.discovery(
       new URL(row.issuer),
       row.client_id,
       { use_mtls_endpoint_aliases: true, ...profile.clientMetadata },
-      client.TlsClientAuth(),
+      clientAuthOf(row, signingKey),
       {
         [client.customFetch]: fetch as client.CustomFetch,
         timeout: Math.ceil(timeoutMs / 1000),
@@ -65,7 +93,8 @@ async function open(
         ...(isLoopbackHttp(row.issuer) ? { execute: [client.allowInsecureRequests] } : {}),
       },
     );
-    profile.configure(configuration);
+    const responseShape = profile.responseShape(configuration.serverMetadata());
+    applyResponseShape(configuration, responseShape);
     return {
       agent,
       consentClient: {
@@ -74,6 +103,8 @@ async function open(
         fetch,
         apiBase: row.api_base.replace(/\/+$/, ''),
         profile,
+        signingKey,
+        responseShape,
       },
     };
   } catch (error) {

@@ -6,6 +6,7 @@ import type { AccountAction, AuthorizationDetail } from './authorization-details
 import type { StatementZone } from './data-mapping.js';
 import type { MtlsFetch } from './mtls.js';
 import type { ConsentClientRow } from './registrations.js';
+import type { ClientAuthMethod } from './request-signing.js';
 
 /*
  * What the consent path needs to know about a country, behind one interface (docs/architecture.md, "The
@@ -26,7 +27,19 @@ export interface ConsentClient {
   apiBase: string;
   /** The bank's country profile: how a consent is made, checked, queried and revoked there. */
   profile: CountryProfile;
+  /** The request-object signing key (PS256), when the profile signs and the registration holds one. */
+  signingKey: client.PrivateKey | null;
+  /** How the bank answers at the callback, as its discovery offers it; `refused` says why no way fits. */
+  responseShape: ResponseShape | { refused: string };
 }
+
+/**
+ * How the authorization response comes back (docs/open-finance.md, "What the appliance sends"). `query`: a
+ * plain `code` with `iss` (FAPI 2.0, RFC 9207). `jarm`: `code` in a signed JWT (`response_mode=jwt`, JARM
+ * §2.3.1). `hybrid`: `code id_token` posted to the callback (`response_mode=form_post`), the ID token a
+ * detached signature whose `c_hash` and `s_hash` cover the code and state (FAPI 1.0 Advanced §5.2.2.1).
+ */
+export type ResponseShape = 'query' | 'jarm' | 'hybrid';
 
 export type RevokeOutcome =
   | { kind: 'revoked' }
@@ -86,12 +99,19 @@ export interface CountryProfile {
   resourcesFirst: boolean;
   /** Whether the widget asks the person for their tax ids before the trip (Brazil's CPF). */
   asksHolderIds: boolean;
-  /** RFC 7591 client metadata the registration asks for, beyond `tls_client_auth` and the redirect URI. */
+  /**
+   * RFC 7591 client metadata the registration always asks for, beyond the client authentication, the redirect
+   * URI and what discovery decides (`registrationFor`); a registered answer without one of them is a gap.
+   */
   registrationMetadata: Record<string, unknown>;
   /** What openid-client is told at discovery (the algorithms the bank signs with). */
   clientMetadata: Partial<client.ClientMetadata>;
-  /** Settles the discovered configuration (Brazil: JARM when the bank offers it). */
-  configure(configuration: client.Configuration): void;
+  /** Client authentication methods this country allows, the appliance's preference first (request-signing.ts). */
+  clientAuthMethods: readonly ClientAuthMethod[];
+  /** Whether the client signs its authorization requests (FAPI 1.0 Advanced §5.2.2 clause 10): a signing key. */
+  signsRequests: boolean;
+  /** How the bank will answer at the callback, from its discovery; `refused` says why no way fits. */
+  responseShape(metadata: client.ServerMetadata): ResponseShape | { refused: string };
 
   queryGrant(bank: ConsentClient, grantId: string): Promise<GrantQuery>;
   revokeGrant(bank: ConsentClient, grantId: string, now: number): Promise<RevokeOutcome>;

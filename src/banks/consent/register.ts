@@ -8,6 +8,8 @@ import { CertificateError, certificateFacts, type CertificateFacts } from './cer
 import { mtlsAgent, mtlsFetch, type ClientIdentity } from './mtls.js';
 import { profileOf } from './profiles/index.js';
 import { publicRegistration, type ConsentClientRow } from './registrations.js';
+import type { CountryProfile } from './profile.js';
+import { chooseClientAuth, generateSigningKey, type SigningKeyMaterial } from './request-signing.js';
 
 /** Where a bank sends the end user back to (the widget's consent callback), under the API's base URL. */
 export const CONSENT_CALLBACK_PATH = '/widget/consent/callback';
@@ -72,6 +74,7 @@ export function registrationGaps(
     tls_client_certificate_bound_access_tokens: 'certificate-bound tokens, RFC 8705 §3.4',
     authorization_details_types: 'RAR types, RFC 9396 §10.2',
     grant_types: 'Grant Management §6.1 and the consents API need client_credentials',
+    request_object_signing_alg: 'signed request objects, FAPI 1.0 Advanced §5.2.2 clause 10; register again',
   };
   const gaps: string[] = [];
   for (const [key, value] of Object.entries(asked)) {
@@ -177,6 +180,36 @@ async function bankFailure(step: string, error: unknown): Promise<Error> {
 }
 
 /**
+ * What the registration asks for beyond the profile's constant metadata, from the bank's discovery: the
+ * client authentication (RFC 8414 §2 `token_endpoint_auth_methods_supported`, `chooseClientAuth`), the
+ * response type the callback will read (`response_types`, and `authorization_signed_response_alg` with
+ * JARM), and the public signing key when the profile signs (RFC 7591 §2 `jwks`). A string says why the
+ * bank cannot be used, before anything is sent to it.
+ */
+export function discoveredRegistration(
+  profile: Pick<CountryProfile, 'clientAuthMethods' | 'responseShape' | 'signsRequests'>,
+  metadata: client.ServerMetadata,
+  subjectDn: string,
+  signing: Pick<SigningKeyMaterial, 'publicJwk'> | null,
+): Record<string, unknown> | string {
+  const auth = chooseClientAuth(metadata.token_endpoint_auth_methods_supported, profile.clientAuthMethods);
+  if (auth === null)
+    return `the bank's discovery lists none of the client authentication methods allowed here (${profile.clientAuthMethods.join(', ')}; it lists ${(metadata.token_endpoint_auth_methods_supported ?? ['client_secret_basic']).join(', ').slice(0, 120)})`;
+  const shape = profile.responseShape(metadata);
+  if (typeof shape !== 'string') return shape.refused;
+  if (profile.signsRequests && !signing) return 'the profile signs its requests, and no signing key was made';
+  return {
+    token_endpoint_auth_method: auth,
+    ...(auth === 'tls_client_auth' ? { tls_client_auth_subject_dn: subjectDn } : {}),
+    // RFC 7523 §2.2 and OpenID Connect Registration §2: the assertion's algorithm, PS256 (FAPI 1.0 §8.6).
+    ...(auth === 'private_key_jwt' ? { token_endpoint_auth_signing_alg: 'PS256' } : {}),
+    response_types: [shape === 'hybrid' ? 'code id_token' : 'code'],
+    ...(shape === 'jarm' ? { authorization_signed_response_alg: 'PS256' } : {}),
+    ...(signing ? { jwks: { keys: [signing.publicJwk] } } : {}),
+  };
+}
+
+/**
  * Registers with the bank and returns the row to store, its secrets sealed. `dcr` is openid-client's
  * `dynamicClientRegistration` (a test may watch it); nothing is written here.
  */
@@ -216,17 +249,22 @@ export async function registerWithBank(
         'registration_failed',
         `The bank's discovery document names no registration endpoint.`,
       );
+    const profile = profileOf(
+      consentProfileOf(findInstitution(input.bankId, options.institutions)!).security,
+    );
+    const signing = profile.signsRequests ? generateSigningKey() : null;
+    const chosen = discoveredRegistration(profile, metadata, subjectDn, signing);
+    if (typeof chosen === 'string')
+      throw errors.badRequest('registration_failed', `The bank cannot be used: ${chosen}.`);
     let registered: client.Configuration;
     try {
       registered = await client.dynamicClientRegistration(
         server,
         {
           software_statement: input.softwareStatement.trim(),
-          token_endpoint_auth_method: 'tls_client_auth',
-          tls_client_auth_subject_dn: subjectDn,
           use_mtls_endpoint_aliases: true,
-          ...profileOf(consentProfileOf(findInstitution(input.bankId, options.institutions)!).security)
-            .registrationMetadata,
+          ...profile.registrationMetadata,
+          ...chosen,
           redirect_uris: [input.redirectUri],
         },
         client.TlsClientAuth(),
@@ -250,6 +288,7 @@ export async function registerWithBank(
       registration_client_uri:
         typeof answer.registration_client_uri === 'string' ? answer.registration_client_uri : null,
       private_key_sealed: secrets.seal(input.privateKeyPem, id),
+      signing_key_sealed: signing ? secrets.seal(signing.privateKeyPem, id) : null,
       certificate_pem: input.certificatePem,
       server_ca_pem: input.serverCaPem,
       registration: JSON.stringify(publicRegistration(answer)),

@@ -19,6 +19,12 @@ export interface ConsentClientRow {
   registration_access_token_sealed: string | null;
   registration_client_uri: string | null;
   private_key_sealed: string;
+  /**
+   * The PS256 key that signs request objects (FAPI 1.0 Advanced §5.2.2 clause 10) and `private_key_jwt`
+   * assertions (RFC 7523 §2.2), PKCS#8 PEM sealed under the row's id; its public half is the registration's
+   * `jwks`. Null when the profile signs nothing (Chile) or the row predates it (absent in older rows).
+   */
+  signing_key_sealed?: string | null;
   certificate_pem: string;
   /** The CA of the bank's TLS server certificate when it is not publicly trusted; null: the system's. */
   server_ca_pem: string | null;
@@ -85,6 +91,14 @@ export function openPrivateKey(
   secrets: SecretBox,
 ): string {
   return secrets.open(row.private_key_sealed, row.id);
+}
+
+/** The request-object signing key (PKCS#8 PEM) of a registration, or null when it has none. */
+export function openSigningKey(
+  row: Pick<ConsentClientRow, 'id' | 'signing_key_sealed'>,
+  secrets: SecretBox,
+): string | null {
+  return row.signing_key_sealed ? secrets.open(row.signing_key_sealed, row.id) : null;
 }
 
 /** Registering again for the same bank and mode replaces the row: the bank issued a new client. */

@@ -107,11 +107,45 @@ function pages(context: ShellContext): BankPages {
   };
 }
 
+/**
+ * FAPI 1.0 Advanced §5.2.2 clause 13 and Open Finance Brasil's profile: a request object carries `exp` and
+ * `nbf` at most 60 minutes apart, an `aud` (the library checks it is the issuer, and `iss` the client id) and a
+ * `jti`; oidc-provider's own check asks the first three only.
+ */
+function assertRequestObjectClaims(errors: any) {
+  return async (_ctx: unknown, claims: Record<string, unknown>) => {
+    for (const claim of ['iss', 'aud', 'exp', 'nbf', 'jti'])
+      if (claims[claim] === undefined)
+        throw new errors.InvalidRequestObject(`Request Object is missing the '${claim}' claim`);
+    const lifetime = Number(claims.exp) - Number(claims.nbf);
+    if (!(lifetime > 0 && lifetime <= 3600))
+      throw new errors.InvalidRequestObject("Request Object 'exp' claim too far from 'nbf' claim");
+  };
+}
+
+/** The response types and JARM of a bank's configuration (`authorizationResponses`, both unless said). */
+function responseSettings(responses: ShellContext['options']['authorizationResponses']) {
+  if (responses === 'code id_token')
+    return { responseTypes: ['code id_token'], jarm: false, defaults: { response_types: ['code id_token'] } };
+  if (responses === 'jarm')
+    return {
+      responseTypes: ['code'],
+      jarm: true,
+      defaults: { response_types: ['code'], authorization_signed_response_alg: 'PS256' },
+    };
+  return {
+    responseTypes: ['code id_token', 'code'],
+    jarm: true,
+    defaults: { response_types: ['code'], authorization_signed_response_alg: 'PS256' },
+  };
+}
+
 function providerSettings(context: ShellContext) {
   const { errors } = context;
+  const responses = responseSettings(context.options.authorizationResponses);
   return {
-    clientAuthMethods: ['tls_client_auth', 'private_key_jwt'],
-    responseTypes: ['code id_token', 'code'],
+    clientAuthMethods: [...(context.options.clientAuthMethods ?? ['tls_client_auth', 'private_key_jwt'])],
+    responseTypes: responses.responseTypes,
     scopes: ['openid', 'consents', ...DATA_SCOPES],
     enabledJWA: {
       idTokenSigningAlgValues: ['PS256'],
@@ -120,10 +154,9 @@ function providerSettings(context: ShellContext) {
       requestObjectSigningAlgValues: ['PS256'],
     },
     clientDefaults: {
-      response_types: ['code'],
-      token_endpoint_auth_method: 'tls_client_auth',
+      ...responses.defaults,
+      token_endpoint_auth_method: context.options.clientAuthMethods?.[0] ?? 'tls_client_auth',
       id_token_signed_response_alg: 'PS256',
-      authorization_signed_response_alg: 'PS256',
     },
     // Brazil: no refresh-token rotation; the refresh token lives as long as the consent (at most a year).
     rotateRefreshToken: false,
@@ -143,7 +176,15 @@ function providerSettings(context: ShellContext) {
     features: {
       fapi: { enabled: true, profile: '1.0 Final' },
       claimsParameter: { enabled: true },
-      jwtResponseModes: { enabled: true },
+      jwtResponseModes: { enabled: responses.jarm },
+      // FAPI 1.0 Advanced §5.2.2 clause 10 (and Open Finance Brasil's profile): every authorization request,
+      // pushed ones included (RFC 9126 §3), is a request object signed with a key the client registered
+      // (`jwks` or `jwks_uri`, RFC 7591 §2) and the registered `request_object_signing_alg`; PS256 only.
+      requestObjects: {
+        enabled: true,
+        requireSignedRequestObject: true,
+        assertJwtClaimsAndHeader: assertRequestObjectClaims(errors),
+      },
       clientCredentials: { enabled: true },
     },
     registrationPolicy(metadata: any) {

@@ -3,6 +3,7 @@ import * as client from 'openid-client';
 import { normaliseCnpj, normaliseCpf } from '../../../cpf/cpf.js';
 import { errors } from '../../../errors/api-error.js';
 import {
+  BrasilConsentError,
   brasilScope,
   consentIdOfScope,
   createBrasilConsent,
@@ -11,7 +12,7 @@ import {
   readBrasilConsent,
   revokeBrasilConsent,
 } from '../brasil-consents.js';
-import type { CountryProfile } from '../profile.js';
+import type { CountryProfile, ResponseShape } from '../profile.js';
 import { offlineScope, uiLocales } from './trip.js';
 
 /*
@@ -37,6 +38,36 @@ export function nonceOf(state: string): string {
  */
 export const BRASIL_ACR_VALUES = ['urn:brasil:openbanking:loa2', 'urn:brasil:openbanking:loa3'];
 
+/** A response type's words in one order: `id_token code` is `code id_token` (OAuth 2.0 Multiple Response Types §3). */
+function sameResponseType(a: string, b: string): boolean {
+  const words = (value: string) => value.split(' ').filter(Boolean).sort().join(' ');
+  return words(a) === words(b);
+}
+
+/**
+ * How a Brazilian bank answers, from its discovery (RFC 8414 §2): `code` with JARM when it offers both
+ * (`response_types_supported` has `code`, `response_modes_supported` has `jwt`); otherwise `code id_token`,
+ * the hybrid flow every Brazilian bank must support (FAPI 1.0 Advanced §5.2.2 clause 2, later Brazilian
+ * versions drop JARM), answered by `form_post` (OAuth 2.0 Form Post Response Mode) so that the appliance's
+ * callback, a server route, reads it; the fragment (the hybrid flow's default) never reaches a server. A
+ * string says why neither fits. An absent `response_modes_supported` means `query` and `fragment` (§2).
+ */
+export function brasilResponseShape(metadata: client.ServerMetadata): ResponseShape | { refused: string } {
+  const types = metadata.response_types_supported ?? [];
+  const modes = metadata.response_modes_supported ?? ['query', 'fragment'];
+  if (types.some((type) => sameResponseType(type, 'code')) && modes.includes('jwt')) return 'jarm';
+  if (types.some((type) => sameResponseType(type, 'code id_token'))) {
+    if (modes.includes('form_post')) return 'hybrid';
+    return {
+      refused:
+        "the bank offers code id_token only with a fragment response (no form_post in response_modes_supported), which the appliance's callback cannot read",
+    };
+  }
+  return {
+    refused: `the bank offers neither code with JARM nor code id_token (response_types_supported: ${types.join(', ').slice(0, 80) || 'none'}; response_modes_supported: ${modes.join(', ').slice(0, 80)})`,
+  };
+}
+
 export const brasil: CountryProfile = {
   security: 'fapi1-br',
   market: 'BR',
@@ -47,16 +78,19 @@ export const brasil: CountryProfile = {
   asksHolderIds: true,
   registrationMetadata: {
     grant_types: ['authorization_code', 'refresh_token', 'client_credentials'],
-    response_types: ['code'],
-    authorization_signed_response_alg: 'PS256',
     id_token_signed_response_alg: 'PS256',
+    // FAPI 1.0 Advanced §5.2.2 clause 10 and §8.6: request objects signed with PS256, and the bank may hold
+    // the client to the registered algorithm (OpenID Connect Registration §2).
+    request_object_signing_alg: 'PS256',
     tls_client_certificate_bound_access_tokens: true,
   },
   // Brazil's FAPI 1.0 signs ID tokens and authorisation answers (JARM) with PS256 only; openid-client
   // expects RS256 unless told.
   clientMetadata: { id_token_signed_response_alg: 'PS256', authorization_signed_response_alg: 'PS256' },
-  // openid-client checks the JARM `response` only in JWT response mode.
-  configure: (configuration) => client.useJwtResponseMode(configuration),
+  // Open Finance Brasil's security profile allows both; tls_client_auth first (request-signing.ts says why).
+  clientAuthMethods: ['tls_client_auth', 'private_key_jwt'],
+  signsRequests: true,
+  responseShape: brasilResponseShape,
 
   queryGrant: queryBrasilConsent,
   revokeGrant: revokeBrasilConsent,
@@ -83,6 +117,15 @@ export const brasil: CountryProfile = {
   },
 
   async start(bank, input) {
+    // Checked before the consent is created at the bank, so a trip that cannot go leaves nothing there.
+    // The widget says its plain words; the log line carries these (consent-flow.ts `bankSaid`).
+    if (typeof bank.responseShape !== 'string')
+      throw new BrasilConsentError(bank.responseShape.refused, null);
+    if (!bank.signingKey)
+      throw new BrasilConsentError(
+        'the registration holds no request-object signing key (FAPI 1.0 Advanced §5.2.2 clause 10): run svc banks register again',
+        null,
+      );
     const consent = await createBrasilConsent(bank, {
       cpf: input.holder.cpf!,
       cnpj: input.holder.cnpj,
@@ -90,19 +133,29 @@ export const brasil: CountryProfile = {
       expiresAt: input.validTo,
     });
     const offline = offlineScope(bank.configuration).prompt ? ' offline_access' : '';
-    const url = await client.buildAuthorizationUrlWithPAR(bank.configuration, {
+    const parameters = {
       redirect_uri: input.redirectUri,
       scope: `${brasilScope(consent.consentId)}${offline}`,
       ...(offline ? { prompt: 'consent' } : {}),
-      response_type: 'code',
-      response_mode: 'jwt',
+      ...(bank.responseShape === 'hybrid'
+        ? { response_type: 'code id_token', response_mode: 'form_post' }
+        : { response_type: 'code', response_mode: 'jwt' }),
       code_challenge: await client.calculatePKCECodeChallenge(input.verifier),
       code_challenge_method: 'S256',
       state: input.state,
       nonce: nonceOf(input.state),
       claims: JSON.stringify({ id_token: { acr: { essential: true, values: BRASIL_ACR_VALUES } } }),
       ui_locales: uiLocales(input.locale),
-    });
+    };
+    // FAPI 1.0 Advanced §5.2.2 clause 10 with PAR (RFC 9126 §3): every parameter goes inside a request object
+    // signed PS256 (openid-client adds `iss`, `aud`, `exp`, `nbf`, `iat`, `jti`: §5.2.2 clause 13 and 17 and
+    // RFC 9101 §4), and the pushed request carries only `client_id` and `request=<JWS>`.
+    const signed = await client.buildAuthorizationUrlWithJAR(
+      bank.configuration,
+      parameters,
+      bank.signingKey!,
+    );
+    const url = await client.buildAuthorizationUrlWithPAR(bank.configuration, signed.searchParams);
     return {
       url,
       details: detailsOfConsent({

@@ -33,7 +33,10 @@ export const chile: CountryProfile = {
     authorization_details_types: [ACCOUNTS_DETAIL_TYPE],
   },
   clientMetadata: {},
-  configure: () => undefined,
+  // The CMF's draft: mutual TLS only; no request object (FAPI 2.0 sends the request through PAR over mTLS).
+  clientAuthMethods: ['tls_client_auth'],
+  signsRequests: false,
+  responseShape: () => 'query',
 
   queryGrant,
   revokeGrant,
