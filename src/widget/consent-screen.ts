@@ -11,6 +11,8 @@ import type { Locale } from './messages.js';
  * consent page prints too: the widget promises the bank shows "esta misma lista". Pure: details, language and time in; words (and the markup of the kit) out.
  */
 
+// `noPassword` names the bank only: the widget's footer, on every screen, already says the app never sees the
+// password, and the repeat cost a line the Brazilian screen (CPF field and "another bank") needs to fit 1280x800.
 const WORDS = {
   es: {
     title: 'Vas a compartir con {app}',
@@ -18,7 +20,7 @@ const WORDS = {
     durationMany: 'Durante {months} meses, hasta el {date}',
     untilRevoked: 'Hasta que lo revoques',
     revoke: 'Puedes revocar este permiso cuando quieras, aquí o en {bank}.',
-    noPassword: 'Te autenticarás en {bank}; la app nunca verá tu clave.',
+    noPassword: 'Te autenticarás en {bank}.',
     continue: 'Continuar a {bank}',
     nothing: 'Este permiso no incluye datos que podamos mostrar. No continúes.',
   },
@@ -28,7 +30,7 @@ const WORDS = {
     durationMany: 'For {months} months, until {date}',
     untilRevoked: 'Until you revoke it',
     revoke: 'You can revoke this permission at any time, here or at {bank}.',
-    noPassword: 'You will sign in at {bank}; the app never sees your password.',
+    noPassword: 'You will sign in at {bank}.',
     continue: 'Continue to {bank}',
     nothing: 'This permission includes no data we can show. Do not continue.',
   },

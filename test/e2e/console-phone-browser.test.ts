@@ -200,6 +200,17 @@ forEachEngine(t, async (t, engine) => {
       await open(`${org}/webhooks/deliveries/${delivery.id}`, 'delivery');
       await open(`${org}/events`, 'events');
       await open(`${org}/audit`, 'audit');
+      const audit = await page.locator('tbody').innerText();
+      t.notMatch(
+        audit,
+        /[{}]|api_key\.created|sandbox\.fire/,
+        `${locale}: audit entries without JSON or codes`,
+      );
+      t.match(
+        audit,
+        locale === 'es' ? 'Creó una clave de API' : 'Created an API key',
+        `${locale}: sentences`,
+      );
       await open('/console/users', 'users');
       const user = await app.db.knex('console_users').where({ email: 'ops@lender.cl' }).first('id');
       await open(`/console/users/${user.id}`, 'user');

@@ -285,6 +285,16 @@ if (requireChromium(t)) {
     t.test('embedded, in Spanish: consent screen, the bank in a popup, success, data, revoke', async (t) => {
       const words = WORDS.es;
       const { context, page, frame } = await embedded(t, 'es', { external_user_id: 'consent-es' });
+      // On a phone the consent bank is in view on the list, without scrolling past the password banks.
+      await page.setViewportSize(PHONE);
+      const listed = await frame.getByRole('button', { name: BANK }).boundingBox();
+      t.ok(
+        listed && listed.y + listed.height <= PHONE.height,
+        `in view on a phone (${JSON.stringify(listed)})`,
+      );
+      await page.screenshot({ path: join(SHOTS, 'es-phone-0-banks.png') });
+      await page.setViewportSize(DESKTOP);
+      await page.screenshot({ path: join(SHOTS, 'es-desktop-0-banks.png') });
       await frame.getByRole('button', { name: BANK }).click();
       await screen(frame, words.consentTitle);
       t.same(
