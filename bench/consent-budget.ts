@@ -99,6 +99,7 @@ async function run(name: string, url: string, home: string) {
       bank: simulated.bank,
       ca: simulated.ca,
       redirectUri: REDIRECT_URI,
+      clientName: 'Bank Connect', // the default widget.name
       now: Date.now(),
     });
     const opened = (await services.consentClients.forBank(db.knex, CONSENT_SANDBOX_BANK_ID, 'test'))!;

@@ -99,6 +99,7 @@ async function consentLink(
     bank,
     ca,
     redirectUri: REDIRECT_URI,
+    clientName: 'Bank Connect', // the default widget.name
     now: Date.now(),
   });
   const opened = (await clients.forBank(db.knex, CONSENT_SANDBOX_BANK_ID, 'test'))!;

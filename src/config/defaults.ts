@@ -32,7 +32,7 @@ export function defaultConfig(home: string): Config {
     },
     metrics: { host: '127.0.0.1', port: 9464 },
     /** The web console under /console on the API's address (docs/console.md). */
-    console: { enabled: true, actions: { perMinute: 30, burst: 20 } },
+    console: { enabled: true, timeZone: 'America/Santiago', actions: { perMinute: 30, burst: 20 } },
     log: { level: 'info', file: '', format: 'auto' },
     auth: { cacheSeconds: 5, refusedRequests: { perMinute: 60, burst: 30 } },
     rateLimits: {

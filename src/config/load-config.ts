@@ -144,6 +144,16 @@ const LOOPBACK_NAMES = ['127.0.0.1', 'localhost'];
 const ajv = new Ajv({ allErrors: false, strict: true, useDefaults: true });
 const validateSchema = ajv.compile(configSchema);
 
+/** Whether Intl knows the zone (Node's ICU holds the IANA database). */
+function isTimeZone(zone: string): boolean {
+  try {
+    new Intl.DateTimeFormat('en', { timeZone: zone });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 function validate(config: Record<string, unknown>, sources: Map<string, Source>): void {
   if (validateSchema(config)) {
     // The outbox queues a delivery due at once, as the spec's first attempt is immediate.
@@ -154,6 +164,13 @@ function validate(config: Record<string, unknown>, sources: Map<string, Source>)
       );
     }
     checkInstitutions(config as unknown as Config, sources);
+    const zone = (config as unknown as Config).console.timeZone;
+    if (!isTimeZone(zone)) {
+      const from = sources.get('console.timeZone');
+      throw new ConfigError(
+        `Invalid configuration: console.timeZone must be an IANA time zone such as America/Santiago or UTC, got "${zone}"${from ? ` (set by ${from.name})` : ''}.`,
+      );
+    }
     const bankHost = (config as unknown as Config).sandbox.consentBank.host;
     if (!LOOPBACK_NAMES.includes(bankHost)) {
       const from = sources.get('sandbox.consentBank.host');

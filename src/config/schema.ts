@@ -115,6 +115,13 @@ export const configSchema = {
           description:
             "The web console under `/console` on the API's address and port ([docs/console.md](docs/console.md)); `false` serves no console page",
         },
+        timeZone: {
+          type: 'string',
+          minLength: 1,
+          maxLength: 64,
+          description:
+            "IANA time zone the console shows times in (`America/Santiago`, `UTC`), in the page language's format",
+        },
         actions: rateLimit(
           'Changes one console user may make (issue a key, redeliver, fire a test event, …)',
           ': a token bucket per user; past it a 429 page with Retry-After',

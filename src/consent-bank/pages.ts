@@ -1,10 +1,15 @@
 import { html, type Html } from '../html/html.js';
 import type { AccountAction } from './authorization-details.js';
+import { consentUntil, SHARED_DATA_WORDS, sharedDataOf } from '../open-finance/consent-wording.js';
+
+/** The bank's own day: a Chilean bank dates a consent's end in Chile. */
+const CHILE_ZONE = 'America/Santiago';
 
 /*
  * The simulated bank's own pages: sign-in and consent, in Spanish and English. Built with the HTML kit like
  * every page of the product; the bank's look is deliberately plain and its own, so that a person walking
- * through the flow sees they have left the appliance for "the bank".
+ * through the flow sees they have left the appliance for "the bank". What is shared is worded as the widget words
+ * it (src/open-finance/consent-wording.ts): the widget tells the person the bank shows "esta misma lista".
  */
 
 export type Language = 'es' | 'en';
@@ -28,18 +33,11 @@ const WORDS = {
     wrong: 'RUT o clave incorrectos.',
     consentTitle: 'Autoriza el acceso a tus datos',
     consentLead: (client: string) => `${client} pide acceso a estos datos:`,
-    until: (date: string) => `Hasta el ${date}.`,
     approve: 'Autorizar',
     refuse: 'Rechazar',
     signedInAs: (rut: string) => `Ingresaste como ${rut}.`,
     sandbox: 'Banco de prueba: no hay dinero real.',
     gone: 'Esta solicitud ya no está vigente. Vuelve a la aplicación e inténtalo de nuevo.',
-    actions: {
-      ReadAccounts: 'Tus cuentas (número, tipo y moneda)',
-      ReadBalances: 'Los saldos de tus cuentas',
-      ReadTransactions: 'Los movimientos de tus cuentas',
-      ReadCreditCards: 'Tus tarjetas de crédito y sus movimientos',
-    } satisfies Record<AccountAction, string>,
   },
   en: {
     bank: BANK_NAME,
@@ -51,18 +49,11 @@ const WORDS = {
     wrong: 'Wrong RUT or password.',
     consentTitle: 'Allow access to your data',
     consentLead: (client: string) => `${client} asks to see:`,
-    until: (date: string) => `Until ${date}.`,
     approve: 'Approve',
     refuse: 'Refuse',
     signedInAs: (rut: string) => `Signed in as ${rut}.`,
     sandbox: 'Test bank: no real money.',
     gone: 'This request is no longer valid. Go back to the app and try again.',
-    actions: {
-      ReadAccounts: 'Your accounts (number, type and currency)',
-      ReadBalances: 'Your account balances',
-      ReadTransactions: 'Your account transactions',
-      ReadCreditCards: 'Your credit cards and their transactions',
-    } satisfies Record<AccountAction, string>,
   },
 } as const;
 
@@ -144,10 +135,11 @@ ${failed && html`<p class="error" role="alert">${words.wrong}</p>`}
 }
 
 export interface ConsentView {
+  /** The requester as its registration names it (`client_name`, RFC 7591 §2): the operator's widget name. */
   clientName: string;
   rut: string;
   actions: AccountAction[];
-  /** `YYYY-MM-DD`, or null for the default length. */
+  /** The asked `validTo` (RFC 3339), or null for the default length. */
   validTo: string | null;
   approveAction: string;
   refuseAction: string;
@@ -155,13 +147,15 @@ export interface ConsentView {
 
 export function consentPage(language: Language, view: ConsentView): Html {
   const words = WORDS[language];
+  const parsed = view.validTo === null ? NaN : Date.parse(view.validTo);
+  const until = Number.isNaN(parsed) ? null : parsed;
   return frame(
     language,
     words.consentTitle,
     html`<p>${words.signedInAs(view.rut)}</p>
 <p>${words.consentLead(view.clientName)}</p>
-<ul>${view.actions.map((action) => html`<li data-action="${action}">${words.actions[action]}</li>`)}</ul>
-${view.validTo !== null && html`<p>${words.until(view.validTo)}</p>`}
+<ul>${sharedDataOf(view.actions).map((data) => html`<li data-covers="${data}">${SHARED_DATA_WORDS[language][data]}</li>`)}</ul>
+${until !== null && html`<p>${consentUntil(until, language, CHILE_ZONE)}.</p>`}
 <form method="post" action="${view.approveAction}"><button class="approve" type="submit" name="decision" value="approve">${words.approve}</button></form>
 <form method="post" action="${view.refuseAction}"><button type="submit" name="decision" value="refuse">${words.refuse}</button></form>`,
   );

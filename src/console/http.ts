@@ -41,7 +41,7 @@ import { registerUserPages } from './pages/users-pages.js';
 import { registerAccountPages } from './pages/account-pages.js';
 import { codeChecker } from './totp.js';
 import { webhookRoutes } from './pages/webhooks/routes.js';
-import { pageWindow, pager, pagerWords, table } from './views.js';
+import { pageWindow, pager, pagerWords, readingAs, table } from './views.js';
 import { getOrganisation, pageOrganisations } from '../orgs/orgs.js';
 import { shownName } from './format.js';
 
@@ -289,7 +289,8 @@ export function consoleRouter(services: AppServices): Router {
     if (ctx.get('Authorization')) return refuse(ctx, 401, 'error.api_key');
     if (ctx.method === 'POST' && !sameOrigin(ctx)) return refuse(ctx, 403, 'error.csrf');
     try {
-      await next();
+      // Every time on the page in the operator's zone, in the reader's language (views.ts, atMinute).
+      await readingAs({ locale: localeOf(ctx), zone: config.console.timeZone }, next);
     } catch (error) {
       if (error instanceof PasswordChecksBusy) {
         ctx.set('Retry-After', String(error.retryAfterSeconds));

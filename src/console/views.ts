@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Locale } from '../widget/messages.js';
 import { html, join, type Html, type HtmlValue } from '../html/html.js';
 import { consoleMessage } from './messages.js';
@@ -96,16 +97,65 @@ export function pagerWords(locale: Locale) {
   };
 }
 
-/**
- * A stored time as the console shows it, in UTC and saying so: `2026-06-15 15:00 UTC`, or '' for none. UTC
- * rather than the reader's zone: the appliance knows no reader's zone, and the logs, the CLI and the API
- * all speak UTC, so a time copied from the console matches them.
- */
-export const atMinute = (iso: string | null | undefined): string =>
-  iso ? `${iso.slice(0, 16).replace('T', ' ')} UTC` : '';
+/** Who reads a page: its language and the operator's time zone (`console.timeZone`). */
+export interface Reader {
+  locale: Locale;
+  zone: string;
+}
 
-/** The same to the second (`2026-06-15 15:00:07 UTC`), where events follow each other closely. */
-export const atSecond = (iso: string): string => `${iso.slice(0, 19).replace('T', ' ')} UTC`;
+const DEFAULT_READER: Reader = { locale: 'es', zone: 'America/Santiago' };
+
+/*
+ * The reader of the page being rendered. Times are formatted in some fifty places across the console's
+ * pages, each deep in a page's table or sentence; the request's reader travels with the request
+ * (AsyncLocalStorage, set once by the console's router for each request) rather than through every page
+ * function's arguments.
+ */
+const currentReader = new AsyncLocalStorage<Reader>();
+
+/** Runs `render` (a request's handling) with `reader` as the reader of every time it formats. */
+export function readingAs<T>(reader: Reader, render: () => T): T {
+  return currentReader.run(reader, render);
+}
+
+const timeFormats = new Map<string, Intl.DateTimeFormat>();
+
+/**
+ * An instant as a person reads it in `reader`'s zone and language: `29-11-2026 07:00` in Chilean Spanish
+ * (day first, dashes, 24 hours, as Chilean banks print a movement), `Nov 29, 2026, 7:00 AM` in American
+ * English; with seconds when `seconds`. '' for none or an unreadable time.
+ */
+export function timeText(iso: string | null | undefined, reader: Reader, seconds = false): string {
+  if (!iso) return '';
+  const instant = Date.parse(iso);
+  if (Number.isNaN(instant)) return '';
+  const key = `${reader.locale}:${reader.zone}:${seconds}`;
+  let format = timeFormats.get(key);
+  if (!format) {
+    format = new Intl.DateTimeFormat(reader.locale === 'es' ? 'es-CL' : 'en-US', {
+      year: 'numeric',
+      month: reader.locale === 'es' ? '2-digit' : 'short',
+      day: reader.locale === 'es' ? '2-digit' : 'numeric',
+      hour: reader.locale === 'es' ? '2-digit' : 'numeric',
+      minute: '2-digit',
+      ...(seconds ? { second: '2-digit' as const } : {}),
+      hourCycle: reader.locale === 'es' ? 'h23' : 'h12',
+      timeZone: reader.zone,
+    });
+    timeFormats.set(key, format);
+  }
+  const text = format.format(instant);
+  // es-CL puts a comma between the date and the time; Chilean statements print `29-11-2026 07:00`.
+  return reader.locale === 'es' ? text.replace(', ', ' ') : text;
+}
+
+/** A stored time to the minute for the page being rendered, in its reader's zone and language; '' for none. */
+export const atMinute = (iso: string | null | undefined): string =>
+  timeText(iso, currentReader.getStore() ?? DEFAULT_READER);
+
+/** The same to the second, where events follow each other closely. */
+export const atSecond = (iso: string): string =>
+  timeText(iso, currentReader.getStore() ?? DEFAULT_READER, true);
 
 /** A time to the minute, or '-' for none. */
 export const when = (iso: string | null | undefined): string => atMinute(iso) || '-';

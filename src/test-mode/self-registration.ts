@@ -11,7 +11,7 @@ import { subjectDnOf, type TestCaMaterial } from '../consent-bank/test-ca.js';
  * Test mode needs no setup: the appliance registers itself with the simulated bank it serves, as an operator
  * registers with a real one (`svc banks register`), with a software statement from the simulated directory
  * and the client certificate of the local test CA. It registers again only when something the registration
- * depends on changed (the bank's addresses, the certificate, the redirect URI, what the appliance asks to be
+ * depends on changed (the bank's addresses, the certificate, the redirect URI, the widget's name, what the appliance asks to be
  * registered with), so restarts keep the client.
  */
 
@@ -22,6 +22,11 @@ export interface SelfRegistration {
   ca: TestCaMaterial;
   redirectUri: string;
   now: number;
+  /**
+   * The requester's name the bank shows on its consent page (`client_name` of the software statement, RFC 7591
+   * §2.3): the operator's `widget.name`, the name the widget's consent screen says the data goes to.
+   */
+  clientName: string;
   /** Which simulated bank: the Chilean one unless said (the Brazilian one is `bancoabierto-br`). */
   bankId?: string;
 }
@@ -33,7 +38,7 @@ export interface SelfRegistration {
  * again rather than keep a client every consent would fail with.
  */
 function isCurrent(row: ConsentClientRow, input: SelfRegistration): boolean {
-  const registration = JSON.parse(row.registration) as { redirect_uris?: unknown };
+  const registration = JSON.parse(row.registration) as { redirect_uris?: unknown; client_name?: unknown };
   return (
     gapsOfRegistration(row).length === 0 &&
     row.issuer === input.bank.issuer &&
@@ -41,7 +46,8 @@ function isCurrent(row: ConsentClientRow, input: SelfRegistration): boolean {
     row.certificate_pem === input.ca.client.cert &&
     row.server_ca_pem === input.ca.caCert &&
     Array.isArray(registration.redirect_uris) &&
-    registration.redirect_uris.includes(input.redirectUri)
+    registration.redirect_uris.includes(input.redirectUri) &&
+    registration.client_name === input.clientName
   );
 }
 
@@ -58,7 +64,7 @@ export async function registerWithSimulatedBank(input: SelfRegistration): Promis
       issuer: input.bank.issuer,
       apiBase: input.bank.mtlsBase,
       softwareStatement: await issueSoftwareStatement(input.ca.directoryKey, {
-        clientName: 'svc appliance',
+        clientName: input.clientName,
         redirectUris: [input.redirectUri],
         subjectDn,
         now: Math.floor(input.now / 1000),

@@ -129,7 +129,14 @@ export async function serveConsentBank(input: ServeBankInput): Promise<ServedBan
  */
 export async function registerServedBank(
   served: ServedBank,
-  input: { db: Database; secrets: SecretBox; clock: Clock; logger: Logger; publicBaseUrl: string },
+  input: {
+    db: Database;
+    secrets: SecretBox;
+    clock: Clock;
+    logger: Logger;
+    publicBaseUrl: string;
+    config: Readonly<Config>;
+  },
 ): Promise<string | null> {
   const redirectUri = `${input.publicBaseUrl.replace(/\/$/, '')}${CONSENT_CALLBACK_PATH}`;
   try {
@@ -139,6 +146,7 @@ export async function registerServedBank(
       bank: served.bank,
       ca: served.ca,
       redirectUri,
+      clientName: input.config.widget.name,
       now: input.clock.now(),
     });
     if (served.brasil)
@@ -148,6 +156,7 @@ export async function registerServedBank(
         bank: served.brasil,
         ca: served.ca,
         redirectUri,
+        clientName: input.config.widget.name,
         now: input.clock.now(),
         bankId: BRASIL_SANDBOX_BANK_ID,
       });

@@ -1,40 +1,36 @@
 import { coverageOf, validUntil, type AuthorizationDetail } from '../banks/consent/authorization-details.js';
 import type { ConsentCoverage } from '../banks/consent/authorization-details.js';
 import { html, type Html } from '../html/html.js';
+import { consentEndDate, SHARED_DATA_WORDS } from '../open-finance/consent-wording.js';
 import type { Locale } from './messages.js';
 
 /*
  * What the end user reads before going to a consent bank: what will be shared and for how long, from the
  * `authorization_details` the appliance will push to the bank, so the screen cannot promise less than the
- * request asks. Pure: details, language and time in; words (and the markup of the kit) out.
+ * request asks. What is shared is worded in src/open-finance/consent-wording.ts, which the simulated bank's
+ * consent page prints too: the widget promises the bank shows "esta misma lista". Pure: details, language and time in; words (and the markup of the kit) out.
  */
 
+// `noPassword` names the bank only: the widget's footer, on every screen, already says the app never sees the
+// password, and the repeat cost a line the Brazilian screen (CPF field and "another bank") needs to fit 1280x800.
 const WORDS = {
   es: {
     title: 'Vas a compartir con {app}',
-    accounts: 'Tus cuentas: número, tipo y titular',
-    balances: 'Los saldos de tus cuentas',
-    movements: 'Tus movimientos: cargos y abonos',
-    credit_cards: 'Tus tarjetas de crédito: cupo, deuda y compras',
     durationOne: 'Durante 1 mes, hasta el {date}',
     durationMany: 'Durante {months} meses, hasta el {date}',
     untilRevoked: 'Hasta que lo revoques',
     revoke: 'Puedes revocar este permiso cuando quieras, aquí o en {bank}.',
-    noPassword: 'Te autenticarás en {bank}; la app nunca verá tu clave.',
+    noPassword: 'Te autenticarás en {bank}.',
     continue: 'Continuar a {bank}',
     nothing: 'Este permiso no incluye datos que podamos mostrar. No continúes.',
   },
   en: {
     title: 'You are about to share with {app}',
-    accounts: 'Your accounts: number, type and holder',
-    balances: 'Your account balances',
-    movements: 'Your movements: debits and credits',
-    credit_cards: 'Your credit cards: limit, amount owed and purchases',
     durationOne: 'For 1 month, until {date}',
     durationMany: 'For {months} months, until {date}',
     untilRevoked: 'Until you revoke it',
     revoke: 'You can revoke this permission at any time, here or at {bank}.',
-    noPassword: 'You will sign in at {bank}; the app never sees your password.',
+    noPassword: 'You will sign in at {bank}.',
     continue: 'Continue to {bank}',
     nothing: 'This permission includes no data we can show. Do not continue.',
   },
@@ -66,28 +62,23 @@ export function monthsBetween(from: number, to: number): number {
   return Math.max(0, Math.round(months + dayShift));
 }
 
-/** A date as the holder's bank reads it: in its country's time zone (the profile's). */
-function longDate(instant: number, locale: Locale, zone: string): string {
-  return new Intl.DateTimeFormat(locale === 'es' ? 'es-CL' : 'en-GB', {
-    dateStyle: 'long',
-    timeZone: zone,
-  }).format(instant);
-}
-
 export function consentScreen(
   details: readonly AuthorizationDetail[],
   locale: Locale,
   context: { app: string; bank: string; now: number; zone?: string },
 ): ConsentScreen {
   const words = WORDS[locale];
-  const items = coverageOf(details).map((coverage) => ({ coverage, text: words[coverage] }));
+  const items = coverageOf(details).map((coverage) => ({
+    coverage,
+    text: SHARED_DATA_WORDS[locale][coverage],
+  }));
   const until = validUntil(details);
   let duration: string = words.untilRevoked;
   if (until !== null) {
     const months = monthsBetween(context.now, until);
     duration = fill(months === 1 ? words.durationOne : words.durationMany, {
       months,
-      date: longDate(until, locale, context.zone ?? 'America/Santiago'),
+      date: consentEndDate(until, locale, context.zone ?? 'America/Santiago'),
     });
   }
   const names = { app: context.app, bank: context.bank };

@@ -326,6 +326,9 @@ export function widgetRouter(services: AppServices): Router {
         },
       ];
     });
+    // Consent banks first: with 11 password banks before them they sat below a phone's fold, unmarked.
+    // (A stable sort: each group keeps the institutions' order.)
+    banks.sort((a, b) => Number(a.connection !== 'consent') - Number(b.connection !== 'consent'));
     const hosted = session.opener_origin === '';
     const base: Bootstrap = {
       session: secret,

@@ -26,6 +26,7 @@ const en = {
   'picker.countMany': '{count} banks',
   'picker.down': 'Having problems',
   'picker.degraded': 'May be slow',
+  'picker.consent': 'Open Finance: you authorise at your bank, no password here',
 
   'rut.label': 'RUT',
   'rut.companyLabel': 'Company RUT',
@@ -215,6 +216,7 @@ const es: Catalogue = {
   'picker.countMany': '{count} bancos',
   'picker.down': 'Con problemas',
   'picker.degraded': 'Puede estar lento',
+  'picker.consent': 'Open Finance: autorizas en tu banco, sin dar tu clave aquí',
 
   'rut.label': 'RUT',
   'rut.companyLabel': 'RUT de la empresa',

@@ -33,6 +33,7 @@ forEachEngine(t, async (t, engine) => {
       bank: fixture.bank,
       ca: fixture.ca,
       redirectUri: REDIRECT_URI,
+      clientName: app.services.config.widget.name,
       now: Date.now(),
     });
 

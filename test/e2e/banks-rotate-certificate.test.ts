@@ -35,6 +35,7 @@ forEachEngine(t, async (t, engine) => {
     bank: fixture.bank,
     ca: fixture.ca,
     redirectUri: REDIRECT_URI,
+    clientName: config.widget.name,
     now: Date.now(),
   });
   const files = (name: string, identity: KeyAndCert) => {

@@ -99,11 +99,17 @@ forEachEngine(t, async (t, engine) => {
     await look(page, 'events');
     await page.getByRole('link', { name: 'Audit log' }).click();
     await page.waitForURL('**/audit');
-    await page.getByLabel('Action', { exact: true }).fill('api_key.revoked');
+    // Actions are chosen and read as sentences, who by their email, details as labelled lines (not JSON).
+    await page.getByLabel('Action', { exact: true }).selectOption({ label: 'Revoked an API key' });
     await page.getByRole('button', { name: 'Filter' }).click();
     const rows = await page.locator('tbody tr').allInnerTexts();
     t.equal(rows.length, 1, 'one revocation');
-    t.match(rows[0], /console:cu_[0-9a-f]{16}\s+api_key\.revoked/, 'by the console user');
+    t.match(rows[0], /ana@lender\.cl\s+Revoked an API key/, 'by the console user, named by email');
+    await page.getByLabel('Action', { exact: true }).selectOption({ label: 'Created an API key' });
+    await page.getByRole('button', { name: 'Filter' }).click();
+    const created = await page.locator('tbody').innerText();
+    t.notMatch(created, /[{}"]|api_key\.created|rate_limits/, 'no JSON, no code for the action or a field');
+    t.match(created, /Mode\s+test\s+Type\s+secret/, 'each detail beside its label');
     await look(page, 'audit');
   });
 

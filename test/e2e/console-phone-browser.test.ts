@@ -138,18 +138,46 @@ forEachEngine(t, async (t, engine) => {
       await open('/console/orgs', 'orgs');
       await open(org, 'overview');
       await open(`${org}/links`, 'links');
+      // At a phone's width the status filter's label stays beside its select, not a line above or apart.
+      await page.setViewportSize({ width: 390, height: 844 });
+      const label = (await page.locator('label[for=status]').boundingBox())!;
+      const select = (await page.locator('select#status').boundingBox())!;
+      const gap = select.x - (label.x + label.width);
+      const rowShift = Math.abs(label.y + label.height / 2 - (select.y + select.height / 2));
+      t.ok(
+        gap >= 0 && gap <= 24 && rowShift <= 4,
+        `${locale}: the Estado label sits by its select (${gap}, ${rowShift})`,
+      );
+      await page.setViewportSize({ width: 1280, height: 800 });
       await open(`${org}/links/${link.body.id}`, 'link');
       const movements = await page
         .locator('section, h2')
         .filter({ hasText: /movements|movimientos/i })
         .count();
       t.ok(movements > 0, 'the link page has its movements');
+      // The bank's product, not the API's enum: a cuenta vista (type `checking`) is not a cuenta corriente.
+      const vista = page.locator('tr', { hasText: 'Cuenta Vista' }).first().locator('td').nth(2);
+      t.equal(await vista.innerText(), 'Cuenta vista', `${locale}: the cuenta vista's type`);
+      // Times in the operator's zone (America/Santiago by default), in the locale's format; never `… UTC`.
+      const text = await page.locator('main').innerText();
+      t.notMatch(
+        text,
+        /\d{4}-\d{2}-\d{2} \d{2}:\d{2}( UTC)?/,
+        `${locale}: no ISO-like UTC time on the link page`,
+      );
+      t.match(
+        text,
+        locale === 'es'
+          ? /\b\d{2}-\d{2}-\d{4} \d{2}:\d{2}\b/
+          : /\b[A-Z][a-z]{2} \d{1,2}, \d{4}, \d{1,2}:\d{2} [AP]M\b/,
+        `${locale}: times as the locale writes them`,
+      );
       const amounts = await page.locator('td[data-label="Amount"], td[data-label="Monto"]').allInnerTexts();
       t.ok(amounts.length > 0, 'amounts are shown');
       for (const amount of amounts)
         t.match(
           amount,
-          locale === 'es' ? /^\$-?[\d.]+$/ : /^-?CLP\s[\d,]+$/,
+          locale === 'es' ? /^-?\$[\d.]+$/ : /^-?CLP\s[\d,]+$/,
           `money in the locale: ${amount}`,
         );
       await open(`${org}/keys`, 'keys');
@@ -172,6 +200,17 @@ forEachEngine(t, async (t, engine) => {
       await open(`${org}/webhooks/deliveries/${delivery.id}`, 'delivery');
       await open(`${org}/events`, 'events');
       await open(`${org}/audit`, 'audit');
+      const audit = await page.locator('tbody').innerText();
+      t.notMatch(
+        audit,
+        /[{}]|api_key\.created|sandbox\.fire/,
+        `${locale}: audit entries without JSON or codes`,
+      );
+      t.match(
+        audit,
+        locale === 'es' ? 'Creó una clave de API' : 'Created an API key',
+        `${locale}: sentences`,
+      );
       await open('/console/users', 'users');
       const user = await app.db.knex('console_users').where({ email: 'ops@lender.cl' }).first('id');
       await open(`/console/users/${user.id}`, 'user');

@@ -297,12 +297,35 @@ if (requireChromium(t)) {
       const page = await context.newPage();
       watch(page);
       await page.goto(customer);
-      await page.evaluate(
-        `window.openWidget(${JSON.stringify((await token({ locale: 'es', institution_id: 'bancoabierto-br' })).token)})`,
-      );
+      await page.evaluate(`window.openWidget(${JSON.stringify((await token({ locale: 'es' })).token)})`);
       const frame = page.frameLocator('[data-svc-widget] iframe');
+      // Picked from the list (a way back to it on the screen then): consent banks come first, marked.
+      const names = await frame.locator('.bank-list .bank-name').allTextContents();
+      t.same(names.slice(0, 2), ['Banco Abierto (simulado)', BANK], 'the consent banks lead the list');
+      t.match(
+        await frame.locator('.bank-list li').nth(1).innerText(),
+        'autorizas en tu banco, sin dar tu clave',
+        'marked as a consent bank',
+      );
+      t.equal(await frame.locator('.bank-consent').count(), 2, 'and only they are');
+      await frame.getByRole('button', { name: BANK }).click();
       await screen(frame, words.consentTitle);
+      const widget = page.frames().find((f) => f.url().startsWith(`${app.url}/widget?`))!;
+      // The whole screen, its close button included, in the 1280×800 overlay: also with the CPF's message.
+      const fits = async (when: string) => {
+        const down = await overflowDown(widget);
+        t.equal(down, 0, `es: the consent screen fits at 1280×800 ${when} (${down} px over)`);
+        const close = await widget.evaluate(
+          "(() => { const r = document.getElementById('widget-close').getBoundingClientRect(); return r.top >= 0 && r.bottom <= window.innerHeight; })()",
+        );
+        t.ok(close, `es: the close button is in view ${when}`);
+      };
+      await fits('as it opens');
+      await frame.getByLabel('CPF', { exact: true }).fill('529.982.247-26');
+      await fits('with a CPF refused');
+      await page.screenshot({ path: join(SHOTS, 'es-desktop-1-consent.png') });
       await frame.getByLabel('CPF', { exact: true }).fill('390.533.447-05');
+      await fits('with a CPF accepted');
       const popup = await toThePopup(context, frame, 'es');
       await screen(popup, BANK_WORDS.pt.signIn);
       await popup.getByLabel('CPF', { exact: true }).fill('390.533.447-05');

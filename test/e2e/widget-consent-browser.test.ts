@@ -48,6 +48,8 @@ const WORDS = {
       'Tus tarjetas de crédito: cupo, deuda y compras',
     ],
     duration: /^Durante 12 meses, hasta el \d{1,2} de [a-z]+ de \d{4}$/,
+    bankLead: 'Bank Connect pide acceso a estos datos:',
+    bankUntil: /^Hasta el (\d{1,2} de [a-z]+ de \d{4})\.$/,
     go: `Continuar a ${BANK}`,
     awaiting: `Autoriza en ${BANK}`,
     reopen: `Abrir ${BANK} de nuevo`,
@@ -76,6 +78,8 @@ const WORDS = {
       'Your credit cards: limit, amount owed and purchases',
     ],
     duration: /^For 12 months, until \d{1,2} [A-Z][a-z]+ \d{4}$/,
+    bankLead: 'Bank Connect asks to see:',
+    bankUntil: /^Until (\d{1,2} [A-Z][a-z]+ \d{4})\.$/,
     go: `Continue to ${BANK}`,
     awaiting: `Authorise at ${BANK}`,
     reopen: `Open ${BANK} again`,
@@ -236,9 +240,20 @@ if (requireChromium(t)) {
         await bank.getByRole('button', { name: words.bankSignInButton }).click();
       }
       await screen(bank, words.bankConsent);
+      // The widget promised "esta misma lista": the bank words what is shared as the widget did, names the
+      // requester by the operator's widget name (its registration's client_name) and dates the end alike.
+      t.same(await bank.locator('main li').allTextContents(), words.items, 'the same list as the widget');
+      const paragraphs = await bank.locator('main p').allTextContents();
+      t.ok(
+        paragraphs.includes(words.bankLead),
+        `the requester is the widget's name: ${paragraphs.join(' | ')}`,
+      );
+      const until = paragraphs.map((p) => words.bankUntil.exec(p)?.[1]).find(Boolean);
+      t.ok(until, `the end dated as the widget dates it: ${paragraphs.join(' | ')}`);
       if (options.shots) await bank.screenshot({ path: join(SHOTS, `${options.shots}-bank-consent.png`) });
       const decision = options.decision ?? 'approve';
       await bank.getByRole('button', { name: decision === 'approve' ? words.approve : words.refuse }).click();
+      return until;
     };
     /** The popup's last page, after the bank sent it back: `heading`, then it asks to close, and closes. */
     const popupCloses = async (t: Test, popup: Page, heading: string, shot?: string) => {
@@ -270,6 +285,16 @@ if (requireChromium(t)) {
     t.test('embedded, in Spanish: consent screen, the bank in a popup, success, data, revoke', async (t) => {
       const words = WORDS.es;
       const { context, page, frame } = await embedded(t, 'es', { external_user_id: 'consent-es' });
+      // On a phone the consent bank is in view on the list, without scrolling past the password banks.
+      await page.setViewportSize(PHONE);
+      const listed = await frame.getByRole('button', { name: BANK }).boundingBox();
+      t.ok(
+        listed && listed.y + listed.height <= PHONE.height,
+        `in view on a phone (${JSON.stringify(listed)})`,
+      );
+      await page.screenshot({ path: join(SHOTS, 'es-phone-0-banks.png') });
+      await page.setViewportSize(DESKTOP);
+      await page.screenshot({ path: join(SHOTS, 'es-desktop-0-banks.png') });
       await frame.getByRole('button', { name: BANK }).click();
       await screen(frame, words.consentTitle);
       t.same(
@@ -277,7 +302,8 @@ if (requireChromium(t)) {
         words.items,
         'what will be shared, one line each',
       );
-      t.match(await frame.locator('#consent-duration').textContent(), words.duration, 'for how long');
+      const duration = (await frame.locator('#consent-duration').textContent()) ?? '';
+      t.match(duration, words.duration, 'for how long');
       const go = frame.getByRole('button', { name: words.go });
       const widget = page.frames().find((f) => f.url().startsWith(`${app.url}/widget?`))!;
       t.equal(
@@ -302,7 +328,11 @@ if (requireChromium(t)) {
       await screen(frame, words.awaiting);
       t.ok(await frame.getByRole('button', { name: words.reopen }).isVisible(), 'a way back to the popup');
       await page.screenshot({ path: join(SHOTS, 'es-desktop-2-awaiting.png') });
-      await atTheBank(t, popup, 'es', { shots: 'es-popup-3' });
+      const bankUntil = await atTheBank(t, popup, 'es', { shots: 'es-popup-3' });
+      t.ok(
+        bankUntil && duration.endsWith(`hasta el ${bankUntil}`),
+        `the same end date: ${duration} / ${bankUntil}`,
+      );
       await popupCloses(t, popup, words.returned, 'es-popup-4-returned');
 
       await screen(frame, words.connecting);

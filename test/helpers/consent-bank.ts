@@ -331,6 +331,7 @@ export async function registerApp(
     bank: fixture.bank,
     ca: fixture.ca,
     redirectUri: REDIRECT_URI,
+    clientName: app.services.config.widget.name,
     now: Date.now(),
   });
 }

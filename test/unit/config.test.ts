@@ -406,3 +406,19 @@ t.test('the simulated consent bank: on, loopback 8443 by default; any other host
     /sandbox\.consentBank\.port must be <= 65535/,
   );
 });
+
+t.test(
+  "the console's time zone: America/Santiago by default, any IANA zone, anything else refused",
+  async (t) => {
+    const home = tempHome(t);
+    t.equal(loadConfig({ home, env: {} }).console.timeZone, 'America/Santiago');
+    t.equal(loadConfig({ home, env: { SVC_CONSOLE_TIME_ZONE: 'UTC' } }).console.timeZone, 'UTC');
+    t.throws(
+      () => loadConfig({ home, env: { SVC_CONSOLE_TIME_ZONE: 'Chile/Santiagoo' } }),
+      new ConfigError(
+        'Invalid configuration: console.timeZone must be an IANA time zone such as America/Santiago or UTC, got "Chile/Santiagoo" (set by SVC_CONSOLE_TIME_ZONE).',
+      ),
+      'a zone Intl does not know is refused, naming the variable',
+    );
+  },
+);

@@ -111,3 +111,36 @@ t.test('a login is a password or a grant', async (t) => {
   t.notOk(isGrant(password));
   t.ok(isGrant(grant));
 });
+
+t.test("the simulated bank's consent page shows the widget's list and end date, word for word", async (t) => {
+  const { consentPage } = await import('../../src/consent-bank/pages.js');
+  const details = requestedDetails(NOW, 12, 'Evaluar tu crédito');
+  for (const locale of ['es', 'en'] as const) {
+    const widget = consentScreen(details, locale, context);
+    const page = String(
+      consentPage(locale, {
+        clientName: context.app,
+        rut: '11.111.111-1',
+        // The bank lists in its own order whatever order the request named the actions in.
+        actions: ['ReadCreditCards', 'ReadTransactions', 'ReadBalances', 'ReadAccounts'],
+        validTo: details[0]!.validTo!,
+        approveAction: '/a',
+        refuseAction: '/r',
+      }),
+    );
+    const items = [...page.matchAll(/<li[^>]*>([^<]*)<\/li>/g)].map((m) => m[1]);
+    t.same(
+      items,
+      widget.items.map((i) => i.text),
+      `${locale}: the same four lines, in the same order`,
+    );
+    const date = locale === 'es' ? '15 de junio de 2027' : '15 June 2027';
+    t.match(widget.duration, date);
+    t.match(
+      page,
+      locale === 'es' ? `<p>Hasta el ${date}.</p>` : `<p>Until ${date}.</p>`,
+      `${locale}: dated alike`,
+    );
+    t.match(page, locale === 'es' ? 'Préstamos Rápidos pide acceso' : 'Préstamos Rápidos asks to see');
+  }
+});

@@ -1,4 +1,5 @@
 import { Ajv } from 'ajv';
+import { SHARED_DATA_ORDER, sharedDataOf, type SharedData } from '../../open-finance/consent-wording.js';
 
 /*
  * Rich Authorization Requests (RFC 9396) as the CMF's draft annex uses them: one `Accounts` entry whose
@@ -8,13 +9,8 @@ import { Ajv } from 'ajv';
  */
 
 /** What a consent may cover, in the end user's terms (the widget's consent screen words each one). */
-export type ConsentCoverage = 'accounts' | 'balances' | 'movements' | 'credit_cards';
-export const CONSENT_COVERAGES: readonly ConsentCoverage[] = [
-  'accounts',
-  'balances',
-  'movements',
-  'credit_cards',
-];
+export type ConsentCoverage = SharedData;
+export const CONSENT_COVERAGES: readonly ConsentCoverage[] = SHARED_DATA_ORDER;
 
 export const ACCOUNT_ACTIONS = [
   'ReadAccounts',
@@ -78,13 +74,7 @@ export function parseAuthorizationDetails(value: unknown): AuthorizationDetail[]
 
 /** What the `Accounts` entries allow, in the order the consent screen lists it. Unknown actions are ignored. */
 export function coverageOf(details: readonly AuthorizationDetail[]): ConsentCoverage[] {
-  const covered = new Set<ConsentCoverage>();
-  for (const detail of details) {
-    if (detail.type !== 'Accounts') continue;
-    for (const action of detail.actions ?? [])
-      if (Object.hasOwn(ACTION_COVERS, action)) covered.add(ACTION_COVERS[action as AccountAction]);
-  }
-  return (['accounts', 'balances', 'movements', 'credit_cards'] as const).filter((c) => covered.has(c));
+  return sharedDataOf(details.filter((d) => d.type === 'Accounts').flatMap((d) => d.actions ?? []));
 }
 
 /** When the consent ends: the earliest `validTo` of its entries, or null (until revoked). */

@@ -55,7 +55,7 @@ function pages(): BankPages {
         clientName: client?.clientName ?? details.params.client_id,
         rut: formatRut(details.session?.accountId ?? ''),
         actions: [...grantedActions(requested)] as AccountAction[],
-        validTo: validTo ? validTo.slice(0, 10) : null,
+        validTo: validTo ?? null,
         approveAction: `${base}/confirm`,
         refuseAction: `${base}/abort`,
       });

@@ -7,6 +7,8 @@ import { consolePrincipal, scopePath } from '../access.js';
 import type { ConsoleKit, ConsoleRoute } from '../kit.js';
 import { sendListPage } from '../list-page.js';
 import { atSecond, filterSelect, pageWindow, queryText } from '../views.js';
+import { AUDIT_ACTIONS, auditActorText, auditDetailsHtml, auditSentence } from '../audit-words.js';
+import { consoleUserEmails } from '../user-emails.js';
 
 /*
  * What happened: an organisation's events in a mode (as GET /v1/events lists them, filtered by type and
@@ -73,16 +75,23 @@ export async function showAuditLog(ctx: Context, kit: ConsoleKit) {
   const actor = AUDIT_VALUE.test(queryText(ctx.query, 'actor')) ? queryText(ctx.query, 'actor') : undefined;
   const window = pageWindow(ctx.query);
   const { data, total } = await pageAuditLog(db.reader, { orgId: state.scope.orgId, action, actor }, window);
+  const emails = await consoleUserEmails(
+    db.reader,
+    data.map((entry) => entry.actor),
+  );
   const rows = data.map((entry) => [
     atSecond(entry.created_at),
-    html`<code>${entry.actor}</code>`,
-    entry.action,
+    html`<span title="${entry.actor}" translate="no">${auditActorText(state.locale, entry.actor, emails)}</span>`,
+    html`<span data-action="${entry.action}">${auditSentence(state.locale, entry.action)}</span>`,
     entry.target_id ? html`<code>${entry.target_id}</code>` : '-',
-    entry.details ? html`<code class="wrap">${JSON.stringify(entry.details)}</code>` : '-',
+    auditDetailsHtml(state.locale, entry.details),
   ]);
+  const actions = Object.keys(AUDIT_ACTIONS).map(
+    (known) => [known, auditSentence(state.locale, known)] as const,
+  );
   const filters = html`<form method="get" action="${base}" class="search-form">
-<label for="action">${t('audit.action')}</label>
-<input id="action" name="action" value="${action ?? ''}" maxlength="100">
+<span class="search-field"><label for="action">${t('audit.action')}</label>
+${filterSelect({ id: 'action', name: 'action', any: t('audit.any_action') }, actions, action)}</span>
 <label for="actor">${t('audit.actor')}</label>
 <input id="actor" name="actor" value="${actor ?? ''}" maxlength="100">
 <button type="submit">${t('filter.submit')}</button>

@@ -17,7 +17,7 @@ import { requestRefresh } from '../../refresh/refresh.js';
 import { html, type Html, type HtmlValue } from '../../html/html.js';
 import { consolePrincipal, may, scopePath } from '../access.js';
 import type { ConsoleKit, ConsoleRoute } from '../kit.js';
-import { bankName, money } from '../format.js';
+import { bankName, money, productKind } from '../format.js';
 import { codeWord, stateWord, type ConsoleMessageKey, type Words } from '../messages.js';
 import { layout } from '../pages.js';
 import { sendListPage } from '../list-page.js';
@@ -155,12 +155,12 @@ export async function showLinks(ctx: Context, kit: ConsoleKit) {
   const search = html`<form method="get" action="${base}" class="search-form" role="search">
 <label for="q">${t('links.search')}</label>
 <input id="q" name="q" type="search" value="${query}" maxlength="200">
-<label for="status">${t('links.status_label')}</label>
+<span class="search-field"><label for="status">${t('links.status_label')}</label>
 ${filterSelect(
   { id: 'status', name: 'status', any: t('links.status_any') },
   STATUSES.map((value) => [value, stateWord(state.locale, value)]),
   status,
-)}
+)}</span>
 <button type="submit">${t('links.search_submit')}</button>
 </form>`;
   sendListPage(ctx, kit, {
@@ -266,7 +266,7 @@ ${section(
     [
       a.id,
       a.name,
-      codeWord(state.locale, 'account_type', a.type),
+      productKind(a.name, codeWord(state.locale, 'account_type', a.type)),
       a.currency,
       a.last_4,
       a.movements,

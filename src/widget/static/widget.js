@@ -361,10 +361,12 @@
     for (const bank of boot.banks) {
       const note =
         bank.status === 'down' ? t('picker.down') : bank.status === 'degraded' ? t('picker.degraded') : null;
+      // A consent bank says so: the person authorises at the bank and gives no password here.
+      const consent = bank.connection === 'consent' ? t('picker.consent') : null;
       list.append(
         h(
           'li',
-          { 'data-name': bank.name },
+          { 'data-name': consent ? bank.name + ' ' + consent : bank.name },
           h(
             'button',
             {
@@ -386,7 +388,12 @@
               },
               monogram(bank.name),
             ),
-            h('span', { className: 'bank-name' }, bank.name),
+            h(
+              'span',
+              { className: 'bank-text' },
+              h('span', { className: 'bank-name' }, bank.name),
+              consent ? h('span', { className: 'bank-consent' }, consent) : null,
+            ),
             note ? h('span', { className: 'bank-note' }, note) : null,
           ),
         ),
@@ -701,7 +708,8 @@
         screen.items.map((item) => h('li', { 'data-covers': item.coverage }, item.text)),
       ),
       h('p', { id: 'consent-duration', className: 'consent-duration' }, screen.duration),
-      screen.notes.map((note) => h('p', { className: 'hint' }, note)),
+      // The notes as one paragraph: with a CPF field and "another bank", the screen fits 1280x800 (it was 57 px over).
+      h('p', { className: 'hint consent-notes' }, screen.notes.join(' ')),
       // The CPF field takes the lead's place: the screen still fits at 1280x800 without a scroll.
       cpf ? cpf.element : h('p', { className: 'hint' }, t('consent.lead', { bank: bank.name })),
       alert,

@@ -92,7 +92,7 @@ export function health(kit: ConsoleKit, ctx: Context, endpoint: WebhookEndpoint,
   const t = kit.words(ctx);
   const unanswered = String(endpoint.unanswered_attempts);
   if (endpoint.disabled && endpoint.disabled_reason === 'failing')
-    return t('webhooks.state.disabled_failing', { since: `${atMinute(endpoint.failing_since ?? '')} UTC` });
+    return t('webhooks.state.disabled_failing', { since: atMinute(endpoint.failing_since) });
   if (endpoint.disabled) return t('webhooks.state.disabled');
   if (endpoint.backoff_until !== null && Date.parse(endpoint.backoff_until) > now)
     return t('webhooks.state.backed_off', { until: atMinute(endpoint.backoff_until), unanswered });
