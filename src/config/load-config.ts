@@ -3,6 +3,7 @@ import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Ajv } from 'ajv';
 import { BUILT_IN_BANK_IDS } from '../banks/institutions.js';
+import { proxyEntryProblem } from '../api/client-address.js';
 import { defaultConfig, type Config } from './defaults.js';
 import { configSchema } from './schema.js';
 
@@ -153,6 +154,15 @@ function validate(config: Record<string, unknown>, sources: Map<string, Source>)
       );
     }
     checkInstitutions(config as unknown as Config, sources);
+    for (const [i, entry] of (config as unknown as Config).api.trustProxy.entries()) {
+      const problem = proxyEntryProblem(entry);
+      if (problem) {
+        const from = sourceOf(sources, `api.trustProxy.${i}`);
+        throw new ConfigError(
+          `Invalid configuration: api.trustProxy.${i} ("${entry}") ${problem}${from ? ` (set by ${from.name})` : ''}.`,
+        );
+      }
+    }
     const bankHost = (config as unknown as Config).sandbox.consentBank.host;
     if (!LOOPBACK_NAMES.includes(bankHost)) {
       const from = sources.get('sandbox.consentBank.host');
