@@ -1,0 +1,33 @@
+/*
+ * The one neutraliser of text that a tenant, a bank or a receiver supplied, wherever a person reads it: the
+ * CLI's output (cli/views), the logs' pretty lines (logging/pretty.ts) and every page of the HTML kit
+ * (html/html.ts: the console, the widget). Each character below is shown as its escape (`\u202e`) instead
+ * of acting:
+ *
+ * - C0 and C1 controls and DEL: on a terminal an escape sequence can clear the screen, retitle the window,
+ *   rewrite earlier lines or hide text; a carriage return or a newline can forge a row.
+ * - The bidirectional controls (U+202A–U+202E embeddings and overrides, U+2066–U+2069 isolates, U+200E/F
+ *   and U+061C marks): U+202E makes `evil‮gpj.exe` read `evilexe.jpg`, on a terminal and in a browser alike.
+ * - The zero-width and invisible characters (U+200B–U+200D, U+2060–U+2064, U+FEFF, U+180E): two names that
+ *   look the same, or a name that hides a word. The zero-width joiner between two pictographs is kept: it
+ *   is how emoji sequences are written (👩‍💻), and it joins glyphs the reader sees.
+ * - The line and paragraph separators (U+2028/9), which some terminals and editors break lines at.
+ *
+ * `--json` output is never passed through here: the value stays exact there.
+ */
+
+// eslint-disable-next-line no-control-regex -- matching control characters is the point
+const UNPRINTABLE =
+  /[\u0000-\u001f\u007f-\u009f\u061c\u180e\u200b\u200c\u200e\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\ufeff]|(?<![\p{Extended_Pictographic}\u{1F3FB}-\u{1F3FF}\uFE0F])\u200d|\u200d(?!\p{Extended_Pictographic})/gu;
+/** What `multiline` lets through: the layout of the caller's own text. */
+const LAYOUT = new Set(['\n', '\t']);
+
+/**
+ * `text` with every character above shown as its escape (`\u001b`, `\u202e`). With `multiline`, newlines
+ * and tabs pass (the CLI's own lines; a page's text, where they are only white space).
+ */
+export function printable(text: string, multiline = false): string {
+  return text.replace(UNPRINTABLE, (char) =>
+    multiline && LAYOUT.has(char) ? char : `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`,
+  );
+}
