@@ -16,9 +16,9 @@
  * `--json` output is never passed through here: the value stays exact there.
  */
 
-// eslint-disable-next-line no-control-regex -- matching control characters is the point
 const UNPRINTABLE =
-  /[\u0000-\u001f\u007f-\u009f\u061c\u180e\u200b\u200c\u200e\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\ufeff]|(?<![\p{Extended_Pictographic}\u{1F3FB}-\u{1F3FF}\uFE0F])\u200d|\u200d(?!\p{Extended_Pictographic})/gu;
+  // eslint-disable-next-line no-control-regex -- matching control characters is the point
+  /[\u0000-\u001f\u007f-\u009f\u061c\u180e\u200b\u200c\u200e\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\ufeff]|(?<!\p{Extended_Pictographic}|[\u{1F3FB}-\u{1F3FF}]|\uFE0F)\u200d|\u200d(?!\p{Extended_Pictographic})/gu;
 /** What `multiline` lets through: the layout of the caller's own text. */
 const LAYOUT = new Set(['\n', '\t']);
 

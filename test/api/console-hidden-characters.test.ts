@@ -11,8 +11,8 @@ import { createTenant, forEachEngine, linkBody, startTestApp } from '../helpers/
 
 const RLO = '\u202e';
 /** What the pages may not hold raw: the bidi controls, the zero-width characters, C0/C1 controls but \n\t. */
-// eslint-disable-next-line no-control-regex -- finding control characters is the point
 const HIDDEN =
+  // eslint-disable-next-line no-control-regex -- finding control characters is the point
   /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]/u;
 
 const unescapeHtml = (text: string) =>
