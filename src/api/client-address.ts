@@ -36,6 +36,9 @@ export function proxyEntryProblem(entry: string): string | null {
   const family = isIP(address ?? '');
   if (family === 0 || rest.length > 0) return 'is not an IP address or a CIDR (10.0.0.0/8, fd00::/8)';
   if (bits === undefined) return null;
+  // Connections from IPv4 clients are compared as IPv4 (plainAddress): a mapped range would match none.
+  if (plainAddress(address!) !== address)
+    return 'is an IPv4-mapped IPv6 range: write it as IPv4 (10.0.0.0/8)';
   const max = family === 4 ? 32 : 128;
   if (!/^\d{1,3}$/.test(bits) || Number(bits) > max) return `has a prefix length that is not 0 to ${max}`;
   return null;

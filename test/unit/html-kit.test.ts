@@ -135,5 +135,12 @@ t.test(
       'an emoji sequence keeps its joiner',
     );
     t.equal(text(html`<p>${'pay\u200dpal'}</p>`), '<p>pay\\u200dpal</p>', 'a joiner between letters shows');
+    t.equal(
+      text(
+        html`<p>${'hi\u{E0041}\u{E0042} \u{1F3F4}\u{E0067}\u{E0062}\u{E0073}\u{E0063}\u{E0074}\u{E007F}'}</p>`,
+      ),
+      '<p>hi\\u{e0041}\\u{e0042} \u{1F3F4}\u{E0067}\u{E0062}\u{E0073}\u{E0063}\u{E0074}\u{E007F}</p>',
+      'hidden tag characters show; a flag’s tags are kept',
+    );
   },
 );
