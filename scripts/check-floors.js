@@ -15,7 +15,8 @@ import { sourceFiles } from './check-table-owners.js';
 
 /** The floors, ground first. `index` is src/index.ts, the package's entry. */
 export const FLOORS = [
-  ['clock', 'cpf', 'errors', 'html', 'ids', 'logging', 'metrics', 'open-finance', 'rut'],
+  ['text'],
+  ['clock', 'cpf', 'errors', 'html', 'ids', 'logging', 'metrics', 'net', 'open-finance', 'rut'],
   ['db'],
   ['audit', 'consent-bank', 'jobs'],
   ['secrets'],

@@ -29,6 +29,7 @@ export function defaultConfig(home: string): Config {
       bodyLimitBytes: 1024 * 1024,
       requestTimeoutMs: 30_000,
       headersTimeoutMs: 10_000,
+      trustProxy: [],
     },
     metrics: { host: '127.0.0.1', port: 9464 },
     /** The web console under /console on the API's address (docs/console.md). */

@@ -3,6 +3,7 @@ import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Ajv } from 'ajv';
 import { BUILT_IN_BANK_IDS } from '../banks/institutions.js';
+import { proxyEntryProblem } from '../net/client-address.js';
 import { defaultConfig, type Config } from './defaults.js';
 import { configSchema } from './schema.js';
 import { maskUrl } from '../db/database-url.js';
@@ -170,6 +171,15 @@ function validate(config: Record<string, unknown>, sources: Map<string, Source>)
       throw new ConfigError(
         `Invalid configuration: console.timeZone must be an IANA time zone such as America/Santiago or UTC, got "${zone}"${from ? ` (set by ${from.name})` : ''}.`,
       );
+    }
+    for (const [i, entry] of (config as unknown as Config).api.trustProxy.entries()) {
+      const problem = proxyEntryProblem(entry);
+      if (problem) {
+        const from = sourceOf(sources, `api.trustProxy.${i}`);
+        throw new ConfigError(
+          `Invalid configuration: api.trustProxy.${i} ("${entry}") ${problem}${from ? ` (set by ${from.name})` : ''}.`,
+        );
+      }
     }
     const bankHost = (config as unknown as Config).sandbox.consentBank.host;
     if (!LOOPBACK_NAMES.includes(bankHost)) {

@@ -96,6 +96,13 @@ export const configSchema = {
           description:
             'The request line and headers must arrive within this; a client trickling them (slow loris) is cut off',
         },
+        trustProxy: {
+          type: 'array',
+          maxItems: 64,
+          items: { type: 'string', minLength: 1, maxLength: 64 },
+          description:
+            'Addresses or CIDRs of the reverse proxies in front of the API (`["127.0.0.1"]`); empty: `X-Forwarded-For` is ignored. From a listed proxy the client is the right-most address of `X-Forwarded-For` that is not one of them ([docs/console.md](docs/console.md#behind-a-reverse-proxy))',
+        },
       },
     },
     metrics: {

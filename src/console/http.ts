@@ -12,7 +12,8 @@ import { pageHeaders, sendHtml } from '../html/respond.js';
 import { ApiError } from '../errors/api-error.js';
 import { chooseLocale, type Locale } from '../widget/messages.js';
 import { consoleMessage, wordsFor, type ConsoleMessageKey } from './messages.js';
-import { PasswordChecksBusy } from './passwords.js';
+import { PasswordChecksBusy, type HashLane } from './passwords.js';
+import { clientAddress } from '../net/client-address.js';
 import { acceptPage, layout, messagePage, signInPage, type PageContext } from './pages.js';
 import { csrfMatches, newSession, renewal, signSession, verifySession } from './session-token.js';
 import {
@@ -208,36 +209,43 @@ export function consoleRouter(services: AppServices): Router {
   };
   const attemptsKey = secrets.derivedKey(ATTEMPTS_KEY_LABEL)!.key;
   /**
-   * A password (and code) check, counted before it runs (sign-in-attempts.ts): from a browser known to this
-   * user against the browser's budget, otherwise against the email's; always against the address's. Over a
-   * budget it answers 'throttled' with Retry-After and checks nothing. A success starts the counts again
-   * and makes the browser known to the user.
+   * A password (and code) check, counted before it runs (sign-in-attempts.ts). From a browser known to this
+   * user: against the browser's own budget only, its hash in the known lane (passwords.ts), so nothing a
+   * stranger spends (an email's budget, an address's, the open hash queue) refuses it. Otherwise against
+   * the email's budget and the client address's (api/client-address.ts), in the open lane. Over a budget it
+   * answers 'throttled' with Retry-After and checks nothing. A success starts the counts again and makes
+   * the browser known to the user.
    */
   const guarded = async <T extends { ok: boolean; user?: ConsoleUserRow }>(
     ctx: Context,
     email: string,
     user: ConsoleUserRow | undefined,
     now: number,
-    check: () => Promise<T>,
+    check: (lane: HashLane) => Promise<T>,
   ): Promise<T | 'throttled'> => {
     const device = verifyKnownDevice(secrets, readCookie(ctx, KNOWN_DEVICE_COOKIE), now);
     const knownHere = device !== null && user !== undefined && device.userId === user.id;
-    const reservation = await reserveAttempt(
-      db,
-      attemptsKey,
-      [
-        { kind: 'address', value: ctx.ip },
-        knownHere ? { kind: 'device', value: device.deviceId } : { kind: 'email', value: email },
-      ],
-      now,
-    );
+    const reservation = knownHere
+      ? await reserveAttempt(db, attemptsKey, [{ kind: 'device', value: device.deviceId }], now, {
+          userId: user.id,
+        })
+      : await reserveAttempt(
+          db,
+          attemptsKey,
+          [
+            { kind: 'address', value: clientAddress(ctx) },
+            { kind: 'email', value: email },
+          ],
+          now,
+          { email },
+        );
     if (!reservation.ok) {
       ctx.set('Retry-After', String(Math.max(1, Math.ceil(reservation.retryAfterMs / 1000))));
       return 'throttled';
     }
     let result: T;
     try {
-      result = await check();
+      result = await check(knownHere ? 'known' : 'open');
     } finally {
       reservation.release();
     }
@@ -268,8 +276,8 @@ export function consoleRouter(services: AppServices): Router {
     words: (ctx) => wordsFor((ctx.state.console as ConsoleState).locale),
     checkCredentials: async (ctx, check) => {
       const { user } = ctx.state.console as ConsoleState;
-      const result = await guarded(ctx, user.email, user, clock.now(), async () => {
-        const changed = await check();
+      const result = await guarded(ctx, user.email, user, clock.now(), async (lane) => {
+        const changed = await check(lane);
         return changed ? { ok: true, user: changed } : { ok: false };
       });
       return result === 'throttled' ? result : (result.user ?? null);
@@ -357,9 +365,11 @@ export function consoleRouter(services: AppServices): Router {
     // password is typed again each time (a password manager fills it): it is never sent back in the page.
     const askedTotp = fields.totp !== undefined;
     const user = await userOfEmail(db.knex, email);
-    const result = await guarded(ctx, email, user, now, () =>
+    const result = await guarded(ctx, email, user, now, (lane) =>
       signIn(db, {
         user,
+        lane,
+        address: clientAddress(ctx),
         password: (fields.password ?? '').slice(0, 1024),
         checkTotp: codeChecker(secrets, fields.totp?.slice(0, 16), now, (row) =>
           services.logger.warn(

@@ -5,6 +5,7 @@ import type { Locale } from '../widget/messages.js';
 import type { ConsoleAction, ConsoleScope } from './access.js';
 import type { ConsoleMessageKey, Words } from './messages.js';
 import type { PageContext } from './pages.js';
+import type { HashLane } from './passwords.js';
 import type { SessionClaims } from './session-token.js';
 import type { ConsoleUserRow } from './users.js';
 
@@ -44,10 +45,11 @@ export interface ConsoleKit {
   /**
    * A check of the signed-in user's password (and code), counted as a sign-in attempt first: the user as the
    * check leaves them, null for a wrong password or code, 'throttled' (with Retry-After) over the budget.
+   * `check` hashes in the lane it is given (passwords.ts: `known` from a browser known to the user).
    */
   checkCredentials(
     ctx: Context,
-    check: () => Promise<ConsoleUserRow | null>,
+    check: (lane: HashLane) => Promise<ConsoleUserRow | null>,
   ): Promise<ConsoleUserRow | null | 'throttled'>;
 }
 

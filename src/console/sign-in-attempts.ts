@@ -8,10 +8,13 @@ import type { Database } from '../db/database.js';
  * - Every attempt is counted in the database before its password hash runs, in the statement that checks
  *   the budget, so a burst sent at one moment counts in full on every API node (an attempt that reads a
  *   count before a 0.3 s hash and writes "old + 1" after it let a burst of 30 through as one).
- * - Attempts are counted per email as typed (whether or not a user has it, so the answers do not tell which
- *   emails exist), per client address, and per known browser: a browser that has signed in as the user
- *   before (known-device.ts) spends its own budget instead of the email's. A stranger who spends an
- *   email's budget slows down strangers; the owner's own browsers still sign in. Nothing locks.
+ * - Attempts are counted in one of two lanes. A browser that has signed in as the user before
+ *   (known-device.ts) spends its own budget and nothing else: not the email's, not the address's, which
+ *   strangers can spend (21 failures from one address, or from the one proxy every browser comes through,
+ *   closed the console to everyone for 15 minutes: issue 44). Any other attempt is counted per email as
+ *   typed (whether or not a user has it, so the answers do not tell which emails exist) and per client
+ *   address (api/client-address.ts). A stranger who spends an email's or an address's budget slows down
+ *   strangers; the owner's own browsers still sign in. Nothing locks.
  * - A budget holds for a fixed window from the first attempt; over it, 429 until the window ends.
  * - A sign-in that succeeds is settled: the email's and the browser's counts start again, and the
  *   attempt is taken back from the address (a shared address is not slowed down by people who sign in).
@@ -24,7 +27,10 @@ export const ATTEMPTS_KEY_LABEL = 'svc console sign-in attempts v1';
 export const ATTEMPT_WINDOW_MS = 15 * 60_000;
 /** Attempts per window: an email from browsers it never signed in on, an address, one known browser. */
 export const ATTEMPT_BUDGETS = { email: 10, address: 20, device: 10 } as const;
-/** Password hashes running at once for one email in this process: a burst queues no 128 MiB hashes. */
+/**
+ * Password hashes running at once for one email (or, from known browsers, one user) in this process: a
+ * burst queues no 128 MiB hashes, and one user's browsers hold at most two places of the known lane.
+ */
 export const HASHES_PER_EMAIL = 2;
 
 export type AttemptKind = keyof typeof ATTEMPT_BUDGETS;
@@ -65,19 +71,21 @@ export async function attemptsOf(
   return row && Number(row.window_started_at) > now - ATTEMPT_WINDOW_MS ? row.attempts : 0;
 }
 
-/** This process's password hashes in flight per email (or known browser). */
+/** This process's password hashes in flight per email (or per user, from their known browsers). */
 const hashesInFlight = new Map<string, number>();
 
 /**
  * Counts one attempt for every subject, then answers whether all of them are within their budgets. The
  * attempt counts whatever the answer: a refused attempt is still an attempt. An allowed one holds a place
- * among its email's hashes in flight until `release`.
+ * among the hashes in flight of `hashesOf` (the email as typed, or the user from a known browser) until
+ * `release`.
  */
 export async function reserveAttempt(
   db: Database,
   key: Buffer,
   subjects: AttemptSubject[],
   now: number,
+  hashesOf: { email: string } | { userId: string },
 ): Promise<Reservation> {
   const keyed = subjects
     .map((subject) => ({ kind: subject.kind, key: subjectKey(key, subject) }))
@@ -102,15 +110,17 @@ export async function reserveAttempt(
       retryAfterMs = Math.max(retryAfterMs, Number(row.window_started_at) + ATTEMPT_WINDOW_MS - now);
   }
   if (retryAfterMs > 0) return { ok: false, retryAfterMs };
-  const hashing = keyed.find((k) => k.kind === 'email' || k.kind === 'device')?.key;
-  if (hashing !== undefined) {
-    const running = hashesInFlight.get(hashing) ?? 0;
-    if (running >= HASHES_PER_EMAIL) return { ok: false, retryAfterMs: 1000 };
-    hashesInFlight.set(hashing, running + 1);
-  }
+  // Tagged, so that no email typed can name a user's own places.
+  const hashing =
+    'userId' in hashesOf
+      ? `user:${hashesOf.userId}`
+      : subjectKey(key, { kind: 'email', value: hashesOf.email });
+  const running = hashesInFlight.get(hashing) ?? 0;
+  if (running >= HASHES_PER_EMAIL) return { ok: false, retryAfterMs: 1000 };
+  hashesInFlight.set(hashing, running + 1);
   let released = false;
   const release = () => {
-    if (released || hashing === undefined) return;
+    if (released) return;
     released = true;
     const left = (hashesInFlight.get(hashing) ?? 1) - 1;
     if (left > 0) hashesInFlight.set(hashing, left);

@@ -8,7 +8,7 @@ import { fetchPage, type PageWindow } from '../db/paging.js';
 import { errors } from '../errors/api-error.js';
 import { newId } from '../ids/ids.js';
 import { sha256Hex } from '../secrets/secret-box.js';
-import { hashPassword, passwordProblem, verifyPassword } from './passwords.js';
+import { hashPassword, passwordProblem, verifyPassword, type HashLane } from './passwords.js';
 
 /*
  * Console users and what happens to them: invited and reset from the CLI (the appliance sends no mail, so
@@ -367,6 +367,10 @@ export async function signIn(
   input: {
     user: ConsoleUserRow | undefined;
     password: string;
+    /** The password hash's queue (passwords.ts): `known` only from a browser known to `user`. */
+    lane: HashLane;
+    /** The client's address (api/client-address.ts), for the audit row. */
+    address: string;
     checkTotp: (factor: SecondFactor) => FactorCheck;
     now: number;
   },
@@ -375,6 +379,7 @@ export async function signIn(
   const passwordOk = await verifyPassword(
     input.password,
     user?.status === 'active' ? user.password_hash : null,
+    input.lane,
   );
   if (!user) return { ok: false, reason: 'wrong' };
   // false: a failure; null: no second factor to check; a step: the code was right for it.
@@ -393,14 +398,20 @@ export async function signIn(
         ...(factor === null ? {} : { totp_last_step: factor }),
       });
       if (claimed === 0) return false;
-      await auditOwnAction(trx, user, 'console.signed_in', input.now);
+      await auditOwnAction(trx, user, 'console.signed_in', input.now, signInDetails(input));
       return true;
     });
     if (signedIn) return { ok: true, user };
   }
-  await db.transaction((trx) => recordFailure(trx, user, input.now));
+  await db.transaction((trx) => recordFailure(trx, user, input.now, signInDetails(input)));
   return { ok: false, reason: 'wrong' };
 }
+
+/** What a sign-in's audit row says of where it came from: the client's address, and a known browser. */
+const signInDetails = (input: { address: string; lane: HashLane }) => ({
+  address: input.address,
+  known_browser: input.lane === 'known',
+});
 
 /** An update of the user that applies only while `step` (when there is one) is later than their last. */
 function spendStep(trx: Knex, userId: string, step: number | null) {
@@ -410,7 +421,12 @@ function spendStep(trx: Knex, userId: string, step: number | null) {
 }
 
 /** A wrong password or code of a known user, in the audit log (never what was typed). */
-function recordFailure(trx: Knex, user: ConsoleUserRow, now: number): Promise<void> {
+function recordFailure(
+  trx: Knex,
+  user: ConsoleUserRow,
+  now: number,
+  details?: Record<string, unknown>,
+): Promise<void> {
   return recordAudit(
     trx,
     {
@@ -419,6 +435,7 @@ function recordFailure(trx: Knex, user: ConsoleUserRow, now: number): Promise<vo
       action: 'console.sign_in_failed',
       targetType: 'console_user',
       targetId: user.id,
+      details,
     },
     now,
   );
@@ -464,6 +481,8 @@ export async function disableTotp(
   input: {
     userId: string;
     password: string;
+    /** The password hash's queue (passwords.ts). */
+    lane: HashLane;
     checkTotp: (factor: SecondFactor) => FactorCheck;
     now: number;
   },
@@ -471,7 +490,7 @@ export async function disableTotp(
   const user = await findConsoleUser(db.knex, input.userId);
   if (user.totp_secret_sealed === null)
     throw errors.conflict('console_totp_off', 'The second factor is already off.');
-  const passwordOk = await verifyPassword(input.password, user.password_hash);
+  const passwordOk = await verifyPassword(input.password, user.password_hash, input.lane);
   const factor = passwordOk ? input.checkTotp(factorOf(user, user.totp_secret_sealed)) : false;
   if (typeof factor === 'number') {
     const changes = {
@@ -512,6 +531,7 @@ function auditOwnAction(
   user: Pick<ConsoleUserRow, 'id' | 'org_id'>,
   action: string,
   now: number,
+  details?: Record<string, unknown>,
 ): Promise<void> {
   return recordAudit(
     trx,
@@ -521,6 +541,7 @@ function auditOwnAction(
       action,
       targetType: 'console_user',
       targetId: user.id,
+      details,
     },
     now,
   );

@@ -8,9 +8,17 @@
  * `href`, `src` or `action` must be a relative, http or https URL (`javascript:` is refused; an `<img>`'s
  * `src` may also be a `data:image/` URL).
  *
+ * Text is also shown as it is: a control, bidi or zero-width character of a value in the page's text (or in
+ * an attribute a person reads: `title`, `alt`, `placeholder`, `aria-label`) shows as its escape (`\u202e`),
+ * as the CLI shows it (text/printable.ts, the one neutraliser), so no page can print a tenant's U+202E and
+ * reverse what follows. A form field's `value` and a URL keep the exact value: a form sent back unchanged
+ * must not rewrite what it edits. Markup's own text was neutralised when its template ran.
+ *
  * The models: Go's html/template, lit's `html`, Rails' SafeBuffer. This folder imports nothing of the
- * application's: the widget and the console both build on it.
+ * application's but that leaf: the widget and the console both build on it.
  */
+
+import { printable } from '../text/printable.js';
 
 // Set by Html's static block: only this module makes markup.
 let make: (markup: string) => Html;
@@ -53,7 +61,20 @@ function escapeText(text: string): string {
 }
 
 /** Where a template's value lands. */
-type Hole = 'text' | 'attribute' | 'url' | 'image-url' | 'between-attributes';
+type Hole = 'text' | 'attribute' | 'shown-attribute' | 'url' | 'image-url' | 'between-attributes';
+
+/** Attributes a person reads (a tooltip, a placeholder, what a screen reader says): shown as text is. */
+const SHOWN_ATTRIBUTES = new Set([
+  'title',
+  'alt',
+  'placeholder',
+  'label',
+  'aria-label',
+  'aria-description',
+  'aria-roledescription',
+  'aria-valuetext',
+  'aria-placeholder',
+]);
 
 /** Attributes whose value is a URL the browser follows or loads. */
 const URL_ATTRIBUTES = new Set([
@@ -196,7 +217,8 @@ function holesOf(strings: readonly string[]): Hole[] {
     switch (state) {
       case 'text':
         if (/<\/?$/.test(strings[s]!)) refuse("no value in a tag's name", s);
-        holes.push('text');
+        // A textarea's text is the value its form sends back, exact as a field's `value` is.
+        holes.push(tagName === 'textarea' && !closing ? 'attribute' : 'text');
         break;
       case 'tag-name': // `<fieldset${DANGER}>`: after a whole name, as after an attribute
       case 'tag':
@@ -208,7 +230,8 @@ function holesOf(strings: readonly string[]): Hole[] {
         if (attribute.startsWith('on')) refuse(`no value in the event handler attribute ${attribute}`, s);
         if (attribute === 'style' || attribute === 'srcdoc')
           refuse(`no value in the ${attribute} attribute`, s);
-        if (!URL_ATTRIBUTES.has(attribute) || valueStarted) holes.push('attribute');
+        if (SHOWN_ATTRIBUTES.has(attribute)) holes.push('shown-attribute');
+        else if (!URL_ATTRIBUTES.has(attribute) || valueStarted) holes.push('attribute');
         else holes.push(tagName === 'img' && attribute === 'src' ? 'image-url' : 'url');
         valueStarted = true;
         break;
@@ -249,13 +272,17 @@ export function safeUrl(url: string): string {
 /** An image as a `data:` URL: safe as an `<img>`'s source, which runs no script (not even an SVG's). */
 const isImageData = (url: string) => /^data:image\//i.test(url.trimStart());
 
-function textOf(value: unknown): string {
+/**
+ * A value as markup: markup as is, anything else as escaped text; `shown` (a page's text, an attribute a
+ * person reads) also shows control, bidi and zero-width characters as their escapes (text/printable.ts).
+ */
+function textOf(value: unknown, shown: boolean): string {
   if (value === null || value === undefined || value === false) return '';
-  if (typeof value === 'string') return escapeText(value);
+  if (typeof value === 'string') return escapeText(shown ? printable(value, true) : value);
   if (isHtml(value)) return value.toString();
   if (typeof value === 'object' && Symbol.iterator in value) {
     let joined = '';
-    for (const item of value as Iterable<unknown>) joined += textOf(item);
+    for (const item of value as Iterable<unknown>) joined += textOf(item, shown);
     return joined;
   }
   return escapeText(String(value));
@@ -294,7 +321,7 @@ export function html(strings: TemplateStringsArray, ...values: HtmlValue[]): Htm
       !(hole === 'image-url' && isImageData(value))
     )
       throw new HtmlTemplateError(`html: refused the URL ${JSON.stringify(value.slice(0, 40))} (safeUrl)`);
-    else markup += textOf(value);
+    else markup += textOf(value, hole === 'text' || hole === 'shown-attribute');
     markup += strings[i + 1]!;
   }
   return make(markup);
@@ -302,8 +329,8 @@ export function html(strings: TemplateStringsArray, ...values: HtmlValue[]): Htm
 
 /** Values one after the other (text escaped), with `separator` between them. */
 export function join(values: Iterable<HtmlValue>, separator: HtmlValue = ''): Html {
-  const between = textOf(separator);
-  return make(Array.from(values, (value) => textOf(value)).join(between));
+  const between = textOf(separator, true);
+  return make(Array.from(values, (value) => textOf(value, true)).join(between));
 }
 
 /** JSON for a page's script, in an element that does not run (`type="application/json"`). */

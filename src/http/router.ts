@@ -11,6 +11,7 @@ import { allowPageToRead, answerPreflight } from '../api/cors.js';
 import { withIdempotency } from '../api/idempotency.js';
 import type { AnyRoute, JsonSchema } from '../api/route.js';
 import { RouteTable, type TableEntry } from './route-table.js';
+import { clientAddress } from '../net/client-address.js';
 import type { AppServices } from '../api/services.js';
 import { compileValidator, type Validator } from '../api/validation.js';
 
@@ -186,7 +187,7 @@ async function authorise(
     if (error instanceof ApiError && error.status === 401)
       enforce(
         ctx,
-        await refusals.takeForAddress(ctx.ip, now),
+        await refusals.takeForAddress(clientAddress(ctx), now),
         'refused requests from this address',
         refusals.limit,
       );

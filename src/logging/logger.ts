@@ -116,6 +116,8 @@ export interface AccessLine {
   route: string;
   status: number;
   ms: number;
+  /** The client's address (api/client-address.ts: the proxy's client behind a trusted proxy). */
+  client: string;
   credential?: string;
 }
 
@@ -135,7 +137,7 @@ export function accessLogWriter(logger: Logger): (line: AccessLine) => void {
   const stringifiers = (internal[symbols.stringifiersSym] ?? {}) as Record<string | symbol, unknown>;
   const stream = internal[symbols.streamSym] as
     ({ write(line: string): void } & Record<symbol, unknown>) | undefined;
-  const names = ['request_id', 'method', 'route', 'status', 'ms', 'credential', 'msg'];
+  const names = ['request_id', 'method', 'route', 'status', 'ms', 'client', 'credential', 'msg'];
   const plain =
     stream !== undefined &&
     stream[symbols.needsMetadataGsym] !== true &&
@@ -161,7 +163,7 @@ export function accessLogWriter(logger: Logger): (line: AccessLine) => void {
     const credential =
       line.credential === undefined ? '' : `,"credential":${JSON.stringify(line.credential)}`;
     stream.write(
-      `${levels[info]}${time()}${bindings},"request_id":${JSON.stringify(line.request_id)},"method":${JSON.stringify(line.method)},"route":${JSON.stringify(line.route)},"status":${line.status},"ms":${line.ms}${credential},"msg":"request"${end}`,
+      `${levels[info]}${time()}${bindings},"request_id":${JSON.stringify(line.request_id)},"method":${JSON.stringify(line.method)},"route":${JSON.stringify(line.route)},"status":${line.status},"ms":${line.ms},"client":${JSON.stringify(line.client)}${credential},"msg":"request"${end}`,
     );
   };
 }

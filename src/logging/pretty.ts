@@ -1,8 +1,11 @@
 /**
  * Log entries as a person at a terminal reads them: `12:52:36.237 INFO  api  api listening url=…`, one
  * line each. The JSON lines stay the format for journald, files and anything not a terminal; this is
- * only a view of them, so nothing is logged twice or differently.
+ * only a view of them, so nothing is logged twice or differently. A field may carry a bank's or a tenant's
+ * text: it is shown through the one neutraliser (text/printable.ts).
  */
+
+import { printable } from '../text/printable.js';
 
 const LEVELS: Record<number, string> = {
   10: 'TRACE',
@@ -25,13 +28,6 @@ export function resolveLogFormat(setting: string, toFile: boolean, stdoutIsTermi
   if (toFile || setting === 'json') return 'json';
   if (setting === 'pretty') return 'pretty';
   return stdoutIsTerminal ? 'pretty' : 'json';
-}
-
-// eslint-disable-next-line no-control-regex -- a log field may carry a bank's or a tenant's text
-const UNPRINTABLE = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/gu;
-
-function printable(text: string): string {
-  return text.replace(UNPRINTABLE, (char) => `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
 
 /** A field's value: a string as it is (quoted when it has spaces, so fields stay apart), anything else as JSON. */
@@ -84,7 +80,6 @@ export function prettyLine(line: string, width?: number): string {
   });
   let text = `${head}  ${[body, ...fields].join(' ')}`;
   if (level < WARN && width !== undefined && text.length > width) text = `${text.slice(0, width - 1)}…`;
-  if (stack)
-    text += `\n${stack.replace(UNPRINTABLE, (char) => (char === '\n' ? char : ' ')).replace(/^/gm, '    ')}`;
+  if (stack) text += `\n${printable(stack, true).replace(/^/gm, '    ')}`;
   return `${text}\n`;
 }

@@ -18,6 +18,7 @@ const lines: AccessLine[] = [
     route: '/v1/accounts/{accountId}',
     status: 200,
     ms: 1.3,
+    client: '127.0.0.1',
   },
   {
     request_id: 'client.supplied-ID_42',
@@ -25,6 +26,7 @@ const lines: AccessLine[] = [
     route: 'unmatched',
     status: 429,
     ms: 12,
+    client: '2001:db8::1',
     credential: 'key_0123456789abcdef',
   },
   {
@@ -33,6 +35,7 @@ const lines: AccessLine[] = [
     route: '/v1/links/{linkId}',
     status: 500,
     ms: 0,
+    client: '203.0.113.9',
     credential: undefined,
   },
 ];

@@ -94,3 +94,53 @@ t.test('jsonScript cannot be closed by what its strings hold; trustedHtml is tak
   );
   t.equal(text(html`<p>${trustedHtml('<svg></svg>')}</p>`), '<p><svg></svg></p>');
 });
+
+t.test(
+  'control, bidi and zero-width characters of a text show as their escapes, as the CLI shows them',
+  async (t) => {
+    const hostile = 'cust\u202e1147-remotsuc\u200b\u2066x\u2069\u0007\u200e\ufeff';
+    const shown = 'cust\\u202e1147-remotsuc\\u200b\\u2066x\\u2069\\u0007\\u200e\\ufeff';
+    t.equal(text(html`<td>${hostile}</td>`), `<td>${shown}</td>`, 'in a page’s text');
+    t.equal(
+      text(html`<title>${hostile}</title>`),
+      `<title>${shown}</title>`,
+      'in the title (no markup there)',
+    );
+    t.equal(text(join([hostile, 'b'], '\u202e')), `${shown}\\u202eb`, 'in joined values and their separator');
+    t.equal(text(html`<p><b>${hostile}</b></p>`), `<p><b>${shown}</b></p>`, 'in nested markup');
+    t.equal(
+      text(html`<p title="${hostile}">x</p>`),
+      `<p title="${shown}">x</p>`,
+      'in an attribute a person reads',
+    );
+    t.equal(text(html`<i aria-label="${hostile}"></i>`), `<i aria-label="${shown}"></i>`);
+    t.equal(
+      text(html`<input name="d" value="${hostile}">`),
+      `<input name="d" value="${hostile}">`,
+      'but a field keeps its exact value, so a form sent back unchanged rewrites nothing',
+    );
+    t.equal(
+      text(html`<textarea>${hostile}</textarea>`),
+      `<textarea>${hostile}</textarea>`,
+      'and so does a textarea',
+    );
+    t.equal(
+      text(html`<pre>${'{\n\t\u2028a: 1\n}'}</pre>`),
+      '<pre>{\n\t\\u2028a: 1\n}</pre>',
+      'newlines and tabs are layout; a line separator shows',
+    );
+    t.equal(
+      text(html`<p>${'👩\u200d💻 dev'}</p>`),
+      '<p>👩\u200d💻 dev</p>',
+      'an emoji sequence keeps its joiner',
+    );
+    t.equal(text(html`<p>${'pay\u200dpal'}</p>`), '<p>pay\\u200dpal</p>', 'a joiner between letters shows');
+    t.equal(
+      text(
+        html`<p>${'hi\u{E0041}\u{E0042} \u{1F3F4}\u{E0067}\u{E0062}\u{E0073}\u{E0063}\u{E0074}\u{E007F}'}</p>`,
+      ),
+      '<p>hi\\u{e0041}\\u{e0042} \u{1F3F4}\u{E0067}\u{E0062}\u{E0073}\u{E0063}\u{E0074}\u{E007F}</p>',
+      'hidden tag characters show; a flag’s tags are kept',
+    );
+  },
+);

@@ -133,8 +133,8 @@ ${totpField(t('signin.totp'))}
     // A session left open must not be enough to put a factor of someone else's on the account: the
     // password again, counted as a sign-in attempt.
     const password = (form.password ?? '').slice(0, 1024);
-    const confirmed = await kit.checkCredentials(ctx, async () =>
-      (await verifyPassword(password, user.password_hash)) ? user : null,
+    const confirmed = await kit.checkCredentials(ctx, async (lane) =>
+      (await verifyPassword(password, user.password_hash, lane)) ? user : null,
     );
     if (confirmed === 'throttled')
       return renderEnrolment(ctx, 429, secret, sealed, problemHtml(t('signin.throttled')));
@@ -153,9 +153,10 @@ ${totpField(t('signin.totp'))}
     const t = words(ctx);
     if (user.totp_secret_sealed === null) return renderAccount(ctx, 409, problemHtml(t('totp.is_off')));
     const now = clock.now();
-    const result = await kit.checkCredentials(ctx, () =>
+    const result = await kit.checkCredentials(ctx, (lane) =>
       disableTotp(db, {
         userId: user.id,
+        lane,
         password: (form.password ?? '').slice(0, 1024),
         checkTotp: codeChecker(secrets, form.totp?.slice(0, 16), now),
         now,

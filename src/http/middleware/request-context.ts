@@ -4,6 +4,7 @@ import type { Context, Next } from 'koa';
 import { accessLogWriter } from '../../logging/logger.js';
 import { answerWithError, unrecognised } from './errors.js';
 import type { AppServices } from '../../api/services.js';
+import { settleClientAddress, trustedProxies } from '../../net/client-address.js';
 
 const INCOMING_ID = /^[A-Za-z0-9._-]{8,64}$/;
 
@@ -23,8 +24,10 @@ export function nextRequestId(): string {
  */
 export function requestContextMiddleware(services: AppServices) {
   const writeAccessLine = accessLogWriter(services.logger);
+  const proxies = trustedProxies(services.config.api.trustProxy);
   return async (ctx: Context, next: Next) => {
     const started = performance.now();
+    const client = settleClientAddress(ctx, proxies);
     const incoming = ctx.req.headers['x-request-id'];
     const requestId = typeof incoming === 'string' && INCOMING_ID.test(incoming) ? incoming : nextRequestId();
     ctx.state.requestId = requestId;
@@ -45,6 +48,7 @@ export function requestContextMiddleware(services: AppServices) {
         route,
         status: ctx.status,
         ms: Math.round(seconds * 1e4) / 10,
+        client,
         credential: ctx.state.principal?.credentialId,
       });
     }
