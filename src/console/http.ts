@@ -212,7 +212,7 @@ export function consoleRouter(services: AppServices): Router {
    * A password (and code) check, counted before it runs (sign-in-attempts.ts). From a browser known to this
    * user: against the browser's own budget only, its hash in the known lane (passwords.ts), so nothing a
    * stranger spends (an email's budget, an address's, the open hash queue) refuses it. Otherwise against
-   * the email's budget and the client address's (api/client-address.ts), in the open lane. Over a budget it
+   * the email's budget and the client address's (net/client-address.ts), in the open lane. Over a budget it
    * answers 'throttled' with Retry-After and checks nothing. A success starts the counts again and makes
    * the browser known to the user.
    */

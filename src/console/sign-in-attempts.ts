@@ -13,7 +13,7 @@ import type { Database } from '../db/database.js';
  *   strangers can spend (21 failures from one address, or from the one proxy every browser comes through,
  *   closed the console to everyone for 15 minutes: issue 44). Any other attempt is counted per email as
  *   typed (whether or not a user has it, so the answers do not tell which emails exist) and per client
- *   address (api/client-address.ts). A stranger who spends an email's or an address's budget slows down
+ *   address (net/client-address.ts). A stranger who spends an email's or an address's budget slows down
  *   strangers; the owner's own browsers still sign in. Nothing locks.
  * - A budget holds for a fixed window from the first attempt; over it, 429 until the window ends.
  * - A sign-in that succeeds is settled: the email's and the browser's counts start again, and the

@@ -369,7 +369,7 @@ export async function signIn(
     password: string;
     /** The password hash's queue (passwords.ts): `known` only from a browser known to `user`. */
     lane: HashLane;
-    /** The client's address (api/client-address.ts), for the audit row. */
+    /** The client's address (net/client-address.ts), for the audit row. */
     address: string;
     checkTotp: (factor: SecondFactor) => FactorCheck;
     now: number;

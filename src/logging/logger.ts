@@ -116,7 +116,7 @@ export interface AccessLine {
   route: string;
   status: number;
   ms: number;
-  /** The client's address (api/client-address.ts: the proxy's client behind a trusted proxy). */
+  /** The client's address (net/client-address.ts: the proxy's client behind a trusted proxy). */
   client: string;
   credential?: string;
 }
