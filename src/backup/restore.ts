@@ -110,7 +110,7 @@ export async function restoreBackup(options: RestoreOptions): Promise<RestoreRes
   const maxBytes = options.maxBytes ?? DEFAULT_MAX_UNPACKED_BYTES;
   if (!existsSync(archive)) throw new Error(`${archive} does not exist.`);
   const keepConfig = [...new Set(options.keepConfig ?? [])];
-  const keepable = operatorSettings();
+  const keepable = operatorSettings().sort();
   const unknownKeep = keepConfig.filter((name) => !keepable.includes(name));
   if (unknownKeep.length > 0)
     throw new Error(

@@ -19,9 +19,7 @@ import { configSchema } from './schema.js';
  *   opens anything.
  */
 export type RestoreDecision =
-  | { take: 'archive' }
-  | { take: 'target'; why: string }
-  | { take: 'operator'; why: string; secret?: boolean };
+  { take: 'archive' } | { take: 'target'; why: string } | { take: 'operator'; why: string; secret?: boolean };
 
 const archive = { take: 'archive' } as const;
 const target = (why: string) => ({ take: 'target', why }) as const;
@@ -106,7 +104,7 @@ export const RESTORE_POLICY: Readonly<Record<string, RestoreDecision>> = {
     'it lets webhook deliveries reach private, loopback and link-local addresses',
   ),
   'webhooks.allowPrivateAddressesInTestMode': operator(
-    "it lets test-mode webhook deliveries reach private, loopback and link-local addresses",
+    'it lets test-mode webhook deliveries reach private, loopback and link-local addresses',
   ),
   'webhooks.secretRollGraceSeconds': archive,
   'webhooks.disableAfterFailingDays': archive,

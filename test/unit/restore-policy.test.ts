@@ -97,11 +97,17 @@ t.test('the archive keeps what it may; the rest is listed with both values, secr
     restored: {},
     keep: '--keep-config banks.connectors',
   });
-  t.match(dropped.find((setting) => setting.key === 'masterKey'), {
-    archived: '(set, not shown)',
-    restored: '(not set)',
-  });
-  t.match(dropped.find((setting) => setting.key === 'api.host'), { archived: '0.0.0.0', restored: '127.0.0.1' });
+  t.match(
+    dropped.find((setting) => setting.key === 'masterKey'),
+    {
+      archived: '(set, not shown)',
+      restored: '(not set)',
+    },
+  );
+  t.match(
+    dropped.find((setting) => setting.key === 'api.host'),
+    { archived: '0.0.0.0', restored: '127.0.0.1' },
+  );
   t.notMatch(JSON.stringify(dropped), /archive-connector-secret|:pw@|BwcH/, 'no secret in what is listed');
 });
 
@@ -111,35 +117,41 @@ t.test('--keep-config takes a set-aside setting by name, and only it', async (t)
   });
   t.same((config.banks as Record<string, unknown>).connectors, hostile.banks.connectors);
   t.same(kept, [
-    { key: 'banks.connectors', value: { bci: { url: 'https://user:****@gw.evil.example', secret: '(not shown)' } } },
+    {
+      key: 'banks.connectors',
+      value: { bci: { url: 'https://user:****@gw.evil.example', secret: '(not shown)' } },
+    },
   ]);
   t.notOk('masterKey' in config);
   t.ok(dropped.some((setting) => setting.key === 'masterKey'));
 });
 
-t.test("over an installation (--force), its own values stay; an archive's equal value is no news", async (t) => {
-  const current = {
-    api: { host: '10.0.0.5' },
-    banks: { connectors: { bci: { url: 'https://gw.internal', secret: 'operator-secret-12345678' } } },
-  };
-  const { config, dropped } = sanitiseConfig(
-    { api: { host: '10.0.0.5' }, banks: hostile.banks, webhooks: { allowPrivateAddresses: false } },
-    '/old',
-    '/new',
-    { current },
-  );
-  t.same(config, {
-    api: { host: '10.0.0.5' },
-    banks: { budget: { perSecond: 3 }, connectors: current.banks.connectors },
-    webhooks: {},
-  });
-  t.same(
-    dropped.map((setting) => setting.key),
-    ['banks.connectors'],
-    'a value equal to the restored one is not listed',
-  );
-  t.match(dropped[0], { restored: { bci: { url: 'https://gw.internal', secret: '(not shown)' } } });
-});
+t.test(
+  "over an installation (--force), its own values stay; an archive's equal value is no news",
+  async (t) => {
+    const current = {
+      api: { host: '10.0.0.5' },
+      banks: { connectors: { bci: { url: 'https://gw.internal', secret: 'operator-secret-12345678' } } },
+    };
+    const { config, dropped } = sanitiseConfig(
+      { api: { host: '10.0.0.5' }, banks: hostile.banks, webhooks: { allowPrivateAddresses: false } },
+      '/old',
+      '/new',
+      { current },
+    );
+    t.same(config, {
+      api: { host: '10.0.0.5' },
+      banks: { budget: { perSecond: 3 }, connectors: current.banks.connectors },
+      webhooks: {},
+    });
+    t.same(
+      dropped.map((setting) => setting.key),
+      ['banks.connectors'],
+      'a value equal to the restored one is not listed',
+    );
+    t.match(dropped[0], { restored: { bci: { url: 'https://gw.internal', secret: '(not shown)' } } });
+  },
+);
 
 t.test('keys an archive makes up are dropped as data, whatever their name', async (t) => {
   const archived = JSON.parse(
