@@ -45,6 +45,9 @@ export interface SanitiseOptions {
   current?: Record<string, unknown> | null;
 }
 
+/** Files and folders of a home that svc writes itself (`svc.db-wal`, `svc.db-shm` by their prefix). */
+const SVC_OWN_FILES = ['config.json', 'master.key', 'svc.db', 'backups', '.restore-staging'];
+
 const ajv = new Ajv({ allErrors: false, strict: true });
 type Properties = typeof configSchema.properties;
 const validators = new Map(
@@ -109,11 +112,15 @@ export function sanitiseConfig(
   const log = config.log as { file?: string } | undefined;
   if (log?.file) {
     const inside = isAbsolute(log.file) && isAbsolute(archivedHome) ? relative(archivedHome, log.file) : '';
-    if (inside && !inside.startsWith('..') && !isAbsolute(inside)) log.file = join(home, inside);
-    else {
+    const ownFile = inside.split(/[\\/]/)[0]!;
+    if (!inside || inside.startsWith('..') || isAbsolute(inside)) {
       delete log.file;
       dropped.push({ key: 'log.file', reason: 'a path outside the archived data directory' });
-    }
+    } else if (SVC_OWN_FILES.some((name) => ownFile === name || ownFile.startsWith(`${name}-`))) {
+      // Log lines appended to the key file or the database would leave the installation unable to start.
+      delete log.file;
+      dropped.push({ key: 'log.file', reason: `${ownFile} is svc's own file, not a log` });
+    } else log.file = join(home, inside);
   }
   return { config, dropped, kept };
 }

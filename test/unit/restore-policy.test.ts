@@ -192,3 +192,13 @@ t.test('each set-aside setting defaults to the closed value', async (t) => {
   t.equal(defaults.webhooks!.allowPrivateAddresses, false);
   t.same(defaults.widget!.allowedRedirectUris, []);
 });
+
+t.test("a log file of the archive never lands on one of svc's own files", async (t) => {
+  for (const name of ['master.key', 'config.json', 'svc.db', 'svc.db-wal', 'backups/x.log']) {
+    const { config, dropped } = sanitiseConfig({ log: { file: `/old/${name}` } }, '/old', '/new');
+    t.same(config, { log: {} }, name);
+    t.match(dropped, [{ key: 'log.file', reason: /svc's own file/ }]);
+  }
+  const { config } = sanitiseConfig({ log: { file: '/old/logs/svc.log' } }, '/old', '/new');
+  t.same(config, { log: { file: '/new/logs/svc.log' } }, 'a log file inside the home moves with it');
+});
