@@ -171,6 +171,7 @@ export const HELD_REMEMBERED = 250_000;
 function eventsPruner(cutoff: number, now: number): Pruner {
   let walk: 'events' | 'hold' | 'events_held' = 'events';
   const passed: RetentionCandidate[] = [];
+  let ahead: RetentionCandidate[] = [];
   const setAside = async (trx: Knex, held: RetentionCandidate[]) => {
     if (held.length === 0) return;
     await holdEvents(
@@ -200,12 +201,13 @@ function eventsPruner(cutoff: number, now: number): Pruner {
       let acted = 0;
       let exhausted = false;
       // Within a run of held events each read asks for more (up to 3 x `limit` beyond what the batch still
-      // needs): fewer round trips, and at most that many events read past where the batch stops, which the
-      // next batch reads again.
+      // needs): fewer round trips. What a read returned past where the batch stops is the next batch's
+      // first (`ahead`), looked at again in its transaction but not read again.
       let extra = 0;
       while (acted < limit && held.size < HELD_PER_BATCH) {
-        const asked = limit - acted + extra;
-        const next = await read(candidates.at(-1) ?? position.after, asked);
+        const carried = ahead.length > 0;
+        const asked = carried ? 0 : limit - acted + extra;
+        const next = carried ? ahead.splice(0) : await read(candidates.at(-1) ?? position.after, asked);
         const pending = await eventsWithPendingDeliveries(
           trx,
           next.map((event) => event.id),
@@ -218,7 +220,8 @@ function eventsPruner(cutoff: number, now: number): Pruner {
           else acted++;
         }
         candidates.push(...next.slice(0, taken));
-        if (taken === next.length && next.length < asked) {
+        ahead = next.slice(taken);
+        if (!carried && taken === next.length && next.length < asked) {
           exhausted = true;
           break;
         }
