@@ -6,7 +6,7 @@ import type { RestoreResult } from '../src/backup/restore.js';
 export default class Restore extends BaseCommand {
   static override summary = 'Restore an archive of svc backup into a fresh data directory (and database)';
   static override description =
-    "The archive is untrusted input: an encrypted one is authenticated in full before anything is unpacked; members are unpacked, bounded by the sizes the manifest declares and --max-size, into a staging directory inside the home and checked against their SHA-256. The database is rebuilt by svc's own migrations and only the archive's table data is loaded into it (SQLite: <home>/svc.db or --database-url; PostgreSQL: --database-url), then the master key (<home>/master.key) and config.json, with every path in it dropped, private to this user (0600, 0700), then the migrations this svc has beyond the archive. It refuses a home that holds an installation, a database that holds data (unless --force), and a home that svc serve is running on. Any refusal leaves nothing behind. See docs/backup.md.";
+    "The archive is untrusted input: an encrypted one is authenticated in full before anything is unpacked; members are unpacked, bounded by the sizes the manifest declares and --max-size, into a staging directory inside the home and checked against their SHA-256. The database is rebuilt by svc's own migrations and only the archive's table data is loaded into it (SQLite: <home>/svc.db or --database-url; PostgreSQL: --database-url), then the master key (<home>/master.key) and config.json, with every path in it dropped and every setting that decides where secrets, bank logins or traffic go or which key opens them set aside (listed beside its archived value; --keep-config takes one by name), private to this user (0600, 0700), then the migrations this svc has beyond the archive. It refuses a home that holds an installation, a database that holds data (unless --force), and a home that svc serve is running on. Any refusal leaves nothing behind. See docs/backup.md.";
   static override examples = [
     '<%= config.bin %> restore svc-backup-20261125T130000Z.tar.gz.enc --home /var/lib/svc --passphrase-file /root/svc-backup.pass',
     '<%= config.bin %> restore backup.tar.gz --home /var/lib/svc --database-url postgres://svc@db.internal/svc',
@@ -24,6 +24,11 @@ export default class Restore extends BaseCommand {
       description:
         'an encrypted archive: read the passphrase from the first line of this file (else SVC_BACKUP_PASSPHRASE, else a prompt)',
     }),
+    'keep-config': Flags.string({
+      description:
+        'take this setting of the archived config.json after all, one that decides where secrets, bank logins or traffic go or which key opens them (e.g. banks.connectors); a restore sets them aside and lists each with its archived value. Repeatable',
+      multiple: true,
+    }),
     'max-size': Flags.string({
       description: 'refuse an archive that unpacks to more than this (e.g. 500M, 20G; default 64G)',
     }),
@@ -35,6 +40,11 @@ export default class Restore extends BaseCommand {
     const { ArchiveError } = await import('../src/errors/archive-error.js');
     const { readPassphrase } = await import('../src/backup/passphrase.js');
     const { CliError } = await import('../src/errors/cli-error.js');
+    const { printable } = await import('../src/text/printable.js');
+    const shownValue = (value: unknown) => {
+      const text = printable(JSON.stringify(value) ?? 'not set');
+      return text.length > 200 ? `${text.slice(0, 200)}…` : text;
+    };
     const maxBytes = flags['max-size'] === undefined ? undefined : parseSize(flags['max-size']);
     let result: RestoreResult;
     try {
@@ -45,6 +55,7 @@ export default class Restore extends BaseCommand {
         force: flags.force,
         env: process.env,
         maxBytes,
+        keepConfig: flags['keep-config'],
         passphrase: () =>
           readPassphrase({
             file: flags['passphrase-file'],
@@ -77,9 +88,20 @@ export default class Restore extends BaseCommand {
     this.log(
       `  migrations      ${result.migrationsApplied.length ? `applied ${result.migrationsApplied.join(', ')}` : `up to date (${manifest.database.schema_version ?? 'empty'})`}`,
     );
-    for (const [i, setting] of result.droppedSettings.entries())
+    // The archive chose these keys and values: shown with every character a terminal would act on escaped.
+    for (const [i, setting] of result.droppedSettings.entries()) {
+      const line = `${setting.key} from the archived config.json: ${setting.reason}`;
+      this.log(`  ${i === 0 ? 'not restored  ' : '              '}  ${printable(line)}`);
+      if (setting.keep) {
+        this.log(`                    archive   ${shownValue(setting.archived)}`);
+        this.log(
+          `                    restored  ${shownValue(setting.restored)} (to take the archive's: restore again with --force ${setting.keep})`,
+        );
+      }
+    }
+    for (const [i, setting] of result.keptSettings.entries())
       this.log(
-        `  ${i === 0 ? 'not restored  ' : '              '}  ${setting.key} from the archived config.json: ${setting.reason}`,
+        `  ${i === 0 ? 'kept          ' : '              '}  ${setting.key} from the archived config.json (--keep-config): ${shownValue(setting.value)}`,
       );
     if (result.secrets)
       this.log(`  secrets         ${result.secrets.readable} stored secret(s) open with the restored key`);

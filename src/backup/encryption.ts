@@ -18,9 +18,11 @@ import { ArchiveError } from '../errors/archive-error.js';
  *
  * scrypt at N = 2^17, r = 8, p = 1 needs 128 MiB and about 0.3 s on one core of an idle 2-core VM (0.55 s
  * with the other core busy): slow enough to make guessing a passphrase costly, quick enough for a backup.
- * The parameters are in the header, so a later version can raise them and still open older archives; a
- * restore refuses parameters above a ceiling (N 2^20, r 16, p 4) so a crafted header cannot make it
- * allocate gigabytes.
+ * The parameters are in the header, so a later version can raise them and still open older archives. A
+ * restore refuses, from the header alone and before any other work, parameters that cost more than
+ * SCRYPT_FACTOR times what this build chooses, in memory (128·N·r bytes) or in work (N·r·p): at most
+ * 512 MiB and about 2 s. (The ceiling used to be N 2^20, r 16, p 4 each on its own: a crafted header with
+ * all three took 2.1 GiB and 21 s before the restore refused it.)
  */
 
 export const ENCRYPTED_MAGIC = Buffer.from('SVCBAK1\n', 'latin1');
@@ -36,7 +38,33 @@ export interface ScryptParameters {
 }
 
 export const DEFAULT_SCRYPT: ScryptParameters = { N: 2 ** 17, r: 8, p: 1 };
-const MAX_SCRYPT: ScryptParameters = { N: 2 ** 20, r: 16, p: 4 };
+/** How far an archive's key derivation may cost more than this build's own, in memory and in work. */
+export const SCRYPT_FACTOR = 4;
+
+/** scrypt's memory, in bytes (RFC 7914, section 6: V is N blocks of 128·r bytes). */
+export const scryptMemory = ({ N, r }: ScryptParameters) => 128 * N * r;
+/** scrypt's work, in BlockMix rounds of one block: N·r for each of p lanes, twice. */
+const scryptWork = ({ N, r, p }: ScryptParameters) => N * r * p;
+
+/**
+ * Why these parameters cost too much for a restore to run them, or null. Checked before any work: the
+ * header of a crafted archive decides what scrypt would allocate, and for how long.
+ */
+export function scryptRefusal(params: ScryptParameters): string | null {
+  const memory = scryptMemory(params);
+  const work = scryptWork(params);
+  const maxMemory = SCRYPT_FACTOR * scryptMemory(DEFAULT_SCRYPT);
+  const maxWork = SCRYPT_FACTOR * scryptWork(DEFAULT_SCRYPT);
+  if (memory <= maxMemory && work <= maxWork) return null;
+  const mib = (bytes: number) => `${Math.round(bytes / 2 ** 20)} MiB`;
+  const own = DEFAULT_SCRYPT;
+  return (
+    `its encryption header asks for a key derivation beyond what svc allows (scrypt N=${params.N}, ` +
+    `r=${params.r}, p=${params.p}: ${mib(memory)} of memory and ${Math.round(work / scryptWork(own))} times ` +
+    `the work of this svc's own N=${own.N}, r=${own.r}, p=${own.p}; at most ${SCRYPT_FACTOR} times both, ` +
+    `${mib(maxMemory)})`
+  );
+}
 
 interface Header {
   kdf: 'scrypt';
@@ -168,14 +196,42 @@ function parseHeader(bytes: Buffer): Header {
     Buffer.from(header.nonce, 'base64').length !== NONCE
   )
     throw new ArchiveError('its encryption header names a method this svc does not use');
-  if (
-    header.N > MAX_SCRYPT.N ||
-    (header.N & (header.N - 1)) !== 0 ||
-    header.r > MAX_SCRYPT.r ||
-    header.p > MAX_SCRYPT.p
-  )
-    throw new ArchiveError('its encryption header asks for a key derivation beyond what svc allows');
+  // scrypt's N is a power of two above 1 (RFC 7914, section 2); the product is a float, exact below 2^53.
+  const refusal = scryptRefusal(header);
+  if (refusal) throw new ArchiveError(refusal);
+  if (header.N < 2 || (header.N & (header.N - 1)) !== 0)
+    throw new ArchiveError('its encryption header names a method this svc does not use');
   return header;
+}
+
+/** Reads and checks the header of an encrypted archive: the bytes it was sealed with, and what they say. */
+function readHeader(fd: number, size: number): { header: Header; bytes: Buffer; start: number } {
+  const prefix = Buffer.alloc(ENCRYPTED_MAGIC.length + 4);
+  if (
+    readSync(fd, prefix, 0, prefix.length, 0) !== prefix.length ||
+    !prefix.subarray(0, 8).equals(ENCRYPTED_MAGIC)
+  )
+    throw new ArchiveError('it is not an encrypted svc backup');
+  const headerLength = prefix.readUInt32BE(ENCRYPTED_MAGIC.length);
+  if (headerLength > MAX_HEADER || prefix.length + headerLength > size)
+    throw new ArchiveError('its encryption header is damaged');
+  const bytes = Buffer.alloc(headerLength);
+  if (readSync(fd, bytes, 0, headerLength, prefix.length) !== headerLength)
+    throw new ArchiveError('its encryption header is damaged');
+  return { header: parseHeader(bytes), bytes, start: prefix.length + headerLength };
+}
+
+/**
+ * Checks an encrypted archive's header, the key derivation's cost above all, without deriving anything:
+ * a restore calls it before it asks for the passphrase or writes a byte.
+ */
+export function checkEncryptionHeader(path: string): void {
+  const fd = openSync(path, 'r');
+  try {
+    readHeader(fd, fstatSync(fd).size);
+  } finally {
+    closeSync(fd);
+  }
 }
 
 /**
@@ -191,24 +247,14 @@ export async function decryptFile(
   onProgress?: (done: number, total: number) => void,
 ): Promise<number> {
   const fd = openSync(path, 'r');
-  const outFd = openSync(out, 'wx', 0o600);
+  let outFd: number | null = null;
   try {
     const size = fstatSync(fd).size;
-    const prefix = Buffer.alloc(ENCRYPTED_MAGIC.length + 4);
-    if (
-      readSync(fd, prefix, 0, prefix.length, 0) !== prefix.length ||
-      !prefix.subarray(0, 8).equals(ENCRYPTED_MAGIC)
-    )
-      throw new ArchiveError('it is not an encrypted svc backup');
-    const headerLength = prefix.readUInt32BE(ENCRYPTED_MAGIC.length);
-    if (headerLength > MAX_HEADER || prefix.length + headerLength > size)
-      throw new ArchiveError('its encryption header is damaged');
-    const headerBytes = Buffer.alloc(headerLength);
-    readSync(fd, headerBytes, 0, headerLength, prefix.length);
-    const header = parseHeader(headerBytes);
+    const { header, bytes: headerBytes, start } = readHeader(fd, size);
+    const sink = openSync(out, 'wx', 0o600);
+    outFd = sink;
     const key = await deriveKey(passphrase, Buffer.from(header.salt, 'base64'), header);
     const baseNonce = Buffer.from(header.nonce, 'base64');
-    const start = prefix.length + headerLength;
     const body = size - start;
     const sealed = CHUNK + TAG;
     const chunks = Math.max(1, Math.ceil(body / sealed));
@@ -237,12 +283,12 @@ export async function decryptFile(
       written += plain.length;
       if (written > maxBytes)
         throw new ArchiveError(`it decrypts to more than ${maxBytes} bytes, the limit (--max-size)`);
-      writeSync(outFd, plain);
+      writeSync(sink, plain);
       if (counter % 256 === 0) onProgress?.(counter * sealed, body);
     }
     return written;
   } finally {
-    closeSync(outFd);
+    if (outFd !== null) closeSync(outFd);
     closeSync(fd);
   }
 }

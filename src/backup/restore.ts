@@ -22,7 +22,8 @@ import { makePrivate } from '../install/install.js';
 import { runningSupervisors } from '../processes/status.js';
 import { loadSecretBox, readKeyFile } from '../secrets/master-key-file.js';
 import { keyUsage } from '../secrets/rotate.js';
-import { sanitiseConfig, type DroppedSetting } from './archived-config.js';
+import { operatorSettings } from '../config/restore-policy.js';
+import { sanitiseConfig, type DroppedSetting, type KeptSetting } from './archived-config.js';
 import {
   ARCHIVE_FORMAT,
   ARCHIVE_FORMAT_VERSION,
@@ -32,7 +33,7 @@ import {
   MASTER_KEY_MEMBER,
   type BackupManifest,
 } from './backup.js';
-import { decryptFile, isEncrypted } from './encryption.js';
+import { checkEncryptionHeader, decryptFile, isEncrypted } from './encryption.js';
 import { ArchiveError } from '../errors/archive-error.js';
 import { readTar, saveMember, type MemberDigest } from './tar.js';
 
@@ -53,6 +54,11 @@ export interface RestoreOptions {
   passphrase: () => Promise<string>;
   /** What the archive may unpack to, in all (decrypted, then unzipped): a bound on a crafted archive. */
   maxBytes?: number;
+  /**
+   * Settings of the archived config.json that decide where secrets, bank logins or traffic go, or which key
+   * opens them (config/restore-policy.ts), which the operator takes by name (`--keep-config`).
+   */
+  keepConfig?: readonly string[];
   onProgress?: (progress: DumpProgress) => void;
 }
 
@@ -66,6 +72,8 @@ export interface RestoreResult {
   migrationsApplied: string[];
   /** Settings of the archived config.json that were not restored, and why. */
   droppedSettings: DroppedSetting[];
+  /** Set-aside settings taken from the archive all the same, because `--keep-config` named them. */
+  keptSettings: KeptSetting[];
   /** Stored secrets the restored key opens, and those it does not; null without a key file. */
   secrets: { readable: number; unreadable: string[] } | null;
 }
@@ -101,6 +109,13 @@ export async function restoreBackup(options: RestoreOptions): Promise<RestoreRes
   const archive = resolve(options.archive);
   const maxBytes = options.maxBytes ?? DEFAULT_MAX_UNPACKED_BYTES;
   if (!existsSync(archive)) throw new Error(`${archive} does not exist.`);
+  const keepConfig = [...new Set(options.keepConfig ?? [])];
+  const keepable = operatorSettings().sort();
+  const unknownKeep = keepConfig.filter((name) => !keepable.includes(name));
+  if (unknownKeep.length > 0)
+    throw new Error(
+      `--keep-config ${unknownKeep.join(', ')}: not a setting a restore sets aside; it sets aside ${keepable.join(', ')} (every other valid setting is restored, and paths never are).`,
+    );
   const running = existsSync(home) ? runningSupervisors(home) : [];
   if (running.length > 0)
     throw new Error(
@@ -115,6 +130,14 @@ export async function restoreBackup(options: RestoreOptions): Promise<RestoreRes
   const databaseUrl = options.databaseUrl ?? targetDatabaseUrl(home);
   const masterKeyFile = join(home, 'master.key');
   const encrypted = isEncrypted(archive);
+  // A crafted key derivation is refused from the header alone, before the passphrase, the home or scrypt.
+  if (encrypted) {
+    try {
+      checkEncryptionHeader(archive);
+    } catch (error) {
+      throw refused(archive, error);
+    }
+  }
   // Asked before anything is written: a refusal here leaves the disk as it was.
   const passphrase = encrypted ? await options.passphrase() : null;
 
@@ -159,10 +182,11 @@ export async function restoreBackup(options: RestoreOptions): Promise<RestoreRes
     const archivedConfig: Record<string, unknown> = manifest.config.member
       ? parseJson(readFileSync(join(staging, CONFIG_MEMBER), 'utf8'), CONFIG_MEMBER)
       : {};
-    const { config, dropped } = sanitiseConfig(
+    const { config, dropped, kept } = sanitiseConfig(
       archivedConfig,
       typeof manifest.source?.home === 'string' ? manifest.source.home : '',
       home,
+      { keep: keepConfig, current: targetConfig(home) },
     );
     if (options.databaseUrl || databaseUrl !== `sqlite://${home}/svc.db`) config.databaseUrl = databaseUrl;
     let keyBytes: Buffer | null = null;
@@ -247,6 +271,7 @@ export async function restoreBackup(options: RestoreOptions): Promise<RestoreRes
         manifest,
         migrationsApplied,
         droppedSettings: dropped,
+        keptSettings: kept,
         secrets,
       };
     } finally {
@@ -272,6 +297,20 @@ function targetDatabaseUrl(home: string): string {
     return typeof config.databaseUrl === 'string' ? config.databaseUrl : fallback;
   } catch {
     return fallback;
+  }
+}
+
+/** The target installation's own config.json (a restore with --force over one), if it is a JSON object. */
+function targetConfig(home: string): Record<string, unknown> | null {
+  const file = join(home, CONFIG_FILE);
+  if (!existsSync(file)) return null;
+  try {
+    const config = JSON.parse(readFileSync(file, 'utf8')) as unknown;
+    return config && typeof config === 'object' && !Array.isArray(config)
+      ? (config as Record<string, unknown>)
+      : null;
+  } catch {
+    return null;
   }
 }
 

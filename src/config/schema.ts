@@ -301,7 +301,7 @@ export const configSchema = {
     /**
      * How long each kind of history is kept. Days; 0 keeps that kind forever. Movements are customer data
      * and are never pruned by age. Pruning runs in housekeeping, `batchSize` rows per short transaction, at
-     * most `maxRowsPerPass` rows of each kind read per pass.
+     * most `maxRowsPerPass` rows of each kind pruned per pass (held events passed by do not count).
      */
     retention: {
       type: 'object',
@@ -349,7 +349,7 @@ export const configSchema = {
           minimum: 1,
           maximum: 10_000_000,
           description:
-            'Rows of each kind read in one housekeeping pass, pruned or set aside (the rest waits for the next)',
+            'Rows of each kind pruned in one housekeeping pass (the rest waits for the next); events passed by because a pending delivery holds them do not count, whatever their number',
         },
       },
     },

@@ -11,6 +11,7 @@ import {
   prunableCandidates,
   releaseEvents,
   type RetentionCandidate,
+  type WalkAfter,
 } from '../events/store.js';
 import { pruneExpiredExchangeTokens } from '../exchange/exchange.js';
 import { jobsOfIntent, pruneFinishedJobs } from '../jobs/jobs.js';
@@ -70,9 +71,13 @@ interface Pruner {
   kind: RetentionKind;
   /**
    * One batch, in its own transaction: looks at up to `limit` rows and removes them, counted per kind.
-   * `seen` paces the batches: one that saw fewer than `limit` rows was the last of the pass.
+   * `seen` counts against `maxRowsPerPass`; the pass stops after a batch that says it is `done`, or,
+   * saying nothing, saw fewer than `limit` rows.
    */
-  batch(trx: Knex, limit: number): Promise<{ removed: Partial<RetentionCounts>; seen: number }>;
+  batch(
+    trx: Knex,
+    limit: number,
+  ): Promise<{ removed: Partial<RetentionCounts>; seen: number; done?: boolean }>;
   /** Rows removed with each item (default 1): a batch takes `batchSize / rowsPerItem` items. */
   rowsPerItem?: number;
 }
@@ -134,12 +139,28 @@ export function holdUntil(cutoff: number, held: readonly RetentionCandidate[], n
 }
 
 /**
- * Events: those past the cut-off that are not held, oldest first; when there are fewer than a batch, the
- * held ones whose time to be looked at again has come. Every event a batch reads leaves the walk: it goes,
- * or a pending delivery holds it and it is passed by until `holdUntil`, or (held, and within retention
- * again after the setting grew) it goes back to the walk. So what a pass reads is what it prunes, plus each
- * held event once per look; `seen` counts all of it against the pass's `maxRowsPerPass`. Each walk goes on
- * where the last batch stopped (retention-walks.ts), not from the start of its index.
+ * Held events one batch reads past, besides the `limit` it prunes, and one batch sets aside afterwards (one
+ * UPDATE of their `held_until`). They do not count against `maxRowsPerPass`; the time budget bounds them.
+ * 100,000 held events in front of 10,000 due ones used to take five one-minute passes to walk past,
+ * pruning nothing meanwhile; reading them costs ~75 µs each on a loaded PostgreSQL, setting them aside
+ * ~100 µs (a row rewritten with four index entries), so a pass reads past them first and prunes what is
+ * behind, then sets them aside.
+ */
+export const HELD_PER_BATCH = 2_000;
+/** Held events a pass remembers to set aside after its walk (about 100 bytes each): 25 MB at most. */
+export const HELD_REMEMBERED = 250_000;
+
+/**
+ * Events: those past the cut-off that are not held, oldest first; once that walk is done, the held ones it
+ * passed are set aside, then the held ones whose time to be looked at again has come are walked. Every
+ * event a batch reads leaves its walk: it goes, or a pending delivery holds it and it is passed by (set
+ * aside until `holdUntil` at the end of the walk), or (held, and within retention again after the setting
+ * grew) it goes back to the walk. A batch reads its walk `limit` events at a time, each read as many as it
+ * still needs, until it has `limit` to prune (or release) or has passed HELD_PER_BATCH held ones: so it
+ * reads nothing it does not act on, and a run of held events of any length costs a few batches of one
+ * pass, not the pass's `maxRowsPerPass` (which counts what is pruned). Held events a pass read but had no
+ * time to set aside are behind the walk's place; its daily restart (retention-walks.ts) reads them again.
+ * Each walk goes on where the last batch stopped, not from the start of its index.
  *
  * An event goes with its deliveries (their attempts are in their rows), and was measured when the attempts
  * were rows of their own, about three rows an event: 500 events (1,500 rows) held SQLite's writer ~25 ms,
@@ -148,47 +169,87 @@ export function holdUntil(cutoff: number, held: readonly RetentionCandidate[], n
  * than that, which only shortens the lock.
  */
 function eventsPruner(cutoff: number, now: number): Pruner {
+  let walk: 'events' | 'hold' | 'events_held' = 'events';
+  const passed: RetentionCandidate[] = [];
+  let ahead: RetentionCandidate[] = [];
+  const setAside = async (trx: Knex, held: RetentionCandidate[]) => {
+    if (held.length === 0) return;
+    await holdEvents(
+      trx,
+      held.map((event) => event.id),
+      holdUntil(cutoff, held, now),
+    );
+  };
   return {
     kind: 'events',
     rowsPerItem: 3,
     async batch(trx, limit) {
+      if (walk === 'hold') {
+        await setAside(trx, passed.splice(0, HELD_PER_BATCH));
+        if (passed.length === 0) walk = 'events_held';
+        return { removed: {}, seen: 0, done: false };
+      }
+      const name = walk;
       // Each walk records where it stopped; one that read all it could now records the end of its range
       // (the cut-off, or now), which rows added later are past, so the next batch does not walk it again.
-      const walk = await walkPosition(trx, 'events', now, cutoff);
-      const candidates = await prunableCandidates(trx, cutoff, walk.after, limit);
-      const end = candidates.length < limit ? { key: cutoff, id: '' } : candidates.at(-1)!;
-      await saveWalkPosition(trx, 'events', end, walk.startedAt);
-      if (candidates.length < limit) {
-        const recheck = await walkPosition(trx, 'events_held', now);
-        const due = await heldCandidatesDue(trx, now, recheck.after, limit - candidates.length);
-        const dueEnd = due.length < limit - candidates.length ? { key: now, id: '' } : due.at(-1)!;
-        await saveWalkPosition(trx, 'events_held', dueEnd, recheck.startedAt);
-        candidates.push(...due);
+      const position =
+        name === 'events' ? await walkPosition(trx, name, now, cutoff) : await walkPosition(trx, name, now);
+      const read = (after: WalkAfter | null, n: number) =>
+        name === 'events' ? prunableCandidates(trx, cutoff, after, n) : heldCandidatesDue(trx, now, after, n);
+      const candidates: RetentionCandidate[] = [];
+      const held = new Set<string>();
+      let acted = 0;
+      let exhausted = false;
+      // Within a run of held events each read asks for more (up to 3 x `limit` beyond what the batch still
+      // needs): fewer round trips. What a read returned past where the batch stops is the next batch's
+      // first (`ahead`), looked at again in its transaction but not read again.
+      let extra = 0;
+      while (acted < limit && held.size < HELD_PER_BATCH) {
+        const carried = ahead.length > 0;
+        const asked = carried ? 0 : limit - acted + extra;
+        const next = carried ? ahead.splice(0) : await read(candidates.at(-1) ?? position.after, asked);
+        const pending = await eventsWithPendingDeliveries(
+          trx,
+          next.map((event) => event.id),
+        );
+        let taken = 0;
+        for (const event of next) {
+          if (acted === limit) break;
+          taken++;
+          if (event.created_at < cutoff && pending.has(event.id)) held.add(event.id);
+          else acted++;
+        }
+        candidates.push(...next.slice(0, taken));
+        ahead = next.slice(taken);
+        if (!carried && taken === next.length && next.length < asked) {
+          exhausted = true;
+          break;
+        }
+        const allHeld = next.every((event) => held.has(event.id));
+        extra = allHeld ? Math.min(3 * limit, Math.max(limit, 2 * extra)) : 0;
       }
-      const pending = await eventsWithPendingDeliveries(
-        trx,
-        candidates.map((event) => event.id),
-      );
+      const end = exhausted ? { key: name === 'events' ? cutoff : now, id: '' } : candidates.at(-1)!;
+      await saveWalkPosition(trx, name, end, position.startedAt);
+
       const past = candidates.filter((event) => event.created_at < cutoff);
-      const ids = past.filter((event) => !pending.has(event.id)).map((event) => event.id);
+      const ids = past.filter((event) => !held.has(event.id)).map((event) => event.id);
       const { deliveries, attempts } = await deleteDeliveriesOfEvents(trx, ids);
       // A delivery made since the look above (a redelivery) keeps its event: held like the others.
       const removed = new Set(await deleteEvents(trx, ids, (column) => pendingDeliveriesOf(trx, column)));
-      const held = past.filter((event) => !removed.has(event.id));
-      if (held.length > 0) {
-        await holdEvents(
-          trx,
-          held.map((event) => event.id),
-          holdUntil(cutoff, held, now),
-        );
-      }
+      const kept = past.filter((event) => !removed.has(event.id));
+      // The first walk's held events are set aside once it is done (what is behind them goes first); the
+      // second walk's, which nothing is behind, at once.
+      if (name === 'events' && passed.length + kept.length <= HELD_REMEMBERED) passed.push(...kept);
+      else await setAside(trx, kept);
       await releaseEvents(
         trx,
         candidates.filter((event) => event.created_at >= cutoff).map((event) => event.id),
       );
+      if (exhausted && name === 'events') walk = passed.length > 0 ? 'hold' : 'events_held';
       return {
         removed: { events: removed.size, webhook_deliveries: deliveries, webhook_attempts: attempts },
-        seen: candidates.length,
+        seen: acted,
+        done: exhausted && name === 'events_held',
       };
     },
   };
@@ -231,7 +292,7 @@ export async function pruneByAge(
       const batch = await services.db.transaction((trx) => pruner.batch(trx, limit));
       for (const kind of RETENTION_KINDS) counts[kind] += batch.removed[kind] ?? 0;
       seen += batch.seen;
-      if (batch.seen < limit) break;
+      if (batch.done ?? batch.seen < limit) break;
       await new Promise((resolve) => setTimeout(resolve, pauseMs));
     }
   }

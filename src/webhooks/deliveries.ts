@@ -388,18 +388,19 @@ export function pendingDeliveriesOf(db: Knex, eventIdColumn: string): Knex.Query
 
 /**
  * Retention: which of these events a pending delivery holds. Reads the deliveries of these events only
- * (`webhook_deliveries(event_id)`), a few rows each, whatever the size of the queue.
+ * (`webhook_deliveries(event_id)`), a few rows each, whatever the size of the queue. The status is looked
+ * at here, not in SQL: with `status = 'pending'` beside the ids, SQLite walked `deliveries_due_idx`, every
+ * pending delivery of the queue, for each batch (80 ms a batch of 167 events behind 100,000 pending ones).
  */
 export async function eventsWithPendingDeliveries(
   trx: Knex,
   eventIds: readonly string[],
 ): Promise<Set<string>> {
   if (eventIds.length === 0) return new Set();
-  const rows: { event_id: string }[] = await trx('webhook_deliveries')
+  const rows: { event_id: string; status: DeliveryStatus }[] = await trx('webhook_deliveries')
     .whereIn('event_id', [...eventIds])
-    .where('status', 'pending')
-    .distinct('event_id');
-  return new Set(rows.map((row) => row.event_id));
+    .select('event_id', 'status');
+  return new Set(rows.filter((row) => row.status === 'pending').map((row) => row.event_id));
 }
 
 /**

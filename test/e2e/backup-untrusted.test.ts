@@ -395,6 +395,140 @@ forEachEngine(t, async (t, engine) => {
     });
   }
 
+  await t.test(
+    'issue 44, item 3: no setting that sends secrets, bank logins or traffic elsewhere is taken unasked',
+    async (t) => {
+      const config = JSON.parse(members.get('config.json')!.toString()) as Record<string, unknown>;
+      const connectorSecret = 'the-archive-gateway-secret-0123456789';
+      const archiveKey = randomBytes(32).toString('base64');
+      // Loopback, port 9 (discard): svc doctor probes a configured gateway, and a test reaches no network.
+      const gateway = 'http://127.0.0.1:9/archive-gateway';
+      const hostile = {
+        ...config,
+        masterKey: archiveKey,
+        api: { host: '0.0.0.0', bodyLimitBytes: 2048 },
+        webhooks: { allowPrivateAddresses: true, secretRollGraceSeconds: 120 },
+        widget: { allowedRedirectUris: ['https://evil.example/callback'], name: 'Archived Widget' },
+        banks: { connectors: { bancochile: { url: gateway, secret: connectorSecret } } },
+      };
+      const archive = await craft(
+        join(files.dir, 'settings.tar.gz'),
+        withMember(members, 'config.json', Buffer.from(JSON.stringify(hostile))),
+      );
+      const { home: restoredHome } = scratch(t);
+      const into = await target(t, engine, schema);
+      const restored = await runCliJson<RestoreResult>(t, ['restore', archive, ...into.args], {
+        home: restoredHome,
+      });
+      const setAside = [
+        'api.host',
+        'banks.connectors',
+        'masterKey',
+        'webhooks.allowPrivateAddresses',
+        'widget.allowedRedirectUris',
+      ];
+      t.same(
+        restored.droppedSettings
+          .map((setting) => setting.key)
+          .filter((key) => setAside.includes(key))
+          .sort(),
+        setAside,
+        '--json lists each setting set aside',
+      );
+      t.match(
+        restored.droppedSettings.find((setting) => setting.key === 'banks.connectors'),
+        {
+          archived: { bancochile: { url: gateway, secret: '(not shown)' } },
+          restored: {},
+          keep: '--keep-config banks.connectors',
+        },
+        'with the archived value beside the restored one',
+      );
+      t.same(restored.keptSettings, []);
+      const written = JSON.parse(readFileSync(join(restoredHome, 'config.json'), 'utf8'));
+      t.notOk('masterKey' in written, 'the archived key does not replace the restored key file');
+      t.same(written.banks ?? {}, {}, 'no connector of the archive');
+      t.same(written.api, { bodyLimitBytes: 2048 }, 'api.host set aside, the rest of api kept');
+      t.same(written.webhooks, { secretRollGraceSeconds: 120 });
+      t.same(written.widget, { name: 'Archived Widget' });
+
+      // What the operator sees: the restored home uses its own key file and sends bank logins nowhere.
+      const doctor = await runCli(['doctor', '--json'], { home: restoredHome, env: { SVC_MASTER_KEY: '' } });
+      t.notMatch(doctor.stdout, /archive-gateway/, 'svc doctor knows no archived gateway');
+      t.match(doctor.stdout, /none configured: live mode has no bank/);
+      t.match(doctor.stdout, new RegExp(`${join(restoredHome, 'master.key')}: present`), 'and the key file');
+
+      // The text output shows the difference, secrets hidden, and how to take a setting.
+      const text = await runCli(['restore', archive, ...into.args, '--force'], { home: restoredHome });
+      t.equal(text.code, 0, text.message);
+      t.match(text.stdout, /banks\.connectors from the archived config\.json: live bank logins are sent/);
+      t.match(
+        text.stdout,
+        /archive\s+\{"bancochile":\{"url":"http:\/\/127\.0\.0\.1:9\/archive-gateway","secret":"\(not shown\)"\}\}/,
+      );
+      t.match(
+        text.stdout,
+        /restored\s+\{\} \(to take the archive's: restore again with --force --keep-config banks\.connectors\)/,
+      );
+      t.match(text.stdout, /masterKey from the archived config\.json: .*\n\s+archive\s+"\(set, not shown\)"/);
+      for (const secret of [connectorSecret, archiveKey])
+        t.notOk((text.stdout + text.stderr + JSON.stringify(restored)).includes(secret), 'no secret printed');
+
+      // Taken by name, once seen: that setting and no other.
+      const kept = await runCliJson<RestoreResult>(
+        t,
+        ['restore', archive, ...into.args, '--force', '--keep-config', 'banks.connectors'],
+        { home: restoredHome },
+      );
+      t.same(
+        kept.keptSettings.map((setting) => setting.key),
+        ['banks.connectors'],
+      );
+      const keptConfig = JSON.parse(readFileSync(join(restoredHome, 'config.json'), 'utf8'));
+      t.same(keptConfig.banks.connectors, hostile.banks.connectors, 'the connector is taken');
+      t.notOk('masterKey' in keptConfig, 'the key still is not');
+      t.notOk(keptConfig.api.host, 'nor the listen address');
+
+      // A name that is not a set-aside setting is refused before anything is read or written.
+      const { home: other } = scratch(t);
+      const unknown = await runCli(['restore', archive, ...into.args, '--keep-config', 'databaseUrl'], {
+        home: other,
+      });
+      t.not(unknown.code, 0);
+      t.match(
+        unknown.message,
+        /--keep-config databaseUrl: not a setting a restore sets aside; it sets aside api\.baseUrl, /,
+      );
+      t.notOk(existsSync(other), 'nothing written');
+    },
+  );
+
+  await t.test('issue 44, item 4: a crafted key derivation is refused before any work', async (t) => {
+    const passFile = join(files.dir, 'kdf.pass');
+    writeFileSync(passFile, `${PASSPHRASE}\n`, { mode: 0o600 });
+    const sealed = await runCliJson<BackupResult>(
+      t,
+      ['backup', '--out', join(files.dir, 'kdf-source.enc'), '--passphrase-file', passFile],
+      { home },
+    );
+    const bytes = readFileSync(sealed.file);
+    const headerEnd = 12 + bytes.readUInt32BE(8);
+    const header = JSON.parse(bytes.subarray(12, headerEnd).toString());
+    const greedy = Buffer.from(JSON.stringify({ ...header, N: 2 ** 20, r: 16, p: 4 }));
+    const length = Buffer.alloc(4);
+    length.writeUInt32BE(greedy.length);
+    const crafted = join(files.dir, 'kdf.enc');
+    writeFileSync(crafted, Buffer.concat([bytes.subarray(0, 8), length, greedy, bytes.subarray(headerEnd)]));
+    const started = Date.now();
+    // No passphrase given, no terminal: the header is refused before one would be asked for.
+    await refuse(
+      t,
+      crafted,
+      /^Error: \S+kdf\.enc is not a usable svc backup: its encryption header asks for a key derivation beyond what svc allows \(scrypt N=1048576, r=16, p=4: 2048 MiB of memory and 64 times the work of this svc's own N=131072, r=8, p=1; at most 4 times both, 512 MiB\)\. Nothing was restored\.$/m,
+    );
+    t.ok(Date.now() - started < 10_000, `refused in ${Date.now() - started} ms (scrypt would take ~21 s)`);
+  });
+
   if (engine === 'postgres') {
     await t.test(
       'item 7: no function, trigger or constraint of a PostgreSQL archive ever runs',

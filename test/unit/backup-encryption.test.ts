@@ -4,7 +4,13 @@ import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { PassThrough } from 'node:stream';
 import t from 'tap';
-import { decryptFile, encryptingStream, isEncrypted } from '../../src/backup/encryption.js';
+import {
+  DEFAULT_SCRYPT,
+  decryptFile,
+  encryptingStream,
+  isEncrypted,
+  scryptRefusal,
+} from '../../src/backup/encryption.js';
 
 // A cheap key derivation: the format is under test here, not scrypt's cost.
 const CHEAP = { N: 2 ** 10, r: 8, p: 1 };
@@ -91,4 +97,54 @@ t.test('what does not authenticate', async (t) => {
     /beyond what svc allows/,
   );
   await t.rejects(open(sealed, 'the right passphrase', 1000), /more than 1000 bytes/);
+});
+
+t.test("issue 44, item 4: a key derivation costs at most 4 times this build's own", async (t) => {
+  t.same(DEFAULT_SCRYPT, { N: 2 ** 17, r: 8, p: 1 });
+  for (const params of [
+    DEFAULT_SCRYPT,
+    { N: 2 ** 10, r: 8, p: 1 },
+    { N: 2 ** 19, r: 8, p: 1 },
+    { N: 2 ** 17, r: 32, p: 1 },
+    { N: 2 ** 17, r: 8, p: 4 },
+    { N: 2 ** 18, r: 8, p: 2 },
+  ])
+    t.equal(scryptRefusal(params), null, `N=${params.N}, r=${params.r}, p=${params.p} is allowed`);
+  // The header that cost 2.1 GiB and 21 s, each parameter within the old ceilings.
+  t.match(
+    scryptRefusal({ N: 2 ** 20, r: 16, p: 4 }),
+    /beyond what svc allows \(scrypt N=1048576, r=16, p=4: 2048 MiB of memory and 64 times the work of this svc's own N=131072, r=8, p=1; at most 4 times both, 512 MiB\)/,
+  );
+  t.match(scryptRefusal({ N: 2 ** 20, r: 8, p: 1 }), /1024 MiB of memory/, 'memory alone');
+  t.match(scryptRefusal({ N: 2 ** 17, r: 8, p: 5 }), /5 times the work/, 'work alone (p)');
+  t.match(scryptRefusal({ N: 2 ** 16, r: 8, p: 16 }), /8 times the work/, 'p with a smaller N');
+  t.ok(scryptRefusal({ N: Number.MAX_SAFE_INTEGER, r: 2 ** 30, p: 2 ** 30 }), 'absurd values');
+});
+
+t.test('issue 44, item 4: the refusal comes from the header, before scrypt runs', async (t) => {
+  const sealed = await encrypt(randomBytes(1000), 'the right passphrase');
+  const headerEnd = 12 + sealed.readUInt32BE(8);
+  const header = JSON.parse(sealed.subarray(12, headerEnd).toString());
+  const greedy = Buffer.from(JSON.stringify({ ...header, N: 2 ** 20, r: 16, p: 4 }));
+  const length = Buffer.alloc(4);
+  length.writeUInt32BE(greedy.length);
+  const started = process.hrtime.bigint();
+  const rss = process.memoryUsage().rss;
+  await t.rejects(
+    open(Buffer.concat([sealed.subarray(0, 8), length, greedy, sealed.subarray(headerEnd)]), 'x'),
+    /scrypt N=1048576, r=16, p=4: 2048 MiB/,
+  );
+  const ms = Number(process.hrtime.bigint() - started) / 1e6;
+  t.ok(ms < 1000, `refused in ${ms.toFixed(1)} ms`);
+  t.ok(process.memoryUsage().rss - rss < 64 * 2 ** 20, "without allocating scrypt's memory");
+  // N must be a power of two above 1 (RFC 7914, section 2).
+  for (const N of [1, 3 * 2 ** 10]) {
+    const odd = Buffer.from(JSON.stringify({ ...header, N }));
+    length.writeUInt32BE(odd.length);
+    await t.rejects(
+      open(Buffer.concat([sealed.subarray(0, 8), length, odd, sealed.subarray(headerEnd)]), 'x'),
+      /names a method this svc does not use/,
+      `N=${N}`,
+    );
+  }
 });
