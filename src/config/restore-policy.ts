@@ -42,6 +42,9 @@ export const RESTORE_POLICY: Readonly<Record<string, RestoreDecision>> = {
   'api.host': operator('it decides which network the API, the widget and the console listen on'),
   'api.port': archive,
   // Pagination links (which clients follow with their key) and the consent bank's redirects are built on it.
+  'api.trustProxy': operator(
+    'it decides whose X-Forwarded-For is believed: a listed proxy chooses the client address every budget counts by',
+  ),
   'api.baseUrl': operator('API clients follow its links with their keys, and bank redirects go to it'),
   'api.bodyLimitBytes': archive,
   'api.requestTimeoutMs': archive,
@@ -49,6 +52,7 @@ export const RESTORE_POLICY: Readonly<Record<string, RestoreDecision>> = {
   'metrics.host': operator('it decides which network the metrics endpoint listens on'),
   'metrics.port': archive,
   'console.enabled': archive,
+  'console.timeZone': archive,
   ...bucket('console.actions'),
   'log.level': archive,
   // Kept inside the archived home only, moved to the same place in the new one (archived-config.ts).

@@ -176,6 +176,7 @@ t.test('each set-aside setting defaults to the closed value', async (t) => {
   t.same(operatorSettings().sort(), [
     'api.baseUrl',
     'api.host',
+    'api.trustProxy',
     'banks.connectors',
     'clockOffsetMs',
     'masterKey',
@@ -189,6 +190,7 @@ t.test('each set-aside setting defaults to the closed value', async (t) => {
   t.same(defaults.banks!.connectors, {});
   t.equal(defaults.masterKey, '');
   t.equal(defaults.api!.host, '127.0.0.1');
+  t.same(defaults.api!.trustProxy, []);
   t.equal(defaults.webhooks!.allowPrivateAddresses, false);
   t.same(defaults.widget!.allowedRedirectUris, []);
 });
