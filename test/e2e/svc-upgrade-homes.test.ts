@@ -111,7 +111,8 @@ forEachEngine(t, async (t, engine) => {
         'script',
         [
           '-qfec',
-          `exec ${process.execPath} ${join(checkout, 'bin', 'run.js')} serve --port ${port}`,
+          // The shell keeps the terminal once svc serve has stopped, as a person's shell does.
+          `${process.execPath} ${join(checkout, 'bin', 'run.js')} serve --port ${port}; echo; sleep 120`,
           '/dev/null',
         ],
         {
