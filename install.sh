@@ -5,7 +5,7 @@
 #   ./install.sh               install for this user (data in $SVC_HOME or ~/.svc); keeps the build
 #                              tools, so `npm test` still works in this checkout
 #   ./install.sh --production  the same, then removes the build tools (devDependencies): ~420 packages
-#                              stay of ~990. Run `npm ci` before `npm test` in this checkout afterwards.
+#                              stay of ~990. Run `scripts/npm-ci.sh` before `npm test` afterwards.
 #   ./install.sh --systemd     as root, --production and also run `svc serve` as a systemd service
 #                              (data in /var/lib/svc)
 #
@@ -72,47 +72,18 @@ elif [ "$deps_state" != "$lock_hash $mode" ] && ! { $production && [ "$deps_stat
 fi
 
 if $need_ci; then
-  # sqlite3 downloads a prebuilt binary from GitHub, or else compiles itself (a minute or more), which needs
-  # a toolchain and Node's headers. Either way, what is missing is said now rather than after the downloads.
-  reachable() {
-    node -e 'fetch(process.argv[1], { method: "HEAD", signal: AbortSignal.timeout(10000) })
-      .then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))' "$1"
-  }
-  sqlite_version="$(node -p "require('./package-lock.json').packages['node_modules/sqlite3'].version")"
-  host="${npm_config_sqlite3_binary_host:-https://github.com/TryGhost/node-sqlite3/releases/download}"
-  prebuilt="$host/v$sqlite_version/sqlite3-v$sqlite_version-napi-v6-$(node -p 'process.platform + "-" + process.arch').tar.gz"
-  if ! reachable "$prebuilt"; then
-    missing=()
-    command -v "${PYTHON:-python3}" >/dev/null || missing+=(python3)
-    command -v "${MAKE:-make}" >/dev/null || missing+=(make)
-    command -v "${CXX:-g++}" >/dev/null || missing+=(g++)
-    if [ ${#missing[@]} -gt 0 ]; then
-      fail "sqlite3 has to be compiled on this machine (its prebuilt binary cannot be downloaded: $prebuilt), and that needs ${missing[*]}. Install them with: apt-get install -y python3 make g++"
-    fi
-    # node-gyp takes Node's headers from npm's nodedir, its cache, or nodejs.org; failing those, the ones
-    # installed with Node (NodeSource's and Debian's packages have them) serve as well.
-    node_version="$(node --version)"
-    headers_url="$(node -p 'process.release.headersUrl')"
-    if [ -n "${NODEJS_ORG_MIRROR:-}" ]; then headers_url="${headers_url/https:\/\/nodejs.org\/download\/release/$NODEJS_ORG_MIRROR}"; fi
-    nodedir="$(npm config get nodedir 2>/dev/null || true)"
-    local_headers="$(dirname "$(dirname "$(readlink -f "$(command -v node)")")")"
-    if { [ -z "$nodedir" ] || [ "$nodedir" = undefined ]; } &&
-      [ ! -d "${XDG_CACHE_HOME:-$HOME/.cache}/node-gyp/${node_version#v}" ] && ! reachable "$headers_url"; then
-      if [ -f "$local_headers/include/node/node_api.h" ]; then
-        export npm_config_nodedir="$local_headers"
-        say "Compiling sqlite3 with the Node.js headers in $local_headers/include/node"
-      else
-        fail "sqlite3 has to be compiled on this machine, and Node's headers can neither be downloaded ($headers_url) nor found in $local_headers/include/node. Install Node.js with its headers (NodeSource's nodejs package, or apt-get install -y libnode-dev), or set npm's nodedir."
-      fi
-    fi
-  fi
+  # scripts/npm-ci.sh knows how sqlite3 gets built here (a prebuilt binary, or compiled with the headers
+  # installed with Node); sourced, it checks now, before any step, and says what is missing. The README's
+  # test command runs it too.
+  # shellcheck source=scripts/npm-ci.sh
+  source scripts/npm-ci.sh
   if $need_build || ! $production; then
     step "Installing dependencies from package-lock.json (npm ci)"
-    npm ci --no-audit --no-fund
+    scripts/npm-ci.sh
     deps_state="$lock_hash development"
   else
     step "Installing the run-time dependencies from package-lock.json (npm ci --omit=dev)"
-    npm ci --omit=dev --no-audit --no-fund
+    scripts/npm-ci.sh --omit=dev
     deps_state="$lock_hash production"
   fi
   echo "$deps_state" > node_modules/.install-lock-hash

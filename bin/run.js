@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import { URL, fileURLToPath } from 'node:url';
 import { execute } from '@oclif/core';
 
 // Everything svc creates (the database and its WAL and SHM files, logs, run files, exports) is for the
@@ -19,5 +20,25 @@ if (
   if (args.includes('--json')) console.log(JSON.stringify({ ...build, node: process.version }, null, 2));
   else console.log(`${describeBuild(build)}; ${platform}`);
 } else {
-  await execute({ dir: import.meta.url });
+  await execute({ loadOptions: await loadOptions() });
+}
+
+/**
+ * oclif reads package.json for the CLI's version and compares it with oclif.manifest.json's, warning
+ * "Mismatched version … should be deleted" when they differ. After `git pull` of a new release and before
+ * `svc upgrade` swaps the build, package.json is the new sources' while dist/ and its manifest are still the
+ * installed build's, and every command printed that warning, which reads like an instruction. The version
+ * that runs is the build's (dist/build-info.json), so oclif is given that one: the manifest agrees with it.
+ */
+async function loadOptions() {
+  const { readFile } = await import('node:fs/promises');
+  const root = new URL('..', import.meta.url);
+  const pjson = JSON.parse(await readFile(new URL('package.json', root), 'utf8'));
+  try {
+    const build = JSON.parse(await readFile(new URL('dist/build-info.json', root), 'utf8'));
+    if (typeof build.version === 'string') pjson.version = build.version;
+  } catch {
+    // Not built yet: oclif says what is missing.
+  }
+  return { root: fileURLToPath(root), pjson };
 }

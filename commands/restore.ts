@@ -109,6 +109,14 @@ export default class Restore extends BaseCommand {
       process.stderr.write(
         `WARNING: ${result.secrets.unreadable.length} stored secret(s) do not open with the archived master key (${result.secrets.unreadable.slice(0, 5).join(', ')}): those links must reconnect and those endpoints roll their secret.\n`,
       );
+    const ca = result.testCa;
+    this.log(
+      `  test CA         ${ca.source === 'archive' ? 'restored from the archive' : ca.source === 'kept' ? "this data directory's own (the archive has none)" : 'a new one (the archive has none)'}: ${ca.directory}`,
+    );
+    if (ca.source === 'new')
+      process.stderr.write(
+        `WARNING: the archive comes from an svc that did not back up test mode's CA, so a new one was made. The simulated consent banks register the appliance again when svc serve starts, but the grants they issued under the old CA cannot be opened: ${ca.relink.length === 0 ? 'no test-mode consent link is affected' : `${ca.relink.length} test-mode consent link(s) must be connected again (${ca.relink.slice(0, 5).join(', ')}${ca.relink.length > 5 ? ', …' : ''})`}.\n`,
+      );
     this.log('\nNext: svc serve');
     return result;
   }

@@ -24,9 +24,10 @@ export default class LinksInspect extends BaseCommand {
       }),
     );
     if (!this.jsonEnabled()) {
-      const { renderLinkInspection } = await import('../../src/cli/views/link-view.js');
+      const { formatAnyLinkInspection } = await import('../../src/cli/views/link-view.js');
       const { printableFields } = await import('../../src/cli/views/format.js');
-      await renderLinkInspection(printableFields(data));
+      const { outputWidth } = await import('../../src/cli/views/wrap.js');
+      for (const line of formatAnyLinkInspection(printableFields(data), outputWidth())) this.log(line);
     }
     return data;
   }

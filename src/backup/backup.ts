@@ -16,6 +16,7 @@ import { basename, dirname, join, resolve } from 'node:path';
 import { finished } from 'node:stream/promises';
 import { createGzip } from 'node:zlib';
 import type { Config } from '../config/defaults.js';
+import { hasTestCa, readTestCa, testCaDirectory } from '../consent-bank/test-ca.js';
 import { CONFIG_FILE } from '../config/load-config.js';
 import { dumpDatabase, type DatabaseDump, type DumpFormat, type DumpProgress } from '../db/snapshot.js';
 import type { Engine } from '../db/dialect.js';
@@ -28,6 +29,8 @@ export const ARCHIVE_FORMAT_VERSION = 1;
 export const MANIFEST_MEMBER = 'manifest.json';
 export const CONFIG_MEMBER = 'config.json';
 export const MASTER_KEY_MEMBER = 'master.key';
+/** The simulated consent banks' test CA (`<home>/consent-bank/`), as one JSON object of its PEM files. */
+export const TEST_CA_MEMBER = 'consent-bank.json';
 export const DATABASE_MEMBERS: Record<DumpFormat, string> = {
   sqlite: 'svc.db',
   pg_dump_custom: 'postgres.dump',
@@ -61,6 +64,12 @@ export interface BackupManifest {
     key_ids: string[];
   };
   config: { member: string | null };
+  /**
+   * Test mode's CA and keys (`<home>/consent-bank/`): the appliance's client certificate registered with the
+   * simulated banks, and the secret their grants and tokens are sealed with in the database. Absent from
+   * archives made before svc carried it (a restore then makes a new CA and says what that costs).
+   */
+  test_ca?: { member: string | null };
   /** Every other member, with its size and SHA-256. */
   members: MemberDigest[];
 }
@@ -121,6 +130,12 @@ export async function createBackup(options: BackupOptions): Promise<BackupResult
   const keyBefore = config.masterKey === '' ? readKeyFile(config.masterKeyFile) : null;
   const configFile = join(config.home, CONFIG_FILE);
   const configBytes = existsSync(configFile) ? readFileSync(configFile) : null;
+  // Without it a restored consent link of test mode is `active` and cannot sync: its grant at the simulated
+  // bank is sealed with this CA's state secret, and the bank knows the appliance by this client certificate.
+  const caDirectory = testCaDirectory(config.home);
+  const testCa = hasTestCa(caDirectory)
+    ? Buffer.from(JSON.stringify(readTestCa(caDirectory), null, 2) + '\n')
+    : null;
 
   // Beside the archive, not in /tmp: the copy is as large as the database, and /tmp is often a small tmpfs.
   const staging = mkdtempSync(join(dirname(out), `.${basename(out)}.`));
@@ -134,7 +149,7 @@ export async function createBackup(options: BackupOptions): Promise<BackupResult
     // Read again after the copy, and kept together with the first read: a rotation during the copy added a
     // key the copy may use, and a retirement may have removed one it still needs.
     const masterKey = keyBefore ? mergeKeyFiles(keyBefore, readKeyFile(config.masterKeyFile)) : null;
-    const manifest = await writeArchive(partial, dump, configBytes, masterKey, options);
+    const manifest = await writeArchive(partial, dump, configBytes, masterKey, testCa, options);
     renameSync(partial, out);
     return { file: out, bytes: statSync(out).size, encrypted: options.passphrase !== null, manifest };
   } finally {
@@ -152,6 +167,7 @@ async function writeArchive(
   dump: DatabaseDump,
   configBytes: Buffer | null,
   masterKey: MasterKeyFileContents | null,
+  testCa: Buffer | null,
   options: BackupOptions,
 ): Promise<BackupManifest> {
   const fd = openSync(path, 'wx', 0o600);
@@ -169,6 +185,7 @@ async function writeArchive(
       members.push(
         await tar.addBuffer(MASTER_KEY_MEMBER, Buffer.from(JSON.stringify(masterKey, null, 2) + '\n')),
       );
+    if (testCa) members.push(await tar.addBuffer(TEST_CA_MEMBER, testCa));
     const member = DATABASE_MEMBERS[dump.format];
     const size = statSync(dump.file).size;
     members.push(
@@ -200,6 +217,7 @@ async function writeArchive(
           }
         : { member: null, source: 'environment', active: null, key_ids: [] },
       config: { member: configBytes ? CONFIG_MEMBER : null },
+      test_ca: { member: testCa ? TEST_CA_MEMBER : null },
       members,
     };
     await tar.addBuffer(MANIFEST_MEMBER, Buffer.from(JSON.stringify(manifest, null, 2) + '\n'));

@@ -18,6 +18,13 @@ import { engineOf, openDatabase, sqlitePath } from '../db/database.js';
 import { migrateUp, migrationNames, migrationStatus } from '../db/migrations.js';
 import { loadPostgres, rebuildSqlite } from '../db/restore-data.js';
 import { describeTarget, type DumpProgress } from '../db/snapshot.js';
+import {
+  ensureTestCa,
+  hasTestCa,
+  testCaDirectory,
+  writeTestCa,
+  type TestCaMaterial,
+} from '../consent-bank/test-ca.js';
 import { makePrivate } from '../install/install.js';
 import { runningSupervisors } from '../processes/status.js';
 import { loadSecretBox, readKeyFile } from '../secrets/master-key-file.js';
@@ -31,6 +38,7 @@ import {
   DATABASE_MEMBERS,
   MANIFEST_MEMBER,
   MASTER_KEY_MEMBER,
+  TEST_CA_MEMBER,
   type BackupManifest,
 } from './backup.js';
 import { checkEncryptionHeader, decryptFile, isEncrypted } from './encryption.js';
@@ -76,6 +84,13 @@ export interface RestoreResult {
   keptSettings: KeptSetting[];
   /** Stored secrets the restored key opens, and those it does not; null without a key file. */
   secrets: { readable: number; unreadable: string[] } | null;
+  /**
+   * Test mode's CA (`<home>/consent-bank/`): `archive` restored from it; `kept`, the home's own (the archive
+   * has none); `new`, made here because neither had one: the simulated banks no longer know the appliance's
+   * client nor open the grants sealed with the old CA's secret, so each test-mode consent link named in
+   * `relink` must be connected again.
+   */
+  testCa: { directory: string; source: 'archive' | 'kept' | 'new'; relink: string[] };
 }
 
 /** What a home holds once svc has installed into it. */
@@ -84,6 +99,7 @@ const KNOWN_MEMBERS = new Set([
   MANIFEST_MEMBER,
   CONFIG_MEMBER,
   MASTER_KEY_MEMBER,
+  TEST_CA_MEMBER,
   ...Object.values(DATABASE_MEMBERS),
 ]);
 
@@ -205,6 +221,10 @@ export async function restoreBackup(options: RestoreOptions): Promise<RestoreRes
       keyBytes = readFileSync(staged);
     }
 
+    const testCa = manifest.test_ca?.member
+      ? parseTestCa(readFileSync(join(staging, TEST_CA_MEMBER), 'utf8'))
+      : null;
+
     const target = await describeTarget(databaseUrl);
     if (target.holdsData && !options.force)
       throw new Error(
@@ -250,6 +270,7 @@ export async function restoreBackup(options: RestoreOptions): Promise<RestoreRes
         options.onProgress?.({ phase: 'applying migrations' });
         migrationsApplied = await migrateUp(db);
       }
+      const restoredCa = await restoreTestCa(home, testCa, db);
       // The archived key must open what the archived database sealed (a backup taken across a key rotation
       // keeps every key it may need; this says so if one is missing all the same).
       let secrets: RestoreResult['secrets'] = null;
@@ -273,6 +294,7 @@ export async function restoreBackup(options: RestoreOptions): Promise<RestoreRes
         droppedSettings: dropped,
         keptSettings: kept,
         secrets,
+        testCa: restoredCa,
       };
     } finally {
       await db.close();
@@ -285,6 +307,52 @@ export async function restoreBackup(options: RestoreOptions): Promise<RestoreRes
   } finally {
     rmSync(staging, { recursive: true, force: true });
   }
+}
+
+/** The archived test CA: every part a PEM (or the hex secret) string, or the archive is refused. */
+function parseTestCa(text: string): TestCaMaterial {
+  const value = parseJson(text, TEST_CA_MEMBER) as unknown as TestCaMaterial;
+  const pem = (part: unknown) => typeof part === 'string' && part.startsWith('-----BEGIN ');
+  if (
+    !pem(value.caCert) ||
+    !pem(value.caKey) ||
+    !pem(value.server?.cert) ||
+    !pem(value.server?.key) ||
+    !pem(value.client?.cert) ||
+    !pem(value.client?.key) ||
+    !pem(value.directoryKey) ||
+    !pem(value.bankSigningKey) ||
+    typeof value.stateSecret !== 'string' ||
+    !/^[0-9a-f]{64}$/.test(value.stateSecret)
+  )
+    throw new ArchiveError(`${TEST_CA_MEMBER} is not the test CA svc backup writes`);
+  return value;
+}
+
+/**
+ * Test mode's CA into the home: the archive's, which the restored database's consent-bank state and client
+ * registrations need; else the home's own; else a new one (an archive of an svc that did not carry it), in
+ * which case every test-mode consent link is named: the simulated banks can no longer open their grants.
+ */
+async function restoreTestCa(
+  home: string,
+  archived: TestCaMaterial | null,
+  db: ReturnType<typeof openDatabase>,
+): Promise<RestoreResult['testCa']> {
+  const directory = testCaDirectory(home);
+  if (archived) {
+    writeTestCa(directory, archived);
+    return { directory, source: 'archive', relink: [] };
+  }
+  if (hasTestCa(directory)) return { directory, source: 'kept', relink: [] };
+  await ensureTestCa(directory, Date.now());
+  const relink = (await db
+    .knex('link_grants')
+    .join('links', 'links.id', 'link_grants.link_id')
+    .where('links.mode', 'test')
+    .orderBy('links.id')
+    .pluck('links.id')) as string[];
+  return { directory, source: 'new', relink };
 }
 
 /** The target home's own database URL, if it has a config.json that names one; else its SQLite file. */
@@ -429,10 +497,12 @@ function checkManifest(value: Record<string, unknown>, maxBytes: number, staging
     DATABASE_MEMBERS[database.format] !== database.member ||
     (manifest.engine === 'sqlite') !== (database.format === 'sqlite') ||
     (key.member !== null && key.member !== MASTER_KEY_MEMBER) ||
-    (config.member !== null && config.member !== CONFIG_MEMBER)
+    (config.member !== null && config.member !== CONFIG_MEMBER) ||
+    (manifest.test_ca !== undefined &&
+      (!manifest.test_ca || (manifest.test_ca.member !== null && manifest.test_ca.member !== TEST_CA_MEMBER)))
   )
     throw new ArchiveError('its manifest.json is not that of a svc backup');
-  for (const name of [database.member, key.member, config.member])
+  for (const name of [database.member, key.member, config.member, manifest.test_ca?.member ?? null])
     if (name !== null && !names.has(name))
       throw new ArchiveError(`the manifest names ${name} but lists no checksum for it`);
   return manifest;

@@ -312,6 +312,9 @@ export async function startBank(options: BankOptions, profile: BankProfile): Pro
   const browserMiddleware: Middleware = async (ctx, next) => {
     if (ctx.path !== issuerPath && !ctx.path.startsWith(`${issuerPath}/`)) return next();
     const path = ctx.path.slice(issuerPath.length);
+    // The access line and the metrics name the bank's route, as the API's router does for its own: without
+    // it, the discovery and JWKS reads of the start-up registration logged `GET unmatched 200`.
+    ctx.state.routePath = `${issuerPath}${browserRoute(path)}`;
     if (
       path === '/auth' ||
       /^\/auth\/[\w-]+$/.test(path) ||
@@ -363,4 +366,13 @@ export async function startBank(options: BankOptions, profile: BankProfile): Pro
     close: () => listener.close(),
     context: running,
   };
+}
+
+/** A browser path of the bank as a route template (`/interaction/:uid/login`): a bounded set of labels. */
+export function browserRoute(path: string): string {
+  if (path === '/auth' || path === '/.well-known/openid-configuration' || path === '/jwks') return path;
+  if (/^\/auth\/[\w-]+$/.test(path)) return '/auth/:uid';
+  const interaction = /^\/interaction\/[\w-]+(\/(login|confirm|abort))?$/.exec(path);
+  if (interaction) return `/interaction/:uid${interaction[1] ?? ''}`;
+  return '/*';
 }

@@ -168,3 +168,46 @@ export function formatSeconds(ms: number): string {
   if (seconds < 60) return `${seconds.toFixed(1)} s`;
   return `${Math.floor(seconds / 60)} min ${Math.round(seconds % 60)} s`;
 }
+
+/** Another `svc serve` of the checkout, as the refusal names it. */
+export interface OtherServer {
+  pid: number;
+  /** Its data directory; null when this user cannot see it (another user's process). */
+  home: string | null;
+  terminal: string | null;
+  /** How to start it again as it ran (servers.ts's restartCommand), when /proc showed it. */
+  restart: string | null;
+}
+
+/**
+ * Why `svc upgrade` of `home` refuses while servers of other data directories run from the same checkout,
+ * and exactly what to run instead. Swapping dist/ changes the files under every process of the checkout:
+ * another home's server would go on with the previous build in memory and load the new one's files.
+ * With nothing running from `home` and one other home serving, that home is the one to upgrade; otherwise
+ * the others are stopped, this one upgraded, and each other home migrated and started again by hand.
+ */
+export function otherServersRefusal(input: {
+  home: string;
+  homeServes: boolean;
+  others: readonly OtherServer[];
+  installed: string;
+}): string {
+  const named = input.others
+    .map(
+      (server) =>
+        `pid ${server.pid} of ${server.home ?? "another user's data directory (run svc upgrade as root to see which)"}${server.terminal ? ` in the terminal ${server.terminal}` : ''}`,
+    )
+    .join('; ');
+  const lead = `svc serve runs from this checkout for another data directory (${named}): swapping its dist/ would leave ${input.others.length === 1 ? 'that server' : 'those servers'} on ${input.installed} in memory, loading the new build's files.`;
+  const homes = [...new Set(input.others.map((server) => server.home))];
+  if (!input.homeServes && homes.length === 1 && homes[0] !== null)
+    return `${lead} No svc serve runs from ${input.home}, the data directory this upgrade was given (--home, else SVC_HOME, else ~/.svc). Upgrade the one that serves: svc upgrade --home ${homes[0]}`;
+  const steps = input.others.map((server) =>
+    server.home === null
+      ? `pid ${server.pid}: as its user, svc migrate --home ITS_HOME, then start it as before`
+      : `svc migrate --home ${server.home}, then ${server.restart ?? `svc serve --home ${server.home} as before`}`,
+  );
+  return `${lead} Stop ${input.others.length === 1 ? 'it' : 'them'} first (${input.others
+    .map((server) => `kill -TERM ${server.pid}${server.terminal ? ', or Ctrl-C in its terminal' : ''}`)
+    .join('; ')}), run svc upgrade --home ${input.home} again, then for each: ${steps.join('; ')}.`;
+}

@@ -1,5 +1,14 @@
 import { execFile, spawn } from 'node:child_process';
-import { closeSync, mkdirSync, openSync, readFileSync, readlinkSync, realpathSync } from 'node:fs';
+import {
+  closeSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  readdirSync,
+  readlinkSync,
+  realpathSync,
+  writeSync,
+} from 'node:fs';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
@@ -21,6 +30,8 @@ export interface RunningServer {
   cwd: string;
   /** The systemd unit it runs in (install.sh --systemd: `svc.service`), or null. */
   unit: string | null;
+  /** The terminal it was started in (`/dev/pts/3`), when its output goes to one; null when detached. */
+  terminal: string | null;
 }
 
 function parseEnviron(text: string): Record<string, string> {
@@ -44,6 +55,7 @@ export function runningServers(home: string): RunningServer[] {
         env: parseEnviron(readFileSync(`${proc}/environ`, 'utf8')),
         cwd: readlinkSync(`${proc}/cwd`),
         unit: systemdUnit(readFileSync(`${proc}/cgroup`, 'utf8')),
+        terminal: terminalOf(state.pid),
       };
     } catch (error) {
       throw new Error(
@@ -51,6 +63,108 @@ export function runningServers(home: string): RunningServer[] {
       );
     }
   });
+}
+
+/** The terminal a process writes to (its stdout is `/dev/pts/N` or `/dev/ttyN`), or null. */
+export function terminalOf(pid: number, proc = '/proc'): string | null {
+  try {
+    const out = readlinkSync(`${proc}/${pid}/fd/1`);
+    return /^\/dev\/(pts\/\d+|tty\w*)$/.test(out) ? out : null;
+  } catch {
+    return null;
+  }
+}
+
+/** A `svc serve` running this checkout's code, whatever its data directory. */
+export interface CheckoutServer {
+  /** The supervisor's pid. */
+  pid: number;
+  /** Its data directory (its children's SVC_HOME), or null when /proc does not show it to this user. */
+  home: string | null;
+  /** Its terminal, when it runs in one. */
+  terminal: string | null;
+}
+
+/**
+ * Every `svc serve` of this machine whose processes run this checkout's dist/, found by its children in /proc:
+ * a child's command line names `<checkout>/dist/src/processes/child.js` (world-readable, so found whoever
+ * runs it), and its environment holds SVC_HOME, which the supervisor sets for its children whatever flag or
+ * default it had (readable for this user's processes, or as root). A swap of dist/ changes the code under
+ * every one of them, whichever home `svc upgrade` was told.
+ */
+export function serversOfCheckout(checkout: string, proc = '/proc'): CheckoutServer[] {
+  let root: string;
+  try {
+    root = realpathSync(checkout);
+  } catch {
+    return [];
+  }
+  const childEntry = join(root, 'dist', 'src', 'processes', 'child.js');
+  const found = new Map<number, CheckoutServer>();
+  let pids: string[];
+  try {
+    pids = readdirSync(proc).filter((name) => /^\d+$/.test(name));
+  } catch {
+    return [];
+  }
+  for (const pid of pids) {
+    try {
+      const argv = readFileSync(`${proc}/${pid}/cmdline`, 'utf8').split('\0');
+      if (!argv.includes(childEntry)) continue;
+      // /proc/PID/stat: "pid (comm) state ppid …"; comm may hold spaces, so read after its closing paren.
+      const stat = readFileSync(`${proc}/${pid}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (!(ppid > 1) || found.get(ppid)?.home) continue;
+      let home: string | null = null;
+      try {
+        const entry = readFileSync(`${proc}/${pid}/environ`, 'utf8')
+          .split('\0')
+          .find((line) => line.startsWith('SVC_HOME='));
+        if (entry) home = resolve(entry.slice('SVC_HOME='.length));
+      } catch {
+        // another user's process: its home stays unknown
+      }
+      found.set(ppid, { pid: ppid, home, terminal: terminalOf(ppid, proc) });
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return [...found.values()].sort((a, b) => a.pid - b.pid);
+}
+
+/**
+ * The command that starts a server again as it ran: its directory, the SVC_* settings of its environment
+ * and its command line. A setting whose name says it is a secret (the master key, a password) is not
+ * printed: the command takes it from the shell (`SVC_MASTER_KEY="$SVC_MASTER_KEY"`).
+ */
+export function restartCommand(server: Pick<RunningServer, 'argv' | 'env' | 'cwd'>): string {
+  const quote = (word: string) => (/^[\w@%+=:,./-]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`);
+  const settings = Object.entries(server.env)
+    .filter(([name]) => name.startsWith('SVC_') && name !== 'SVC_LOG_FORMAT')
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([name, value]) =>
+      /KEY|SECRET|PASSWORD|TOKEN|DATABASE_URL/.test(name) && value !== ''
+        ? `${name}="$${name}"`
+        : `${name}=${quote(value)}`,
+    );
+  return `cd ${quote(server.cwd)} && ${[...settings, ...server.argv.map(quote)].join(' ')}`;
+}
+
+/**
+ * Tells the terminal a server ran in that it now runs detached, and how to have it there again (best effort:
+ * the terminal may be gone). The person who started it looks there, not at svc upgrade's output.
+ */
+export function tellTerminal(terminal: string, text: string): void {
+  try {
+    const fd = openSync(terminal, 'w');
+    try {
+      writeSync(fd, `\r\n${text.replace(/\n/g, '\r\n')}\r\n`);
+    } finally {
+      closeSync(fd);
+    }
+  } catch {
+    // closed, or not ours: svc upgrade's own output says the same
+  }
 }
 
 /** Whether a server runs this checkout's bin/run.js (possibly through the `svc` link install.sh made). */

@@ -161,7 +161,11 @@ export async function stageBuild(checkout: string, say: (line: string) => void):
         ? 'package-lock.json changed: installing the dependencies into the staging directory (npm ci)'
         : 'the build tools are not installed (install.sh --production): installing the dependencies into the staging directory (npm ci)',
     );
-    await run('npm', ['ci', '--no-audit', '--no-fund'], { cwd: root, env, maxBuffer: 64 * 1024 ** 2 });
+    // The new sources' scripts/npm-ci.sh: it knows how sqlite3 gets built on this machine (install.sh's way).
+    const npmCi = join(checkout, 'scripts', 'npm-ci.sh');
+    await (existsSync(npmCi)
+      ? run('bash', [npmCi], { cwd: root, env: { ...env, SVC_NPM_CI_ROOT: root }, maxBuffer: 64 * 1024 ** 2 })
+      : run('npm', ['ci', '--no-audit', '--no-fund'], { cwd: root, env, maxBuffer: 64 * 1024 ** 2 }));
   } else {
     symlinkSync(realpathSync(join(checkout, 'node_modules')), join(root, 'node_modules'));
   }

@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import { existsSync, readFileSync, statSync, statfsSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { createBackup, defaultBackupDirectory } from '../backup/backup.js';
 import type { Config } from '../config/defaults.js';
@@ -18,6 +18,7 @@ import {
   healthAddress,
   needsRollback,
   nodeMeets,
+  otherServersRefusal,
   STEP_NAMES,
   type Build,
   type ChangelogEntry,
@@ -25,10 +26,13 @@ import {
 } from './plan.js';
 import {
   healthAnswers,
+  restartCommand,
   runningServers,
   runsFrom,
+  serversOfCheckout,
   startServer,
   stopServer,
+  tellTerminal,
   waitUntil,
   type RunningServer,
 } from './servers.js';
@@ -66,6 +70,11 @@ export interface UpgradeResult {
   seconds: number;
   /** CHANGELOG.md's sections after `from` up to `to`. */
   changelog: ChangelogEntry[];
+  /**
+   * What the person must know after it: a server that ran in a terminal now runs detached, and the command
+   * that has it in a terminal again.
+   */
+  notes: string[];
   failure?: { step: StepName; error: string; message: string };
 }
 
@@ -99,6 +108,7 @@ export async function runUpgrade(options: UpgradeOptions): Promise<UpgradeResult
     backup: null,
     seconds: 0,
     changelog: [],
+    notes: [],
   };
   const healthTimeoutMs = options.healthTimeoutMs ?? 120_000;
 
@@ -171,6 +181,22 @@ export async function runUpgrade(options: UpgradeOptions): Promise<UpgradeResult
         );
       details.push(`Node.js ${process.version} (the release needs ${sources.engines ?? 'any'})`);
 
+      // Every svc serve of this checkout, whatever its home: the swap changes the code under all of them.
+      servers = runningServers(home);
+      const others = serversOfCheckout(checkout).filter((server) => server.home !== resolve(home));
+      if (others.length > 0)
+        throw new StepFailure(
+          otherServersRefusal({
+            home: resolve(home),
+            homeServes: servers.length > 0,
+            installed: describeVersion(installed),
+            others: others.map((server) => ({
+              ...server,
+              restart: server.home ? restartOf(server.home, server.pid) : null,
+            })),
+          }),
+        );
+
       const db = openDatabase({ url: config.databaseUrl, quiet: true });
       let databaseBytes = 0;
       try {
@@ -178,7 +204,6 @@ export async function runUpgrade(options: UpgradeOptions): Promise<UpgradeResult
           throw new StepFailure(`the database does not answer (${db.describe()}): ${error.message}`);
         });
         databaseBytes = (await db.sizeBytes()) ?? 0;
-        servers = runningServers(home);
         const mine = new Set(servers.map((server) => server.pid));
         const elsewhere = (await liveServeInstances(db)).filter(
           (row) => row.host !== hostname() || !mine.has(row.pid),
@@ -310,6 +335,7 @@ export async function runUpgrade(options: UpgradeOptions): Promise<UpgradeResult
               ? `systemctl start ${server.unit}`
               : `svc serve pid ${started.pid} (${server.roles.join(',')}), its output in ${started.log}`,
           );
+          if (server.terminal && started.pid) comeBack(server, started.pid, started.log, result.to!.label);
         }
       });
 
@@ -330,6 +356,17 @@ export async function runUpgrade(options: UpgradeOptions): Promise<UpgradeResult
       message: `svc upgrade failed at step ${current}: ${(error as Error).message}. Nothing was changed${current === 'stop' || current === 'backup' ? '; svc serve runs as before' : ''}: the box is on ${describeVersion(installed)}.`,
     };
     return finish('failed');
+  }
+
+  /**
+   * A server started in a terminal cannot be started in it again (the shell has the terminal back once it
+   * stops, and Ctrl-C would reach the shell): it is started detached like the others, and both this command
+   * and that terminal say so, with the command that has it in a terminal again.
+   */
+  function comeBack(server: RunningServer, pid: number, log: string | null, label: string): void {
+    const note = `svc serve pid ${server.pid} ran in the terminal ${server.terminal}; svc upgrade started it again detached, as pid ${pid} (${label}), its output in ${log}, so Ctrl-C there no longer stops it. To run it in a terminal again: kill -TERM ${pid}; then, once it has exited: ${restartCommand(server)}`;
+    result.notes.push(note);
+    tellTerminal(server.terminal!, `svc upgrade: ${note}`);
   }
 
   function finish(outcome: UpgradeOutcome): UpgradeResult {
@@ -432,6 +469,7 @@ export async function runUpgrade(options: UpgradeOptions): Promise<UpgradeResult
               ? `systemctl start ${server.unit}`
               : `svc serve pid ${started.pid}, its output in ${started.log}`,
           );
+          if (server.terminal && started.pid) comeBack(server, started.pid, started.log, from.label);
         }
       });
       await step('rollback:health', (details) => checkHealth(servers, pids, from.label, details));
@@ -449,5 +487,15 @@ export async function runUpgrade(options: UpgradeOptions): Promise<UpgradeResult
       message: `svc upgrade failed at step ${failed}: ${why}. Rolled back: the box is back on ${describeVersion(installed)}${failed === 'migrate' || failed === 'start' || failed === 'health' ? ', its database restored from the backup' : ''}${servers.length ? ', serving again' : ''}.`,
     };
     return finish('rolled_back');
+  }
+}
+
+/** How to start another home's server again as it ran, when this user can read it in /proc. */
+function restartOf(home: string, pid: number): string | null {
+  try {
+    const server = runningServers(home).find((candidate) => candidate.pid === pid);
+    return server ? restartCommand(server) : null;
+  } catch {
+    return null;
   }
 }

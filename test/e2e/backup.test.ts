@@ -11,6 +11,7 @@ import type { BackupResult } from '../../src/backup/backup.js';
 import type { RestoreResult } from '../../src/backup/restore.js';
 import { migrationNames } from '../../src/db/migrations.js';
 import {
+  freePort,
   installedHome,
   runCli,
   runCliJson,
@@ -28,6 +29,8 @@ import {
   type EngineName,
 } from '../helpers/harness.js';
 import { independentlyVerified, startReceiver } from '../helpers/receiver.js';
+import { atTheBank } from '../helpers/consent-bank.js';
+import { openWidget, widgetApi } from '../helpers/widget.js';
 
 /*
  * `svc backup` under a running `svc serve` with writes in flight, `svc restore` into a fresh home (and, on
@@ -125,9 +128,50 @@ async function accountsAndMovements(serve: ServeProcess, key: string, links: str
   return result;
 }
 
+/**
+ * A consent link of test mode, made as an end user makes one: the widget, the simulated bank's sign-in and
+ * consent pages, the callback, and the first sync; its id once exchanged.
+ */
+async function testModeConsentLink(serve: ServeProcess, key: string): Promise<string> {
+  const token = await serve.request('POST', '/v1/widget_tokens', { key, body: {} });
+  const opened = await openWidget({ url: serve.url }, token.body.token as string);
+  const session = opened.bootstrap.session as string;
+  // The simulated bank starts a moment after the API answers, and registers the appliance then.
+  const start = () => widgetApi({ url: serve.url }, session, 'POST', 'consent', { bank_id: 'bancoabierto' });
+  let started = await start();
+  const deadline = Date.now() + HANG_GUARD_MS;
+  while (started.status === 409 && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 250));
+    started = await start();
+  }
+  if (started.status !== 200)
+    throw new Error(`the widget's consent start: ${started.status} ${started.text}`);
+  const { callback } = await atTheBank(
+    started.body.authorization_url as string,
+    `${serve.url}/widget/consent/callback`,
+  );
+  await (await fetch(callback)).body?.cancel();
+  const succeeded = await waitFor(async () => {
+    const status = await widgetApi({ url: serve.url }, session, 'GET', 'status');
+    return status.body.state === 'succeeded' ? true : undefined;
+  }, HANG_GUARD_MS);
+  if (!succeeded) throw new Error('the consent link did not sync');
+  const finished = await widgetApi({ url: serve.url }, session, 'POST', 'finish');
+  const exchanged = await serve.request('POST', `/v1/exchange_tokens/${finished.body.exchange_token}`, {
+    key,
+  });
+  return exchanged.body.id as string;
+}
+
 forEachEngine(t, async (t, engine) => {
   const { database, home, key } = await installedHome(t, engine);
-  const serve = await startServe(t, { home, env: { ...FAST, ...RAISED } });
+  // The simulated banks' ports are kept for the restored server: the appliance's registration names the
+  // addresses it registered at, as it would on a new machine with the same settings.
+  const consentBankPort = await freePort();
+  const bankPorts = { SVC_SANDBOX_CONSENT_BANK_PORT: String(consentBankPort) };
+  const serve = await startServe(t, { home, env: { ...FAST, ...RAISED, ...bankPorts } });
+  // Test mode's consent link (issue 45, item 5): restored `active`, it must still sync.
+  const consentLinkId = await testModeConsentLink(serve, key);
   const receiver = await startReceiver(t);
   const endpoint = (
     await serve.request('POST', '/v1/webhook_endpoints', {
@@ -221,8 +265,16 @@ forEachEngine(t, async (t, engine) => {
   t.equal(listing.status, 0, 'tar -tzf lists the archive');
   t.same(
     listing.stdout.trim().split('\n').sort(),
-    ['config.json', 'manifest.json', 'master.key', engine === 'sqlite' ? 'svc.db' : 'postgres.dump'].sort(),
+    [
+      'config.json',
+      'consent-bank.json',
+      'manifest.json',
+      'master.key',
+      engine === 'sqlite' ? 'svc.db' : 'postgres.dump',
+    ].sort(),
+    "with test mode's CA",
   );
+  t.match(result.manifest, { test_ca: { member: 'consent-bank.json' } }, 'which the manifest names');
 
   const linksAtBackup = result.manifest.database.row_counts.links!;
   const beforeBackup = created.filter((c) => c.at < startedAt).length + before.length;
@@ -289,8 +341,20 @@ forEachEngine(t, async (t, engine) => {
     t.ok(restored.secrets!.readable >= linksAtBackup + 1, 'every link credential and the endpoint secret');
     t.equal(statSync(restoredHome).mode & 0o777, 0o700, 'the home is 0700');
     for (const name of readdirSync(restoredHome)) {
-      t.equal(statSync(join(restoredHome, name)).mode & 0o777, 0o600, `${name} is 0600`);
+      const stats = statSync(join(restoredHome, name));
+      t.equal(stats.mode & 0o777, stats.isDirectory() ? 0o700 : 0o600, `${name} is private`);
     }
+    t.match(
+      restored.testCa,
+      { source: 'archive', directory: join(restoredHome, 'consent-bank'), relink: [] },
+      "test mode's CA comes from the archive",
+    );
+    for (const name of readdirSync(join(home, 'consent-bank')))
+      t.equal(
+        sha256(join(restoredHome, 'consent-bank', name)),
+        sha256(join(home, 'consent-bank', name)),
+        `consent-bank/${name} is the backed-up one`,
+      );
     // A copy of one instant: every link synced in it has the accounts that sync wrote in the same transaction.
     const restoredUrl = engine === 'sqlite' ? `sqlite://${join(restoredHome, 'svc.db')}` : target[1]!;
     const orphans = await withDatabase(restoredUrl, (db) =>
@@ -327,7 +391,14 @@ forEachEngine(t, async (t, engine) => {
   await t.test(
     'svc serve on the restored home serves the same data and signs with the same secret',
     async (t) => {
-      const second = await startServe(t, { home: restoredHome, env: { ...FAST, ...RAISED } });
+      // As on a new machine with the same settings: the first server stops, the restored one takes its ports.
+      serve.process.kill('SIGTERM');
+      await serve.exited;
+      const second = await startServe(t, {
+        home: restoredHome,
+        port: serve.port,
+        env: { ...FAST, ...RAISED, ...bankPorts },
+      });
       const links = await allPages<Listed>(second, key, '/v1/links');
       t.equal(links.length, linksAtBackup, 'the same key lists the links of the backup');
       const ids = new Set(links.map((link) => link.id));
@@ -359,6 +430,24 @@ forEachEngine(t, async (t, engine) => {
         1,
         'signed with the secret the endpoint was created with',
       );
+
+      const consentLink = await second.request('GET', `/v1/links/${consentLinkId}`, { key });
+      t.match(
+        consentLink.body,
+        { id: consentLinkId, status: 'active' },
+        'the consent link is restored active',
+      );
+      const refresh = await second.request('POST', '/v1/refresh_intents', {
+        key,
+        body: { link_id: consentLinkId },
+      });
+      t.equal(refresh.status, 200, `a refresh of it is accepted (${refresh.text.slice(0, 200)})`);
+      const outcome = await waitFor(async () => {
+        const intent = await second.request('GET', `/v1/refresh_intents/${refresh.body.id}`, { key });
+        const status = intent.body.status as string;
+        return status === 'succeeded' || status === 'failed' ? intent.body : undefined;
+      }, HANG_GUARD_MS);
+      t.match(outcome, { status: 'succeeded' }, 'and it syncs through the simulated bank, in test mode');
     },
   );
 });

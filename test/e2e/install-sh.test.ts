@@ -65,6 +65,7 @@ function sandbox(t: Test, options: { normalUser?: boolean } = {}): Sandbox {
   mkdirSync(checkout);
   for (const entry of [
     'install.sh',
+    'scripts',
     'bin',
     'commands',
     'migrations',
@@ -322,3 +323,59 @@ t.test(
     t.equal(npmCalls(box)[0], `npm ci --no-audit --no-fund (nodedir=${NODE_PREFIX})`, 'and npm ci gets them');
   },
 );
+
+/** The README's test command: the one line of its block under "To run the whole test suite". */
+function readmeTestCommand(): string {
+  const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
+  const block = /To run the whole test suite[\s\S]*?```sh\n([^\n]+)\n```/.exec(readme);
+  if (!block) throw new Error('README.md has no test command under "To run the whole test suite"');
+  return block[1]!;
+}
+
+t.test("CI runs exactly the README's test command", async (t) => {
+  const command = readmeTestCommand();
+  const ci = readFileSync(join(REPO_ROOT, '.ci', 'run'), 'utf8').split('\n');
+  t.ok(ci.includes(command), `.ci/run has the line \`${command}\``);
+});
+
+for (const asRoot of isRoot ? [true, false] : [false]) {
+  t.test(
+    `where install.sh compiles sqlite3 with the headers installed with Node, the README's test command does too (${asRoot ? 'as root' : 'as a user who is not root'})`,
+    {
+      skip:
+        !hasToolchain || !hasNodeHeaders
+          ? `needs python3, make, g++ and ${NODE_PREFIX}/include/node`
+          : !asRoot && isRoot && !canMakeUser
+            ? 'as root, needs useradd, userdel and runuser to make a user who is not root'
+            : false,
+    },
+    async (t) => {
+      const box = sandbox(t, { normalUser: !asRoot });
+      writeFileSync(
+        join(box.fakeBin, 'npm'),
+        `#!/bin/sh\ncase "$1" in config) exit 0 ;; esac\necho "npm $* (nodedir=$npm_config_nodedir)" >> ${box.npmLog}\n`,
+        { mode: 0o755 },
+      );
+      // No prebuilt sqlite3 and no nodejs.org: install.sh works here (the test above); so must this.
+      const closed = `http://127.0.0.1:${await freePort()}`;
+      const env = {
+        npm_config_sqlite3_binary_host: closed,
+        NODEJS_ORG_MIRROR: closed,
+        XDG_CACHE_HOME: join(box.home, 'empty-cache'),
+      };
+      const command = readmeTestCommand();
+      const result = await run(box, command, { env });
+      t.equal(result.code, 0, `\`${command}\` succeeds (${result.stderr.slice(0, 300)})`);
+      t.match(
+        result.stdout,
+        `==> Compiling sqlite3 with the Node.js headers in ${NODE_PREFIX}/include/node`,
+        'it says which headers',
+      );
+      t.same(
+        npmCalls(box),
+        [`npm ci --no-audit --no-fund (nodedir=${NODE_PREFIX})`, `npm test (nodedir=)`],
+        'npm ci builds sqlite3 with them, then the tests run',
+      );
+    },
+  );
+}

@@ -64,6 +64,24 @@ forEachEngine(t, async (t, engine) => {
     t.match(text.stdout, /Diagnosis/);
     t.match(text.stdout, /rejected_credentials/);
     t.notOk(text.stdout.includes('sandbox-rejected'), 'the password never appears');
+    for (const columns of [80, 60]) {
+      // As `svc doctor` does: laid out to the terminal's width (COLUMNS when there is no terminal).
+      const narrow = await runCli(['links', 'inspect', healthy], { home, env: { COLUMNS: String(columns) } });
+      const lines = narrow.stdout.split('\n');
+      t.same(
+        lines.filter((line) => line.length > columns),
+        [],
+        `every line fits a ${columns}-column terminal`,
+      );
+      const accounts = lines.findIndex((line) => line.startsWith('Accounts ('));
+      t.ok(accounts > 0, 'the accounts section is there');
+      t.ok(
+        lines
+          .slice(accounts + 1, accounts + 1 + ok.accounts.length * 2)
+          .every((line) => line.startsWith('  ')),
+        "an account's wrapped line stays indented under it",
+      );
+    }
     const missing = await runCli(['links', 'inspect', 'link_0000000000000000', '--json'], { home });
     t.not(missing.code, 0);
     t.match(JSON.parse(missing.stdout), { error: { code: 'resource_missing' } });

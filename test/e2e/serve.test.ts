@@ -21,6 +21,7 @@ import {
   runCliJson,
   startServe,
   waitFor,
+  withDatabase,
   within,
   type ServeProcess,
 } from '../helpers/cli.js';
@@ -136,6 +137,44 @@ forEachEngine(t, async (t, engine) => {
           },
         },
         'its machine face on its own loopback port',
+      );
+    });
+
+    await t.test('no line of the start reads like an error (issue 45, item 7)', async (t) => {
+      // Both simulated banks registered the appliance (their discovery and JWKS read through the API).
+      const registered = await waitFor(
+        () =>
+          withDatabase(url, async (db) => {
+            const rows = await db.knex('consent_clients').count({ n: '*' }).first();
+            return Number(rows?.n ?? 0) >= 2 ? true : undefined;
+          }),
+        SLOW_START_MS,
+      );
+      t.ok(registered, 'the appliance registered with both simulated banks');
+      // The children's lines reach the supervisor's stdout a moment after they are written.
+      const discoveryLogged = () =>
+        /"route":"\/sandbox\/consent-bank-br\/\.well-known\/openid-configuration"/.test(serve.stdout());
+      await waitFor(async () => (discoveryLogged() ? true : undefined), 20_000).catch(() => undefined);
+      const entries = serve
+        .stdout()
+        .split('\n')
+        .filter((line) => line.startsWith('{'))
+        .map((line) => JSON.parse(line) as { level: number; msg: string; route?: string; status?: number });
+      t.same(
+        entries
+          .filter((entry) => entry.route === 'unmatched' && entry.status! < 400)
+          .map((entry) => `${entry.status} ${entry.msg}`),
+        [],
+        'no request answered at the start is logged as unmatched (`GET unmatched 200`)',
+      );
+      t.same(
+        entries.filter((entry) => entry.level >= 40).map((entry) => entry.msg),
+        [],
+        'and nothing at warn or above',
+      );
+      t.ok(
+        entries.some((entry) => entry.route === '/sandbox/consent-bank-br/.well-known/openid-configuration'),
+        "the banks' discovery reads are logged with their route",
       );
     });
 
