@@ -505,7 +505,8 @@ export function createConsentConnector(options: ConsentConnectorOptions): Consen
           : page.data;
         return { kind: 'read', balance: cardFigures(limits, profile.currency).balance };
       }
-      if (!state.covers.includes('accounts') || !state.covers.includes('balances')) return { kind: 'unknown' };
+      if (!state.covers.includes('accounts') || !state.covers.includes('balances'))
+        return { kind: 'unknown' };
       const url = `${bank.apiBase}${ACCOUNTS_API}/${idOf(account.ref, 'acc-')}/balances`;
       const answer = await get(state, url, 'an account balance', now, gone);
       if (answer === GONE) return { kind: 'gone' };
