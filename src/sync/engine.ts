@@ -70,7 +70,7 @@ import { applyPlan, movementCounts, movementsToMatch } from '../movements/store.
 import { bankEndingConsents, recordSyncOutcome } from '../banks/health.js';
 import { limitsOf } from '../banks/budget/budget.js';
 import { BudgetWait, SyncPermits } from '../banks/budget/permits.js';
-import { pauseBank, recordSyncCalls } from '../banks/budget/store.js';
+import { bankInterval, pauseBank, recordSyncCalls } from '../banks/budget/store.js';
 import { reconcile } from './reconcile.js';
 
 const DAY = 86_400_000;
@@ -686,7 +686,7 @@ async function recordSuccess(
     });
   }
 
-  const nextSyncAt = now + services.config.scheduler.syncIntervalMinutes * 60_000;
+  const nextSyncAt = now + (await syncIntervalMs(trx, services, link));
   await markLinkSynced(
     trx,
     link,
@@ -732,6 +732,16 @@ async function recordSuccess(
     now,
   });
   return { newMovements, accounts: seen.size };
+}
+
+/**
+ * The link's interval: the configured one, or its bank's stretched one when the bank's links need more calls
+ * than its budget allows (scheduler/stretch.ts), so `next_sync_at` says when the sync will really come.
+ */
+async function syncIntervalMs(trx: Knex, services: SyncServices, link: LinkRow): Promise<number> {
+  const configured = services.config.scheduler.syncIntervalMinutes;
+  const stretched = await bankInterval(trx, { bankId: link.bank_id, mode: link.mode });
+  return Math.max(configured, stretched ?? 0) * 60_000;
 }
 
 /** Reconciles one account with what the bank sent, writes the plan and refreshes the account's counters. */
@@ -787,7 +797,7 @@ async function recordFailure(
       errorCode: error.code,
       failuresToExpire: services.config.sync.failuresToExpire,
       // A bank that said when to come back is not called before then, even by the schedule.
-      nextSyncAt: Math.max(now + services.config.scheduler.syncIntervalMinutes * 60_000, error.retryAt ?? 0),
+      nextSyncAt: Math.max(now + (await syncIntervalMs(trx, services, link)), error.retryAt ?? 0),
       reconnectOf: (JSON.parse(job.payload ?? '{}') as SyncPayload).reconnect_of ?? null,
     },
     now,
