@@ -129,6 +129,22 @@ forEachEngine(t, async (t, engine) => {
     t.equal(steady.balances, 3, 'one balance call a deposit account');
     t.equal(steady['card limits'], 1, 'one limits call for the card');
     t.equal((await app.db.knex('accounts').where({ link_id: linkId, status: 'active' })).length, A);
+
+    // The scheduler stretched the bank's interval (its budget is short): the sync's next_sync_at follows it.
+    await app.db
+      .knex('bank_call_budgets')
+      .where({ bank_id: 'bancoabierto' })
+      .update({ interval_minutes: 500 });
+    t.teardown(() =>
+      app.db.knex('bank_call_budgets').where({ bank_id: 'bancoabierto' }).update({ interval_minutes: null }),
+    );
+    await scheduledSync(linkId);
+    const link = await app.db.knex('links').where({ id: linkId }).first();
+    t.equal(
+      Number(link.next_sync_at) - Number(link.last_synced_at),
+      500 * 60_000,
+      'next_sync_at is one stretched interval after the sync',
+    );
   });
 
   t.test('a moved balance brings the new movement, and only that account is read', async (t) => {
