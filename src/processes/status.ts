@@ -5,7 +5,7 @@ import type { Database } from '../db/database.js';
 import { migrationStatus, schemaMismatch } from '../db/migrations.js';
 import { buildLabel, thisBuild, type BuildInfo } from './build-info.js';
 import { queueDepths, type QueueDepths } from './queue-depths.js';
-import { bankCapacities, capacitySettingsOf } from '../banks/budget/capacity.js';
+import { bankIntervals, type BankInterval } from '../banks/budget/capacity.js';
 import { liveServeInstances } from './serve-instances.js';
 import type { RoleName } from './roles.js';
 
@@ -92,29 +92,6 @@ export interface ApplianceStatus {
    * (the configured one, or stretched alike for all when their syncs need more calls than its budget allows).
    */
   banks: BankInterval[] | null;
-}
-
-export interface BankInterval {
-  bank: string;
-  mode: 'live' | 'test';
-  links: number;
-  calls_per_sync: number;
-  configured_interval_minutes: number;
-  effective_interval_minutes: number;
-  stretched: boolean;
-}
-
-/** The banks' effective intervals, as `svc status` and the console show them. */
-export async function bankIntervals(config: Readonly<Config>, db: Database): Promise<BankInterval[]> {
-  return (await bankCapacities(db.reader, capacitySettingsOf(config))).map((c) => ({
-    bank: c.bankId,
-    mode: c.mode,
-    links: c.links,
-    calls_per_sync: Math.round(c.callsPerSync * 100) / 100,
-    configured_interval_minutes: config.scheduler.syncIntervalMinutes,
-    effective_interval_minutes: c.intervalMinutes,
-    stretched: !c.fits,
-  }));
 }
 
 export function schemaState(status: {
@@ -210,7 +187,7 @@ export async function collectStatus(
         size_bytes: await db.sizeBytes(),
       },
       queues: migrations.version ? await queueDepths(db) : null,
-      banks: migrations.version ? await bankIntervals(config, db) : null,
+      banks: migrations.version ? await bankIntervals(db.reader, config) : null,
     };
   } catch (error) {
     return {

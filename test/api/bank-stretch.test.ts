@@ -1,10 +1,9 @@
 import t from 'tap';
 import { parseAuthorizationDetails, validUntil } from '../../src/banks/consent/authorization-details.js';
-import { bankCapacities, capacitySettingsOf } from '../../src/banks/budget/capacity.js';
+import { bankCapacities, bankIntervals, capacitySettingsOf } from '../../src/banks/budget/capacity.js';
 import { ManualClock } from '../../src/clock/clock.js';
 import { checkBankBudgets } from '../../src/doctor/checks.js';
 import { createConsentLink } from '../../src/links/consent/grants.js';
-import { bankIntervals } from '../../src/processes/status.js';
 import { enqueueDueLinks } from '../../src/scheduler/enqueue-due.js';
 import { stretchIntervals } from '../../src/scheduler/stretch.js';
 import { registerApp, startBank } from '../helpers/consent-bank.js';
@@ -129,7 +128,7 @@ forEachEngine(t, async (t, engine) => {
     t.equal(Number(budget.interval_minutes), 15, 'the stretched interval is kept for the sync engine');
     const doctor = checkBankBudgets([capacity!], 10);
     t.match(doctor.detail, /every link of the bank is synced every 15 minutes instead/, 'svc doctor says it');
-    const [status] = await bankIntervals(app.config, app.services.db);
+    const [status] = await bankIntervals(app.db.reader, app.config);
     t.same(
       status,
       {

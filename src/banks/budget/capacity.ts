@@ -133,3 +133,30 @@ export function capacitySettingsOf(config: {
     syncIntervalMinutes: config.scheduler.syncIntervalMinutes,
   };
 }
+
+/** A bank's effective interval, as `svc status` (`banks`) and the console's overview show it. */
+export interface BankInterval {
+  bank: string;
+  mode: 'live' | 'test';
+  links: number;
+  calls_per_sync: number;
+  configured_interval_minutes: number;
+  effective_interval_minutes: number;
+  stretched: boolean;
+}
+
+/** Every measured consent bank's links, calls per sync and the interval its links really get. */
+export async function bankIntervals(
+  db: Knex,
+  config: Parameters<typeof capacitySettingsOf>[0],
+): Promise<BankInterval[]> {
+  return (await bankCapacities(db, capacitySettingsOf(config))).map((c) => ({
+    bank: c.bankId,
+    mode: c.mode,
+    links: c.links,
+    calls_per_sync: Math.round(c.callsPerSync * 100) / 100,
+    configured_interval_minutes: config.scheduler.syncIntervalMinutes,
+    effective_interval_minutes: c.intervalMinutes,
+    stretched: !c.fits,
+  }));
+}

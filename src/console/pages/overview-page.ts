@@ -8,7 +8,7 @@ import { linkFiguresOfScope } from '../../links/store.js';
 import { failingDeliveryCounts } from '../../webhooks/deliveries.js';
 import { html, join, type Html } from '../../html/html.js';
 import { scopePath } from '../access.js';
-import { bankIntervals } from '../../processes/status.js';
+import { bankIntervals } from '../../banks/budget/capacity.js';
 import type { ConsoleKit } from '../kit.js';
 import { type ConsoleMessageKey } from '../messages.js';
 import { layout } from '../pages.js';
@@ -75,7 +75,7 @@ export function registerOverviewPage(router: Router, kit: ConsoleKit): void {
       failingDeliveryCounts(db.reader, scope, since),
       bankHealth(db.reader, scope.mode, now),
       keyFiguresOfScope(db.reader, scope, now),
-      bankIntervals(config, db),
+      bankIntervals(db.reader, config),
     ]);
     const nameOf = new Map(institutionsOf(config).map((bank) => [bank.id, bank.name]));
     const consentIntervals = intervals.filter((row) => row.mode === scope.mode);
