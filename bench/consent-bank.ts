@@ -15,12 +15,13 @@ import { builtInFaults, CONSENT_BANK_PASSWORD } from '../src/consent-bank/users.
 import type { Database } from '../src/db/database.js';
 import { silentLogger } from '../src/logging/logger.js';
 import { sandboxCustomerData } from '../src/test-mode/sandbox-customer-data.js';
+import type { CustomerData } from '../src/consent-bank/customer-data.js';
 
 export const REDIRECT_URI = 'https://app.example/callback';
 export const ACTIONS = ['ReadAccounts', 'ReadBalances', 'ReadTransactions', 'ReadCreditCards'];
 
 /** The bank's browser face on a bare Koa server, standing in for the appliance's HTTP server. */
-export async function startBank(db: Database) {
+export async function startBank(db: Database, data: CustomerData = sandboxCustomerData()) {
   const ca = await makeTestCa(Date.now());
   let mounted: Middleware = (_ctx, next) => next();
   const app = new Koa();
@@ -34,7 +35,7 @@ export async function startBank(db: Database) {
     clock: systemClock,
     logger: silentLogger,
     publicBaseUrl: appUrl,
-    data: sandboxCustomerData(),
+    data,
     port: 0,
     faults: new ConsentBankFaults(builtInFaults),
   });

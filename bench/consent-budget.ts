@@ -13,6 +13,12 @@
  * minutes: every link's is marked expired, so each sync starts with a token refresh, as a sync every few hours
  * does (the bank does not rotate refresh tokens, so links sharing a grant do not spend one another's).
  *
+ * Steady state (issue 43): the links start as a sync BENCH_LAG_HOURS (4) ago left them. One link's first sync
+ * runs for real (complete: every list, card detail and movement) at a bank that shows each balance as it was
+ * that long before, and its rows are copied to every other link (the same holder, the same accounts); so each
+ * scheduled sync of the phases finds the balances that moved in one interval's time moved, and asks for those
+ * accounts' movements, as a sync every 4 hours does. Its calls are printed by kind (`callName`).
+ *
  * Phases, each started on a clock minute so whole budget minutes are measured:
  *  1. scheduled: every link's scheduled sync queued at once (the backlog of a full round), workers draining it
  *     for BENCH_PHASE_SECONDS (180): syncs, calls and calls per sync per minute;
@@ -40,7 +46,7 @@ import { openDatabase } from '../src/db/database.js';
 import { migrateUp } from '../src/db/migrations.js';
 import { checkBankBudgets } from '../src/doctor/checks.js';
 import { newId } from '../src/ids/ids.js';
-import { insertJobs, syncJob } from '../src/jobs/jobs.js';
+import { claimJob, insertJobs, syncJob } from '../src/jobs/jobs.js';
 import { createConsentLink } from '../src/links/consent/grants.js';
 import { silentLogger } from '../src/logging/logger.js';
 import { buildServices } from '../src/processes/services.js';
@@ -48,6 +54,10 @@ import { queueIntent } from '../src/refresh/refresh.js';
 import { SecretBox } from '../src/secrets/secret-box.js';
 import { runSyncWorkers } from '../src/sync/worker-pool.js';
 import { ACTIONS, REDIRECT_URI, startBank, walkConsent } from './consent-bank.js';
+import { callName } from '../src/consent-bank/bank-shell.js';
+import type { CustomerAccount, CustomerData } from '../src/consent-bank/customer-data.js';
+import { sandboxCustomerData } from '../src/test-mode/sandbox-customer-data.js';
+import { runSyncJob } from '../src/sync/engine.js';
 import { freshPostgresSchema } from './lib.js';
 
 const FAST = process.env.BENCH_FAST === '1';
@@ -64,6 +74,29 @@ const REFRESH_EVERY_MS = Number(process.env.BENCH_REFRESH_EVERY_MS ?? 60_000);
 const PERSONS = 60;
 const RUT = '11.111.111-1';
 const BANK_CALLS = new Set(['resources', 'token', 'grant_management']);
+const LAG_MS = Number(process.env.BENCH_LAG_HOURS ?? 4) * 3_600_000;
+
+/** The sandbox's customers, each balance shown as it was `lagMs` before (the seed sync's bank). */
+class LaggedBalances implements CustomerData {
+  private readonly base = sandboxCustomerData();
+  lagMs = 0;
+  accounts(customer: string, now: number) {
+    return this.base.accounts(customer, now);
+  }
+  entries(customer: string, account: CustomerAccount, from: number, to: number, now: number) {
+    return this.base.entries(customer, account, from, to, now);
+  }
+  balance(customer: string, account: CustomerAccount, now: number) {
+    return this.base.balance(customer, account, now - this.lagMs);
+  }
+}
+
+/** Calls by `callName`, in a stable order. */
+function byName(calls: readonly { path: string }[]): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const call of calls) out.set(callName(call.path), (out.get(callName(call.path)) ?? 0) + 1);
+  return new Map([...out].sort(([a], [b]) => a.localeCompare(b)));
+}
 
 /** The bank counts real seconds and minutes: the appliance's clock is the real one. */
 class WallClock extends ManualClock {
@@ -87,7 +120,8 @@ async function run(name: string, url: string, home: string) {
   const secrets = new SecretBox({ id: 'mk_bench', key: randomBytes(32) });
   const clock = new WallClock(Date.now());
   const services = buildServices(config, 'scheduler', { db, clock, logger: silentLogger, secrets });
-  const simulated = await startBank(db);
+  const data = new LaggedBalances();
+  const simulated = await startBank(db, data);
   const stop = new AbortController();
   let workers: Promise<void> = Promise.resolve();
   try {
@@ -152,6 +186,35 @@ async function run(name: string, url: string, home: string) {
     // A link synced every few hours finds its 10-minute access token expired, so its sync starts with a token
     // refresh (the bank keeps refresh tokens, so the links sharing a grant do not spend one another's).
     await db.knex('link_grants').update({ access_token_expires_at: Date.now() - 1 });
+    // The seed: one real complete sync at a bank showing the balances of LAG_MS ago, its rows copied to all.
+    data.lagMs = LAG_MS;
+    const seedFrom = simulated.bank.callLog().length;
+    await db
+      .knex('jobs')
+      .insert(
+        syncJob({ id: linkIds[0]!, org_id: orgId }, { refresh_type: 'full', interactive: false }, Date.now()),
+      );
+    const seedJob = (await claimJob(db, 'bench-seed', Date.now(), 600_000))!;
+    const seeded = await runSyncJob(services, seedJob);
+    if (seeded.status !== 'succeeded') throw new Error(`the seed sync ${seeded.status}`);
+    const firstSync = byName(simulated.bank.callLog().slice(seedFrom));
+    data.lagMs = 0;
+    await db.knex('bank_call_budgets').update({ calls_per_sync: null });
+    const seedLink = await db.knex('links').where({ id: linkIds[0] }).first();
+    const seedRows = await db.knex('accounts').where({ link_id: linkIds[0] });
+    for (let i = 1; i < linkIds.length; i += 100) {
+      const chunk = linkIds.slice(i, i + 100);
+      await db.transaction(async (trx) => {
+        await trx('accounts').insert(
+          chunk.flatMap((linkId) => seedRows.map((row) => ({ ...row, id: newId('acc'), link_id: linkId }))),
+        );
+        await trx('links')
+          .whereIn('id', chunk)
+          .update({ full_sync_at: seedLink.full_sync_at, accounts_count: seedRows.length });
+      });
+    }
+    await db.knex('jobs').delete();
+    await db.knex('link_grants').update({ access_token_expires_at: Date.now() - 1 });
     const linksMs = Date.now() - started;
     const persons = linkIds.slice(0, PERSONS);
     const backlog = linkIds.slice(PERSONS);
@@ -191,7 +254,9 @@ async function run(name: string, url: string, home: string) {
     await sleep(phase1To - Date.now());
     const minutes1 = (phase1To - phase1From) / 60_000;
     const syncs1 = await scheduledDone(phase1From, phase1To);
-    const calls1 = bankCalls(phase1From, phase1To).length;
+    const phase1Calls = bankCalls(phase1From, phase1To);
+    const calls1 = phase1Calls.length;
+    const kinds1 = byName(phase1Calls);
 
     // Phase 2: on-demand refreshes of the person's links while scheduled syncs keep taking their share.
     const phase2From = nextMinute(Date.now());
@@ -251,8 +316,33 @@ async function run(name: string, url: string, home: string) {
     const measuredCoverMin = LINKS / measuredSyncsPerMinute;
     const withinInterval = (perMinute: number) => Math.min(1, (perMinute * interval) / LINKS);
 
+    const firstTotal = [...firstSync.values()].reduce((a, b) => a + b, 0);
+    const steadyPerSync = calls1 / syncs1;
+    const intervalCalls = scheduledPerMinute * interval;
+    // A day of 4-hourly syncs: one full pass (as costly as a first sync) and the rest steady.
+    const perDay = (24 * 60) / interval;
+    const dailyAverage = (firstTotal + (perDay - 1) * steadyPerSync) / perDay;
+    const kindsLine = (kinds: Map<string, number>, per: number) =>
+      [...kinds].map(([name, n]) => `${name} ${fmt(n / per, 2)}`).join(', ');
     const rows: [string, string][] = [
       ['links (one bank, test mode)', LINKS.toLocaleString('en-US')],
+      [
+        `steady state: balances as they were ${fmt(LAG_MS / 3_600_000)} h before (one interval)`,
+        `A = ${seedRows.length} accounts and cards`,
+      ],
+      ['first sync (complete): calls by kind', `${firstTotal}: ${kindsLine(firstSync, 1)}`],
+      [
+        `scheduled phase: calls per sync by kind (${fmt(syncs1, 0)} syncs)`,
+        `${fmt(steadyPerSync, 2)}: ${kindsLine(kinds1, syncs1)}`,
+      ],
+      [
+        'links one bank keeps on the schedule (steady state)',
+        `${fmt(scheduledPerMinute)}/min × ${interval} min = ${fmt(intervalCalls, 0)} calls ÷ ${fmt(steadyPerSync, 2)} = ${fmt(Math.floor(intervalCalls / steadyPerSync), 0)} links (target ≥ 2,300; ≤ A + 1 = ${seedRows.length + 1} calls a sync)`,
+      ],
+      [
+        'with the daily full pass counted in',
+        `(${firstTotal} + ${fmt(perDay - 1, 0)} × ${fmt(steadyPerSync, 2)}) ÷ ${fmt(perDay, 0)} = ${fmt(dailyAverage, 2)} calls a sync → ${fmt(Math.floor(intervalCalls / dailyAverage), 0)} links`,
+      ],
       ['budget', `${budget.perSecond}/s, ${budget.perMinute}/min; scheduled ${scheduledPerMinute}/min`],
       ['calls one sync makes (measured average)', fmt(callsPerSync, 2)],
       [

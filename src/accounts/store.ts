@@ -30,6 +30,8 @@ export interface AccountRow {
   pending_count: number;
   /** The oldest posted_at that statements (backfill) have covered for this account. */
   backfill_covered_from?: number | null;
+  /** The end of the last window whose movements were read (migration 30); null: never read. */
+  movements_read_to?: number | null;
   refreshed_at: number | null;
   created_at: number;
   updated_at: number;
@@ -112,7 +114,8 @@ export type AccountBalances = Pick<
   | 'balance_limit'
   | 'refreshed_at'
   | 'updated_at'
->;
+> &
+  Partial<Pick<AccountRow, 'movements_read_to'>>;
 
 /** The bank listed the account again: its balances are refreshed, and it is active (again). */
 export async function refreshAccount(trx: Knex, id: string, balances: AccountBalances): Promise<void> {

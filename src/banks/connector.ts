@@ -150,6 +150,18 @@ export interface Connector<C extends LoginCredentials = BankCredentials> {
     window: DateWindow,
     now: number,
   ): Promise<BankMovement[]>;
+  /**
+   * A consent bank only: an account the link already has, read with one call (a deposit account's balances,
+   * a card's limits), for a steady-state scheduled sync that asks for movements only where a figure moved
+   * (docs/open-finance.md, "Calls per sync"). `gone`: the bank says there is no such account now (404, 403):
+   * the sync reads the lists again at once. `unknown`: the consent does not cover balances, so nothing can
+   * say whether it moved.
+   */
+  readBalance?(
+    session: BankSession,
+    account: BankAccount,
+    now: number,
+  ): Promise<{ kind: 'read'; balance: BankAccount['balance'] } | { kind: 'gone' } | { kind: 'unknown' }>;
   /** Statement rows older than the movements API reaches, for backfill; absent where the bank has none. */
   statements?(
     session: BankSession,

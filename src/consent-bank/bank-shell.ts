@@ -41,8 +41,11 @@ export interface RunningBank {
   faults: ConsentBankFaults;
   /** Requests the mTLS face answered since the bank started, by kind: what a test counts to bound our calls. */
   calls(): Readonly<Record<CallKind, number>>;
-  /** When the mTLS face received each of its latest calls (the bank's clock, ms) and their kind. The last 10,000. */
-  callLog(): readonly { kind: CallKind; at: number }[];
+  /**
+   * When the mTLS face received each of its latest calls (the bank's clock, ms), their kind and their path
+   * (under the issuer, no query; `callName` names it). The last 10,000.
+   */
+  callLog(): readonly { kind: CallKind; at: number; path: string }[];
   close(): Promise<void>;
   /** The running parts, for a profile's own additions (Brazil's consent reader). */
   context: ProviderContext;
@@ -200,6 +203,35 @@ function providerHooks(
     });
 }
 
+/**
+ * What a call asked for, by its path under the issuer: `token`, `accounts list`, `balances`, `account`,
+ * `transactions`, `cards list`, `card`, `card limits`, `card transactions`, `resources list`, `consents`,
+ * `grant management`, or `other`. The benches and tests count a sync's calls by it.
+ */
+export function callName(path: string): string {
+  if (path === '/token') return 'token';
+  if (path.startsWith('/grants/')) return 'grant management';
+  if (path.startsWith('/open-banking/consents/')) return 'consents';
+  if (path.startsWith('/open-banking/resources/')) return 'resources list';
+  const account = /^\/open-banking\/accounts\/v\d+\/accounts(?:\/[^/]+(\/[a-z-]+)?)?$/.exec(path);
+  if (account) {
+    if (path.endsWith('/accounts')) return 'accounts list';
+    if (account[1] === undefined) return 'account';
+    return account[1] === '/transactions' ? 'transactions' : account[1].slice(1);
+  }
+  const card = /^\/open-banking\/credit-cards-accounts\/v\d+\/accounts(?:\/[^/]+(\/[a-z-]+)?)?$/.exec(path);
+  if (card) {
+    if (path.endsWith('/accounts')) return 'cards list';
+    if (card[1] === undefined) return 'card';
+    return card[1] === '/limits'
+      ? 'card limits'
+      : card[1] === '/transactions'
+        ? 'card transactions'
+        : `card ${card[1].slice(1)}`;
+  }
+  return 'other';
+}
+
 function callKind(path: string, token: string): CallKind {
   if (path.startsWith('/open-banking/')) return 'resources';
   if (path.startsWith('/grants/')) return 'grant_management';
@@ -333,7 +365,7 @@ export async function startBank(options: BankOptions, profile: BankProfile): Pro
   };
 
   const calls: Record<CallKind, number> = { token: 0, resources: 0, grant_management: 0, other: 0 };
-  const callLog: { kind: CallKind; at: number }[] = [];
+  const callLog: { kind: CallKind; at: number; path: string }[] = [];
   const machine = new Koa();
   machine.silent = true;
   machine.use(async (ctx) => {
@@ -345,7 +377,7 @@ export async function startBank(options: BankOptions, profile: BankProfile): Pro
     const path = ctx.path.slice(issuerPath.length);
     const kind = callKind(path, '/token');
     calls[kind] += 1;
-    callLog.push({ kind, at: clock.now() });
+    callLog.push({ kind, at: clock.now(), path });
     if (callLog.length > CALL_LOG_SIZE) callLog.splice(0, callLog.length - CALL_LOG_SIZE);
     if (kind === 'resources') return resourceCall(ctx, path, running, runtime, router, profile.keyLabel);
     if (runtime.machine && (await runtime.machine(ctx, path))) return;

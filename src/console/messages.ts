@@ -243,6 +243,11 @@ const es = {
     '{up} funcionando, {degraded} con problemas, {down} caídos (según las sincronizaciones de la última hora en este modo).',
   'overview.banks_troubled': 'Bancos con problemas',
   'overview.banks_health': 'Salud',
+  'overview.banks_intervals': 'Cada cuánto se sincroniza cada vínculo de un banco con consentimiento',
+  'overview.banks_interval': 'Intervalo efectivo',
+  'overview.banks_interval_minutes': 'cada {n} minutos',
+  'overview.banks_interval_stretched':
+    'cada {n} minutos (en vez de {configured}: el presupuesto de llamadas del banco no alcanza, y todos esperan por igual)',
   'overview.health.up': 'funcionando',
   'overview.health.degraded': 'con problemas',
   'overview.health.down': 'caído',
@@ -678,6 +683,11 @@ const en: typeof es = {
     '{up} up, {degraded} degraded, {down} down (from the last hour of syncs in this mode).',
   'overview.banks_troubled': 'Banks with problems',
   'overview.banks_health': 'Health',
+  'overview.banks_intervals': 'How often each link of a consent bank is synced',
+  'overview.banks_interval': 'Effective interval',
+  'overview.banks_interval_minutes': 'every {n} minutes',
+  'overview.banks_interval_stretched':
+    "every {n} minutes (instead of {configured}: the bank's call budget is short, and every link waits alike)",
   'overview.health.up': 'up',
   'overview.health.degraded': 'degraded',
   'overview.health.down': 'down',

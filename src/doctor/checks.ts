@@ -44,7 +44,10 @@ export function checkBankBudgets(capacities: readonly BankCapacity[], intervalMi
       capacities.length === 0
         ? 'no consent bank synced yet'
         : capacities
-            .map((c) => `${c.bankId} (${c.mode}): ${c.needed} of ${c.available} calls an interval`)
+            .map(
+              (c) =>
+                `${c.bankId} (${c.mode}): ${c.needed} of ${c.available} calls an interval, every link synced every ${c.intervalMinutes} minutes`,
+            )
             .join('; '),
     );
   return warn(

@@ -50,6 +50,11 @@ export interface SyncSuccess {
   nextSyncAt: number;
   /** A backfill that fetched: statements now reach back to here (the coverage only grows). */
   backfillFrom: number | null;
+  /**
+   * The sync read every list and every account's movements (a first sync, an on-demand refresh, the daily
+   * full pass): `full_sync_at` moves, and the next scheduled syncs may read balances only until a day has passed.
+   */
+  fullPass?: boolean;
 }
 
 /** The columns a successful sync writes. Pure. */
@@ -63,6 +68,7 @@ export function syncSucceeded(link: LinkRow, outcome: SyncSuccess, now: number):
     last_error_code: null,
     last_synced_at: now,
     next_sync_at: outcome.nextSyncAt,
+    ...(outcome.fullPass ? { full_sync_at: now } : {}),
     refresh_status: 'idle',
     sync_attempts: link.sync_attempts + 1,
     sync_successes: link.sync_successes + 1,

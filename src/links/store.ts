@@ -38,6 +38,8 @@ export interface LinkRow {
   next_sync_at: number | null;
   expired_at: number | null;
   backfill_covered_from?: number | null;
+  /** When a sync last read every list and every account's movements (migration 30); null: never. */
+  full_sync_at?: number | null;
   /** Keyed digests of the holder's RUTs, for finding a link by RUT (rut-search.ts). */
   rut_digest?: string | null;
   company_rut_digest?: string | null;
@@ -85,7 +87,7 @@ export async function dueLinkBatch(
   now: number,
   limit: number,
   after: { nextSyncAt: number; id: string } | null,
-): Promise<{ id: string; org_id: string; next_sync_at: number }[]> {
+): Promise<{ id: string; org_id: string; next_sync_at: number; bank_id: string; mode: 'live' | 'test' }[]> {
   const query = trx('links').where({ status: 'active', paused: false }).where('next_sync_at', '<=', now);
   if (after)
     query.where((later) =>
@@ -96,7 +98,7 @@ export async function dueLinkBatch(
   return query
     .orderBy([{ column: 'next_sync_at' }, { column: 'id' }])
     .limit(limit)
-    .select('id', 'org_id', 'next_sync_at');
+    .select('id', 'org_id', 'next_sync_at', 'bank_id', 'mode');
 }
 
 export interface OperatorLinkFilter {

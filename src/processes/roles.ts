@@ -111,12 +111,27 @@ const scheduler: Role = {
     const { runConsentExpiry } = await import('../scheduler/consent-expiry.js');
     const { runSyncWorkers } = await import('../sync/worker-pool.js');
     const { CapacityWarnings, capacitySettingsOf } = await import('../banks/budget/capacity.js');
+    const { stretchIntervals } = await import('../scheduler/stretch.js');
     const capacityWarnings = new CapacityWarnings();
     let running: Promise<void> = Promise.resolve();
     const intervalMs = config.scheduler.syncIntervalMinutes * 60_000;
     const tick = () => {
       running = (async () => {
-        const queued = await enqueueDueLinks(services.db, services.clock.now(), intervalMs, periodMs);
+        // A bank whose links need more calls than its budget allows: every link's interval stretched alike.
+        const stretched = await stretchIntervals(
+          services.db,
+          capacitySettingsOf(config),
+          periodMs,
+          services.clock.now(),
+        );
+        const queued = await enqueueDueLinks(
+          services.db,
+          services.clock.now(),
+          intervalMs,
+          periodMs,
+          undefined,
+          stretched,
+        );
         if (queued > 0) services.logger.info({ queued }, 'due links queued');
         await runHousekeeping(services, periodMs);
         await runConsentExpiry(services, periodMs);

@@ -5,6 +5,7 @@ import type { Database } from '../db/database.js';
 import { migrationStatus, schemaMismatch } from '../db/migrations.js';
 import { buildLabel, thisBuild, type BuildInfo } from './build-info.js';
 import { queueDepths, type QueueDepths } from './queue-depths.js';
+import { bankIntervals, type BankInterval } from '../banks/budget/capacity.js';
 import { liveServeInstances } from './serve-instances.js';
 import type { RoleName } from './roles.js';
 
@@ -86,6 +87,11 @@ export interface ApplianceStatus {
     size_bytes: number | null;
   };
   queues: QueueDepths | null;
+  /**
+   * Each consent bank with a measured sync: its links, calls per sync and the interval its links really get
+   * (the configured one, or stretched alike for all when their syncs need more calls than its budget allows).
+   */
+  banks: BankInterval[] | null;
 }
 
 export function schemaState(status: {
@@ -181,6 +187,7 @@ export async function collectStatus(
         size_bytes: await db.sizeBytes(),
       },
       queues: migrations.version ? await queueDepths(db) : null,
+      banks: migrations.version ? await bankIntervals(db.reader, config) : null,
     };
   } catch (error) {
     return {
@@ -201,6 +208,7 @@ export async function collectStatus(
         size_bytes: null,
       },
       queues: null,
+      banks: null,
     };
   }
 }

@@ -70,7 +70,7 @@ import { applyPlan, movementCounts, movementsToMatch } from '../movements/store.
 import { bankEndingConsents, recordSyncOutcome } from '../banks/health.js';
 import { limitsOf } from '../banks/budget/budget.js';
 import { BudgetWait, SyncPermits } from '../banks/budget/permits.js';
-import { pauseBank, recordSyncCalls } from '../banks/budget/store.js';
+import { bankInterval, pauseBank, recordSyncCalls } from '../banks/budget/store.js';
 import { reconcile } from './reconcile.js';
 
 const DAY = 86_400_000;
@@ -89,6 +89,22 @@ export const BACKFILL_AFTER_DAYS = 90;
 
 /** Stored rows this far before the window are loaded too, so a retroactive booking still matches. */
 const MATCH_SLACK_DAYS = 7;
+
+/**
+ * A consent link's scheduled syncs read only balances (one call an account, and movements only where a
+ * figure moved) for a day after a sync that read everything; then the next one reads every list, every
+ * card's details and every account's movements again (docs/open-finance.md, "Calls per sync"): what a
+ * balance cannot show (a movement booked without moving it, an account added to the consent) waits a day at
+ * most.
+ */
+export const FULL_PASS_EVERY_MS = DAY;
+/**
+ * An account whose balance moved is read from where its last read ended, less this overlap: a bank books a
+ * movement on the day it happened a day or so late (a card purchase settles in one or two working days), and
+ * the filters take whole days. What lands earlier still is found by the daily full pass, which reads the
+ * whole 14-day window.
+ */
+export const INCREMENTAL_OVERLAP_MS = 2 * DAY;
 
 export interface SyncServices {
   db: Database;
@@ -113,6 +129,8 @@ interface Fetched {
   session: BankSession | null;
   /** Each account's rows and the posted_at window they cover (null: nothing fetched for it). */
   accounts: { account: BankAccount; movements: BankMovement[]; window: DateWindow | null }[];
+  /** Every list and every account's movements were read (not a balance-only sync, not a backfill). */
+  fullPass: boolean;
 }
 
 /**
@@ -387,7 +405,7 @@ async function fetchFromBank(
 ): Promise<Fetched> {
   const now = services.clock.now();
   const window = windowFor(payload, link, intent, now);
-  if (!window) return { session: null, accounts: [] };
+  if (!window) return { session: null, accounts: [], fullPass: false };
   const { connector, credentials } = await openLogin(services, link, permits);
   const request = {
     bankId: link.bank_id,
@@ -431,6 +449,11 @@ async function fetchFromBank(
     }
     session = login.session;
   }
+  if (balanceOnlyAllowed(payload, intent, link, now) && connector.readBalance) {
+    const light = await readBalancesOnly(services, connector, session, link, window, now);
+    if (light) return { session, accounts: light, fullPass: false };
+    // An account the bank no longer has: the lists are read again at once, in this sync.
+  }
   const accounts = await connector.listAccounts(session, now);
   const out: Fetched['accounts'] = [];
   const coverage = await backfillCoverage(services.db.reader, link.id);
@@ -462,7 +485,88 @@ async function fetchFromBank(
       out.push({ account, window: null, movements: [] }); // this account has no statements
     }
   }
-  return { session, accounts: out };
+  return { session, accounts: out, fullPass: payload.refresh_type !== 'backfill' };
+}
+
+/**
+ * Whether a sync may read balances only: a scheduled sync (a first sync, an on-demand refresh and a backfill
+ * read everything) of a link whose last full pass is less than a day old.
+ */
+function balanceOnlyAllowed(
+  payload: SyncPayload,
+  intent: IntentRow | null,
+  link: LinkRow,
+  now: number,
+): boolean {
+  if (payload.refresh_type !== 'scheduled' || payload.interactive || intent) return false;
+  const full = link.full_sync_at == null ? null : Number(link.full_sync_at);
+  return full !== null && now - full < FULL_PASS_EVERY_MS;
+}
+
+/** The figures a sync compares: null and a number differ, and Postgres may hand a bigint as a string. */
+function sameBalance(row: AccountRow, balance: BankAccount['balance']): boolean {
+  const same = (stored: number | string | null | undefined, read: number | null) =>
+    (stored ?? null) === null ? read === null : read !== null && Number(stored) === read;
+  return (
+    same(row.balance_available, balance.available) &&
+    same(row.balance_current, balance.current) &&
+    same(row.balance_limit, balance.limit)
+  );
+}
+
+/**
+ * A steady-state scheduled sync of a consent link: the accounts and cards it has, as the last full pass left
+ * them (the lists and card details are not read again), each with one call for its balance or limits, and
+ * movements only for those whose figures moved, from where their last read ended (less the overlap). Null
+ * when the bank says an account is gone: the caller reads the lists at once. An account the last full pass
+ * could not read (Brazil's paused resources) is left as it is until the next one.
+ */
+async function readBalancesOnly(
+  services: SyncServices,
+  connector: Connector<LoginCredentials>,
+  session: BankSession,
+  link: LinkRow,
+  window: DateWindow,
+  now: number,
+): Promise<Fetched['accounts'] | null> {
+  const fullAt = Number(link.full_sync_at);
+  const rows = (await accountsOfLink(services.db.reader, link.id)).filter((row) => row.status === 'active');
+  const out: Fetched['accounts'] = [];
+  const paused: string[] = [];
+  for (const row of rows) {
+    if (Number(row.refreshed_at) < fullAt) {
+      paused.push(row.bank_account_ref);
+      continue;
+    }
+    const known: BankAccount = {
+      ref: row.bank_account_ref,
+      name: row.name,
+      type: row.type,
+      currency: row.currency,
+      last4: row.last_4 ?? '',
+      holderName: row.holder_name ?? '',
+      balance: {
+        available: row.balance_available == null ? null : Number(row.balance_available),
+        current: row.balance_current == null ? null : Number(row.balance_current),
+        limit: row.balance_limit == null ? null : Number(row.balance_limit),
+      },
+    };
+    const read = await connector.readBalance!(session, known, now);
+    if (read.kind === 'gone') return null;
+    const account = read.kind === 'read' ? { ...known, balance: read.balance } : known;
+    const readTo = row.movements_read_to == null ? null : Number(row.movements_read_to);
+    if (read.kind === 'read' && readTo !== null && sameBalance(row, read.balance)) {
+      out.push({ account, window: null, movements: [] });
+      continue;
+    }
+    const own = {
+      from: readTo === null ? window.from : Math.max(window.from, readTo - INCREMENTAL_OVERLAP_MS),
+      to: window.to,
+    };
+    out.push({ account, window: own, movements: await connector.listMovements(session, account, own, now) });
+  }
+  session.unavailableRefs = paused;
+  return out;
 }
 
 /**
@@ -539,6 +643,8 @@ async function recordSuccess(
       balance_limit: account.balance.limit,
       refreshed_at: now,
       updated_at: now,
+      // Where the next incremental window of this account starts (less the overlap).
+      ...(window && payload.refresh_type !== 'backfill' ? { movements_read_to: now } : {}),
     };
     if (!row) {
       row = await createAccount(trx, {
@@ -580,7 +686,7 @@ async function recordSuccess(
     });
   }
 
-  const nextSyncAt = now + services.config.scheduler.syncIntervalMinutes * 60_000;
+  const nextSyncAt = now + (await syncIntervalMs(trx, services, link));
   await markLinkSynced(
     trx,
     link,
@@ -592,6 +698,7 @@ async function recordSuccess(
       nextSyncAt,
       backfillFrom:
         payload.refresh_type === 'backfill' && fetched.session ? backfillStart(intent, now) : null,
+      fullPass: fetched.fullPass,
     },
     now,
   );
@@ -625,6 +732,16 @@ async function recordSuccess(
     now,
   });
   return { newMovements, accounts: seen.size };
+}
+
+/**
+ * The link's interval: the configured one, or its bank's stretched one when the bank's links need more calls
+ * than its budget allows (scheduler/stretch.ts), so `next_sync_at` says when the sync will really come.
+ */
+async function syncIntervalMs(trx: Knex, services: SyncServices, link: LinkRow): Promise<number> {
+  const configured = services.config.scheduler.syncIntervalMinutes;
+  const stretched = await bankInterval(trx, { bankId: link.bank_id, mode: link.mode });
+  return Math.max(configured, stretched ?? 0) * 60_000;
 }
 
 /** Reconciles one account with what the bank sent, writes the plan and refreshes the account's counters. */
@@ -680,7 +797,7 @@ async function recordFailure(
       errorCode: error.code,
       failuresToExpire: services.config.sync.failuresToExpire,
       // A bank that said when to come back is not called before then, even by the schedule.
-      nextSyncAt: Math.max(now + services.config.scheduler.syncIntervalMinutes * 60_000, error.retryAt ?? 0),
+      nextSyncAt: Math.max(now + (await syncIntervalMs(trx, services, link)), error.retryAt ?? 0),
       reconnectOf: (JSON.parse(job.payload ?? '{}') as SyncPayload).reconnect_of ?? null,
     },
     now,

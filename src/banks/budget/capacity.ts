@@ -18,6 +18,13 @@ export interface BankCapacity {
   fits: boolean;
   /** How long one round of the bank's links takes at the scheduled share. */
   minutesNeeded: number;
+  /**
+   * The interval every link of the bank gets: the configured one when they fit, else one round's minutes
+   * (the scheduler stretches every link's interval alike, never syncing some on time and others never).
+   */
+  intervalMinutes: number;
+  /** Scheduled syncs a minute the share allows at the measured calls per sync. */
+  syncsPerMinute: number;
 }
 
 export interface CapacitySettings {
@@ -49,14 +56,38 @@ export async function bankCapacities(db: Knex, settings: CapacitySettings): Prom
       scheduledShare: settings.budget.scheduledShare,
       intervalMinutes: settings.syncIntervalMinutes,
     });
-    out.push({ bankId: row.bank_id, mode: row.mode, links, callsPerSync, ...capacity });
+    out.push({
+      bankId: row.bank_id,
+      mode: row.mode,
+      links,
+      callsPerSync,
+      ...capacity,
+      ...stretchOf(capacity, callsPerSync, settings.syncIntervalMinutes),
+    });
   }
   return out;
 }
 
+/**
+ * The interval a bank's links get (the configured one, or one round's minutes when they do not fit, rounded
+ * up to a whole minute) and the syncs a minute its scheduled share allows. Pure.
+ */
+export function stretchOf(
+  capacity: { fits: boolean; minutesNeeded: number; available: number },
+  callsPerSync: number,
+  configuredMinutes: number,
+): { intervalMinutes: number; syncsPerMinute: number } {
+  return {
+    intervalMinutes: capacity.fits
+      ? configuredMinutes
+      : Math.max(configuredMinutes, Math.ceil(capacity.minutesNeeded)),
+    syncsPerMinute: callsPerSync > 0 ? capacity.available / configuredMinutes / callsPerSync : Infinity,
+  };
+}
+
 /** The operator's words for a bank that does not fit (the log line, `svc doctor`). */
 export function describeShortfall(capacity: BankCapacity, intervalMinutes: number): string {
-  return `${capacity.bankId} (${capacity.mode}): ${capacity.links} links × ${capacity.callsPerSync.toFixed(1)} calls a sync need ${capacity.needed} calls an interval, but the scheduled share of its budget allows ${capacity.available} in ${intervalMinutes} minutes: a round takes ${Math.ceil(capacity.minutesNeeded)} minutes, so syncs fall behind`;
+  return `${capacity.bankId} (${capacity.mode}): ${capacity.links} links × ${capacity.callsPerSync.toFixed(1)} calls a sync need ${capacity.needed} calls an interval, but the scheduled share of its budget allows ${capacity.available} in ${intervalMinutes} minutes: a round takes ${Math.ceil(capacity.minutesNeeded)} minutes, so every link of the bank is synced every ${capacity.intervalMinutes} minutes instead (its effective interval)`;
 }
 
 /**
@@ -101,4 +132,31 @@ export function capacitySettingsOf(config: {
     budgets: config.banks.budgets,
     syncIntervalMinutes: config.scheduler.syncIntervalMinutes,
   };
+}
+
+/** A bank's effective interval, as `svc status` (`banks`) and the console's overview show it. */
+export interface BankInterval {
+  bank: string;
+  mode: 'live' | 'test';
+  links: number;
+  calls_per_sync: number;
+  configured_interval_minutes: number;
+  effective_interval_minutes: number;
+  stretched: boolean;
+}
+
+/** Every measured consent bank's links, calls per sync and the interval its links really get. */
+export async function bankIntervals(
+  db: Knex,
+  config: Parameters<typeof capacitySettingsOf>[0],
+): Promise<BankInterval[]> {
+  return (await bankCapacities(db, capacitySettingsOf(config))).map((c) => ({
+    bank: c.bankId,
+    mode: c.mode,
+    links: c.links,
+    calls_per_sync: Math.round(c.callsPerSync * 100) / 100,
+    configured_interval_minutes: config.scheduler.syncIntervalMinutes,
+    effective_interval_minutes: c.intervalMinutes,
+    stretched: !c.fits,
+  }));
 }

@@ -21,6 +21,8 @@ export interface BudgetRow extends BudgetState {
   bank_id: string;
   mode: 'live' | 'test';
   calls_per_sync: number | null;
+  /** The interval the scheduler gives the bank's links when stretched (migration 30); null: the configured. */
+  interval_minutes?: number | null;
   updated_at: number;
 }
 
@@ -114,4 +116,30 @@ export async function recordSyncCalls(
         updated_at: now,
       });
   });
+}
+
+/**
+ * The scheduler stretched (or stopped stretching: null) the interval of the bank's links: the sync engine
+ * schedules each link's next sync by it, and `svc status` and the console show it.
+ */
+export async function setBankInterval(
+  db: Database,
+  bank: BankKey,
+  minutes: number | null,
+  now: number,
+): Promise<void> {
+  // Written only when it changes: the scheduler asks every tick.
+  if ((await bankInterval(db.knex, bank)) === minutes) return;
+  await db
+    .knex('bank_call_budgets')
+    .where({ bank_id: bank.bankId, mode: bank.mode })
+    .update({ interval_minutes: minutes, updated_at: now });
+}
+
+/** The bank's stretched interval in minutes, or null when its links keep the configured one. */
+export async function bankInterval(db: Knex, bank: BankKey): Promise<number | null> {
+  const row = await db('bank_call_budgets')
+    .where({ bank_id: bank.bankId, mode: bank.mode })
+    .first('interval_minutes');
+  return row?.interval_minutes == null ? null : Number(row.interval_minutes);
 }

@@ -226,10 +226,7 @@ export const cardAccountRef = (creditCardAccountId: string) => `card-${creditCar
  * not in the account, so it counts in neither.
  */
 export function mapDepositAccount(account: ObAccount, balances: ObBalances, holderName: string): BankAccount {
-  const currency = balances.availableAmount.currency;
-  sameCurrency(balances.blockedAmount, currency, 'blockedAmount');
-  const available = toMinorUnits(balances.availableAmount, 'availableAmount');
-  const blocked = toMinorUnits(balances.blockedAmount, 'blockedAmount');
+  const { currency, balance } = depositBalance(balances);
   const kind = ACCOUNT_NAMES[account.type];
   return {
     ref: depositAccountRef(account.accountId),
@@ -238,8 +235,17 @@ export function mapDepositAccount(account: ObAccount, balances: ObBalances, hold
     currency,
     last4: account.number.slice(-4),
     holderName,
-    balance: { available, current: available + blocked, limit: null },
+    balance,
   };
+}
+
+/** An account's balances answer as minor units: `current` is what is available and what is blocked. */
+export function depositBalance(balances: ObBalances): { currency: string; balance: BankAccount['balance'] } {
+  const currency = balances.availableAmount.currency;
+  sameCurrency(balances.blockedAmount, currency, 'blockedAmount');
+  const available = toMinorUnits(balances.availableAmount, 'availableAmount');
+  const blocked = toMinorUnits(balances.blockedAmount, 'blockedAmount');
+  return { currency, balance: { available, current: available + blocked, limit: null } };
 }
 
 /** A card's balance in minor units; null where the bank states no figure (connector.ts, `BankAccount`). */
@@ -260,9 +266,7 @@ export function mapCardAccount(
   holderName: string,
   currency?: string,
 ): BankAccount {
-  const cardCurrency = (accountLines(limits)[0] ?? limits[0])?.usedAmount.currency ?? currency;
-  if (cardCurrency === undefined)
-    throw bad(`the credit card's limits list is empty and nothing says its currency`);
+  const { currency: cardCurrency, balance } = cardFigures(limits, currency);
   return {
     ref: cardAccountRef(account.creditCardAccountId),
     name: account.name,
@@ -270,8 +274,19 @@ export function mapCardAccount(
     currency: cardCurrency,
     last4: cardLast4(account, identification),
     holderName,
-    balance: cardBalance(limits, cardCurrency),
+    balance,
   };
+}
+
+/** A card's limits answer as its currency and figures (`currency`: the national one, for an empty list). */
+export function cardFigures(
+  limits: ObCardLimit[],
+  currency?: string,
+): { currency: string; balance: BankAccount['balance'] } {
+  const cardCurrency = (accountLines(limits)[0] ?? limits[0])?.usedAmount.currency ?? currency;
+  if (cardCurrency === undefined)
+    throw bad(`the credit card's limits list is empty and nothing says its currency`);
+  return { currency: cardCurrency, balance: cardBalance(limits, cardCurrency) };
 }
 
 /**

@@ -115,6 +115,21 @@ function StatusView({
           </Text>
         </Box>
       ) : null}
+      {status.banks && status.banks.length > 0 ? (
+        <Box marginTop={1} flexDirection="column">
+          <Text bold>Consent banks (effective sync interval)</Text>
+          {status.banks.map((b) => (
+            <Text key={`${b.bank}-${b.mode}`}>
+              {'  '}
+              {b.bank} ({b.mode}): {b.links} links × {b.calls_per_sync} calls a sync, every link synced every{' '}
+              <Text color={b.stretched ? 'yellow' : undefined}>{b.effective_interval_minutes} minutes</Text>
+              {b.stretched
+                ? ` (stretched from ${b.configured_interval_minutes}: the bank's budget is short)`
+                : null}
+            </Text>
+          ))}
+        </Box>
+      ) : null}
     </Box>
   );
 }

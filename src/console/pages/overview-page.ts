@@ -8,6 +8,7 @@ import { linkFiguresOfScope } from '../../links/store.js';
 import { failingDeliveryCounts } from '../../webhooks/deliveries.js';
 import { html, join, type Html } from '../../html/html.js';
 import { scopePath } from '../access.js';
+import { bankIntervals } from '../../banks/budget/capacity.js';
 import type { ConsoleKit } from '../kit.js';
 import { type ConsoleMessageKey } from '../messages.js';
 import { layout } from '../pages.js';
@@ -68,13 +69,16 @@ export function registerOverviewPage(router: Router, kit: ConsoleKit): void {
     const t = kit.words(ctx);
     const now = clock.now();
     const since = now - RECENT_MS;
-    const [links, failedSyncs, deliveries, health, keys] = await Promise.all([
+    const [links, failedSyncs, deliveries, health, keys, intervals] = await Promise.all([
       linkFiguresOfScope(db.reader, scope),
       failedSyncJobsSince(db.reader, scope, since),
       failingDeliveryCounts(db.reader, scope, since),
       bankHealth(db.reader, scope.mode, now),
       keyFiguresOfScope(db.reader, scope, now),
+      bankIntervals(db.reader, config),
     ]);
+    const nameOf = new Map(institutionsOf(config).map((bank) => [bank.id, bank.name]));
+    const consentIntervals = intervals.filter((row) => row.mode === scope.mode);
     const base = scopePath(scope);
     // Only the banks this appliance can reach in the mode, as /v1/institutions lists them.
     const reachable = institutionsOf(services.config).filter(
@@ -122,6 +126,22 @@ export function registerOverviewPage(router: Router, kit: ConsoleKit): void {
             t('overview.banks_troubled'),
             [t('links.bank'), t('overview.banks_health')],
             banks.troubled.map((bank) => [bank.name, t(`overview.health.${bank.health}`)]),
+            '',
+          )
+        }${
+          consentIntervals.length > 0 &&
+          table(
+            t('overview.banks_intervals'),
+            [t('links.bank'), t('overview.banks_interval')],
+            consentIntervals.map((row) => [
+              nameOf.get(row.bank) ?? row.bank,
+              row.stretched
+                ? t('overview.banks_interval_stretched', {
+                    n: String(row.effective_interval_minutes),
+                    configured: String(row.configured_interval_minutes),
+                  })
+                : t('overview.banks_interval_minutes', { n: String(row.effective_interval_minutes) }),
+            ]),
             '',
           )
         }`,
