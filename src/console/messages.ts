@@ -211,6 +211,12 @@ const es = {
   'keys.ceilings': 'Techos de la organización',
   'keys.ceiling_value': '{per_minute} por minuto, ráfaga de {burst}',
   'keys.ceilings_set': 'Fijar techo',
+  'keys.ceilings_shared':
+    'Todas las claves de la organización comparten estos límites en cada modo; una clave nueva no suma más.',
+  'keys.live_keys': 'Claves vigentes',
+  'keys.live_keys_value': '{live} de {max} como máximo',
+  'keys.cap_reached':
+    'La organización ya tiene todas las claves vigentes que el operador permite. Revoque una o pida al operador que suba el máximo.',
   'keys.ceilings_changed': 'Techos fijados por el operador: {limits}.',
   'keys.back': 'Volver a las claves',
   'error.confirm': 'Marca la casilla para confirmar.',
@@ -646,6 +652,12 @@ const en: typeof es = {
   'keys.ceilings': "The organisation's ceilings",
   'keys.ceiling_value': '{per_minute} a minute, burst of {burst}',
   'keys.ceilings_set': 'Set ceiling',
+  'keys.ceilings_shared':
+    "All the organisation's keys share these limits in each mode; another key adds nothing to them.",
+  'keys.live_keys': 'Live keys',
+  'keys.live_keys_value': '{live} of at most {max}',
+  'keys.cap_reached':
+    'The organisation already holds as many live keys as the operator allows. Revoke one, or ask the operator to raise the cap.',
   'keys.ceilings_changed': 'Ceilings set by the operator: {limits}.',
   'keys.back': 'Back to the keys',
   'error.confirm': 'Tick the box to confirm.',
