@@ -215,8 +215,9 @@ async function authorise(
   // bucket first, so a key over its own limit spends nothing of its siblings' budget.
   const shared = organisationLimit(principal.organisation.ceilings[group], limit);
   const whole = await services.rateLimiter.take(`${principal.organisation.bucketId}:${group}`, shared, now);
+  // The headers describe the key's own bucket while the organisation's has room (each bucket's counts are
+  // exact, a mix of the two is not); a refusal by the organisation's says so, with its Retry-After.
   if (!whole.allowed) enforce(ctx, whole, `requests of this organisation in the ${group} group`, shared);
-  else if (whole.remaining < own.remaining) enforce(ctx, whole, `requests in the ${group} group`, shared);
   else enforce(ctx, own, `requests in the ${group} group`, limit);
   return principal;
 }
