@@ -52,6 +52,18 @@ const es = {
   'link.refresh_done': 'Actualización {id} en cola.',
   'link.deleted_done': 'Conexión {id} eliminada.',
   'link.back': 'Volver a las conexiones',
+  'link.deleted_notice': 'Esta conexión fue eliminada. Se muestra cómo estaba y qué se le pidió al banco.',
+  'link.deleted_at': 'Eliminada',
+  'link.deleted_by': 'Eliminada por',
+  'link.last_state': 'Último estado',
+  'link.last_error': 'Último error',
+  'link.revocation': 'Revocación del consentimiento en el banco',
+  'link.revocation_none': 'Se conectaba con contraseña: no había consentimiento que revocar en el banco.',
+  'link.revocation_revoked': 'El banco confirmó la revocación del consentimiento el {at}.',
+  'link.revocation_failed':
+    'La revocación falló después de {attempts} intentos; el banco puede mantener el consentimiento hasta que venza.',
+  'link.revocation_pending': 'Revocación en curso: intento {attempt} de {max}, el {at}.',
+  'link.revocation_last_error': 'Último error: {error}',
   // Diagnosis, column names and states on a link's page
   'finding.expired':
     'Expiró el {at} después de {failures} inicios de sesión fallidos ({error}): la persona debe reconectarla desde el widget (intención «reconnect»).',
@@ -495,6 +507,18 @@ const en: typeof es = {
   'link.refresh_done': 'Refresh {id} queued.',
   'link.deleted_done': 'Link {id} deleted.',
   'link.back': 'Back to the links',
+  'link.deleted_notice': 'This link was deleted. Shown here: what it was, and what the bank was asked.',
+  'link.deleted_at': 'Deleted',
+  'link.deleted_by': 'Deleted by',
+  'link.last_state': 'Last state',
+  'link.last_error': 'Last error',
+  'link.revocation': 'Revocation of the consent at the bank',
+  'link.revocation_none': 'It logged in with a password: there was no consent at the bank to revoke.',
+  'link.revocation_revoked': 'The bank confirmed the consent revoked at {at}.',
+  'link.revocation_failed':
+    'Revoking failed after {attempts} attempts; the bank may hold the consent until it expires.',
+  'link.revocation_pending': 'Being revoked: attempt {attempt} of {max}, at {at}.',
+  'link.revocation_last_error': 'Last error: {error}',
   // Diagnosis, column names and states on a link's page
   'finding.expired':
     'Expired {at} after {failures} failed logins ({error}): the customer must reconnect it through the widget (intent "reconnect").',

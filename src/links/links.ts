@@ -432,6 +432,46 @@ export async function deleteLink(
   await deleteLinkRow(trx, id);
   const data = linkDeleted(row, now);
   await publishEvent(trx, { orgId: row.org_id, mode: row.mode, type: 'link.deleted', linkId: id, data, now });
-  await auditChange(trx, principal, { action: 'link.delete', targetType: 'link', targetId: id }, now);
+  await auditChange(
+    trx,
+    principal,
+    { action: 'link.delete', targetType: 'link', targetId: id, details: { last_state: lastStateOf(row) } },
+    now,
+  );
   return { object: 'link', id, deleted: true, deleted_at: data.deleted_at };
+}
+
+/**
+ * What a link was when it was deleted, kept in the `link.delete` audit row so support can still answer for it
+ * (issue 44, item 9: `svc links inspect` and the console show it). The link's facts, not its holder: no name,
+ * no RUT, no credential; the customer's own `external_user_id` stays, as support looks links up by it.
+ */
+export interface DeletedLinkState {
+  bank_id: string;
+  mode: 'live' | 'test';
+  holder_type: string;
+  status: string;
+  paused: boolean;
+  external_user_id: string | null;
+  accounts_count: number;
+  last_synced_at: string | null;
+  last_error_code: string | null;
+  expired_at: string | null;
+  created_at: string | null;
+}
+
+export function lastStateOf(row: LinkRow): DeletedLinkState {
+  return {
+    bank_id: row.bank_id,
+    mode: row.mode,
+    holder_type: row.holder_type,
+    status: row.status,
+    paused: Boolean(row.paused),
+    external_user_id: row.external_user_id,
+    accounts_count: Number(row.accounts_count),
+    last_synced_at: toIso(row.last_synced_at),
+    last_error_code: row.last_error_code,
+    expired_at: toIso(row.expired_at),
+    created_at: toIso(row.created_at),
+  };
 }

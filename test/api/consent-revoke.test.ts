@@ -118,7 +118,7 @@ forEachEngine(t, async (t, engine) => {
         revoked_at: null,
       },
     });
-    t.equal(pending.deleted_at, pending.grant_revocation.created_at, 'queued as the link was deleted');
+    t.equal(pending.deleted_at, pending.grant_revocation!.created_at, 'queued as the link was deleted');
     t.match(pending.diagnosis, [/Its grant at bancoabierto is being revoked: attempt 1 of 20/]);
     t.equal((await queues(t)).grant_revocations_pending, before + 1, 'svc status counts it');
     t.equal(await queueMetric('grant_revocations_pending'), before + 1, 'so does /metrics');

@@ -124,15 +124,52 @@ function LinkView({ data }: { data: LinkInspection }) {
 
 const REVOCATION_COLOUR = { revoked: 'green', pending: 'yellow', failed: 'red' } as const;
 
-/** A deleted consent link: what support asks of it is whether the bank was told, so that is all it shows. */
+/** A deleted link: what it was, who deleted it, and for a consent link whether the bank was told. */
 function DeletedLinkView({ data }: { data: DeletedLinkInspection }) {
   const revocation = data.grant_revocation;
+  const last = data.last_state;
   return (
     <Box flexDirection="column">
       <Text>
         <Text bold>{data.id}</Text> {data.bank_id} <Text color="red">deleted</Text> at {data.deleted_at}{' '}
         {data.mode} mode, org {data.org_id}
+        {data.deleted_by ? ` by ${data.deleted_by}` : ''}
       </Text>
+      {last ? (
+        <Section title="Last state">
+          <Text>
+            {' '}
+            {last.status}
+            {last.paused ? ', paused' : ''}, {last.holder_type} holder, {last.accounts_count} accounts, last
+            synced {last.last_synced_at ?? 'never'}
+            {last.last_error_code ? `, last error ${last.last_error_code}` : ''}
+          </Text>
+          <Text>
+            {' '}
+            external user {last.external_user_id ?? '-'}, created {last.created_at}
+          </Text>
+        </Section>
+      ) : null}
+      {revocation ? <RevocationSection revocation={revocation} /> : null}
+      <Section title="Diagnosis">
+        {data.diagnosis.map((note, i) => (
+          <Text key={i} color={revocation ? REVOCATION_COLOUR[revocation.status] : undefined}>
+            {' '}
+            • {note}
+          </Text>
+        ))}
+      </Section>
+    </Box>
+  );
+}
+
+function RevocationSection({
+  revocation,
+}: {
+  revocation: NonNullable<DeletedLinkInspection['grant_revocation']>;
+}) {
+  return (
+    <Box flexDirection="column">
       <Section title="Grant revocation at the bank">
         <Text>
           {' '}
@@ -142,14 +179,6 @@ function DeletedLinkView({ data }: { data: DeletedLinkInspection }) {
         {revocation.status === 'pending' ? <Text> next attempt {revocation.next_attempt_at}</Text> : null}
         {revocation.revoked_at ? <Text> revoked {revocation.revoked_at}</Text> : null}
         {revocation.last_error ? <Text> last error {revocation.last_error}</Text> : null}
-      </Section>
-      <Section title="Diagnosis">
-        {data.diagnosis.map((note, i) => (
-          <Text key={i} color={REVOCATION_COLOUR[revocation.status]}>
-            {' '}
-            • {note}
-          </Text>
-        ))}
       </Section>
     </Box>
   );
