@@ -407,3 +407,14 @@ export async function countLiveKeys(db: Knex, orgId: string, now: number): Promi
     .first();
   return Number((row as { n: number | string } | undefined)?.n ?? 0);
 }
+
+/** Working live-mode keys of every organisation (`svc doctor`: is this box serving live tenants?). */
+export async function countLiveModeKeys(db: Knex, now: number): Promise<number> {
+  const row = await db('api_keys')
+    .where({ mode: 'live' })
+    .whereNull('revoked_at')
+    .where((live) => live.whereNull('expires_at').orWhere('expires_at', '>', now))
+    .count({ n: '*' })
+    .first();
+  return Number((row as { n: number | string } | undefined)?.n ?? 0);
+}

@@ -9,6 +9,7 @@ import type { SecretBox } from '../secrets/secret-box.js';
 import { CONSENT_BANK_PATH, startConsentBank, type ConsentBank } from '../consent-bank/consent-bank.js';
 import type { ConsentBankFaults } from '../consent-bank/faults.js';
 import { registerWithSimulatedBank } from './self-registration.js';
+import { pagesPort } from './pages-port.js';
 import { sandboxCustomerData } from './sandbox-customer-data.js';
 import { CONSENT_CALLBACK_PATH } from '../banks/consent/register.js';
 import { BRASIL_SANDBOX_BANK_ID } from '../banks/institutions.js';
@@ -58,14 +59,6 @@ export interface PagesListener {
   url: string;
   serve(pages: Middleware): void;
   close(): Promise<void>;
-}
-
-/**
- * The pages' port: two after the Chilean bank's mTLS port (8445 by default; 8444 is the Brazilian bank's),
- * or a free one when that is 0.
- */
-export function pagesPort(chileanPort: number): number {
-  return chileanPort === 0 ? 0 : chileanPort + 2;
 }
 
 async function listenForPages(host: string, port: number): Promise<PagesListener> {
