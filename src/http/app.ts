@@ -8,15 +8,12 @@ import { consoleRouter } from '../console/http.js';
 import type { AnyRoute } from '../api/route.js';
 import type { AppServices } from '../api/services.js';
 
-/**
- * What the API process serves besides the appliance's own routes: nothing today. The simulated consent bank
- * was mounted here, on the console's origin, until issue 44 (item 7); it has an origin of its own now
- * (src/test-mode/serve-consent-banks.ts).
- */
-export type AppMounts = Record<string, never>;
-
 /** `extraRoutes` lets a test mount a route through the real middleware stack (e.g. one that throws). */
-export function createApp(services: AppServices, extraRoutes: AnyRoute[] = [], mounts: AppMounts = {}): Koa {
+/**
+ * The API process's app: the API, the widget and the console. The simulated consent bank was mounted here, on
+ * the console's origin, until issue 44 (item 7); it has an origin of its own (src/test-mode/serve-consent-banks.ts).
+ */
+export function createApp(services: AppServices, extraRoutes: AnyRoute[] = []): Koa {
   const app = new Koa({ proxy: false });
   // Koa's own error printing would duplicate our log line, and could print a request body.
   app.silent = true;
