@@ -151,7 +151,7 @@ async function run(name: string, url: string, home: string) {
       const link = await db.transaction((trx) =>
         createConsentLink(
           trx,
-          { orgId, mode: 'test' },
+          { orgId, mode: 'test', actor: 'bench' },
           {
             bank_id: CONSENT_SANDBOX_BANK_ID,
             holder_type: 'individual',

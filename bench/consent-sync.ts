@@ -115,7 +115,7 @@ async function consentLink(
   const link = await db.transaction((trx) =>
     createConsentLink(
       trx,
-      { orgId, mode: 'test' },
+      { orgId, mode: 'test', actor: 'bench' },
       {
         bank_id: CONSENT_SANDBOX_BANK_ID,
         holder_type: 'individual',

@@ -31,12 +31,17 @@ export default class KeysRotate extends BaseCommand {
           graceSeconds,
           actor: this.actor(),
           now: this.clock(config).now(),
+          defaultLimits: config.rateLimits,
         }),
       ),
     );
     this.log(
       `Created ${issued.key.id} to replace ${issued.previous.id}, which stops working at ${issued.previous.expires_at}.`,
     );
+    if (issued.limits_lowered.length > 0)
+      this.log(
+        `Its own limits were held to the organisation's ceilings for ${issued.limits_lowered.join(', ')} (the old key's were above them).`,
+      );
     this.log('The new key is shown once. Store it now:');
     this.log(`  ${issued.secret}`);
     return issued;

@@ -97,3 +97,35 @@ export async function pageAuditLog(
     total,
   };
 }
+
+/**
+ * The latest entry of one action on one target (a deleted link's `link.delete`, which keeps its last state),
+ * with its organisation. Walks `audit_log`'s target index when there is one; a target has few entries.
+ */
+export async function latestAuditOf(
+  db: Knex,
+  filter: { action: string; targetType: string; targetId: string },
+): Promise<(AuditRecord & { org_id: string | null }) | undefined> {
+  const row:
+    | {
+        id: string;
+        org_id: string | null;
+        actor: string;
+        action: string;
+        target_type: string | null;
+        target_id: string | null;
+        details: string | null;
+        created_at: number;
+      }
+    | undefined = await db('audit_log')
+    .where({ action: filter.action, target_type: filter.targetType, target_id: filter.targetId })
+    .orderBy('created_at', 'desc')
+    .orderBy('id', 'desc')
+    .first();
+  if (!row) return undefined;
+  return {
+    ...row,
+    details: row.details ? (JSON.parse(row.details) as Record<string, unknown>) : null,
+    created_at: toIso(Number(row.created_at))!,
+  };
+}

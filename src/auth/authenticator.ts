@@ -5,6 +5,7 @@ import { errors } from '../errors/api-error.js';
 import { parseApiKey } from '../keys/key-format.js';
 import { keyStatus, type ApiKeyRow } from '../keys/keys.js';
 import { effectiveLimits, type RateLimitOverrides } from '../ratelimit/overrides.js';
+import { organisationCeilings } from '../orgs/orgs.js';
 import { findIntentByMfaToken } from '../refresh/store.js';
 import { sameDigest, sha256Hex } from '../secrets/secret-box.js';
 import type { Principal } from './principal.js';
@@ -111,6 +112,9 @@ export class Authenticator {
         overrides = owner.rate_limits ? (JSON.parse(owner.rate_limits) as RateLimitOverrides) : null;
       }
     }
+    // The organisation's ceilings bind all its keys together; a change reaches here within `cacheSeconds`.
+    const ceilings =
+      row && (await organisationCeilings(this.options.db, row.org_id, this.options.defaultLimits));
     const entry: CachedKey = {
       row,
       principal: row && {
@@ -121,6 +125,7 @@ export class Authenticator {
         actor: `key:${row.id}`,
         bucketId,
         limits: effectiveLimits(this.options.defaultLimits, overrides),
+        organisation: { bucketId: `org:${row.org_id}:${row.mode}`, ceilings: ceilings! },
       },
       fetchedAt: now,
     };

@@ -18,6 +18,11 @@ export interface Principal {
   /** Rate buckets are per key; a publishable key is charged to its organisation's secret key of its mode. */
   bucketId: string;
   limits: Record<RateGroup, RateLimit>;
+  /**
+   * An API key's organisation-wide bucket (issue 44, item 2): every key of the organisation in this mode is
+   * charged to it too, at the organisation's ceilings, so issuing more keys does not multiply the ceiling.
+   */
+  organisation?: { bucketId: string; ceilings: Record<RateGroup, RateLimit> };
 }
 
 /**

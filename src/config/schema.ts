@@ -630,7 +630,7 @@ export const configSchema = {
             enabled: {
               type: 'boolean',
               description:
-                "The API process serves the simulated consent bank `bancoabierto` (test mode; docs/open-finance.md): its pages under `/sandbox/consent-bank` on the API's address, its mTLS endpoints on `sandbox.consentBank.port`",
+                "The API process serves the simulated consent bank `bancoabierto` (test mode; docs/open-finance.md): its pages on an origin of their own (`sandbox.consentBank.host`, port `sandbox.consentBank.port` + 2; never the API's), its mTLS endpoints on `sandbox.consentBank.port`",
             },
             host: {
               type: 'string',

@@ -52,6 +52,18 @@ const es = {
   'link.refresh_done': 'Actualización {id} en cola.',
   'link.deleted_done': 'Conexión {id} eliminada.',
   'link.back': 'Volver a las conexiones',
+  'link.deleted_notice': 'Esta conexión fue eliminada. Se muestra cómo estaba y qué se le pidió al banco.',
+  'link.deleted_at': 'Eliminada',
+  'link.deleted_by': 'Eliminada por',
+  'link.last_state': 'Último estado',
+  'link.last_error': 'Último error',
+  'link.revocation': 'Revocación del consentimiento en el banco',
+  'link.revocation_none': 'Se conectaba con contraseña: no había consentimiento que revocar en el banco.',
+  'link.revocation_revoked': 'El banco confirmó la revocación del consentimiento el {at}.',
+  'link.revocation_failed':
+    'La revocación falló después de {attempts} intentos; el banco puede mantener el consentimiento hasta que venza.',
+  'link.revocation_pending': 'Revocación en curso: intento {attempt} de {max}, el {at}.',
+  'link.revocation_last_error': 'Último error: {error}',
   // Diagnosis, column names and states on a link's page
   'finding.expired':
     'Expiró el {at} después de {failures} inicios de sesión fallidos ({error}): la persona debe reconectarla desde el widget (intención «reconnect»).',
@@ -212,6 +224,12 @@ const es = {
   'keys.ceilings': 'Techos de la organización',
   'keys.ceiling_value': '{per_minute} por minuto, ráfaga de {burst}',
   'keys.ceilings_set': 'Fijar techo',
+  'keys.ceilings_shared':
+    'Todas las claves de la organización comparten estos límites en cada modo; una clave nueva no suma más.',
+  'keys.live_keys': 'Claves vigentes',
+  'keys.live_keys_value': '{live} de {max} como máximo',
+  'keys.cap_reached':
+    'La organización ya tiene todas las claves vigentes que el operador permite. Revoque una o pida al operador que suba el máximo.',
   'keys.ceilings_changed': 'Techos fijados por el operador: {limits}.',
   'keys.back': 'Volver a las claves',
   'error.confirm': 'Marca la casilla para confirmar.',
@@ -495,6 +513,18 @@ const en: typeof es = {
   'link.refresh_done': 'Refresh {id} queued.',
   'link.deleted_done': 'Link {id} deleted.',
   'link.back': 'Back to the links',
+  'link.deleted_notice': 'This link was deleted. Shown here: what it was, and what the bank was asked.',
+  'link.deleted_at': 'Deleted',
+  'link.deleted_by': 'Deleted by',
+  'link.last_state': 'Last state',
+  'link.last_error': 'Last error',
+  'link.revocation': 'Revocation of the consent at the bank',
+  'link.revocation_none': 'It logged in with a password: there was no consent at the bank to revoke.',
+  'link.revocation_revoked': 'The bank confirmed the consent revoked at {at}.',
+  'link.revocation_failed':
+    'Revoking failed after {attempts} attempts; the bank may hold the consent until it expires.',
+  'link.revocation_pending': 'Being revoked: attempt {attempt} of {max}, at {at}.',
+  'link.revocation_last_error': 'Last error: {error}',
   // Diagnosis, column names and states on a link's page
   'finding.expired':
     'Expired {at} after {failures} failed logins ({error}): the customer must reconnect it through the widget (intent "reconnect").',
@@ -653,6 +683,12 @@ const en: typeof es = {
   'keys.ceilings': "The organisation's ceilings",
   'keys.ceiling_value': '{per_minute} a minute, burst of {burst}',
   'keys.ceilings_set': 'Set ceiling',
+  'keys.ceilings_shared':
+    "All the organisation's keys share these limits in each mode; another key adds nothing to them.",
+  'keys.live_keys': 'Live keys',
+  'keys.live_keys_value': '{live} of at most {max}',
+  'keys.cap_reached':
+    'The organisation already holds as many live keys as the operator allows. Revoke one, or ask the operator to raise the cap.',
   'keys.ceilings_changed': 'Ceilings set by the operator: {limits}.',
   'keys.back': 'Back to the keys',
   'error.confirm': 'Tick the box to confirm.',

@@ -466,6 +466,10 @@ export interface SimulatedBankFacts {
     | { kind: 'unreadable'; reason: string }
     | { kind: 'ok'; certificates: { file: string; notBefore: number; notAfter: number }[] };
   now: number;
+  /** Working live-mode API keys of every organisation; null when the database could not be read. */
+  liveKeys?: number | null;
+  /** Where its sign-in pages listen (`127.0.0.1:8445`). */
+  pagesAddress?: string;
 }
 
 /**
@@ -495,6 +499,14 @@ export function checkSimulatedBank(facts: SimulatedBankFacts): CheckResult {
   const days = Math.floor((first.notAfter - facts.now) / 86_400_000);
   if (days < CERTIFICATE_WARN_DAYS)
     return warn(name, `${first.file} ends on ${day(first.notAfter)}, in ${days} days`, renew);
+  // A test aid on a box that serves live tenants (issue 44, item 7): its sign-in pages take any sandbox RUT,
+  // so an installation with live keys should not run it unless someone means to.
+  if ((facts.liveKeys ?? 0) > 0)
+    return warn(
+      name,
+      `the simulated consent bank is on in an installation with ${facts.liveKeys} live API key${facts.liveKeys === 1 ? '' : 's'}: its sign-in pages listen on ${facts.pagesAddress ?? 'their own port'}`,
+      'Unless this box is for testing, set sandbox.consentBank.enabled to false (SVC_SANDBOX_CONSENT_BANK_ENABLED=false) and restart svc serve.',
+    );
   return ok(name, `test CA in ${facts.directory}; its certificates are valid until ${day(first.notAfter)}`);
 }
 

@@ -1,3 +1,5 @@
+import { countLiveModeKeys } from '../keys/keys.js';
+import { pagesPort } from '../test-mode/pages-port.js';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { bankIdsOf, findInstitution, institutionsOf } from '../banks/institutions.js';
@@ -131,12 +133,18 @@ export async function runDoctor(
     checks.push(checkRetention(config.retention));
     checks.push(...checkConnectors(await connectorFacts(config)));
     const bankDirectory = testCaDirectory(config.home);
+    const bank = config.sandbox.consentBank;
     checks.push(
       checkSimulatedBank({
-        enabled: config.sandbox.consentBank.enabled,
+        enabled: bank.enabled,
         directory: bankDirectory,
-        material: config.sandbox.consentBank.enabled ? probeTestCa(bankDirectory) : { kind: 'missing' },
+        material: bank.enabled ? probeTestCa(bankDirectory) : { kind: 'missing' },
         now: Date.now(),
+        liveKeys:
+          usable && bank.enabled
+            ? await countLiveModeKeys(usable.reader, Date.now()).catch(() => null)
+            : null,
+        pagesAddress: `${bank.host}:${pagesPort(bank.port)}`,
       }),
     );
     if (usable) checks.push(...checkConsentClients(await consentClientFacts(usable, config)));

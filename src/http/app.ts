@@ -1,5 +1,5 @@
 import Router from '@koa/router';
-import Koa, { type Middleware } from 'koa';
+import Koa from 'koa';
 import { allRoutes, components } from './catalogue.js';
 import { requestContextMiddleware } from './middleware/request-context.js';
 import { apiRoutes, methodRefused } from './router.js';
@@ -8,24 +8,16 @@ import { consoleRouter } from '../console/http.js';
 import type { AnyRoute } from '../api/route.js';
 import type { AppServices } from '../api/services.js';
 
-/** What the API process serves besides the appliance's own routes. */
-export interface AppMounts {
-  /**
-   * The simulated consent bank's browser face (src/test-mode/serve-consent-banks.ts), when this process runs the bank:
-   * it answers only under `/sandbox/consent-bank` and sets its pages' own headers (CSP, frame-ancestors).
-   */
-  consentBank?: Middleware;
-}
-
 /** `extraRoutes` lets a test mount a route through the real middleware stack (e.g. one that throws). */
-export function createApp(services: AppServices, extraRoutes: AnyRoute[] = [], mounts: AppMounts = {}): Koa {
+/**
+ * The API process's app: the API, the widget and the console. The simulated consent bank was mounted here, on
+ * the console's origin, until issue 44 (item 7); it has an origin of its own (src/test-mode/serve-consent-banks.ts).
+ */
+export function createApp(services: AppServices, extraRoutes: AnyRoute[] = []): Koa {
   const app = new Koa({ proxy: false });
   // Koa's own error printing would duplicate our log line, and could print a request body.
   app.silent = true;
   app.use(requestContextMiddleware(services));
-  // Inside the request frame (request id, access log, metrics) and before the API's router, which would
-  // answer its paths 404 in the API's envelope; every other path passes through it untouched.
-  if (mounts.consentBank) app.use(mounts.consentBank);
   app.use(apiRoutes(services, [...allRoutes, ...extraRoutes], components));
   // The hosted widget's page, files and JSON API (not part of the OpenAPI document: see src/widget/http.ts).
   app.use(widgetRouter(services).routes());

@@ -4,6 +4,7 @@ import { ApiError, errors } from '../errors/api-error.js';
 import type { RateGroup, RateLimit } from '../config/defaults.js';
 import { rateGroupFor } from '../ratelimit/groups.js';
 import { RefusalLimiter } from '../ratelimit/refusals.js';
+import { organisationLimit } from '../ratelimit/overrides.js';
 import type { Decision } from '../ratelimit/token-bucket.js';
 import type { CredentialKind, Principal } from '../auth/principal.js';
 import { jsonBodyReader } from '../api/body.js';
@@ -206,12 +207,19 @@ async function authorise(
     );
   }
   const limit = principal.limits[group];
-  enforce(
-    ctx,
-    await services.rateLimiter.take(`${principal.bucketId}:${group}`, limit, now),
-    `requests in the ${group} group`,
-    limit,
-  );
+  const own = await services.rateLimiter.take(`${principal.bucketId}:${group}`, limit, now);
+  if (!own.allowed || !principal.organisation) {
+    enforce(ctx, own, `requests in the ${group} group`, limit);
+    return principal;
+  }
+  // Then the organisation's bucket, which all its keys of this mode share (issue 44, item 2): the key's own
+  // bucket first, so a key over its own limit spends nothing of its siblings' budget.
+  const shared = organisationLimit(principal.organisation.ceilings[group], limit);
+  const whole = await services.rateLimiter.take(`${principal.organisation.bucketId}:${group}`, shared, now);
+  // The headers describe the key's own bucket while the organisation's has room (each bucket's counts are
+  // exact, a mix of the two is not); a refusal by the organisation's says so, with its Retry-After.
+  if (!whole.allowed) enforce(ctx, whole, `requests of this organisation in the ${group} group`, shared);
+  else enforce(ctx, own, `requests in the ${group} group`, limit);
   return principal;
 }
 

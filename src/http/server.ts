@@ -1,4 +1,4 @@
-import { createApp, type AppMounts } from './app.js';
+import { createApp } from './app.js';
 import { listenForApi, type ApiListener } from './listener.js';
 import type { AnyRoute } from '../api/route.js';
 import type { AppServices } from '../api/services.js';
@@ -13,12 +13,11 @@ export async function startApiServer(
   services: AppServices,
   at: ApiListener | { host: string; port: number },
   extraRoutes: AnyRoute[] = [],
-  mounts: AppMounts = {},
 ): Promise<ApiServer> {
   const listener = 'serve' in at ? at : await listenForApi({ ...services.config.api, ...at });
   listener.server.on('clientError', (error: NodeJS.ErrnoException) =>
     services.logger.debug({ code: error.code }, 'client error before the request reached the app'),
   );
-  listener.serve(createApp(services, extraRoutes, mounts).callback());
+  listener.serve(createApp(services, extraRoutes).callback());
   return listener;
 }

@@ -10,7 +10,14 @@ import {
 import { toIso } from '../clock/clock.js';
 import { errors } from '../errors/api-error.js';
 import { operatorPrincipal, type Principal } from '../auth/principal.js';
-import { presentLinks, presentOneLink, UNREADABLE_CREDENTIALS, type Link } from '../links/links.js';
+import {
+  presentLinks,
+  presentOneLink,
+  UNREADABLE_CREDENTIALS,
+  type DeletedLinkState,
+  type Link,
+} from '../links/links.js';
+import { latestAuditOf } from '../audit/audit-log.js';
 import { CONSENT_EXPIRED, type ConsentView, type LinkConsent } from '../links/consent/consent-life.js';
 import { accountsOfLinkByAge } from '../accounts/store.js';
 import { recentEventsOfLink } from '../events/store.js';
@@ -87,6 +94,11 @@ export interface DeletedLinkInspection {
   org_id: string;
   mode: 'live' | 'test';
   bank_id: string;
+  /** Who deleted it, as the audit log names them; null for a deletion of a build before issue 44. */
+  deleted_by: string | null;
+  /** What the link was when it was deleted (the `link.delete` audit row); null before issue 44. */
+  last_state: DeletedLinkState | null;
+  /** The revoke of its consent at the bank; null for a link that logged in with a password. */
   grant_revocation: {
     status: RevocationStatus;
     attempts: number;
@@ -99,8 +111,8 @@ export interface DeletedLinkInspection {
     revoked_at: string | null;
     /** When it was queued: in the transaction that deleted the link. */
     created_at: string | null;
-  };
-  /** The revocation in the operator's words. */
+  } | null;
+  /** The deletion and the revocation in the operator's words. */
   diagnosis: string[];
 }
 
@@ -133,29 +145,53 @@ export async function inspectLinkOrDeleted(
   return deleted;
 }
 
-/** A deleted consent link's revocation, or null when the link left none (it was not a consent link). */
+/**
+ * What a deleted link left: its last state and who deleted it (the `link.delete` audit row) and, for a consent
+ * link, its grant's revocation at the bank; null when it left neither (it never existed, or was deleted by a
+ * build before issue 44 and had no grant).
+ */
 export async function inspectDeletedLink(db: Knex, linkId: string): Promise<DeletedLinkInspection | null> {
-  const revocation = await revocationOfLink(db, linkId);
-  if (!revocation) return null;
+  const [revocation, deletion] = await Promise.all([
+    revocationOfLink(db, linkId),
+    latestAuditOf(db, { action: 'link.delete', targetType: 'link', targetId: linkId }),
+  ]);
+  const lastState = (deletion?.details?.last_state as DeletedLinkState | undefined) ?? null;
+  const orgId = revocation?.org_id ?? deletion?.org_id;
+  const mode = revocation?.mode ?? lastState?.mode;
+  const bankId = revocation?.bank_id ?? lastState?.bank_id;
+  if (!orgId || !mode || !bankId) return null;
   return {
     object: 'link',
-    id: revocation.link_id,
+    id: linkId,
     deleted: true,
     // The revocation is queued in the deleting transaction, at the delete's time.
-    deleted_at: toIso(revocation.created_at),
-    org_id: revocation.org_id,
-    mode: revocation.mode,
-    bank_id: revocation.bank_id,
-    grant_revocation: {
-      status: revocation.status,
-      attempts: revocation.attempts,
-      max_attempts: REVOKE_ATTEMPTS,
-      last_error: revocation.last_error,
-      next_attempt_at: revocation.status === 'pending' ? toIso(revocation.next_attempt_at) : null,
-      revoked_at: toIso(revocation.revoked_at),
-      created_at: toIso(revocation.created_at),
-    },
-    diagnosis: [describeRevocation(revocation)],
+    deleted_at: deletion?.created_at ?? toIso(revocation?.created_at ?? null),
+    org_id: orgId,
+    mode,
+    bank_id: bankId,
+    deleted_by: deletion?.actor ?? null,
+    last_state: lastState,
+    grant_revocation: revocation
+      ? {
+          status: revocation.status,
+          attempts: revocation.attempts,
+          max_attempts: REVOKE_ATTEMPTS,
+          last_error: revocation.last_error,
+          next_attempt_at: revocation.status === 'pending' ? toIso(revocation.next_attempt_at) : null,
+          revoked_at: toIso(revocation.revoked_at),
+          created_at: toIso(revocation.created_at),
+        }
+      : null,
+    diagnosis: [
+      revocation
+        ? describeRevocation(revocation)
+        : 'It logged in with a password: there was no consent at the bank to revoke.',
+      ...(lastState
+        ? [
+            `Deleted${deletion ? ` by ${deletion.actor}` : ''} while ${lastState.status}${lastState.paused ? ' and paused' : ''}, with ${lastState.accounts_count} accounts, last synced ${lastState.last_synced_at ?? 'never'}.`,
+          ]
+        : []),
+    ],
   };
 }
 

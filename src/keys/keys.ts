@@ -7,7 +7,8 @@ import { newId } from '../ids/ids.js';
 import { recordAudit } from '../audit/audit-log.js';
 import { sha256Hex } from '../secrets/secret-box.js';
 import type { RateGroup, RateLimit } from '../config/defaults.js';
-import { aboveCeiling, type RateLimitOverrides } from '../ratelimit/overrides.js';
+import { aboveCeiling, withinCeilings, type RateLimitOverrides } from '../ratelimit/overrides.js';
+import { liveKeyCap, lockOrganisation, organisationCeilings } from '../orgs/orgs.js';
 import { generateApiKey, type KeyType, type Mode } from './key-format.js';
 
 export interface ApiKeyRow {
@@ -93,9 +94,20 @@ export interface IssuedKey {
   secret: string;
 }
 
+/**
+ * Issues a key, within the organisation's cap on live keys (issue 44, item 2): the count and the insert are
+ * taken one organisation at a time (`lockOrganisation`), so parallel requests cannot all pass the count.
+ */
 export async function createApiKey(trx: Knex, input: CreateKeyInput): Promise<IssuedKey> {
   const org = await trx('organisations').where({ id: input.orgId }).first('id');
   if (!org) throw errors.notFound(`No organisation ${input.orgId}.`, 'org');
+  await lockOrganisation(trx, input.orgId);
+  const [cap, live] = [await liveKeyCap(trx, input.orgId), await countLiveKeys(trx, input.orgId, input.now)];
+  if (live >= cap)
+    throw errors.conflict(
+      'key_limit_reached',
+      `Organisation ${input.orgId} holds ${live} live API keys, its cap is ${cap}: revoke one, or ask the operator to raise the cap (svc orgs ceilings ${input.orgId} --max-live-keys N).`,
+    );
   const id = newId('key');
   const issued = await insertKey(trx, { ...input, id, bucketId: id, rotatedFrom: null, expiresAt: null });
   await recordAudit(
@@ -194,13 +206,23 @@ async function loadKey(trx: Knex, keyId: string): Promise<ApiKeyRow> {
 }
 
 /**
- * Issues a successor with the same organisation, mode, type, limits and rate bucket; the old key keeps
- * working for `graceSeconds` and then answers 401 (Stripe's "roll key").
+ * Issues a successor with the same organisation, mode, type and rate bucket; the old key keeps working for
+ * `graceSeconds` and then answers 401 (Stripe's "roll key"). The successor's own limits are the old key's
+ * held to the organisation's ceilings of today (issue 44, item 2): a key set above a since-lowered ceiling
+ * does not hand its limits on; what was cut is in the audit row and in `limits_lowered`.
  */
 export async function rotateApiKey(
   trx: Knex,
-  input: { brand: string; keyId: string; graceSeconds: number; actor: string; now: number },
-): Promise<IssuedKey & { previous: ApiKeyView }> {
+  input: {
+    brand: string;
+    keyId: string;
+    graceSeconds: number;
+    actor: string;
+    now: number;
+    /** The configured rate limits (`config.rateLimits`): the ceilings of an organisation the operator left. */
+    defaultLimits: Record<RateGroup, RateLimit>;
+  },
+): Promise<IssuedKey & { previous: ApiKeyView; limits_lowered: RateGroup[] }> {
   const old = await loadKey(trx, input.keyId);
   const status = keyStatus(old, input.now);
   if (status === 'revoked' || status === 'expired') {
@@ -212,13 +234,16 @@ export async function rotateApiKey(
       `API key ${old.id} was already rotated to ${old.rotated_to}.`,
     );
   const id = newId('key');
+  const ceilings = await organisationCeilings(trx, old.org_id, input.defaultLimits);
+  const inherited = old.rate_limits ? (JSON.parse(old.rate_limits) as RateLimitOverrides) : null;
+  const held = inherited ? withinCeilings(inherited, ceilings) : { limits: null, lowered: [] };
   const issued = await insertKey(trx, {
     brand: input.brand,
     orgId: old.org_id,
     mode: old.mode,
     type: old.type,
     name: old.name,
-    rateLimits: old.rate_limits ? (JSON.parse(old.rate_limits) as RateLimitOverrides) : null,
+    rateLimits: held.limits,
     actor: input.actor,
     now: input.now,
     id,
@@ -234,7 +259,11 @@ export async function rotateApiKey(
       action: 'api_key.created',
       targetType: 'api_key',
       targetId: id,
-      details: { rotated_from: old.id },
+      details: {
+        rotated_from: old.id,
+        rate_limits: held.limits,
+        ...(held.lowered.length > 0 ? { limits_lowered_to_ceiling: held.lowered } : {}),
+      },
     },
     input.now,
   );
@@ -252,7 +281,11 @@ export async function rotateApiKey(
     },
     input.now,
   );
-  return { ...issued, previous: presentKey({ ...old, rotated_to: id, expires_at: expiresAt }, input.now) };
+  return {
+    ...issued,
+    previous: presentKey({ ...old, rotated_to: id, expires_at: expiresAt }, input.now),
+    limits_lowered: held.lowered,
+  };
 }
 
 export async function revokeApiKey(
@@ -358,4 +391,30 @@ export async function keysAboveCeilings(
   return rows
     .filter((row) => aboveCeiling(JSON.parse(row.rate_limits!) as RateLimitOverrides, ceilings) !== null)
     .map((row) => row.id);
+}
+
+/**
+ * The organisation's live keys, both modes and types, counted against its cap. A key in its rotation grace
+ * is not counted: its successor is, and both share one bucket and expire into one key.
+ */
+export async function countLiveKeys(db: Knex, orgId: string, now: number): Promise<number> {
+  const row = await db('api_keys')
+    .where({ org_id: orgId })
+    .whereNull('revoked_at')
+    .whereNull('rotated_to')
+    .where((live) => live.whereNull('expires_at').orWhere('expires_at', '>', now))
+    .count({ n: '*' })
+    .first();
+  return Number((row as { n: number | string } | undefined)?.n ?? 0);
+}
+
+/** Working live-mode keys of every organisation (`svc doctor`: is this box serving live tenants?). */
+export async function countLiveModeKeys(db: Knex, now: number): Promise<number> {
+  const row = await db('api_keys')
+    .where({ mode: 'live' })
+    .whereNull('revoked_at')
+    .where((live) => live.whereNull('expires_at').orWhere('expires_at', '>', now))
+    .count({ n: '*' })
+    .first();
+  return Number((row as { n: number | string } | undefined)?.n ?? 0);
 }

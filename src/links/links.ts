@@ -207,6 +207,45 @@ export interface CreateLinkOptions {
   announce?: boolean;
   /** A person is there to type an MFA code during the first sync (the widget). */
   interactive?: boolean;
+  /** Which door the link came through, for the audit log: the API (the default) or the widget. */
+  via?: LinkDoor;
+  /** More of who, for the audit row: the widget's token and the key that issued it. Never a secret. */
+  auditDetails?: Record<string, unknown>;
+}
+
+export type LinkDoor = 'api' | 'widget';
+
+/**
+ * The audit row of a new link (issue 44, item 9), in its creating transaction: who (`key:<id>` through the
+ * API, `widget_session:<id>` through the widget) and how (the door, and whether a password or a consent at
+ * the bank logs it in). The README promises every link change whichever door it came through.
+ */
+export async function auditLinkCreated(
+  trx: Knex,
+  principal: Pick<Principal, 'orgId' | 'actor'>,
+  row: Pick<LinkRow, 'id' | 'bank_id' | 'holder_type' | 'mode'>,
+  login: 'credentials' | 'consent',
+  options: Pick<CreateLinkOptions, 'via' | 'auditDetails'>,
+  now: number,
+): Promise<void> {
+  await auditChange(
+    trx,
+    principal,
+    {
+      action: 'link.create',
+      targetType: 'link',
+      targetId: row.id,
+      details: {
+        via: options.via ?? 'api',
+        login,
+        bank_id: row.bank_id,
+        holder_type: row.holder_type,
+        mode: row.mode,
+        ...options.auditDetails,
+      },
+    },
+    now,
+  );
 }
 
 /**
@@ -216,7 +255,7 @@ export interface CreateLinkOptions {
  */
 export async function createLink(
   trx: Knex,
-  principal: Pick<Principal, 'orgId' | 'mode'>,
+  principal: Pick<Principal, 'orgId' | 'mode' | 'actor'>,
   input: CreateLinkInput,
   policy: LinkPolicy,
   now: number,
@@ -230,6 +269,7 @@ export async function createLink(
     ...rutDigestsOf(policy.secrets, credentials),
   });
   await insertLink(trx, row);
+  await auditLinkCreated(trx, principal, row, 'credentials', options, now);
   if (options.announce ?? true) await emitLinkCreated(trx, row, now);
   await enqueueSync(trx, { link: row, refreshType: 'full', now, interactive: options.interactive ?? false });
   return presentLink(row, null); // a credential link
@@ -362,13 +402,19 @@ export async function resumeLink(
 export async function discardUnannouncedLink(
   trx: Knex,
   id: string,
-  orgId: string,
+  principal: Pick<Principal, 'orgId' | 'actor'>,
   now: number,
 ): Promise<void> {
   const row = await findLink(trx, id);
-  if (!row || row.org_id !== orgId) return;
-  await queueRevocation(trx, row, now);
-  await deleteLinkRow(trx, id, orgId);
+  if (!row || row.org_id !== principal.orgId) return;
+  await queueRevocation(trx, row, principal.actor, now);
+  await deleteLinkRow(trx, id, principal.orgId);
+  await auditChange(
+    trx,
+    principal,
+    { action: 'link.discard', targetType: 'link', targetId: id, details: { via: 'widget' } },
+    now,
+  );
 }
 
 /**
@@ -382,10 +428,50 @@ export async function deleteLink(
   now: number,
 ): Promise<{ object: 'link'; id: string; deleted: true; deleted_at: string }> {
   const row = await findOwned<LinkRow>(trx, 'links', id, principal, 'link');
-  await queueRevocation(trx, row, now); // a consent link's grant is revoked at the bank after
+  await queueRevocation(trx, row, principal.actor, now); // a consent link's grant is revoked at the bank after
   await deleteLinkRow(trx, id);
   const data = linkDeleted(row, now);
   await publishEvent(trx, { orgId: row.org_id, mode: row.mode, type: 'link.deleted', linkId: id, data, now });
-  await auditChange(trx, principal, { action: 'link.delete', targetType: 'link', targetId: id }, now);
+  await auditChange(
+    trx,
+    principal,
+    { action: 'link.delete', targetType: 'link', targetId: id, details: { last_state: lastStateOf(row) } },
+    now,
+  );
   return { object: 'link', id, deleted: true, deleted_at: data.deleted_at };
+}
+
+/**
+ * What a link was when it was deleted, kept in the `link.delete` audit row so support can still answer for it
+ * (issue 44, item 9: `svc links inspect` and the console show it). The link's facts, not its holder: no name,
+ * no RUT, no credential; the customer's own `external_user_id` stays, as support looks links up by it.
+ */
+export interface DeletedLinkState {
+  bank_id: string;
+  mode: 'live' | 'test';
+  holder_type: string;
+  status: string;
+  paused: boolean;
+  external_user_id: string | null;
+  accounts_count: number;
+  last_synced_at: string | null;
+  last_error_code: string | null;
+  expired_at: string | null;
+  created_at: string | null;
+}
+
+export function lastStateOf(row: LinkRow): DeletedLinkState {
+  return {
+    bank_id: row.bank_id,
+    mode: row.mode,
+    holder_type: row.holder_type,
+    status: row.status,
+    paused: Boolean(row.paused),
+    external_user_id: row.external_user_id,
+    accounts_count: Number(row.accounts_count),
+    last_synced_at: toIso(row.last_synced_at),
+    last_error_code: row.last_error_code,
+    expired_at: toIso(row.expired_at),
+    created_at: toIso(row.created_at),
+  };
 }

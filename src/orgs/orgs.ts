@@ -13,13 +13,29 @@ export interface Organisation {
   name: string;
   /** The groups whose ceiling the operator set; the others' is the configured default. */
   rate_limit_ceilings: RateLimitOverrides | null;
+  /** How many live API keys the organisation may hold (the operator's cap, else DEFAULT_MAX_LIVE_KEYS). */
+  max_live_keys: number;
+  /** Whether the operator set `max_live_keys`; false when it is the default. */
+  max_live_keys_set: boolean;
   created_at: string;
 }
+
+/**
+ * Live keys an organisation may hold until the operator says otherwise. `svc install` makes four (a secret
+ * and a publishable key per mode); 20 leaves room for a key per service and a rotation or two, and bounds
+ * what an admin can issue: each key is another credential to leak, and before issue 44 another set of rate
+ * buckets.
+ */
+export const DEFAULT_MAX_LIVE_KEYS = 20;
+
+/** The highest cap the operator may set: a sanity bound, not a budget (the buckets are organisation-wide). */
+export const MAX_LIVE_KEYS_LIMIT = 10_000;
 
 interface OrganisationRow {
   id: string;
   name: string;
   rate_limit_ceilings: string | null;
+  max_live_keys: number | null;
   created_at: number;
 }
 
@@ -31,6 +47,8 @@ const present = (row: OrganisationRow): Organisation => ({
   id: row.id,
   name: row.name,
   rate_limit_ceilings: storedCeilings(row),
+  max_live_keys: row.max_live_keys ?? DEFAULT_MAX_LIVE_KEYS,
+  max_live_keys_set: row.max_live_keys !== null && row.max_live_keys !== undefined,
   created_at: toIso(row.created_at)!,
 });
 
@@ -48,6 +66,7 @@ export async function createOrganisation(
     id: newId('org'),
     name: trimmed,
     rate_limit_ceilings: null,
+    max_live_keys: null,
     created_at: now,
   };
   await trx('organisations').insert(row);
@@ -141,4 +160,46 @@ export async function setOrganisationCeilings(
     input.now,
   );
   return present({ ...row, rate_limit_ceilings: stored });
+}
+
+/** The most live API keys the organisation may hold (checked by `createApiKey`). */
+export async function liveKeyCap(db: Knex, orgId: string): Promise<number> {
+  const row: Pick<OrganisationRow, 'max_live_keys'> | undefined = await db('organisations')
+    .where({ id: orgId })
+    .first('max_live_keys');
+  if (!row) throw errors.notFound(`No organisation ${orgId}.`, 'org');
+  return row.max_live_keys ?? DEFAULT_MAX_LIVE_KEYS;
+}
+
+/**
+ * Sets the operator's cap on the organisation's live keys, or with null returns it to the default. Keys
+ * already beyond a lowered cap keep working (revoking is the operator's call); no new one is issued until
+ * the organisation is under it.
+ */
+export async function setOrganisationKeyCap(
+  trx: Knex,
+  input: { orgId: string; maxLiveKeys: number | null; actor: string; now: number },
+): Promise<Organisation> {
+  const cap = input.maxLiveKeys;
+  if (cap !== null && (!Number.isInteger(cap) || cap < 1 || cap > MAX_LIVE_KEYS_LIMIT))
+    throw errors.invalidParameter(
+      'max_live_keys',
+      `The cap on live keys must be a whole number from 1 to ${MAX_LIVE_KEYS_LIMIT}.`,
+    );
+  const row: OrganisationRow | undefined = await trx('organisations').where({ id: input.orgId }).first();
+  if (!row) throw errors.notFound(`No organisation ${input.orgId}.`, 'org');
+  await trx('organisations').where({ id: row.id }).update({ max_live_keys: cap });
+  await recordAudit(
+    trx,
+    {
+      orgId: row.id,
+      actor: input.actor,
+      action: 'organisation.key_cap_changed',
+      targetType: 'organisation',
+      targetId: row.id,
+      details: { max_live_keys: cap ?? DEFAULT_MAX_LIVE_KEYS, set_by_operator: cap !== null },
+    },
+    input.now,
+  );
+  return present({ ...row, max_live_keys: cap });
 }

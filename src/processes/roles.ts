@@ -1,4 +1,3 @@
-import type { Middleware } from 'koa';
 import type { Config } from '../config/defaults.js';
 import { flushLogger } from '../logging/logger.js';
 
@@ -45,11 +44,8 @@ const api: Role = {
     const services = await openServices(config, 'api');
     const { startApiServer } = await import('../http/server.js');
     const { startMetricsServer } = await import('../metrics/metrics.js');
-    // The simulated consent bank's pages once it runs (below); until then, and without it, their paths 404.
-    let bankPages: Middleware | null = null;
-    const server = await startApiServer(services, listener, [], {
-      consentBank: (ctx, next) => (bankPages ? bankPages(ctx, next) : next()),
-    });
+    // The simulated consent bank (below) serves its pages on an origin of its own, never this one.
+    const server = await startApiServer(services, listener, []);
     const metricsAddress = `${config.metrics.host}:${config.metrics.port}`;
     // Metrics are an aid, the API is the product: a taken metrics port turns metrics off, with the reason,
     // rather than crash-looping the API until `svc serve` gives up.
@@ -78,10 +74,7 @@ const api: Role = {
     const consentBank = config.sandbox.consentBank.enabled
       ? import('../test-mode/serve-consent-banks.js')
           .then(({ bankPublicBase, serveAndRegister }) =>
-            serveAndRegister(
-              { ...services, config, publicBaseUrl: bankPublicBase(config, listener.url) },
-              (pages) => (bankPages = pages),
-            ),
+            serveAndRegister({ ...services, config, publicBaseUrl: bankPublicBase(config, listener.url) }),
           )
           .catch((error: Error) => {
             services.logger.error({ err: error.message }, 'simulated consent bank off: it failed to load');

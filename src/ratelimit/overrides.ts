@@ -55,3 +55,34 @@ export function aboveCeiling(
   }
   return null;
 }
+
+/** `overrides` with each group held to its ceiling, and the groups that had to be lowered. */
+export function withinCeilings(
+  overrides: RateLimitOverrides,
+  ceilings: Record<RateGroup, RateLimit>,
+): { limits: RateLimitOverrides; lowered: RateGroup[] } {
+  const limits: RateLimitOverrides = {};
+  const lowered: RateGroup[] = [];
+  for (const [group, limit] of Object.entries(overrides) as [RateGroup, RateLimit][]) {
+    const ceiling = ceilings[group];
+    const held = {
+      perMinute: Math.min(limit.perMinute, ceiling.perMinute),
+      burst: Math.min(limit.burst, ceiling.burst),
+    };
+    if (held.perMinute !== limit.perMinute || held.burst !== limit.burst) lowered.push(group);
+    limits[group] = held;
+  }
+  return { limits, lowered };
+}
+
+/**
+ * The limit of the organisation-wide bucket a key's request is also charged to: the organisation's ceiling,
+ * or the key's own limit where the operator set it higher (the operator's own `svc keys limits` is not bound
+ * by ceilings, so such a key may draw more from the shared bucket; every other key stops at the ceiling).
+ */
+export function organisationLimit(ceiling: RateLimit, keyLimit: RateLimit): RateLimit {
+  return {
+    perMinute: Math.max(ceiling.perMinute, keyLimit.perMinute),
+    burst: Math.max(ceiling.burst, keyLimit.burst),
+  };
+}

@@ -1,4 +1,6 @@
-import type { Middleware } from 'koa';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import Koa, { type Middleware } from 'koa';
 import type { Clock } from '../clock/clock.js';
 import type { Config } from '../config/defaults.js';
 import type { Database } from '../db/database.js';
@@ -7,6 +9,7 @@ import type { SecretBox } from '../secrets/secret-box.js';
 import { CONSENT_BANK_PATH, startConsentBank, type ConsentBank } from '../consent-bank/consent-bank.js';
 import type { ConsentBankFaults } from '../consent-bank/faults.js';
 import { registerWithSimulatedBank } from './self-registration.js';
+import { pagesPort } from './pages-port.js';
 import { sandboxCustomerData } from './sandbox-customer-data.js';
 import { CONSENT_CALLBACK_PATH } from '../banks/consent/register.js';
 import { BRASIL_SANDBOX_BANK_ID } from '../banks/institutions.js';
@@ -25,10 +28,15 @@ export interface ServeBankInput {
   db: Database;
   clock: Clock;
   logger: Logger;
-  /** The appliance's public base URL, as a browser reaches it: the bank's issuer lives under it. */
+  /**
+   * The appliance's public base URL, as a browser reaches it: the consent callback the appliance registers
+   * lives under it. The bank's own pages never do (issue 44, item 7): they have an origin of their own.
+   */
   publicBaseUrl: string;
   /** Tests: a port other than the configured one (0 picks a free one). */
   port?: number;
+  /** Tests: the pages' port, when not `pagesPort(port)` (a restart on the port a free one got). */
+  pagesPort?: number;
   faults?: ConsentBankFaults;
   /** Tests: the Brazilian bank's choices (its response kinds and client authentication methods). */
   brasil?: Pick<BankOptions, 'authorizationResponses' | 'clientAuthMethods'>;
@@ -39,6 +47,49 @@ export interface ServedBank {
   /** The Brazilian bank (`fapi1-br`), beside the Chilean one; null when its port was taken. */
   brasil: BrasilBank | null;
   ca: TestCaMaterial;
+  /** The banks' browser face: their own origin, never the appliance's. */
+  pages: PagesListener;
+}
+
+/**
+ * The banks' sign-in and consent pages on an origin of their own (issue 44, item 7). On the appliance's
+ * origin a simulated bank's pages (a sign-in form that takes any sandbox RUT, an OIDC provider's cookies)
+ * shared the console's origin, its cookies' scope and its CSP's `'self'`, on a live appliance too. Their
+ * own port on `sandbox.consentBank.host` (loopback by default) keeps them apart, as a real bank's are.
+ */
+export interface PagesListener {
+  /** `http://127.0.0.1:8445`: the banks' issuers live under it. */
+  url: string;
+  serve(pages: Middleware): void;
+  close(): Promise<void>;
+}
+
+async function listenForPages(host: string, port: number): Promise<PagesListener> {
+  const app = new Koa({ proxy: false });
+  app.silent = true;
+  let served: Middleware | null = null;
+  app.use((ctx, next) => (served ? served(ctx, next) : next()));
+  const server = createServer(app.callback());
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const address = server.address() as AddressInfo;
+  const shownHost = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  return {
+    url: `http://${shownHost}:${address.port}`,
+    serve(pages) {
+      served = pages;
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
 }
 
 /**
@@ -84,14 +135,27 @@ export async function serveConsentBank(input: ServeBankInput): Promise<ServedBan
   }
   const port = input.port ?? settings.port;
   const address = `${settings.host}:${port}`;
+  let pages: PagesListener;
+  try {
+    pages = await listenForPages(settings.host, input.pagesPort ?? pagesPort(port));
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code !== 'EADDRINUSE' && code !== 'EACCES' && code !== 'EADDRNOTAVAIL') throw error;
+    const at = `${settings.host}:${pagesPort(port)}`;
+    log.warn(
+      { consent_bank_pages: at },
+      `simulated consent bank off: its pages cannot listen on ${at} (${code}); another svc serve may hold it, or set sandbox.consentBank.port (SVC_SANDBOX_CONSENT_BANK_PORT; its pages take that port + 2) to a free port, or 0`,
+    );
+    return null;
+  }
   // Both banks' customers are the credential sandbox's people (the adapter is test mode's, not the banks').
-  // What both banks are started with: the same CA, clock, data and address; each its own port.
+  // What both banks are started with: the same CA, clock, data and pages' origin; each its own mTLS port.
   const shared = {
     db: input.db,
     ca,
     clock: input.clock,
     logger: input.logger,
-    publicBaseUrl: input.publicBaseUrl,
+    publicBaseUrl: pages.url,
     data: sandboxCustomerData(),
     host: settings.host,
   };
@@ -110,8 +174,9 @@ export async function serveConsentBank(input: ServeBankInput): Promise<ServedBan
         `simulated Brazilian consent bank off: cannot listen on ${settings.host}:${brasilPort(port)} (${code})`,
       );
     }
-    return { bank, brasil, ca };
+    return { bank, brasil, ca, pages };
   } catch (error) {
+    await pages.close();
     const code = (error as NodeJS.ErrnoException).code;
     if (code !== 'EADDRINUSE' && code !== 'EACCES' && code !== 'EADDRNOTAVAIL') throw error;
     // Several API processes or `svc serve` instances on one machine: only one holds the port.
@@ -171,14 +236,13 @@ export async function registerServedBank(
 }
 
 /**
- * The API process's whole part: starts the bank, hands its pages to `mount` (the app is already serving:
- * the API does not wait the second the bank takes), then registers the appliance. Never throws: whatever
- * keeps the bank from running is one log line and null, and the API serves on.
+ * The API process's whole part: starts the bank and its pages' listener (the API is already serving: it
+ * does not wait the second the bank takes), then registers the appliance. Never throws: whatever keeps the
+ * bank from running is one log line and null, and the API serves on.
  */
 export async function serveAndRegister(
   input: ServeBankInput & { secrets: SecretBox },
-  mount: (pages: Middleware) => void,
-): Promise<(ConsentBank & { brasil: BrasilBank | null }) | null> {
+): Promise<(ConsentBank & { brasil: BrasilBank | null; pagesUrl: string }) | null> {
   let served: ServedBank | null;
   try {
     served = await serveConsentBank(input);
@@ -190,16 +254,17 @@ export async function serveAndRegister(
     return null;
   }
   if (!served) return null;
-  const { bank, brasil } = served;
+  const { bank, brasil, pages } = served;
   const chile = bank.browserMiddleware;
   const closeChile = bank.close.bind(bank);
-  mount(brasil ? (ctx, next) => chile(ctx, () => brasil.browserMiddleware(ctx, next)) : chile);
+  pages.serve(brasil ? (ctx, next) => chile(ctx, () => brasil.browserMiddleware(ctx, next)) : chile);
   await registerServedBank(served, input);
-  // One handle for the process: the Chilean bank as it was, closing the Brazilian one with it.
+  // One handle for the process: the Chilean bank as it was, closing the Brazilian one and the pages with it.
   return Object.assign(bank, {
     brasil,
+    pagesUrl: pages.url,
     async close() {
-      await Promise.all([closeChile(), brasil?.close()]);
+      await Promise.all([closeChile(), brasil?.close(), pages.close()]);
     },
   });
 }

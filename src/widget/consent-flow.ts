@@ -36,13 +36,15 @@ import { findLink, type LinkRow } from '../links/store.js';
 import { activeSyncJobOf } from '../jobs/jobs.js';
 import { isUniqueViolation } from '../db/errors.js';
 import { firstIntentOfLink } from '../refresh/store.js';
-import { sha256Hex } from '../secrets/secret-box.js';
+import { sameDigest, sha256Hex } from '../secrets/secret-box.js';
 import { consentScreen, type ConsentScreen } from './consent-screen.js';
 import {
   claimAttempt,
   MAX_ATTEMPTS,
   refuse,
   refuseOverConnectionLimit,
+  sessionActor,
+  widgetAuditDetails,
   widgetTokenOf,
   type WidgetContext,
 } from './flows.js';
@@ -260,10 +262,45 @@ async function renewableLink(db: Knex, session: SessionRow): Promise<LinkRow> {
  * like a credentials submission (MAX_ATTEMPTS per widget); the PAR is made before anything is written, so
  * a bank that does not answer leaves the session as it was.
  */
+/**
+ * The cookie that ties a consent trip to the browser that started it (issue 44, item 5). The hosted flow's
+ * callback hands the widget session, under a fresh secret, to the page it answers: without this anyone who
+ * loaded a leaked, unused callback URL first (a proxy log, a shared screen, a referrer) took the session
+ * over. `HttpOnly` (no script reads it), `Secure` where the appliance's origin is https, `SameSite=Lax` so
+ * the bank's top-level redirect back carries it (RFC 6265bis §5.4.7: Lax cookies go with top-level GET
+ * navigations from another site; Strict ones do not), and scoped to the callback's path.
+ */
+export function tripCookie(
+  value: string,
+  options: { callbackPath: string; secure: boolean; maxAgeMs: number },
+): string {
+  const maxAge = Math.max(0, Math.floor(options.maxAgeMs / 1000));
+  return `${TRIP_COOKIE}=${value}; Path=${options.callbackPath}; Max-Age=${maxAge}; HttpOnly;${options.secure ? ' Secure;' : ''} SameSite=Lax`;
+}
+
+export const TRIP_COOKIE = 'svc_consent_trip';
+/** A trip cookie as we make them (`newTripSecret`): 32 base64url characters. */
+const TRIP_SECRET = /^[A-Za-z0-9_-]{32}$/;
+
+/** A new trip cookie value; only its SHA-256 is kept, on the trip's row. */
+export function newTripSecret(): string {
+  return randomBytes(24).toString('base64url');
+}
+
+/** Whether the callback came from the browser the trip started in (a hosted trip of an older build passes). */
+function sameBrowser(request: Pick<ConsentRequestRow, 'browser_hash'>, cookie: string | undefined): boolean {
+  if (request.browser_hash === null) return true;
+  return (
+    cookie !== undefined && TRIP_SECRET.test(cookie) && sameDigest(sha256Hex(cookie), request.browser_hash)
+  );
+}
+
 export async function startConsent(
   session: SessionRow,
   input: ConsentStartInput,
   context: ConsentFlowContext,
+  /** The trip cookie's value for this browser (`newTripSecret`), set by the caller with the answer. */
+  tripSecret: string,
 ): Promise<ConsentStart> {
   const { db, now } = context;
   if (session.finished_at !== null) throw refuse('session_expired', 409);
@@ -352,6 +389,7 @@ export async function startConsent(
         details,
         consentTextHash: sha256Hex(JSON.stringify(screen)),
         expiresAt,
+        browserHash: sha256Hex(tripSecret),
       },
       now,
     );
@@ -374,6 +412,11 @@ export interface CallbackQuery {
   id_token?: string;
 }
 
+/** What the callback's request carried besides its query: the trip cookie, when the browser sent one. */
+export interface CallbackBrowser {
+  tripCookie?: string;
+}
+
 export type ConsentOutcome =
   | { ok: true; session: SessionRow; linkId: string }
   | {
@@ -390,7 +433,8 @@ export type ConsentOutcome =
         | 'connection_in_progress'
         | 'holder_mismatch'
         | 'link_missing'
-        | 'refresh_in_progress';
+        | 'refresh_in_progress'
+        | 'consent_other_browser';
       /** The widget session the trip belonged to; null when the callback names none, or a used one. */
       session: SessionRow | null;
     };
@@ -406,6 +450,7 @@ const CALLBACK_VALUE = /^[\x21-\x7e]{1,2048}$/;
 export async function completeConsent(
   query: CallbackQuery,
   context: ConsentFlowContext,
+  browser: CallbackBrowser = {},
 ): Promise<ConsentOutcome> {
   const { db, now } = context;
   if (query.response !== undefined && !CALLBACK_VALUE.test(query.response))
@@ -417,12 +462,18 @@ export async function completeConsent(
   if (!state || !CALLBACK_VALUE.test(state)) return { ok: false, problem: 'consent_unknown', session: null };
   const request = await findConsentRequestByState(db.knex, state);
   if (!request) return { ok: false, problem: 'consent_unknown', session: null };
-  if (!(await claimConsentRequest(db.knex, request.id, now)))
-    return { ok: false, problem: 'consent_used', session: null };
   const session: SessionRow | undefined = await db
     .knex('widget_sessions')
     .where({ id: request.session_id })
     .first();
+  // A hosted trip completes only in its own browser, checked before the trip is claimed: a stranger's load of
+  // a leaked URL neither takes the session nor spends the trip, and the person's own return still completes.
+  // A popup's callback hands no session over (its page closes; the widget that opened it polls), so it is not
+  // held to the cookie: a popup opened from a third-party iframe may not get first-party cookies at all.
+  if (session && session.opener_origin === '' && !sameBrowser(request, browser.tripCookie))
+    return { ok: false, problem: 'consent_other_browser', session: null };
+  if (!(await claimConsentRequest(db.knex, request.id, now)))
+    return { ok: false, problem: 'consent_used', session: null };
   const fail = async (problem: Exclude<ConsentOutcome, { ok: true }>['problem']) => {
     await db.transaction(async (trx) => {
       await settleConsentRequest(trx, request.id, problem);
@@ -482,6 +533,7 @@ export async function completeConsent(
         },
         grantId,
         context.secrets,
+        sessionActor(session),
         now,
       ),
     );
@@ -519,7 +571,7 @@ export async function completeConsent(
       await refuseOverConnectionLimit(trx, current, token, { lock: true });
       const link = await createConsentLink(
         trx,
-        { orgId: request.org_id, mode: request.mode },
+        { orgId: request.org_id, mode: request.mode, actor: sessionActor(current) },
         {
           bank_id: request.bank_id,
           holder_type: request.holder_type,
@@ -531,7 +583,7 @@ export async function completeConsent(
         grant,
         context.policy,
         now,
-        { announce: false, interactive: true },
+        { announce: false, interactive: true, via: 'widget', auditDetails: widgetAuditDetails(token) },
       );
       const intent = await firstIntentOfLink(trx, link.id);
       await trx('widget_sessions').where({ id: session.id }).update({
@@ -583,6 +635,10 @@ async function renew(
       },
       input.grant,
       secrets,
+      {
+        actor: sessionActor(session),
+        details: widgetAuditDetails(await widgetTokenOf(trx, session)),
+      },
       now,
     ));
   } catch (error) {

@@ -29,6 +29,8 @@ export interface ConsentRequestRow {
   /** `linked`, `renewed` (a reconnect's consent), `superseded`, or the problem code the callback ended with; null while the bank has it. */
   outcome: string | null;
   link_id: string | null;
+  /** SHA-256 of the cookie the trip's browser got at the start; null on rows of a build before issue 44. */
+  browser_hash: string | null;
   created_at: number;
 }
 
@@ -44,6 +46,8 @@ export interface NewConsentRequest {
   details: AuthorizationDetail[];
   consentTextHash: string;
   expiresAt: number;
+  /** SHA-256 of the browser cookie set with the start (`tripCookie`). */
+  browserHash: string;
 }
 
 /** The outcome of a trip whose callback is exchanging its code, until it settles. */
@@ -82,6 +86,7 @@ export async function insertConsentRequest(
     completed_at: null,
     outcome: null,
     link_id: null,
+    browser_hash: request.browserHash,
     created_at: now,
   };
   await trx('widget_consent_requests').insert(row);

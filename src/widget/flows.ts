@@ -144,7 +144,7 @@ export async function submitCredentials(
     await refuseOverConnectionLimit(trx, session, token, { lock: true });
     const link = await createLink(
       trx,
-      { orgId: session.org_id, mode: session.mode },
+      { orgId: session.org_id, mode: session.mode, actor: sessionActor(session) },
       {
         bank_id: bankId,
         holder_type: holderType,
@@ -154,7 +154,7 @@ export async function submitCredentials(
       },
       context.policy,
       now,
-      { announce: false, interactive: true },
+      { announce: false, interactive: true, via: 'widget', auditDetails: widgetAuditDetails(token) },
     );
     const intent = await firstIntentOfLink(trx, link.id);
     await trx('widget_sessions').where({ id: session.id }).update({
@@ -345,7 +345,12 @@ async function settleFailure(
       });
     if (claimed !== 1) return;
     if (session.kind === 'connect') {
-      await discardUnannouncedLink(trx, intent.link_id, session.org_id, now);
+      await discardUnannouncedLink(
+        trx,
+        intent.link_id,
+        { orgId: session.org_id, actor: sessionActor(session) },
+        now,
+      );
       return;
     }
     // A bank that was down says nothing about the new credentials: the link stays active with them and
@@ -429,4 +434,14 @@ export async function finishSession(
       });
   }
   return result;
+}
+
+/** A widget session as the audit log names who acted through it (issue 44, item 9). */
+export function sessionActor(session: Pick<SessionRow, 'id'>): string {
+  return `widget_session:${session.id}`;
+}
+
+/** The rest of who, for an audit row of the widget: its token and the key that issued the token. */
+export function widgetAuditDetails(token: Pick<WidgetTokenRow, 'id' | 'issued_by'>): Record<string, unknown> {
+  return { widget_token: token.id, issued_by: token.issued_by };
 }

@@ -40,6 +40,10 @@ import { redirectUrl } from './flows.js';
 import { describeProblem } from './problems.js';
 import { isAllowedOrigin } from '../api/cors.js';
 import {
+  CONSENT_WAIT_MS,
+  newTripSecret,
+  TRIP_COOKIE,
+  tripCookie,
   completeConsent,
   consentScreenFor,
   startConsent,
@@ -121,6 +125,15 @@ const credentialsValidator = (components: Record<string, unknown>) =>
     components,
   );
 
+/** A cookie of the request by name (the first, as RFC 6265 §5.4 orders them), or undefined. */
+function cookieOf(ctx: Context, name: string): string | undefined {
+  for (const part of ctx.get('Cookie').split(';')) {
+    const [key, ...value] = part.trim().split('=');
+    if (key === name) return value.join('=');
+  }
+  return undefined;
+}
+
 /**
  * The hosted widget, served by the API process: the page (`GET /widget?token=…&origin=…`), `embed.js`, the
  * page's own files, and the small JSON API under /widget/api that the page calls with its session. None of
@@ -135,6 +148,8 @@ export function widgetRouter(services: AppServices): Router {
     logo.kind === 'url' ? logo.src : logo.kind === 'file' ? `/widget/assets/logo?v=${theme.version}` : null;
   const imgSources = ["'self'", 'data:', ...(logo.kind === 'url' && logo.origin ? [logo.origin] : [])];
   const apiOrigin = new URL(config.api.baseUrl).origin;
+  /** Whether the trip cookie may say `Secure`: a browser drops a Secure cookie an http page sets, but localhost. */
+  const secureOrigin = new URL(config.api.baseUrl).protocol === 'https:';
   const embedJs = assets
     .get('embed.js')!
     .body.replace("'__SVC_API_ORIGIN__'", JSON.stringify(apiOrigin))
@@ -407,7 +422,16 @@ export function widgetRouter(services: AppServices): Router {
   router.post('/widget/api/consent', route('/widget/api/consent'), async (ctx) => {
     const session = await withSession(ctx);
     const body = validateConsentStart(await readJson(ctx)) as ConsentStartInput;
-    const start = await startConsent(session, body, consentContext());
+    const tripSecret = newTripSecret();
+    const start = await startConsent(session, body, consentContext(), tripSecret);
+    ctx.append(
+      'Set-Cookie',
+      tripCookie(tripSecret, {
+        callbackPath: CONSENT_CALLBACK_PATH,
+        secure: secureOrigin,
+        maxAgeMs: CONSENT_WAIT_MS,
+      }),
+    );
     ctx.body = { ...start, status: { state: 'awaiting_bank', expires_at: start.expires_at } };
   });
 
@@ -432,15 +456,21 @@ export function widgetRouter(services: AppServices): Router {
         id_token: single('id_token'),
       },
       consentContext(),
+      { tripCookie: cookieOf(ctx, TRIP_COOKIE) },
     );
     const now = services.clock.now();
     const session = outcome.session;
     const problem = outcome.ok ? null : outcome.problem;
-    // No session to go back to (a callback that names no trip, a used one, a window that has timed out).
+    // No session to go back to (a callback that names no trip, a used one, a window that has timed out, or a
+    // browser other than the trip's).
     if (!session || problem === 'session_expired')
       return sendPage(
         ctx,
-        problem === 'consent_used' ? 409 : problem === 'session_expired' ? 200 : 400,
+        problem === 'consent_used' || problem === 'consent_other_browser'
+          ? 409
+          : problem === 'session_expired'
+            ? 200
+            : 400,
         errorBootstrap(problem ?? 'consent_unknown', null, session?.locale ?? localeOf(ctx)),
       );
     if (session.opener_origin !== '') {

@@ -187,6 +187,9 @@ const en = {
   'problem.consent_used.title': 'This authorisation was already used',
   'problem.consent_used.message':
     'Each authorisation at the bank completes one connection only. Go back to the app window: it shows how the connection went.',
+  'problem.consent_other_browser.title': 'Finish in the browser where you started',
+  'problem.consent_other_browser.message':
+    'This authorisation was started in another browser or window, so for your security it can only be completed there. Nothing was shared from here. Go back to that browser, or start again from the app.',
   'problem.consent_unknown.title': 'This authorisation is not ours',
   'problem.consent_unknown.message':
     'The page the bank returned to does not match a connection in progress, so nothing was done. Go back to the app and start again.',
@@ -379,6 +382,9 @@ const es: Catalogue = {
   'problem.consent_used.title': 'Esta autorización ya se usó',
   'problem.consent_used.message':
     'Cada autorización en el banco completa una sola conexión. Vuelve a la ventana de la app: ahí verás cómo terminó.',
+  'problem.consent_other_browser.title': 'Termina en el navegador donde empezaste',
+  'problem.consent_other_browser.message':
+    'Esta autorización se inició en otro navegador o ventana, así que por tu seguridad solo puede completarse allí. Desde aquí no se compartió nada. Vuelve a ese navegador o comienza de nuevo desde la app.',
   'problem.consent_unknown.title': 'Esta autorización no es nuestra',
   'problem.consent_unknown.message':
     'La página a la que volvió el banco no corresponde a una conexión en curso, así que no se hizo nada. Vuelve a la app y comienza de nuevo.',

@@ -36,6 +36,8 @@ export interface WidgetTokenRow {
   expires_at: number;
   consumed_at: number | null;
   created_at: number;
+  /** Who issued it (`key:<key id>`); null on tokens of a build before issue 44. */
+  issued_by: string | null;
 }
 
 export interface WidgetToken {
@@ -191,6 +193,7 @@ export async function createWidgetToken(
     expires_at: options.now + options.ttlMs,
     consumed_at: null,
     created_at: options.now,
+    issued_by: principal.actor,
   };
   await trx('widget_tokens').insert(row);
   return {

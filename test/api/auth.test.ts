@@ -138,6 +138,7 @@ forEachEngine(t, async (t, engine) => {
         graceSeconds: 3600,
         actor: 'test',
         now: app.clock.now(),
+        defaultLimits: app.config.rateLimits,
       }),
     );
     t.not(rotated.secret, old.secret);

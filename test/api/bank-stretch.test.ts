@@ -43,7 +43,7 @@ forEachEngine(t, async (t, engine) => {
     const link = await app.db.transaction((trx) =>
       createConsentLink(
         trx,
-        { orgId: tenant.orgId, mode: 'test' },
+        { orgId: tenant.orgId, mode: 'test', actor: 'test' },
         {
           bank_id: 'bancoabierto',
           holder_type: 'individual',

@@ -2,8 +2,8 @@ import t from 'tap';
 import { createTenant, forEachEngine, startTestApp } from '../helpers/harness.js';
 
 /*
- * The Brazilian simulated bank as the API serves it: beside the Chilean one, its pages on the API's address
- * under /sandbox/consent-bank-br, the appliance registered with it per Brazil's profile, and
+ * The Brazilian simulated bank as the API serves it: beside the Chilean one, its pages on the banks' own
+ * origin (never the API's, issue 44) under /sandbox/consent-bank-br, the appliance registered with it per Brazil's profile, and
  * `GET /v1/institutions` naming its profile.
  */
 forEachEngine(t, async (t, engine) => {
@@ -12,9 +12,14 @@ forEachEngine(t, async (t, engine) => {
   t.test('served, registered as a fapi1-br client, listed with its profile', async (t) => {
     const brasil = app.consentBank?.brasil;
     t.ok(brasil, 'the Brazilian bank runs beside the Chilean one');
-    t.equal(brasil!.issuer, `${app.url}/sandbox/consent-bank-br`);
+    t.equal(brasil!.issuer, `${app.consentBank!.pagesUrl}/sandbox/consent-bank-br`);
     const discovery = await fetch(`${brasil!.issuer}/.well-known/openid-configuration`);
-    t.equal(discovery.status, 200, "its discovery is on the API's address");
+    t.equal(discovery.status, 200, "its discovery is on the banks' own origin");
+    t.equal(
+      (await fetch(`${app.url}/sandbox/consent-bank-br/.well-known/openid-configuration`)).status,
+      404,
+      "not on the API's",
+    );
     const metadata = (await discovery.json()) as Record<string, unknown>;
     t.equal(metadata.issuer, brasil!.issuer);
     t.ok((metadata.response_modes_supported as string[]).includes('jwt'), 'JARM');

@@ -13,9 +13,10 @@ import {
 } from '../helpers/harness.js';
 
 /*
- * The API process serves the simulated consent bank (test mode needs no setup): its browser face under the
- * appliance's address, its mTLS face on its own port, the appliance registered with it at start and kept
- * across a restart; a taken port or a missing test CA leaves the API serving without it, with one warning.
+ * The API process serves the simulated consent bank (test mode needs no setup): its browser face on an
+ * origin of its own (issue 44, item 7: never the console's), its mTLS face on its own port, the appliance
+ * registered with it at start and kept across a restart; a taken port or a missing test CA leaves the API
+ * serving without it, with one warning.
  */
 setTimeLimit(t, 180_000);
 
@@ -28,10 +29,23 @@ forEachEngine(t, async (t, engine) => {
     const bank = app.consentBank!;
     t.ok(bank, 'the app serves the bank');
 
-    const discovery = await fetch(`${app.url}${DISCOVERY}`);
-    t.equal(discovery.status, 200, 'discovery answers on the API address');
+    t.equal((await fetch(`${app.url}${DISCOVERY}`)).status, 404, "nothing of the bank on the API's origin");
+    for (const path of [
+      '/sandbox/consent-bank/auth',
+      '/sandbox/consent-bank-br/.well-known/openid-configuration',
+    ])
+      t.equal((await fetch(`${app.url}${path}`)).status, 404, `${path}: not on the console's origin`);
+    const pages = new URL(bank.pagesUrl);
+    t.equal(pages.hostname, '127.0.0.1', 'its pages listen on loopback');
+    t.not(pages.origin, new URL(app.url).origin, 'on an origin of their own');
+    const discovery = await fetch(`${bank.pagesUrl}${DISCOVERY}`);
+    t.equal(discovery.status, 200, "discovery answers on the bank's own origin");
     const document = (await discovery.json()) as Record<string, unknown>;
-    t.equal(document.issuer, `${app.url}/sandbox/consent-bank`, 'the issuer is under the API base URL');
+    t.equal(
+      document.issuer,
+      `${bank.pagesUrl}/sandbox/consent-bank`,
+      "the issuer is under the bank's origin",
+    );
     t.match(
       document.mtls_endpoint_aliases,
       {
@@ -70,19 +84,20 @@ forEachEngine(t, async (t, engine) => {
     await t.test('a restart on the same addresses keeps the client', async (t) => {
       const apiPort = Number(new URL(app.url).port);
       const bankPort = Number(new URL(bank.mtlsBase).port);
+      const pagesPort = Number(new URL(bank.pagesUrl).port);
       await app.server.close(1000);
       await bank.close();
       const again = await startTestApp(t, engine, {
         database,
         config: { api: { port: apiPort } },
-        consentBank: { port: bankPort },
+        consentBank: { port: bankPort, pagesPort },
       });
       t.equal(again.consentBank?.mtlsBase, bank.mtlsBase, 'the bank is back where it was');
       const after = await findRegistration(again.db.knex, 'bancoabierto', 'test');
       t.equal(after?.id, held!.id, 'the same registration');
       t.equal(after?.client_id, held!.client_id, 'the same client id');
       t.equal(after?.updated_at, held!.updated_at, 'not registered again');
-      const discovery = await fetch(`${again.url}${DISCOVERY}`);
+      const discovery = await fetch(`${again.consentBank!.pagesUrl}${DISCOVERY}`);
       t.equal(discovery.status, 200, 'and the bank answers');
     });
   });
@@ -91,10 +106,13 @@ forEachEngine(t, async (t, engine) => {
     const lines: { level: number; msg: string }[] = [];
     const logger = pino({ level: 'info' }, { write: (line: string) => lines.push(JSON.parse(line)) });
     const app = await startTestApp(t, engine);
-    const bank = await serveAndRegister(
-      { ...app.services, logger, config: app.config, publicBaseUrl: app.url, port: 0 },
-      () => t.fail('nothing is mounted'),
-    );
+    const bank = await serveAndRegister({
+      ...app.services,
+      logger,
+      config: app.config,
+      publicBaseUrl: app.url,
+      port: 0,
+    });
     t.equal(bank, null, 'no bank');
     t.match(
       lines,

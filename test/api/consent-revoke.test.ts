@@ -118,7 +118,7 @@ forEachEngine(t, async (t, engine) => {
         revoked_at: null,
       },
     });
-    t.equal(pending.deleted_at, pending.grant_revocation.created_at, 'queued as the link was deleted');
+    t.equal(pending.deleted_at, pending.grant_revocation!.created_at, 'queued as the link was deleted');
     t.match(pending.diagnosis, [/Its grant at bancoabierto is being revoked: attempt 1 of 20/]);
     t.equal((await queues(t)).grant_revocations_pending, before + 1, 'svc status counts it');
     t.equal(await queueMetric('grant_revocations_pending'), before + 1, 'so does /metrics');
@@ -152,18 +152,30 @@ forEachEngine(t, async (t, engine) => {
     t.equal(await revokeDueGrants(app.services), 0, 'a revoked grant is not tried again');
   });
 
-  t.test('a deleted link with no grant to revoke is not found, as before', async (t) => {
-    const created = await request(app.url, 'POST', '/v1/links', {
-      key: a.keys.sk_test.secret,
-      body: linkBody(),
-    });
-    t.equal(created.status, 200);
-    t.equal(await deleteLink(created.body.id), 200);
-    const missing = await runCli(['links', 'inspect', created.body.id, '--json'], cli);
-    t.not(missing.code, 0);
-    t.match(missing.stdout + missing.stderr, new RegExp(`No link ${created.body.id}`));
-    t.match(JSON.parse(missing.stdout), { error: { code: 'resource_missing' } });
-  });
+  // Issue 44, item 9 changed this: a deleted password link shows its last state (it was "not found").
+  t.test(
+    'a deleted link with no grant: its last state, no revocation; a link that never was: not found',
+    async (t) => {
+      const created = await request(app.url, 'POST', '/v1/links', {
+        key: a.keys.sk_test.secret,
+        body: linkBody(),
+      });
+      t.equal(created.status, 200);
+      t.equal(await deleteLink(created.body.id), 200);
+      const shown = await runCli(['links', 'inspect', created.body.id, '--json'], cli);
+      t.equal(shown.code, 0);
+      t.match(JSON.parse(shown.stdout), {
+        deleted: true,
+        grant_revocation: null,
+        last_state: { status: 'active' },
+        deleted_by: `key:${a.keys.sk_test.id}`,
+      });
+      const missing = await runCli(['links', 'inspect', 'link_0000000000000000', '--json'], cli);
+      t.not(missing.code, 0);
+      t.match(missing.stdout + missing.stderr, /No link link_0000000000000000/);
+      t.match(JSON.parse(missing.stdout), { error: { code: 'resource_missing' } });
+    },
+  );
 
   t.test('a bank out of reach is tried again later, and inspect shows the wait', async (t) => {
     const made = await consentLinkOf('55.555.555-5');

@@ -47,14 +47,67 @@ forEachEngine(t, async (t, engine) => {
     const started = await widgetApi(app, session, 'POST', 'consent', body);
     return started;
   };
-  const callbackPage = async (url: string) => {
-    const response = await fetch(url, { headers: { 'accept-language': 'en' } });
+  const callbackPage = async (url: string, cookie?: string, language = 'en') => {
+    const response = await fetch(url, {
+      headers: { 'accept-language': language, ...(cookie !== undefined ? { cookie } : {}) },
+    });
     const html = await response.text();
     const match = /<script type="application\/json" id="widget-bootstrap">(.*?)<\/script>/s.exec(html);
     // eslint-disable-next-line @typescript-eslint/no-explicit-any
     return { status: response.status, html, bootstrap: match ? (JSON.parse(match[1]!) as any) : null };
   };
   const redirectUri = `${app.url}${CALLBACK_PATH}`;
+
+  t.test(
+    'hosted: a leaked callback URL completes nothing in another browser; the one that started the trip does',
+    async (t) => {
+      const opened = await open({ redirect_uri: APP_RETURN, state: 'leak' }, 'en', true);
+      const session = opened.bootstrap.session as string;
+      const started = await startAt(session);
+      t.equal(started.status, 200);
+      const setCookie = started.headers.get('set-cookie')!;
+      t.match(
+        setCookie,
+        /^svc_consent_trip=[A-Za-z0-9_-]{32}; Path=\/widget\/consent\/callback; Max-Age=600; HttpOnly; SameSite=Lax$/,
+        "the trip cookie: HttpOnly, Lax so the bank's redirect carries it, on the callback path only (no Secure on http)",
+      );
+      const cookie = setCookie.split(';')[0]!;
+      const { callback } = await atTheBank(started.body.authorization_url, redirectUri, { language: 'en' });
+      const before = await counts(app);
+
+      for (const [label, stranger, language] of [
+        ['no cookie', undefined, 'en'],
+        ["another trip's cookie", 'svc_consent_trip=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA', 'es'],
+        ['a cookie of the wrong shape', `${cookie}x`, 'en'],
+        ['the cookie under another name', cookie.replace('svc_consent_trip', 'svc_consent_trap'), 'en'],
+      ] as const) {
+        const page = await callbackPage(callback, stranger, language);
+        t.equal(page.status, 409, `${label}: refused`);
+        t.equal(page.bootstrap.session, null, `${label}: no session handed over`);
+        t.match(page.bootstrap.error, { code: 'consent_other_browser' });
+        t.match(
+          page.bootstrap.error.title,
+          language === 'es'
+            ? 'Termina en el navegador donde empezaste'
+            : 'Finish in the browser where you started',
+        );
+        t.notMatch(page.html, /wss_/, `${label}: no session secret in the page`);
+      }
+      t.same(await counts(app), before, 'nothing was linked');
+      t.equal(
+        (await widgetApi(app, session, 'GET', 'status')).status,
+        200,
+        "the session is still its owner's",
+      );
+
+      const back = await callbackPage(callback, `other=1; ${cookie}`);
+      t.equal(back.status, 200, 'the browser that started the trip completes it, the trip unspent');
+      t.match(back.bootstrap, { hosted: true, status: { state: 'in_progress' } });
+      t.match(back.bootstrap.session, /^wss_/);
+      t.equal((await callbackPage(callback, cookie)).status, 409, 'and only once');
+      await runSyncs(app); // its first sync, so the next test counts only its own
+    },
+  );
 
   t.test(
     'embedded: consent screen, the bank in a popup, the callback, the first sync, the exchange',
@@ -216,8 +269,10 @@ forEachEngine(t, async (t, engine) => {
     t.equal(opened.bootstrap.hosted, true);
     const session = opened.bootstrap.session as string;
     const started = await startAt(session);
+    // The browser keeps the trip's cookie from the start and sends it back with the bank's redirect.
+    const cookie = started.headers.get('set-cookie')!.split(';')[0]!;
     const { callback } = await atTheBank(started.body.authorization_url, redirectUri, { language: 'en' });
-    const back = await callbackPage(callback);
+    const back = await callbackPage(callback, cookie);
     t.equal(back.status, 200);
     t.match(back.bootstrap, { hosted: true, kind: 'connect', status: { state: 'in_progress' } });
     const fresh = back.bootstrap.session as string;

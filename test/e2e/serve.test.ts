@@ -118,20 +118,29 @@ forEachEngine(t, async (t, engine) => {
       t.equal(anonymous.status, 401, 'and 401 without a key');
       const publishable = await serve.request('GET', '/v1/openapi.json', { key: installed.keys.publishable });
       t.equal(publishable.status, 403, 'and 403 with the publishable key');
-      // The bank starts after the API is ready (it takes a second of its own).
+      // The bank starts after the API is ready (it takes a second of its own), its pages on an origin of
+      // their own: the mTLS port + 2 on loopback (issue 44, item 7).
+      const pages = `http://127.0.0.1:${serve.consentBankPort + 2}`;
       const bank = await waitFor(async () => {
-        const answer = await serve.request('GET', '/sandbox/consent-bank/.well-known/openid-configuration');
-        return answer.status === 200 ? answer : undefined;
+        const answer = await fetch(`${pages}/sandbox/consent-bank/.well-known/openid-configuration`).catch(
+          () => null,
+        );
+        return answer?.status === 200 ? { status: 200, body: await answer.json() } : undefined;
       }, SLOW_START_MS).then((answer) => answer ?? { status: 404, body: null });
       t.equal(
         bank.status,
         200,
-        'the simulated consent bank answers on the API address (svc install made its CA)',
+        'the simulated consent bank answers on its own origin (svc install made its CA)',
+      );
+      t.equal(
+        (await serve.request('GET', '/sandbox/consent-bank/.well-known/openid-configuration')).status,
+        404,
+        "and never on the API's and console's",
       );
       t.match(
         bank.body,
         {
-          issuer: `${serve.url}/sandbox/consent-bank`,
+          issuer: `${pages}/sandbox/consent-bank`,
           mtls_endpoint_aliases: {
             token_endpoint: /^https:\/\/127\.0\.0\.1:\d+\/sandbox\/consent-bank\/token$/,
           },

@@ -186,6 +186,8 @@ export interface ServeOptions extends CliOptions {
 export interface ServeProcess {
   pid: number;
   port: number;
+  /** The simulated consent bank's mTLS port; its pages listen on this + 2 (issue 44, item 7). */
+  consentBankPort: number;
   url: string;
   process: ChildProcess;
   stdout(): string;
@@ -270,6 +272,7 @@ export async function startServe(t: Test, options: ServeOptions): Promise<ServeP
   return {
     pid,
     port,
+    consentBankPort,
     url,
     process: child,
     stdout: () => stdout,

@@ -290,7 +290,7 @@ export async function consentLink(
   const link = await app.db.transaction((trx) =>
     createConsentLink(
       trx,
-      { orgId, mode: 'test' },
+      { orgId, mode: 'test', actor: 'test' },
       {
         bank_id: 'bancoabierto',
         holder_type: 'individual',

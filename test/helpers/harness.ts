@@ -4,7 +4,6 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import knexFactory from 'knex';
-import type { Middleware } from 'koa';
 import type { Test } from 'tap';
 import { ManualClock } from '../../src/clock/clock.js';
 import type { Config } from '../../src/config/defaults.js';
@@ -115,7 +114,7 @@ export interface TestApp {
   server: ApiServer;
   /** The simulated consent bank this app serves (`consentBank` option), else null. */
   /** The Chilean simulated bank, with the Brazilian one beside it (`brasil`). */
-  consentBank: (ConsentBank & { brasil: BrasilBank | null }) | null;
+  consentBank: (ConsentBank & { brasil: BrasilBank | null; pagesUrl: string }) | null;
   request(method: string, path: string, options?: RequestOptions): Promise<TestResponse>;
 }
 
@@ -188,7 +187,12 @@ export async function startTestApp(
      * made now) unless the test gives one.
      */
     consentBank?:
-      boolean | { port?: number; brasil?: Pick<BankOptions, 'authorizationResponses' | 'clientAuthMethods'> };
+      | boolean
+      | {
+          port?: number;
+          pagesPort?: number;
+          brasil?: Pick<BankOptions, 'authorizationResponses' | 'clientAuthMethods'>;
+        };
   } = {},
 ): Promise<TestApp> {
   const database = options.database ?? (await freshDatabase(t, engine));
@@ -204,26 +208,23 @@ export async function startTestApp(
     connectors: options.connectors,
   });
   const listener = await listenForApi({ ...config.api, host: '127.0.0.1' });
-  let bankPages: Middleware | null = null;
-  const server = await startApiServer(services, listener, options.extraRoutes, {
-    consentBank: (ctx, next) => (bankPages ? bankPages(ctx, next) : next()),
-  });
-  let bank: (ConsentBank & { brasil: BrasilBank | null }) | null = null;
+  const server = await startApiServer(services, listener, options.extraRoutes);
+  let bank: (ConsentBank & { brasil: BrasilBank | null; pagesUrl: string }) | null = null;
   if (options.consentBank) {
     const { testCa } = await import('./consent-bank.js');
     writeTestCa(testCaDirectory(config.home), await testCa());
-    bank = await serveAndRegister(
-      {
-        ...services,
-        config,
-        publicBaseUrl: listener.url,
-        port: options.consentBank === true ? 0 : (options.consentBank.port ?? 0),
-        ...(options.consentBank !== true && options.consentBank.brasil
-          ? { brasil: options.consentBank.brasil }
-          : {}),
-      },
-      (pages) => (bankPages = pages),
-    );
+    bank = await serveAndRegister({
+      ...services,
+      config,
+      publicBaseUrl: listener.url,
+      port: options.consentBank === true ? 0 : (options.consentBank.port ?? 0),
+      ...(options.consentBank !== true && options.consentBank.pagesPort !== undefined
+        ? { pagesPort: options.consentBank.pagesPort }
+        : {}),
+      ...(options.consentBank !== true && options.consentBank.brasil
+        ? { brasil: options.consentBank.brasil }
+        : {}),
+    });
   }
   t.teardown(async () => {
     await server.close(1000);

@@ -288,6 +288,17 @@ t.test(
       status: 'ok',
       detail: /enabled is false: not served/,
     });
+    // Issue 44, item 7: on in an installation with live keys is worth a warning.
+    t.match(checkSimulatedBank({ ...facts, liveKeys: 0, pagesAddress: '127.0.0.1:8445' }), { status: 'ok' });
+    t.match(checkSimulatedBank({ ...facts, liveKeys: 2, pagesAddress: '127.0.0.1:8445' }), {
+      status: 'warn',
+      detail:
+        'the simulated consent bank is on in an installation with 2 live API keys: its sign-in pages listen on 127.0.0.1:8445',
+      fix: /set sandbox\.consentBank\.enabled to false \(SVC_SANDBOX_CONSENT_BANK_ENABLED=false\)/,
+    });
+    t.match(checkSimulatedBank({ ...facts, enabled: false, liveKeys: 2, material: { kind: 'missing' } }), {
+      status: 'ok',
+    });
     t.match(checkSimulatedBank({ ...facts, material: { kind: 'missing' } }), {
       status: 'warn',
       detail: `no test CA in ${directory}: svc serve runs without the simulated bank`,

@@ -111,24 +111,38 @@ export function formatLinkInspection(data: LinkInspection, width: number): strin
   return lines;
 }
 
-/** A deleted consent link: what support asks of it is whether the bank was told, so that is all it shows. */
+/** A deleted link: what it was, who deleted it, and for a consent link whether the bank was told. */
 export function formatDeletedLinkInspection(data: DeletedLinkInspection, width: number): string[] {
   const revocation = data.grant_revocation;
+  const last = data.last_state;
   return [
     ...item(
-      `${data.id} ${data.bank_id} deleted at ${data.deleted_at} ${data.mode} mode, org ${data.org_id}`,
+      `${data.id} ${data.bank_id} deleted at ${data.deleted_at} ${data.mode} mode, org ${data.org_id}${data.deleted_by ? ` by ${data.deleted_by}` : ''}`,
       width,
       0,
     ),
-    ...section('Grant revocation at the bank', [
-      ...item(
-        `status ${revocation.status}, attempts ${revocation.attempts} of ${revocation.max_attempts}, queued ${revocation.created_at}`,
-        width,
-      ),
-      ...(revocation.status === 'pending' ? item(`next attempt ${revocation.next_attempt_at}`, width) : []),
-      ...(revocation.revoked_at ? item(`revoked ${revocation.revoked_at}`, width) : []),
-      ...(revocation.last_error ? item(`last error ${revocation.last_error}`, width) : []),
-    ]),
+    ...(last
+      ? section('Last state', [
+          ...item(
+            `${last.status}${last.paused ? ', paused' : ''}, ${last.holder_type} holder, ${last.accounts_count} accounts, last synced ${last.last_synced_at ?? 'never'}${last.last_error_code ? `, last error ${last.last_error_code}` : ''}`,
+            width,
+          ),
+          ...item(`external user ${last.external_user_id ?? '-'}, created ${last.created_at}`, width),
+        ])
+      : []),
+    ...(revocation
+      ? section('Grant revocation at the bank', [
+          ...item(
+            `status ${revocation.status}, attempts ${revocation.attempts} of ${revocation.max_attempts}, queued ${revocation.created_at}`,
+            width,
+          ),
+          ...(revocation.status === 'pending'
+            ? item(`next attempt ${revocation.next_attempt_at}`, width)
+            : []),
+          ...(revocation.revoked_at ? item(`revoked ${revocation.revoked_at}`, width) : []),
+          ...(revocation.last_error ? item(`last error ${revocation.last_error}`, width) : []),
+        ])
+      : []),
     ...section(
       'Diagnosis',
       data.diagnosis.flatMap((note) => item(`• ${note}`, width)),

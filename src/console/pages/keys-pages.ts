@@ -1,9 +1,10 @@
 import type { Context } from 'koa';
 import { RATE_GROUPS } from '../../config/defaults.js';
 import { aboveCeiling, parseRateLimitOverrides, type RateLimitOverrides } from '../../ratelimit/overrides.js';
-import { organisationCeilings, setOrganisationCeilings } from '../../orgs/orgs.js';
+import { getOrganisation, organisationCeilings, setOrganisationCeilings } from '../../orgs/orgs.js';
 import { ApiError, errors } from '../../errors/api-error.js';
 import {
+  countLiveKeys,
   createApiKey,
   findScopedKey,
   pageApiKeys,
@@ -70,13 +71,20 @@ async function renderKeys(ctx: Context, kit: ConsoleKit, status: number, notice:
     t('keys.expires'),
   ];
   const ceilings = await organisationCeilings(db.reader, state.scope.orgId, config.rateLimits);
+  const organisation = await getOrganisation(db.reader, state.scope.orgId);
+  const liveKeys = await countLiveKeys(db.reader, state.scope.orgId, kit.services.clock.now());
   // One row a group: a `group=rate:burst` list ran 72 px past a phone's width.
-  const ceilingFacts = html`<h2>${t('keys.ceilings')}</h2>${factsHtml(
-    Object.entries(ceilings).map(([group, limit]) => [
+  const ceilingFacts = html`<h2>${t('keys.ceilings')}</h2>
+<p>${t('keys.ceilings_shared')}</p>${factsHtml([
+    ...Object.entries(ceilings).map(([group, limit]): [string, string] => [
       group,
       t('keys.ceiling_value', { per_minute: String(limit.perMinute), burst: String(limit.burst) }),
     ]),
-  )}`;
+    [
+      t('keys.live_keys'),
+      t('keys.live_keys_value', { live: String(liveKeys), max: String(organisation.max_live_keys) }),
+    ],
+  ])}`;
   const govern = may(state.user, 'govern')
     ? html`<form method="post" action="${scopePath(state.scope)}/ceilings" class="console-form">${csrfField(csrf)}
 <fieldset><legend>${t('keys.ceilings_set')}</legend>
@@ -210,17 +218,24 @@ const issueAction = change(async (ctx, kit) => {
   const name = (form.name ?? '').trim();
   if (name.length > KEY_NAME_MAX)
     throw errors.invalidParameter('name', words(ctx)('keys.name_too_long', { max: String(KEY_NAME_MAX) }));
-  const issued = await db.transaction((trx) =>
-    createApiKey(trx, {
-      brand: config.brand,
-      orgId: scope.orgId,
-      mode: scope.mode,
-      type,
-      name: name || null,
-      actor: actor(kit, ctx),
-      now: clock.now(),
-    }),
-  );
+  const issued = await db
+    .transaction((trx) =>
+      createApiKey(trx, {
+        brand: config.brand,
+        orgId: scope.orgId,
+        mode: scope.mode,
+        type,
+        name: name || null,
+        actor: actor(kit, ctx),
+        now: clock.now(),
+      }),
+    )
+    .catch((error: unknown) => {
+      // The service's sentence names the CLI; a console user reads it in their language.
+      if (error instanceof ApiError && error.code === 'key_limit_reached')
+        throw errors.conflict('key_limit_reached', words(ctx)('keys.cap_reached'));
+      throw error;
+    });
   return secret(kit, ctx, words(ctx)('keys.created_once', { id: issued.key.id }), issued.secret);
 });
 
@@ -241,6 +256,7 @@ const rotateAction = change(async (ctx, kit) => {
       graceSeconds: hours * 3600,
       actor: actor(kit, ctx),
       now: clock.now(),
+      defaultLimits: config.rateLimits,
     }),
   );
   kit.services.authenticator.forgetKey(key.id);

@@ -8,7 +8,12 @@ import {
   presentConsent,
   type LinkConsent,
 } from '../../links/consent/consent-life.js';
-import { inspectLink, type Finding } from '../../inspect/inspect.js';
+import {
+  inspectDeletedLink,
+  inspectLink,
+  type DeletedLinkInspection,
+  type Finding,
+} from '../../inspect/inspect.js';
 import { deleteLink, pauseLink, resumeLink } from '../../links/links.js';
 import { rutSearchDigests } from '../../links/rut-search.js';
 import { findLink, searchLinks, type LinkStatus } from '../../links/store.js';
@@ -347,7 +352,76 @@ ${section(
   );
 }
 
-export const showLink = (ctx: Context, kit: ConsoleKit) => renderLink(ctx, kit, 200, null);
+export const showLink = async (ctx: Context, kit: ConsoleKit) => {
+  const found = await scopedLinkOrDeleted(ctx, kit);
+  if ('deleted' in found) return renderDeletedLink(ctx, kit, found);
+  return renderLink(ctx, kit, 200, null);
+};
+
+/**
+ * The link of the URL, or what this scope's deleted link left (issue 44, item 9): support can still see
+ * what it was, who deleted it and whether its consent was revoked at the bank, as `svc links inspect` shows.
+ */
+async function scopedLinkOrDeleted(ctx: Context, kit: ConsoleKit) {
+  const { scope } = kit.state(ctx);
+  const id = (ctx.params as { link: string }).link;
+  const row = await findLink(kit.services.db.reader, id);
+  if (row && row.org_id === scope.orgId && row.mode === scope.mode) return row;
+  const deleted = row ? null : await inspectDeletedLink(kit.services.db.reader, id);
+  if (!deleted || deleted.org_id !== scope.orgId || deleted.mode !== scope.mode)
+    throw errors.notFound(`No link ${id}.`, 'link');
+  return deleted;
+}
+
+/** A deleted link's page: its last state and its consent's revocation, in the reader's language. */
+function renderDeletedLink(ctx: Context, kit: ConsoleKit, deleted: DeletedLinkInspection) {
+  const state = kit.state(ctx);
+  const t = kit.words(ctx);
+  const last = deleted.last_state;
+  const revocation = deleted.grant_revocation;
+  const facts: [string, HtmlValue][] = [
+    [t('links.bank'), bankName(deleted.bank_id)],
+    [t('link.deleted_at'), when(deleted.deleted_at)],
+    [t('link.deleted_by'), deleted.deleted_by ?? '-'],
+    ...(last
+      ? ([
+          [
+            t('link.last_state'),
+            stateWord(state.locale, last.status) + (last.paused ? `, ${t('links.paused')}` : ''),
+          ],
+          [t('links.external_user'), last.external_user_id ?? '-'],
+          [t('link.accounts'), String(last.accounts_count)],
+          [t('links.last_synced'), when(last.last_synced_at)],
+          [t('link.last_error'), last.last_error_code ?? '-'],
+        ] as [string, HtmlValue][])
+      : []),
+  ];
+  const revocationText = !revocation
+    ? t('link.revocation_none')
+    : revocation.status === 'revoked'
+      ? t('link.revocation_revoked', { at: when(revocation.revoked_at) })
+      : revocation.status === 'failed'
+        ? t('link.revocation_failed', { attempts: String(revocation.attempts) })
+        : t('link.revocation_pending', {
+            attempt: String(revocation.attempts + 1),
+            max: String(revocation.max_attempts),
+            at: when(revocation.next_attempt_at),
+          });
+  kit.send(
+    ctx,
+    200,
+    layout(
+      kit.pageContext(ctx, '/links'),
+      deleted.id,
+      html`<p><a href="${scopePath(state.scope)}/links">${t('link.back')}</a></p>
+${noticeHtml(t('link.deleted_notice'))}
+${factsHtml(facts)}
+<h2>${t('link.revocation')}</h2>
+<p class="revocation ${revocation?.status ?? 'none'}">${revocationText}</p>
+${revocation?.last_error ? html`<p>${t('link.revocation_last_error', { error: revocation.last_error })}</p>` : ''}`,
+    ),
+  );
+}
 
 /** An action on a link (the router checked the right): shown on the link's page, or its problem there. */
 const act =
@@ -418,7 +492,7 @@ const deleteAction = act(async (ctx, kit, linkId, now) => {
 /** The links section: reading is everyone's, pause/resume/refresh support's too, deleting `manage`. */
 export const linkRoutes: ConsoleRoute[] = [
   { method: 'get', path: '/links', needs: 'read', handle: showLinks },
-  { method: 'get', path: '/links/:link', needs: 'read', find: scopedLink, handle: showLink },
+  { method: 'get', path: '/links/:link', needs: 'read', find: scopedLinkOrDeleted, handle: showLink },
   { method: 'post', path: '/links/:link/pause', needs: 'operate', find: scopedLink, handle: pauseAction },
   { method: 'post', path: '/links/:link/resume', needs: 'operate', find: scopedLink, handle: resumeAction },
   { method: 'post', path: '/links/:link/refresh', needs: 'operate', find: scopedLink, handle: refreshAction },

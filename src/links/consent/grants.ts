@@ -7,7 +7,9 @@ import { newId } from '../../ids/ids.js';
 import { normaliseRut } from '../../rut/rut.js';
 import type { SecretBox } from '../../secrets/secret-box.js';
 import { linkGrantContext } from '../../secrets/sealed-columns.js';
+import { auditChange } from '../../audit/audit-log.js';
 import {
+  auditLinkCreated,
   emitLinkCreated,
   newLinkRow,
   presentLink,
@@ -225,9 +227,12 @@ export async function renewConsentLink(
   input: { consent_version: string; consent_text_hash: string; subject: string },
   grant: NewGrant,
   secrets: SecretBox,
+  /** Who renewed it (the widget session), with the widget's token and its issuer for the audit row. */
+  by: { actor: string; details?: Record<string, unknown> },
   now: number,
 ): Promise<{ intentId: string }> {
-  await queueRevocation(trx, link, now);
+  await queueRevocation(trx, link, by.actor, now);
+  await auditConsentGranted(trx, { orgId: link.org_id, actor: by.actor }, link, grant, true, by.details, now);
   await trx('link_grants')
     .where({ link_id: link.id })
     .update({
@@ -269,7 +274,7 @@ export async function renewConsentLink(
  */
 export async function createConsentLink(
   trx: Knex,
-  principal: Pick<Principal, 'orgId' | 'mode'>,
+  principal: Pick<Principal, 'orgId' | 'mode' | 'actor'>,
   input: CreateConsentLinkInput,
   grant: NewGrant,
   policy: Pick<LinkPolicy, 'secrets' | 'syncIntervalMs' | 'consentExpiryWarningDays'>,
@@ -280,6 +285,8 @@ export async function createConsentLink(
   const row = newLinkRow(id, principal, input, policy, now, sealedLogin(policy.secrets, id, input.subject));
   await insertLink(trx, row);
   await insertGrant(trx, policy.secrets, id, grant, now);
+  await auditLinkCreated(trx, principal, row, 'consent', { ...options, via: options.via ?? 'widget' }, now);
+  await auditConsentGranted(trx, principal, row, grant, false, options.auditDetails, now);
   if (options.announce ?? true) await emitLinkCreated(trx, row, now);
   await enqueueSync(trx, { link: row, refreshType: 'full', now, interactive: options.interactive ?? false });
   const consent = {
@@ -289,5 +296,38 @@ export async function createConsentLink(
   return presentLink(
     row,
     presentConsent(consent, { now, warningDays: policy.consentExpiryWarningDays }, row),
+  );
+}
+
+/**
+ * A consent granted at the bank, in the audit log (issue 44, item 9): the link it logs in, the bank, when it
+ * ends, and whether it renewed the link's earlier one. Never the grant id or a token.
+ */
+async function auditConsentGranted(
+  trx: Knex,
+  principal: Pick<Principal, 'orgId' | 'actor'>,
+  link: Pick<LinkRow, 'id' | 'bank_id' | 'mode'>,
+  grant: Pick<NewGrant, 'clientId' | 'expiresAt'>,
+  renewal: boolean,
+  details: Record<string, unknown> | undefined,
+  now: number,
+): Promise<void> {
+  await auditChange(
+    trx,
+    principal,
+    {
+      action: 'link.consent_granted',
+      targetType: 'link',
+      targetId: link.id,
+      details: {
+        bank_id: link.bank_id,
+        mode: link.mode,
+        client_id: grant.clientId,
+        expires_at: grant.expiresAt === null ? null : new Date(grant.expiresAt).toISOString(),
+        renewal,
+        ...details,
+      },
+    },
+    now,
   );
 }

@@ -4,6 +4,7 @@ import type { ConsentClients } from '../../banks/consent/client.js';
 import type { RevokeOutcome } from '../../banks/consent/profile.js';
 import type { Database } from '../../db/database.js';
 import { newId } from '../../ids/ids.js';
+import { recordAudit } from '../../audit/audit-log.js';
 import type { Logger } from '../../logging/logger.js';
 import type { SecretBox } from '../../secrets/secret-box.js';
 import { linkGrantContext } from '../../secrets/sealed-columns.js';
@@ -20,6 +21,9 @@ import { linkGrantContext } from '../../secrets/sealed-columns.js';
  */
 
 export type RevocationStatus = 'pending' | 'revoked' | 'failed';
+
+/** The audit log's actor for the revoke calls the scheduler makes. */
+export const REVOCATION_ACTOR = 'scheduler:grant-revocations';
 
 export interface GrantRevocationRow {
   id: string;
@@ -60,6 +64,8 @@ export function retryDelayMs(attempts: number): number {
 export async function queueRevocation(
   trx: Knex,
   link: { id: string; org_id: string; mode: 'live' | 'test'; bank_id: string },
+  /** Who asked for it, as the audit log names them (the deleting key or user, the renewing widget session). */
+  actor: string,
   now: number,
 ): Promise<void> {
   // Read here, not through grants.ts, which builds on links.ts: links.ts calls this, and imports stay one-way.
@@ -67,8 +73,41 @@ export async function queueRevocation(
     .where({ link_id: link.id })
     .first('client_id', 'grant_id_sealed');
   if (!grant) return;
-  await trx('grant_revocations').insert(
-    pendingRevocation(link.id, { ...link, client_id: grant.client_id }, grant.grant_id_sealed, now),
+  const row = pendingRevocation(link.id, { ...link, client_id: grant.client_id }, grant.grant_id_sealed, now);
+  await trx('grant_revocations').insert(row);
+  await auditRevocation(trx, row, actor, 'link.consent_revocation_queued', now);
+}
+
+/**
+ * A revocation's step in the audit log (issue 44, item 9): queued (by whoever deleted or renewed the link)
+ * and its end at the bank (by the scheduler, which makes the call). Ids only: never the grant id.
+ */
+async function auditRevocation(
+  trx: Knex,
+  row: Pick<GrantRevocationRow, 'id' | 'link_id' | 'org_id' | 'bank_id' | 'mode' | 'attempts' | 'last_error'>,
+  actor: string,
+  action: 'link.consent_revocation_queued' | 'link.consent_revoked' | 'link.consent_revocation_failed',
+  now: number,
+): Promise<void> {
+  const ofTrip = row.link_id.startsWith('wcr_');
+  await recordAudit(
+    trx,
+    {
+      orgId: row.org_id,
+      actor,
+      action,
+      targetType: ofTrip ? 'consent_request' : 'link',
+      targetId: row.link_id,
+      details: {
+        revocation: row.id,
+        bank_id: row.bank_id,
+        mode: row.mode,
+        ...(action === 'link.consent_revocation_queued'
+          ? {}
+          : { attempts: row.attempts, ...(row.last_error ? { last_error: row.last_error } : {}) }),
+      },
+    },
+    now,
   );
 }
 
@@ -110,17 +149,19 @@ export async function queueRefusedGrant(
   refused: { ownerId: string; orgId: string; mode: 'live' | 'test'; bankId: string; clientId: string },
   grantId: string,
   secrets: SecretBox,
+  /** The widget session whose trip brought the grant back. */
+  actor: string,
   now: number,
 ): Promise<void> {
   const sealed = secrets.seal(grantId, linkGrantContext(refused.ownerId, 'grant_id_sealed'));
-  await trx('grant_revocations').insert(
-    pendingRevocation(
-      refused.ownerId,
-      { org_id: refused.orgId, mode: refused.mode, bank_id: refused.bankId, client_id: refused.clientId },
-      sealed,
-      now,
-    ),
+  const row = pendingRevocation(
+    refused.ownerId,
+    { org_id: refused.orgId, mode: refused.mode, bank_id: refused.bankId, client_id: refused.clientId },
+    sealed,
+    now,
   );
+  await trx('grant_revocations').insert(row);
+  await auditRevocation(trx, row, actor, 'link.consent_revocation_queued', now);
 }
 
 /** The latest revocation of a link's grants: a deleted link's is its last (renewals queue earlier ones). */
@@ -245,7 +286,18 @@ export async function revokeDueGrants(services: RevokeServices): Promise<number>
       };
     }
     const changes = afterAttempt(row, outcome, services.clock.now());
-    await services.db.knex('grant_revocations').where({ id: row.id }).update(changes);
+    await services.db.transaction(async (trx) => {
+      await trx('grant_revocations').where({ id: row.id }).update(changes);
+      // Its end at the bank, either way, in the audit log beside who asked for it; a retry is not an end.
+      if (changes.status === 'revoked' || changes.status === 'failed')
+        await auditRevocation(
+          trx,
+          { ...row, ...changes },
+          REVOCATION_ACTOR,
+          changes.status === 'revoked' ? 'link.consent_revoked' : 'link.consent_revocation_failed',
+          services.clock.now(),
+        );
+    });
     services.logger.info(
       {
         link: row.link_id,

@@ -244,7 +244,9 @@
 
   // ---- talking to the server and to the opener ----
 
-  async function api(method, path, body) {
+  // `keepsCookie`: the consent start's answer sets the trip cookie that binds the bank's return to this
+  // browser (issue 44); every other call sends and keeps none.
+  async function api(method, path, body, keepsCookie) {
     let response;
     try {
       response = await fetch('/widget/api/' + path, {
@@ -254,7 +256,7 @@
           body ? { 'Content-Type': 'application/json' } : {},
         ),
         body: body ? JSON.stringify(body) : undefined,
-        credentials: 'omit',
+        credentials: keepsCookie ? 'same-origin' : 'omit',
         cache: 'no-store',
       });
     } catch {
@@ -731,11 +733,16 @@
       }
       let start;
       try {
-        start = await api('POST', 'consent', {
-          ...(boot.bank_id ? {} : { bank_id: bank.id }),
-          holder_type: state.holderType,
-          ...(cpf ? { cpf: cpf.input.value } : {}),
-        });
+        start = await api(
+          'POST',
+          'consent',
+          {
+            ...(boot.bank_id ? {} : { bank_id: bank.id }),
+            holder_type: state.holderType,
+            ...(cpf ? { cpf: cpf.input.value } : {}),
+          },
+          true,
+        );
       } catch (error) {
         if (popup) popup.close();
         state.busy = false;
