@@ -120,11 +120,13 @@ forEachEngine(t, async (t, engine) => {
         .orderBy('created_at')
         .select('action', 'actor'),
     );
+    // Both links were made through the API with the secret key (issue 44: link creation is audited too).
     t.same(
       audit.map((row: { action: string }) => row.action),
-      ['link.pause', 'link.resume', 'link.delete'],
+      ['link.create', 'link.create', 'link.pause', 'link.resume', 'link.delete'],
     );
-    t.ok(audit.every((row: { actor: string }) => row.actor.startsWith('cli:')));
+    t.ok(audit.slice(0, 2).every((row: { actor: string }) => row.actor.startsWith('key:')));
+    t.ok(audit.slice(2).every((row: { actor: string }) => row.actor.startsWith('cli:')));
   });
 
   t.test("a tenant's text cannot drive the operator's terminal; --json keeps it exact", async (t) => {
