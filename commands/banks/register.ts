@@ -54,22 +54,32 @@ export default class BanksRegister extends BaseCommand {
     const { saveRegistration, viewOf } = await import('../../src/banks/consent/registrations.js');
     const { institutionsOf } = await import('../../src/banks/institutions.js');
     const base = config.api.baseUrl || `http://${config.api.host}:${config.api.port}`;
-    const now = this.clock(config).now();
-    const row = await registerWithBank(
-      {
-        bankId: args.bank,
-        mode: flags.mode as 'live' | 'test',
-        issuer: flags.issuer,
-        apiBase: flags['api-base'],
-        softwareStatement: readFileSync(flags['software-statement'], 'utf8'),
-        certificatePem: readFileSync(flags.cert, 'utf8'),
-        privateKeyPem: readFileSync(flags.key, 'utf8'),
-        serverCaPem: flags.ca ? readFileSync(flags.ca, 'utf8') : null,
-        redirectUri: flags['redirect-uri'] ?? `${base}${CONSENT_CALLBACK_PATH}`,
-      },
-      loadSecretBox(config),
-      now,
-      { institutions: institutionsOf(config) },
+    const { BudgetGate, withBankCalls } = await import('../../src/banks/budget/bank-calls.js');
+    const clock = this.clock(config);
+    const now = clock.now();
+    const mode = flags.mode as 'live' | 'test';
+    // The discovery and registration calls count against the bank's budget (docs/open-finance.md, "Bank limits").
+    const row = await this.withDatabase(config, (db) =>
+      withBankCalls(
+        BudgetGate.of({ db, clock, config }, { bankId: args.bank, mode }, 'on_demand', 10_000),
+        () =>
+          registerWithBank(
+            {
+              bankId: args.bank,
+              mode: flags.mode as 'live' | 'test',
+              issuer: flags.issuer,
+              apiBase: flags['api-base'],
+              softwareStatement: readFileSync(flags['software-statement'], 'utf8'),
+              certificatePem: readFileSync(flags.cert, 'utf8'),
+              privateKeyPem: readFileSync(flags.key, 'utf8'),
+              serverCaPem: flags.ca ? readFileSync(flags.ca, 'utf8') : null,
+              redirectUri: flags['redirect-uri'] ?? `${base}${CONSENT_CALLBACK_PATH}`,
+            },
+            loadSecretBox(config),
+            now,
+            { institutions: institutionsOf(config) },
+          ),
+      ),
     );
     await this.withDatabase(config, (db) => db.transaction((trx) => saveRegistration(trx, row)));
     const view = viewOf(row);

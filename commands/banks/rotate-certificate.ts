@@ -46,19 +46,24 @@ export default class BanksRotateCertificate extends BaseCommand {
     const { rotateCertificate } = await import('../../src/banks/consent/registration-management.js');
     const { formatTable } = await import('../../src/cli/views/table.js');
     const { CliError } = await import('../../src/errors/cli-error.js');
+    const { BudgetGate, withBankCalls } = await import('../../src/banks/budget/bank-calls.js');
     const clock = this.clock(config);
+    const bank = { bankId: args.bank, mode: flags.mode as 'live' | 'test' };
+    // Each call to the bank (discovery, the registration's update, the check) takes a permit of its budget.
     const report = await this.withDatabase(config, (db) =>
-      rotateCertificate(
-        { db, secrets: loadSecretBox(config), now: () => clock.now() },
-        {
-          bankId: args.bank,
-          mode: flags.mode as 'live' | 'test',
-          certificatePem: readFileSync(flags.cert, 'utf8'),
-          privateKeyPem: readFileSync(flags.key, 'utf8'),
-          softwareStatement: flags['software-statement']
-            ? readFileSync(flags['software-statement'], 'utf8')
-            : null,
-        },
+      withBankCalls(BudgetGate.of({ db, clock, config }, bank, 'on_demand', 10_000), () =>
+        rotateCertificate(
+          { db, secrets: loadSecretBox(config), now: () => clock.now() },
+          {
+            bankId: args.bank,
+            mode: flags.mode as 'live' | 'test',
+            certificatePem: readFileSync(flags.cert, 'utf8'),
+            privateKeyPem: readFileSync(flags.key, 'utf8'),
+            softwareStatement: flags['software-statement']
+              ? readFileSync(flags['software-statement'], 'utf8')
+              : null,
+          },
+        ),
       ),
     );
     const where = `${report.bank_id} (${report.mode} mode)`;

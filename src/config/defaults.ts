@@ -108,6 +108,8 @@ export function defaultConfig(home: string): Config {
         perMinute: DRAFT_PER_MINUTE,
         scheduledShare: 0.8,
         arrivalMarginMs: ARRIVAL_MARGIN_MS,
+        // Consent starts (a PAR each, three calls at a Brazilian bank) may take a quarter: 15 a minute at 60.
+        consentStartShare: 0.25,
       },
       budgets: {},
       institutions: [],
@@ -124,6 +126,8 @@ export function defaultConfig(home: string): Config {
       allowedOrigins: [],
       locale: 'es',
       allowedRedirectUris: [],
+      // A busy checkout page starts a few connections a minute; a script behind a public key, hundreds.
+      consentStarts: { perMinute: 20, burst: 10 },
     },
   };
 }

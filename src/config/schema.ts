@@ -552,6 +552,10 @@ export const configSchema = {
           description:
             '`redirect_uri` values a widget token may name for the hosted flow (docs/widget.md): exact, or an origin-and-path prefix when the entry ends in `/`. Empty: none',
         },
+        consentStarts: rateLimit(
+          'Consent starts (each a call to the bank) of one organisation and mode, all its publishable keys together',
+          ' (docs/open-finance.md, "Bank limits")',
+        ),
       },
     },
     banks: {

@@ -70,6 +70,7 @@ import { applyPlan, movementCounts, movementsToMatch } from '../movements/store.
 import { bankEndingConsents, recordSyncOutcome } from '../banks/health.js';
 import { limitsOf } from '../banks/budget/budget.js';
 import { BudgetWait, SyncPermits } from '../banks/budget/permits.js';
+import { BudgetGate, withBankCalls } from '../banks/budget/bank-calls.js';
 import { bankInterval, pauseBank, recordSyncCalls } from '../banks/budget/store.js';
 import { reconcile } from './reconcile.js';
 
@@ -195,9 +196,13 @@ export async function runSyncJob(services: SyncServices, job: JobRow): Promise<S
     { bankId: link.bank_id, mode: link.mode },
     job.refresh_intent_id === null ? 'scheduled' : 'on_demand',
   );
+  // Every call of the sync goes through the gate: the connector's `permit()` prepays the call it is about to
+  // make, and a call it does not announce (the `client_credentials` token before a Grant Management query)
+  // takes its own (banks/budget/bank-calls.ts).
+  const gate = new BudgetGate(services, { bankId: link.bank_id, mode: link.mode }, permits);
   let fetched: Fetched;
   try {
-    fetched = await fetchFromBank(services, link, payload, intent, permits);
+    fetched = await withBankCalls(gate, () => fetchFromBank(services, link, payload, intent, gate));
   } catch (error) {
     const now = services.clock.now();
     if (error instanceof BudgetWait) {
@@ -326,10 +331,10 @@ interface Login<C extends LoginCredentials> {
 async function openLogin(
   services: SyncServices,
   link: LinkRow,
-  permits: SyncPermits,
+  gate: BudgetGate,
 ): Promise<Login<LoginCredentials>> {
   const grantRow = await findGrantRow(services.db.knex, link.id);
-  if (grantRow) return openConsentLogin(services, link, grantRow, permits);
+  if (grantRow) return openConsentLogin(services, link, grantRow, gate);
   const connector = services.connectors(link.bank_id, link.mode);
   if (!connector)
     throw new ConnectorError(
@@ -346,7 +351,7 @@ async function openConsentLogin(
   services: SyncServices,
   link: LinkRow,
   grantRow: LinkGrantRow,
-  permits: SyncPermits,
+  gate: BudgetGate,
 ): Promise<Login<LoginCredentials>> {
   const grant = openGrant(grantRow, services.secrets);
   let client;
@@ -380,7 +385,7 @@ async function openConsentLogin(
     client,
     answers: services.consentClients.answers(client.profile),
     checkGrantFirst,
-    permit: () => permits.take(),
+    permit: () => gate.prepay(),
     saveTokens: (tokens) =>
       services.db.transaction((trx) =>
         saveGrantTokens(
@@ -401,12 +406,12 @@ async function fetchFromBank(
   link: LinkRow,
   payload: SyncPayload,
   intent: IntentRow | null,
-  permits: SyncPermits,
+  gate: BudgetGate,
 ): Promise<Fetched> {
   const now = services.clock.now();
   const window = windowFor(payload, link, intent, now);
   if (!window) return { session: null, accounts: [], fullPass: false };
-  const { connector, credentials } = await openLogin(services, link, permits);
+  const { connector, credentials } = await openLogin(services, link, gate);
   const request = {
     bankId: link.bank_id,
     holderType: link.holder_type,

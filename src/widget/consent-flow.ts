@@ -60,6 +60,13 @@ import {
 import type { SessionRow } from './sessions.js';
 import { queueRefusedGrant } from '../links/consent/revocations.js';
 import type { Logger } from '../logging/logger.js';
+import type { Clock } from '../clock/clock.js';
+import type { RateLimiter } from '../ratelimit/limiter.js';
+import { BudgetGate, withBankCalls } from '../banks/budget/bank-calls.js';
+import { limitsOf } from '../banks/budget/budget.js';
+import { BudgetWait } from '../banks/budget/permits.js';
+import type { BankKey } from '../banks/budget/store.js';
+import { budgetRefusal, takeStart } from './consent-starts.js';
 
 /*
  * The end user's path to a consent bank (docs/open-finance.md, "What the end user sees"): the widget shows
@@ -126,6 +133,27 @@ export interface ConsentFlowContext extends WidgetContext {
   consentClients: ConsentClients;
   /** Where the bank's own words of a refusal go (status, OAuth error and description; never a secret). */
   logger: Logger;
+  /** The bank's budget counts by it (banks/budget/), and the starts' buckets (consent-starts.ts). */
+  clock: Clock;
+  rateLimiter: RateLimiter;
+}
+
+/** A person waits at a start: a permit not had within 2 s (a second window and a margin) refuses it. */
+const START_PERMIT_WAIT_MS = 2_000;
+/**
+ * At the callback the person has consented and the code lives about a minute (RFC 6749 §4.1.2 recommends at
+ * most 10): the exchange may wait up to 10 s for a permit rather than lose the consent; a longer pause fails it.
+ */
+const CALLBACK_PERMIT_WAIT_MS = 10_000;
+
+/** The gate every bank call of a widget start or callback goes through: the bank's budget, on demand. */
+function widgetGate(context: ConsentFlowContext, bank: BankKey, waitMs: number): BudgetGate {
+  return BudgetGate.of(
+    { db: context.db, clock: context.clock, config: context.config },
+    bank,
+    'on_demand',
+    waitMs,
+  );
 }
 
 export interface ConsentStartInput {
@@ -222,6 +250,13 @@ async function unusableGrant(
     return "the access token is not bound to the appliance's certificate (RFC 8705)";
   if (!outlivesAccessToken(tokens, validUntil(details), now))
     return 'the bank issued no refresh token, and the access token ends before the consent';
+  return null;
+}
+
+/** The budget's refusal, thrown by the gate directly or wrapped by openid-client as a failed fetch's cause. */
+function budgetWaitIn(error: unknown): BudgetWait | null {
+  for (let at = error, depth = 0; at instanceof Error && depth < 4; at = at.cause, depth++)
+    if (at instanceof BudgetWait) return at;
   return null;
 }
 
@@ -331,6 +366,22 @@ export async function startConsent(
   // a real bank; and an answer here would tell a caller holding only a publishable key and a link id whether
   // a CPF is the holder's without the bank ever being asked.
 
+  // The key's and the bank's bounds on starts (consent-starts.ts), before the session's attempt is taken: a
+  // start refused for them costs the person no attempt.
+  const bounds = {
+    rateLimiter: context.rateLimiter,
+    orgId: session.org_id,
+    mode: session.mode,
+    bankId,
+    bankName,
+    limits: limitsOf(context.config.banks.budget, context.config.banks.budgets, bankId),
+    perKey: context.config.widget.consentStarts,
+    bankShare: context.config.banks.budget.consentStartShare,
+    locale: session.locale,
+    now,
+  };
+  await takeStart(bounds);
+
   // The attempt is taken before the bank is called, not after: each start costs the bank a PAR (and at a
   // Brazilian bank a consent it keeps for an hour), so starts sent at once must not reach it beyond the
   // session's attempts (they all passed the check above). A start the bank fails gives it back below.
@@ -340,16 +391,21 @@ export async function startConsent(
   let details: AuthorizationDetail[];
   const state = randomBytes(24).toString('base64url');
   const verifier = client.randomPKCECodeVerifier();
+  const gate = widgetGate(context, { bankId, mode: session.mode }, START_PERMIT_WAIT_MS);
   try {
-    const bank = await context.consentClients.forRegistration(registration);
-    ({ url, details } = await bank.profile.start(bank, {
-      actions: consentActions(product),
-      validTo: addMonths(now, months),
-      state,
-      verifier,
-      redirectUri: registeredRedirectUri(registration),
-      locale: session.locale,
-      holder,
+    // The first permit is had before anything is sent: a paused bank or a spent minute sends it nothing.
+    await gate.prepay();
+    ({ url, details } = await withBankCalls(gate, async () => {
+      const bank = await context.consentClients.forRegistration(registration);
+      return bank.profile.start(bank, {
+        actions: consentActions(product),
+        validTo: addMonths(now, months),
+        state,
+        verifier,
+        redirectUri: registeredRedirectUri(registration),
+        locale: session.locale,
+        holder,
+      });
     }));
   } catch (error) {
     await db
@@ -358,6 +414,8 @@ export async function startConsent(
       .update({ attempts: db.knex.raw('attempts - 1') })
       .catch(() => undefined);
     if (error instanceof ApiError) throw error;
+    const wait = budgetWaitIn(error);
+    if (wait) throw budgetRefusal(wait, { ...bounds, now: context.clock.now() });
     context.logger.warn(
       { bank: bankId, step: 'start', said: bankSaid(error) },
       'the bank refused the consent start',
@@ -428,6 +486,7 @@ export type ConsentOutcome =
         | 'consent_denied'
         | 'consent_invalid'
         | 'bank_unavailable'
+        | 'bank_busy'
         | 'session_expired'
         | 'connection_limit_reached'
         | 'connection_in_progress'
@@ -497,20 +556,25 @@ export async function completeConsent(
   if (!registration || registration.id !== request.consent_client_id) return fail('consent_invalid');
   let consentClient: ConsentClient;
   let tokens: client.TokenEndpointResponse & client.TokenEndpointResponseHelpers;
+  // The exchange, Brazil's consent read and the token's introspection each take the bank's permit.
+  const gate = widgetGate(context, { bankId: request.bank_id, mode: request.mode }, CALLBACK_PERMIT_WAIT_MS);
   try {
-    consentClient = await context.consentClients.forRegistration(registration);
+    consentClient = await withBankCalls(gate, () => context.consentClients.forRegistration(registration));
     const callback = new URL(registeredRedirectUri(registration));
     const fields = new URLSearchParams();
     for (const [name, value] of Object.entries(query)) if (value !== undefined) fields.set(name, value);
     // openid-client reads a hybrid (`code id_token`) answer from the fragment, where the flow puts it by default.
     if (consentClient.responseShape === 'hybrid') callback.hash = fields.toString();
     else callback.search = fields.toString();
-    tokens = await client.authorizationCodeGrant(consentClient.configuration, callback, {
-      pkceCodeVerifier: openVerifier(request, context.secrets),
-      expectedState: state,
-      ...consentClient.profile.exchangeChecks(state),
-    });
+    tokens = await withBankCalls(gate, () =>
+      client.authorizationCodeGrant(consentClient.configuration, callback, {
+        pkceCodeVerifier: openVerifier(request, context.secrets),
+        expectedState: state,
+        ...consentClient.profile.exchangeChecks(state),
+      }),
+    );
   } catch (error) {
+    if (budgetWaitIn(error)) return fail('bank_busy');
     context.logger.warn(
       { bank: request.bank_id, step: 'callback', said: bankSaid(error) },
       'the bank refused the code exchange',
@@ -518,7 +582,13 @@ export async function completeConsent(
     return fail(bankProblem(error));
   }
   const requested = JSON.parse(request.authorization_details) as AuthorizationDetail[];
-  const answer = await consentClient.profile.granted(consentClient, tokens, requested);
+  let answer: Awaited<ReturnType<ConsentClient['profile']['granted']>>;
+  try {
+    answer = await withBankCalls(gate, () => consentClient.profile.granted(consentClient, tokens, requested));
+  } catch (error) {
+    if (budgetWaitIn(error)) return fail('bank_busy');
+    throw error;
+  }
   // A grant the appliance will not keep is revoked through the retried outbox, never dropped.
   const revokeRefused = (grantId: string) =>
     db.transaction((trx) =>
@@ -539,7 +609,7 @@ export async function completeConsent(
     );
   const refusal = !answer.ok
     ? answer.reason
-    : await unusableGrant(consentClient, tokens, answer.details, now);
+    : await withBankCalls(gate, () => unusableGrant(consentClient, tokens, answer.details, now));
   if (!answer.ok || refusal !== null) {
     context.logger.warn(
       { bank: request.bank_id, step: 'callback', reason: refusal },

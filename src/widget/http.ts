@@ -181,6 +181,8 @@ export function widgetRouter(services: AppServices): Router {
     db: services.db,
     consentClients: services.consentClients,
     logger: services.logger,
+    clock: services.clock,
+    rateLimiter: services.rateLimiter,
   });
   const validateConsentStart = compileValidator(
     {

@@ -162,6 +162,15 @@ const en = {
     'This connection was made with another bank login. Sign in with the same RUT (and, for a company, the same company RUT) that was used to connect it.',
   'problem.link_missing.title': 'This connection no longer exists',
   'problem.link_missing.message': 'It was removed. Go back to the app and start again.',
+  'problem.bank_busy.title': '{bank} is busy',
+  'problem.bank_busy.message':
+    '{bank} cannot take more requests from this app right now, so nothing was sent to it. Try again {when}.',
+  'problem.starts_limited.title': 'Too many connections at once',
+  'problem.starts_limited.message':
+    'Too many bank connections were started from this app in the last minute, so nothing was sent to the bank. Try again {when}.',
+  'wait.seconds': 'in {n} seconds',
+  'wait.minutes': 'in {n} minutes',
+  'wait.soon': 'in a moment',
   'problem.too_many_attempts.title': 'Too many attempts',
   'problem.too_many_attempts.message':
     'For your security this window stopped accepting attempts. Go back to the app and start again.',
@@ -357,6 +366,15 @@ const es: Catalogue = {
     'Esta conexión se hizo con otro acceso bancario. Ingresa con el mismo RUT (y, si es una empresa, el mismo RUT de la empresa) con que se conectó.',
   'problem.link_missing.title': 'Esta conexión ya no existe',
   'problem.link_missing.message': 'Fue eliminada. Vuelve a la app y comienza de nuevo.',
+  'problem.bank_busy.title': '{bank} está ocupado',
+  'problem.bank_busy.message':
+    '{bank} no puede recibir más solicitudes de esta app en este momento, así que no se le envió nada. Vuelve a intentarlo {when}.',
+  'problem.starts_limited.title': 'Demasiadas conexiones a la vez',
+  'problem.starts_limited.message':
+    'Se iniciaron demasiadas conexiones bancarias desde esta app en el último minuto, así que no se envió nada al banco. Vuelve a intentarlo {when}.',
+  'wait.seconds': 'en {n} segundos',
+  'wait.minutes': 'en {n} minutos',
+  'wait.soon': 'en un momento',
   'problem.too_many_attempts.title': 'Demasiados intentos',
   'problem.too_many_attempts.message':
     'Por tu seguridad, esta ventana dejó de aceptar intentos. Vuelve a la app y comienza de nuevo.',

@@ -18,6 +18,15 @@ export interface ProblemContext {
   bankName?: string;
   connectionLimit?: number;
   tokenTtlMinutes?: number;
+  /** When trying again can help (a busy bank, too many starts): seconds from now, as `Retry-After` says. */
+  retryAfterSeconds?: number;
+}
+
+/** "in 42 seconds", "en 3 minutos": when to try again, in the person's words. */
+export function waitWords(seconds: number | undefined, catalogue: (typeof CATALOGUES)[Locale]): string {
+  if (seconds === undefined || seconds <= 1) return catalogue['wait.soon'];
+  if (seconds < 90) return format(catalogue['wait.seconds'], { n: Math.ceil(seconds) });
+  return format(catalogue['wait.minutes'], { n: Math.ceil(seconds / 60) });
 }
 
 /** Problems the person can fix in the same window. */
@@ -33,6 +42,8 @@ const RETRYABLE = new Set([
   'consent_expired',
   'consent_invalid',
   'consent_revoked',
+  'bank_busy',
+  'starts_limited',
 ]);
 
 /** Codes worded alike. */
@@ -44,6 +55,7 @@ export function describeProblem(code: string, context: ProblemContext = {}, loca
     bank: context.bankName ?? catalogue['bank.defaultTitle'],
     bankLower: context.bankName ?? catalogue['bank.default'],
     minutes: context.tokenTtlMinutes ?? 10,
+    when: waitWords(context.retryAfterSeconds, catalogue),
     code,
   };
   const worded = SAME_AS[code] ?? code;

@@ -151,6 +151,8 @@ export function testConfig(database: TestDatabase, overrides: ConfigOverrides = 
       // The suite's syncs call the simulated consent bank far more often than a bank allows (a sync is a
       // dozen calls) at a clock that does not move (its arrival margin would last forever): the tests of the
       // banks' limits set them (bank-budget.test.ts).
+      // Likewise the widgets' consent starts (the tests of the bound set them: widget-consent-budget.test.ts).
+      widget: { consentStarts: { perMinute: 1_000_000, burst: 100_000 }, ...(overrides?.widget ?? {}) },
       banks: {
         ...(overrides?.banks ?? {}),
         budget: {

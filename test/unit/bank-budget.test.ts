@@ -11,7 +11,13 @@ import {
 import { stretchOf } from '../../src/banks/budget/capacity.js';
 import { checkBankBudgets } from '../../src/doctor/checks.js';
 
-const DEFAULTS = { perSecond: 10, perMinute: 60, scheduledShare: 0.8, arrivalMarginMs: 200 };
+const DEFAULTS = {
+  perSecond: 10,
+  perMinute: 60,
+  scheduledShare: 0.8,
+  arrivalMarginMs: 200,
+  consentStartShare: 0.25,
+};
 
 t.test(
   "a bank's limits: its own, else the draft's; scheduled syncs get their share, on demand all",

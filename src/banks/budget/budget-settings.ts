@@ -41,6 +41,13 @@ export const budgetDefaultsSchema = {
       description:
         'Share of each window scheduled syncs may use; on-demand refreshes may use the whole, so they go first (docs/open-finance.md, "Bank limits")',
     },
+    consentStartShare: {
+      type: 'number',
+      exclusiveMinimum: 0,
+      maximum: 1,
+      description:
+        'Share of a bank\'s per-minute calls the widgets\' consent starts may take, all organisations together (docs/open-finance.md, "Bank limits")',
+    },
   },
 } as const;
 

@@ -61,18 +61,30 @@ export interface PermitDeps {
  * The permits of one sync of one bank: `take()` before every call to the bank (a resource page, a token
  * refresh, a Grant Management query). Counts what it took, so the engine can record calls per sync.
  */
+export interface PermitWaits {
+  /** How long the first permit may be waited for before `BudgetWait` (default a second window). */
+  firstWaitMs?: number;
+  /** How long a later one may (default MAX_INLINE_WAIT_MS). */
+  inlineWaitMs?: number;
+}
+
 export class SyncPermits {
   calls = 0;
   /** Permits counted but not used: they were granted too late in their second (`leavesInTime`). */
   late = 0;
   private readonly share: Limits;
+  private readonly firstWaitMs: number;
+  private readonly inlineWaitMs: number;
 
   constructor(
     private readonly deps: PermitDeps,
     private readonly bank: BankKey,
     priority: Priority,
+    waits: PermitWaits = {},
   ) {
     this.share = shareOf(deps.limits, priority, deps.scheduledShare);
+    this.firstWaitMs = waits.firstWaitMs ?? FIRST_CALL_WAIT_MS;
+    this.inlineWaitMs = waits.inlineWaitMs ?? MAX_INLINE_WAIT_MS;
   }
 
   async take(): Promise<void> {
@@ -102,7 +114,7 @@ export class SyncPermits {
       }
       const chance = nextChance(state, this.share, now);
       const wait = Math.max(chance.at - now, 1);
-      if (chance.cause === 'paused' || waited + wait > (first ? FIRST_CALL_WAIT_MS : MAX_INLINE_WAIT_MS))
+      if (chance.cause === 'paused' || waited + wait > (first ? this.firstWaitMs : this.inlineWaitMs))
         throw new BudgetWait(chance.at, chance.cause, chance.reason);
       // A few ms of spread, so the processes waiting for the same window do not all write at its first ms.
       const pause = wait + Math.floor(Math.random() * 15);

@@ -4,6 +4,7 @@ import type { Knex } from 'knex';
 import type { SecretBox } from '../../secrets/secret-box.js';
 import { isLoopbackHttp } from './register.js';
 import { mtlsAgent, mtlsFetch } from './mtls.js';
+import { gatedFetch } from '../budget/bank-calls.js';
 import { createAnswerChecker, type AnswerChecker } from './data-schemas.js';
 import { findRegistration, openPrivateKey, openSigningKey, type ConsentClientRow } from './registrations.js';
 import { signingKeyOf } from './request-signing.js';
@@ -76,7 +77,8 @@ async function open(
     },
     timeoutMs,
   );
-  const fetch = mtlsFetch(agent);
+  // Each call asks the calling context's permit first (banks/budget/bank-calls.ts); a sync asks its own.
+  const fetch = gatedFetch(mtlsFetch(agent));
   const profile = profileOfRegistration(row, options.institutions);
   try {
     const signingPem = profile.signsRequests ? openSigningKey(row, secrets) : null;

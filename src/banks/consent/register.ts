@@ -5,6 +5,7 @@ import type { SecretBox } from '../../secrets/secret-box.js';
 import { consentProfileOf, findInstitution, type Institution } from '../institutions.js';
 import { bankWordsOf, bankWordsOfError, describeBankWords } from './bank-answers.js';
 import { CertificateError, certificateFacts, type CertificateFacts } from './certificates.js';
+import { gatedFetch } from '../budget/bank-calls.js';
 import { mtlsAgent, mtlsFetch, type ClientIdentity } from './mtls.js';
 import { profileOf } from './profiles/index.js';
 import { publicRegistration, type ConsentClientRow } from './registrations.js';
@@ -227,7 +228,7 @@ export async function registerWithBank(
   const { subjectDn } = checkRegistrationInput(input, now, options.allowLoopbackHttp, options.institutions);
   const agent = mtlsAgent(input, options.timeoutMs);
   try {
-    const fetchWithCertificate = mtlsFetch(agent);
+    const fetchWithCertificate = gatedFetch(mtlsFetch(agent));
     const execute = {
       [client.customFetch]: fetchWithCertificate,
       timeout: Math.ceil((options.timeoutMs ?? 10_000) / 1000),

@@ -4,6 +4,7 @@ import type { Database } from '../../db/database.js';
 import { errors } from '../../errors/api-error.js';
 import type { SecretBox } from '../../secrets/secret-box.js';
 import { certificateFacts, certificateThumbprint } from './certificates.js';
+import { gatedFetch } from '../budget/bank-calls.js';
 import { mtlsAgent, mtlsFetch, type ClientIdentity, type MtlsFetch } from './mtls.js';
 import { checkClientCertificate, isLoopbackHttp } from './register.js';
 import {
@@ -238,7 +239,7 @@ export async function verifyClientCertificate(
         { use_mtls_endpoint_aliases: true },
         client.TlsClientAuth(),
         {
-          [client.customFetch]: mtlsFetch(agent) as client.CustomFetch,
+          [client.customFetch]: gatedFetch(mtlsFetch(agent)) as client.CustomFetch,
           timeout: Math.ceil(timeoutMs / 1000),
           // Only the simulated bank's issuer can be loopback http: registration refuses it for any other.
           ...(isLoopbackHttp(row.issuer) ? { execute: [client.allowInsecureRequests] } : {}),
@@ -420,7 +421,7 @@ export async function rotateCertificate(
   };
   const oldIdentity = usableIdentity(row, secrets, context.now());
   let agent = mtlsAgent(oldIdentity ?? newIdentity, timeoutMs);
-  let fetch = mtlsFetch(agent);
+  let fetch = gatedFetch(mtlsFetch(agent));
   let presenting = oldIdentity
     ? 'the current certificate'
     : 'the new certificate: the current one is out of date or its key does not open';
@@ -432,7 +433,7 @@ export async function rotateCertificate(
       // rollback that failed): once more with the new one. RFC 7592 authenticates by the token anyway.
       await agent.close();
       agent = mtlsAgent(newIdentity, timeoutMs);
-      fetch = mtlsFetch(agent);
+      fetch = gatedFetch(mtlsFetch(agent));
       presenting = `the new certificate: the current one got ${read.said}`;
       read = await manage(fetch, 'GET', uri, token, timeoutMs);
     }

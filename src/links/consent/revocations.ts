@@ -8,6 +8,8 @@ import { recordAudit } from '../../audit/audit-log.js';
 import type { Logger } from '../../logging/logger.js';
 import type { SecretBox } from '../../secrets/secret-box.js';
 import { linkGrantContext } from '../../secrets/sealed-columns.js';
+import { BudgetGate, withBankCalls, type GateServices } from '../../banks/budget/bank-calls.js';
+import { BudgetWait } from '../../banks/budget/permits.js';
 
 /*
  * The only code that writes `grant_revocations`: the revoke outbox. Deleting a consent link queues a row
@@ -257,7 +259,16 @@ export interface RevokeServices {
   secrets: SecretBox;
   logger: Logger;
   consentClients: ConsentClients;
+  config: GateServices['config'];
 }
+
+/**
+ * A revoke's calls (a `client_credentials` token, the revoke or Brazil's consent delete) count against the
+ * bank's budget at the scheduled share, like a scheduled sync's: the first permit is had before anything is
+ * sent, and a bank that is paused or has spent its minute keeps the row pending, its attempt not counted,
+ * until then. Later calls wait up to 5 s for theirs.
+ */
+const REVOKE_PERMIT_WAIT_MS = 5_000;
 
 /** One tick's revokes: due rows, one at a time, each recorded in its own short write. Returns how many were tried. */
 export async function revokeDueGrants(services: RevokeServices): Promise<number> {
@@ -267,18 +278,44 @@ export async function revokeDueGrants(services: RevokeServices): Promise<number>
     const row = await claimDue(services.db.knex, now);
     if (!row) break;
     let outcome: RevokeOutcome;
+    const gate = BudgetGate.of(
+      services,
+      { bankId: row.bank_id, mode: row.mode },
+      'scheduled',
+      REVOKE_PERMIT_WAIT_MS,
+    );
     try {
-      const client = await services.consentClients.forBank(services.db.knex, row.bank_id, row.mode);
-      outcome = !client
-        ? { kind: 'failed', reason: `no registration with ${row.bank_id} in ${row.mode} mode`, retryAt: null }
-        : client.registration.client_id !== row.client_id
-          ? { kind: 'failed', reason: 'the grant belongs to a registration that was replaced', retryAt: null }
-          : await client.profile.revokeGrant(
-              client,
-              services.secrets.open(row.grant_id_sealed, linkGrantContext(row.link_id, 'grant_id_sealed')),
-              services.clock.now(),
-            );
-    } catch {
+      await gate.prepay();
+      outcome = await withBankCalls(gate, async () => {
+        const client = await services.consentClients.forBank(services.db.knex, row.bank_id, row.mode);
+        return !client
+          ? {
+              kind: 'failed',
+              reason: `no registration with ${row.bank_id} in ${row.mode} mode`,
+              retryAt: null,
+            }
+          : client.registration.client_id !== row.client_id
+            ? {
+                kind: 'failed',
+                reason: 'the grant belongs to a registration that was replaced',
+                retryAt: null,
+              }
+            : await client.profile.revokeGrant(
+                client,
+                services.secrets.open(row.grant_id_sealed, linkGrantContext(row.link_id, 'grant_id_sealed')),
+                services.clock.now(),
+              );
+      });
+    } catch (error) {
+      if (error instanceof BudgetWait) {
+        await services.db.knex('grant_revocations').where({ id: row.id }).update({
+          next_attempt_at: error.until,
+          locked_until: null,
+          last_error: error.jobError,
+          updated_at: services.clock.now(),
+        });
+        continue;
+      }
       outcome = {
         kind: 'failed',
         reason: "the bank's discovery could not be read over mutual TLS",

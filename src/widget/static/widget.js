@@ -43,11 +43,12 @@
   }
 
   /** A failure the page learned from the API, worded from the catalogue by its code, never in English. */
-  function problemFor(code) {
+  function problemFor(code, retryAfter) {
     const params = {
       bank: state.bank ? state.bank.name : t('bank.defaultTitle'),
       bankLower: state.bank ? state.bank.name : t('bank.default'),
       code: code || 'error',
+      when: waitWords(retryAfter),
     };
     const worded = code === 'widget_session_invalid' ? 'session_expired' : code;
     const title = 'problem.' + worded + '.title';
@@ -64,6 +65,13 @@
       message: t('problem.' + worded + '.message', params),
       retry: false,
     };
+  }
+
+  /** "in 42 seconds": when a busy bank (the API's Retry-After, in seconds) may be tried again. */
+  function waitWords(seconds) {
+    if (!(seconds > 1)) return t('wait.soon');
+    if (seconds < 90) return t('wait.seconds', { n: Math.ceil(seconds) });
+    return t('wait.minutes', { n: Math.ceil(seconds / 60) });
   }
 
   // ---- RUT: 12.345.678-5, modulo-11 check digit ----
@@ -266,10 +274,12 @@
     if (!response.ok) {
       const error = (data && data.error) || {};
       // The API's own words are for developers; the person reads the catalogue's (problemFor).
-      throw Object.assign(new Error(problemFor(error.code || 'server_error').message), {
+      const retryAfter = Number(response.headers.get('retry-after')) || undefined;
+      throw Object.assign(new Error(problemFor(error.code || 'server_error', retryAfter).message), {
         code: error.code || 'server_error',
         param: error.param,
         status: response.status,
+        retryAfter,
       });
     }
     return data;
@@ -747,7 +757,7 @@
         if (popup) popup.close();
         state.busy = false;
         if (error.status === 400 || error.code === 'network_error') return consent(error.message);
-        return failure(problemFor(error.code));
+        return failure(problemFor(error.code, error.retryAfter));
       }
       if (hosted) return window.location.assign(start.authorization_url);
       state.popup = popup;
