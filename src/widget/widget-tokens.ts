@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import { toIso } from '../clock/clock.js';
-import { errors } from '../errors/api-error.js';
+import { ApiError, errors } from '../errors/api-error.js';
 import type { Principal } from '../auth/principal.js';
 import { findOwned } from '../auth/ownership.js';
 import { generateWidgetToken } from '../auth/tokens.js';
@@ -103,6 +103,18 @@ export async function createWidgetToken(
     );
   }
   if (intent === 'reconnect') {
+    // A reconnect names a link, and the widget it opens checks who signs in against the link's holder: from a
+    // publishable key (public by design) it would let anyone who learns a link id find out whose RUT or CPF
+    // a link holds, or whether a link exists. Only the tenant's backend may ask (docs/security.md, "Who holds
+    // a link"). Refused before the link is looked up, so the answer says nothing about it.
+    if (principal.kind === 'publishable_key')
+      throw new ApiError(
+        403,
+        'permission_error',
+        'insufficient_scope',
+        'A reconnect token names a link: create it from your backend with a secret key. A publishable key creates "connect" tokens only.',
+        'intent',
+      );
     if (input.link_id === undefined)
       throw errors.missingParameter('link_id', 'Intent "reconnect" needs the link_id of the expired link.');
     if (input.connection_limit !== undefined)

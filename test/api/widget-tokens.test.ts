@@ -184,12 +184,34 @@ forEachEngine(t, async (t, engine) => {
     }
     t.same(await tableCounts(app.db), before, 'nothing was written');
     const reconnect = await app.request('POST', '/v1/widget_tokens', {
-      key: pk,
+      key: sk,
       body: { intent: 'reconnect', link_id: expired },
     });
     t.equal(reconnect.status, 200, 'an expired link of the same organisation and mode');
     t.match(reconnect.body, { intent: 'reconnect', link_id: expired, institution_id: 'bancochile' });
   });
+
+  t.test(
+    'a publishable key cannot open a reconnect: no widget to learn who holds a link (issue 43, item 5)',
+    async (t) => {
+      const expired = await expiredLink(app, sk);
+      const before = await tableCounts(app.db);
+      const answers = [];
+      for (const link_id of [expired, 'link_0000000000000000', undefined]) {
+        const response = await app.request('POST', '/v1/widget_tokens', {
+          key: pk,
+          body: { intent: 'reconnect', ...(link_id ? { link_id } : {}) },
+        });
+        t.equal(response.status, 403, String(link_id));
+        t.equal(response.body.error.code, 'insufficient_scope');
+        t.equal(response.body.error.param, 'intent');
+        answers.push(response.body.error.message);
+      }
+      t.equal(new Set(answers).size, 1, 'the same answer whether the link exists or not');
+      t.match(answers[0], /secret key/);
+      t.same(await tableCounts(app.db), before, 'nothing was written');
+    },
+  );
 
   t.test('a widget token opens the widget once, and only within 10 minutes', async (t) => {
     const token = await widgetToken(app, sk);
