@@ -119,6 +119,6 @@ export class BudgetGate implements BankCallGate {
     const now = this.services.clock.now();
     const until = retryAtOf(retryAfter, now);
     if (until === null || until <= now) return;
-    await pauseBank(this.services.db, this.bank, until, `the bank answered ${status}`, now);
+    await pauseBank(this.services.db, this.bank, until, `HTTP ${status} with Retry-After`, now);
   }
 }

@@ -10,7 +10,7 @@ import {
   type WaitCause,
   windowsAt,
 } from './budget.js';
-import { ensureBudgetRow, findBudget, takePermit, type BankKey } from './store.js';
+import { ensureBudgetRow, findBudget, returnPermit, takePermit, type BankKey } from './store.js';
 
 /**
  * The sync could not get a permit soon enough: the bank is paused (its `Retry-After`), or, before its first
@@ -70,7 +70,7 @@ export interface PermitWaits {
 
 export class SyncPermits {
   calls = 0;
-  /** Permits counted but not used: they were granted too late in their second (`leavesInTime`). */
+  /** Permits given back unused: they were granted too late in their second (`leavesInTime`). */
   late = 0;
   private readonly share: Limits;
   private readonly firstWaitMs: number;
@@ -102,8 +102,8 @@ export class SyncPermits {
         }
         // The permit statement waited for the database (SQLite's one writer, busy with the other processes:
         // up to hundreds of ms on a loaded box) past the second's margin, so the call would reach the bank in
-        // a second it was not counted in. The permit stays counted, spent on nothing: our count may run above
-        // the bank's, never below it. Take another.
+        // a second it was not counted in. It is given back (no call was made on it) and another taken.
+        await returnPermit(this.deps.db, this.bank, now);
         this.late += 1;
         continue;
       }

@@ -59,6 +59,24 @@ export async function takePermit(db: Database, bank: BankKey, share: Limits, now
   return rows.length === 1;
 }
 
+/**
+ * Gives back a permit counted at `countedAt` whose call was never made: one less in the second and the minute
+ * it was counted in, in whichever of them the row still holds (a later permit may have moved the row on to a
+ * new second; that past second no longer limits anything).
+ */
+export async function returnPermit(db: Database, bank: BankKey, countedAt: number): Promise<void> {
+  const { second, minute } = windowsAt(countedAt);
+  await runNamed(
+    db.volatileWriter,
+    'bank-permit-return',
+    `UPDATE bank_call_budgets SET
+        second_count = CASE WHEN second_start = ? AND second_count > 0 THEN second_count - 1 ELSE second_count END,
+        minute_count = CASE WHEN minute_start = ? AND minute_count > 0 THEN minute_count - 1 ELSE minute_count END
+      WHERE bank_id = ? AND mode = ?`,
+    [second, minute, bank.bankId, bank.mode],
+  );
+}
+
 /** The bank's row, made empty when it has none yet (its first call, or after a restore). */
 export async function ensureBudgetRow(db: Database, bank: BankKey, now: number): Promise<void> {
   await db

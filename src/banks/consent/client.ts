@@ -77,8 +77,11 @@ async function open(
     },
     timeoutMs,
   );
-  // Each call asks the calling context's permit first (banks/budget/bank-calls.ts); a sync asks its own.
-  const fetch = gatedFetch(mtlsFetch(agent));
+  // Each call asks the calling context's permit first (banks/budget/bank-calls.ts); a sync asks its own. Not the
+  // discovery document: it is public metadata, not an API call the bank's limits count, and it is read once
+  // when a process opens the client, whichever sync or trip happens to be first.
+  const ungated = mtlsFetch(agent);
+  const fetch = gatedFetch(ungated);
   const profile = profileOfRegistration(row, options.institutions);
   try {
     const signingPem = profile.signsRequests ? openSigningKey(row, secrets) : null;
@@ -89,12 +92,13 @@ async function open(
       { use_mtls_endpoint_aliases: true, ...profile.clientMetadata },
       clientAuthOf(row, signingKey),
       {
-        [client.customFetch]: fetch as client.CustomFetch,
+        [client.customFetch]: ungated as client.CustomFetch,
         timeout: Math.ceil(timeoutMs / 1000),
         // Only the simulated bank's issuer can be loopback http: registration refuses it for any other.
         ...(isLoopbackHttp(row.issuer) ? { execute: [client.allowInsecureRequests] } : {}),
       },
     );
+    configuration[client.customFetch] = fetch as client.CustomFetch;
     const responseShape = profile.responseShape(configuration.serverMetadata());
     applyResponseShape(configuration, responseShape);
     return {
