@@ -122,12 +122,14 @@ export const RESTORE_POLICY: Readonly<Record<string, RestoreDecision>> = {
   // Empty allows any origin: setting a list aside would only widen who may open the widget.
   'widget.allowedOrigins': archive,
   'widget.locale': archive,
+  ...bucket('widget.consentStarts'),
   'widget.allowedRedirectUris': operator('the hosted widget sends end users and their exchange tokens there'),
   'banks.connectors': operator('live bank logins are sent to these gateways, signed with these secrets'),
   'banks.budget.perSecond': archive,
   'banks.budget.perMinute': archive,
   'banks.budget.arrivalMarginMs': archive,
   'banks.budget.scheduledShare': archive,
+  'banks.budget.consentStartShare': archive,
   'banks.budgets': archive,
   // Names and profiles only: a consent bank is reached at what `svc banks register` stored, in the database.
   'banks.institutions': archive,

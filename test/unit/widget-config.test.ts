@@ -24,6 +24,7 @@ t.test('the widget settings default to the spec and read SVC_WIDGET_* variables'
     allowedOrigins: [],
     locale: 'es',
     allowedRedirectUris: [],
+    consentStarts: { perMinute: 20, burst: 10 },
   });
   const config = loadConfig({
     home: dir,
@@ -49,6 +50,7 @@ t.test('the widget settings default to the spec and read SVC_WIDGET_* variables'
     allowedOrigins: ['https://app.example.com', 'http://127.0.0.1:3000'],
     locale: 'en',
     allowedRedirectUris: ['https://app.example.com/bank/', 'http://127.0.0.1:3000/cb'],
+    consentStarts: { perMinute: 20, burst: 10 },
   });
 });
 
