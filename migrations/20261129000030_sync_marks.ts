@@ -28,13 +28,9 @@ export async function up(knex: Knex): Promise<void> {
 }
 
 export async function down(knex: Knex): Promise<void> {
-  await knex.schema.alterTable('bank_call_budgets', (t) => {
-    t.dropColumn('interval_minutes');
-  });
-  await knex.schema.alterTable('accounts', (t) => {
-    t.dropColumn('movements_read_to');
-  });
-  await knex.schema.alterTable('links', (t) => {
-    t.dropColumn('full_sync_at');
-  });
+  // Not knex's dropColumn: on SQLite it rebuilds the table, and dropping the old one cascades to every row
+  // that references it (an organisation's keys, links, endpoints and deliveries went with it).
+  await knex.raw('ALTER TABLE bank_call_budgets DROP COLUMN interval_minutes');
+  await knex.raw('ALTER TABLE accounts DROP COLUMN movements_read_to');
+  await knex.raw('ALTER TABLE links DROP COLUMN full_sync_at');
 }

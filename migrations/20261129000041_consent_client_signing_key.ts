@@ -19,7 +19,7 @@ export async function up(knex: Knex): Promise<void> {
 }
 
 export async function down(knex: Knex): Promise<void> {
-  await knex.schema.alterTable('consent_clients', (t) => {
-    t.dropColumn('signing_key_sealed');
-  });
+  // Not knex's dropColumn: on SQLite it rebuilds the table, and dropping the old one cascades to every row
+  // that references it (an organisation's keys, links, endpoints and deliveries went with it).
+  await knex.raw('ALTER TABLE consent_clients DROP COLUMN signing_key_sealed');
 }

@@ -17,7 +17,7 @@ export async function up(knex: Knex): Promise<void> {
 }
 
 export async function down(knex: Knex): Promise<void> {
-  await knex.schema.alterTable('widget_consent_requests', (t) => {
-    t.dropColumn('browser_hash');
-  });
+  // Not knex's dropColumn: on SQLite it rebuilds the table, and dropping the old one cascades to every row
+  // that references it (an organisation's keys, links, endpoints and deliveries went with it).
+  await knex.raw('ALTER TABLE widget_consent_requests DROP COLUMN browser_hash');
 }

@@ -16,7 +16,7 @@ export async function up(knex: Knex): Promise<void> {
 }
 
 export async function down(knex: Knex): Promise<void> {
-  await knex.schema.alterTable('widget_tokens', (t) => {
-    t.dropColumn('issued_by');
-  });
+  // Not knex's dropColumn: on SQLite it rebuilds the table, and dropping the old one cascades to every row
+  // that references it (an organisation's keys, links, endpoints and deliveries went with it).
+  await knex.raw('ALTER TABLE widget_tokens DROP COLUMN issued_by');
 }

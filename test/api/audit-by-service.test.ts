@@ -47,11 +47,12 @@ forEachEngine(t, async (t, engine) => {
     t.same(
       (await auditOf(link.id)).map((row) => [row.org_id, row.actor, row.action, row.target_type]),
       [
+        [tenant.orgId, actor, 'link.create', 'link'],
         [tenant.orgId, actor, 'link.delete', 'link'],
         [tenant.orgId, actor, 'link.pause', 'link'],
         [tenant.orgId, actor, 'link.resume', 'link'],
       ],
-      'pause, resume and delete are audited; the refresh is not',
+      'creation (issue 44), pause, resume and delete are audited; the refresh is not',
     );
   });
 

@@ -51,7 +51,7 @@ forEachEngine(t, async (t, engine) => {
   const page = await english('GET', `${links}/${soon}`);
   t.equal(page.status, 200);
   t.match(page.text, /<span class="badge attention">consent expiring<\/span>/);
-  t.match(page.text, /until \d{4}-\d\d-\d\d \d\d:\d\d UTC/, 'when it ends');
+  t.match(page.text, /until [A-Z][a-z]{2} \d{1,2}, \d{4}, \d{1,2}:\d\d\s[AP]M/, 'when it ends');
   const pagina = await spanish('GET', `${links}/${soon}`);
-  t.match(pagina.text, /hasta el \d{4}-\d\d-\d\d/, 'cuándo termina');
+  t.match(pagina.text, /hasta el \d\d-\d\d-\d{4} \d\d:\d\d/, 'cuándo termina');
 });

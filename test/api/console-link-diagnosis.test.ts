@@ -46,7 +46,7 @@ forEachEngine(t, async (t, engine) => {
 
   await runSyncs(app);
   const [healthy] = await diagnosis(english);
-  t.match(healthy, /^Healthy: last synced Jun 15, 2026, 11:00 AM, next sync Jun 15, 2026, 3:00 PM\.$/);
+  t.match(healthy, /^Healthy: last synced Jun 15, 2026, 11:00\sAM, next sync Jun 15, 2026, 3:00\sPM\.$/);
   t.match(
     (await diagnosis(spanish))[0],
     /^Sana: última sincronización 15-06-2026 11:00, próxima 15-06-2026 15:00\.$/,
@@ -83,7 +83,7 @@ forEachEngine(t, async (t, engine) => {
   t.equal(reloaded.status, 303, "the action's address opened again (a reload) leads back to the link");
   t.equal(reloaded.location, path);
   t.match(await diagnosis(english), [
-    /^Paused since Jun 15, 2026, 11:00 AM: the scheduler skips it\. Use Resume/,
+    /^Paused since Jun 15, 2026, 11:00\sAM: the scheduler skips it\. Use Resume/,
   ]);
   t.notMatch(
     (await diagnosis(english))[0],

@@ -165,7 +165,7 @@ forEachEngine(t, async (t, engine) => {
     const second = SECRET.exec(rolled.text)?.[0] ?? '';
     t.match(second, SECRET, 'the new secret, once');
     t.not(second, firstSecret);
-    t.match(rolled.text, 'keeps signing beside it until 2026-06-16 15:00 UTC');
+    t.match(rolled.text, /keeps signing beside it until Jun 16, 2026, 11:00\sAM/);
     row = await app.db.knex('webhook_endpoints').where({ id: endpointId }).first();
     t.equal(Number(row.previous_secret_expires_at), app.clock.now() + 86_400_000);
     const audit = await audited('webhook_endpoint.roll_secret', endpointId);
@@ -207,7 +207,7 @@ forEachEngine(t, async (t, engine) => {
     t.notMatch(detail.text, '<script>alert', 'never as markup');
     t.match(
       detail.text,
-      /<td[^>]*>1<\/td><td[^>]*>2026-06-15 15:00:00 UTC<\/td><td[^>]*>\d+ ms<\/td><td[^>]*>500<\/td>/,
+      /<td[^>]*>1<\/td><td[^>]*>Jun 15, 2026, 11:00:00\sAM<\/td><td[^>]*>\d+ ms<\/td><td[^>]*>500<\/td>/,
     );
     const filtered = await adminA(
       'GET',

@@ -131,7 +131,7 @@ forEachEngine(t, async (t, engine) => {
     t.match(failedId, /^wd_[0-9a-f]{16}$/);
     const attempts = await page.locator('tbody tr').allInnerTexts();
     t.equal(attempts.length, 1, 'one attempt');
-    t.match(attempts[0], /^1\s+2026-06-15 15:00:00 UTC\s+\d+ ms\s+500\s+/);
+    t.match(attempts[0], /^1\s+Jun 15, 2026, 11:00:00\sAM\s+\d+ ms\s+500\s+/);
     t.match(attempts[0], '<b>receiver is broken</b>', "the receiver's answer, as text");
     t.equal(await page.locator('main b').count(), 0, 'never as markup');
     await look(page, 'webhook-delivery-failed');
@@ -169,7 +169,7 @@ forEachEngine(t, async (t, engine) => {
     t.not(rolled, secret);
     t.match(
       await page.getByRole('status').first().innerText(),
-      'keeps signing beside it until 2026-06-15 16:00 UTC',
+      /keeps signing beside it until Jun 15, 2026, 12:00\sPM/,
     );
     await look(page, 'webhook-rolled');
   });
