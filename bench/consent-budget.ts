@@ -200,17 +200,34 @@ async function run(name: string, url: string, home: string) {
     const firstSync = byName(simulated.bank.callLog().slice(seedFrom));
     data.lagMs = 0;
     await db.knex('bank_call_budgets').update({ calls_per_sync: null });
-    const seedLink = await db.knex('links').where({ id: linkIds[0] }).first();
+    const seedGrant = await db.knex('link_grants').where({ link_id: linkIds[0] }).first('full_sync_at');
     const seedRows = await db.knex('accounts').where({ link_id: linkIds[0] });
+    const seedMarks = new Map(
+      (
+        await db.knex('account_read_marks').whereIn(
+          'account_id',
+          seedRows.map((row) => row.id),
+        )
+      ).map((mark) => [mark.account_id as string, mark.movements_read_to as number]),
+    );
     for (let i = 1; i < linkIds.length; i += 100) {
       const chunk = linkIds.slice(i, i + 100);
       await db.transaction(async (trx) => {
-        await trx('accounts').insert(
-          chunk.flatMap((linkId) => seedRows.map((row) => ({ ...row, id: newId('acc'), link_id: linkId }))),
+        const copies = chunk.flatMap((linkId) =>
+          seedRows.map((row) => ({
+            from: row.id as string,
+            row: { ...row, id: newId('acc'), link_id: linkId },
+          })),
         );
-        await trx('links')
-          .whereIn('id', chunk)
-          .update({ full_sync_at: seedLink.full_sync_at, accounts_count: seedRows.length });
+        await trx('accounts').insert(copies.map((copy) => copy.row));
+        const marks = copies.flatMap((copy) =>
+          seedMarks.has(copy.from)
+            ? [{ account_id: copy.row.id, movements_read_to: seedMarks.get(copy.from) }]
+            : [],
+        );
+        if (marks.length > 0) await trx('account_read_marks').insert(marks);
+        await trx('links').whereIn('id', chunk).update({ accounts_count: seedRows.length });
+        await trx('link_grants').whereIn('link_id', chunk).update({ full_sync_at: seedGrant.full_sync_at });
       });
     }
     await db.knex('jobs').delete();

@@ -15,6 +15,7 @@ import { fileURLToPath, URL } from 'node:url';
 export const OWNERS = {
   links: 'src/links/',
   accounts: 'src/accounts/',
+  account_read_marks: 'src/accounts/',
   movements: 'src/movements/',
   refresh_intents: 'src/refresh/',
   jobs: 'src/jobs/',

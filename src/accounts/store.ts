@@ -30,7 +30,10 @@ export interface AccountRow {
   pending_count: number;
   /** The oldest posted_at that statements (backfill) have covered for this account. */
   backfill_covered_from?: number | null;
-  /** The end of the last window whose movements were read (migration 30); null: never read. */
+  /**
+   * The end of the last window whose movements were read; null: never read. Kept in `account_read_marks`
+   * (migration 30) and joined in by `accountsOfLink`.
+   */
   movements_read_to?: number | null;
   refreshed_at: number | null;
   created_at: number;
@@ -62,7 +65,19 @@ async function move(trx: Knex, id: string, change: AccountChange, changes: Accou
 }
 
 export async function accountsOfLink(db: Knex, linkId: string): Promise<AccountRow[]> {
-  return db<AccountRow>('accounts').where({ link_id: linkId });
+  return db('accounts')
+    .leftJoin('account_read_marks', 'account_read_marks.account_id', 'accounts.id')
+    .where({ 'accounts.link_id': linkId })
+    .select<AccountRow[]>('accounts.*', 'account_read_marks.movements_read_to');
+}
+
+/** Where the account's next incremental window starts (less the overlap): upserted after each read. */
+async function markMovementsRead(trx: Knex, id: string, readTo: number | null | undefined): Promise<void> {
+  if (readTo == null) return;
+  await trx('account_read_marks')
+    .insert({ account_id: id, movements_read_to: readTo })
+    .onConflict('account_id')
+    .merge({ movements_read_to: readTo });
 }
 
 /** A link's accounts, oldest first, as an operator reads them (`svc links inspect`). */
@@ -98,9 +113,11 @@ export async function createAccount(
     'id' | 'status' | 'removed_from_link' | 'removed_at' | 'visible_count' | 'pending_count'
   >,
 ): Promise<Omit<AccountRow, 'removed_at' | 'visible_count' | 'pending_count'>> {
-  const row = { ...input, id: newId('acc'), status: 'active' as const, removed_from_link: false };
+  const { movements_read_to: readTo, ...columns } = input;
+  const row = { ...columns, id: newId('acc'), status: 'active' as const, removed_from_link: false };
   await trx('accounts').insert(row);
-  return row;
+  await markMovementsRead(trx, row.id, readTo);
+  return { ...row, movements_read_to: readTo ?? null };
 }
 
 /** What the bank says of an account at each sync. */
@@ -119,7 +136,9 @@ export type AccountBalances = Pick<
 
 /** The bank listed the account again: its balances are refreshed, and it is active (again). */
 export async function refreshAccount(trx: Knex, id: string, balances: AccountBalances): Promise<void> {
-  await move(trx, id, 'refresh', { ...balances, removed_from_link: false, removed_at: null });
+  const { movements_read_to: readTo, ...columns } = balances;
+  await move(trx, id, 'refresh', { ...columns, removed_from_link: false, removed_at: null });
+  await markMovementsRead(trx, id, readTo);
 }
 
 /** The bank no longer lists the account: it is kept as removed. */

@@ -52,7 +52,8 @@ export interface SyncSuccess {
   backfillFrom: number | null;
   /**
    * The sync read every list and every account's movements (a first sync, an on-demand refresh, the daily
-   * full pass): `full_sync_at` moves, and the next scheduled syncs may read balances only until a day has passed.
+   * full pass): the grant's `full_sync_at` moves, and the next scheduled syncs may read balances only until a
+   * day has passed.
    */
   fullPass?: boolean;
 }
@@ -68,7 +69,6 @@ export function syncSucceeded(link: LinkRow, outcome: SyncSuccess, now: number):
     last_error_code: null,
     last_synced_at: now,
     next_sync_at: outcome.nextSyncAt,
-    ...(outcome.fullPass ? { full_sync_at: now } : {}),
     refresh_status: 'idle',
     sync_attempts: link.sync_attempts + 1,
     sync_successes: link.sync_successes + 1,
@@ -158,6 +158,8 @@ export async function markLinkSynced(
   now: number,
 ): Promise<void> {
   await writeLink(trx, link.id, 'sync_succeeded', syncSucceeded(link, outcome, now));
+  // On the grant, not the link: see migration 30 (a consent link has one; another link never reads by balance).
+  if (outcome.fullPass) await trx('link_grants').where({ link_id: link.id }).update({ full_sync_at: now });
 }
 
 /** A sync failed: the failure counted, the next one scheduled, and the link expired at the limit. */

@@ -38,8 +38,6 @@ export interface LinkRow {
   next_sync_at: number | null;
   expired_at: number | null;
   backfill_covered_from?: number | null;
-  /** When a sync last read every list and every account's movements (migration 30); null: never. */
-  full_sync_at?: number | null;
   /** Keyed digests of the holder's RUTs, for finding a link by RUT (rut-search.ts). */
   rut_digest?: string | null;
   company_rut_digest?: string | null;

@@ -28,7 +28,13 @@ import {
 import type { ConnectorResolver } from '../banks/resolver.js';
 import type { ConsentClients } from '../banks/consent/client.js';
 import { createConsentConnector } from '../banks/consent/consent-connector.js';
-import { findGrantRow, openGrant, saveGrantTokens, type LinkGrantRow } from '../links/consent/grants.js';
+import {
+  findGrantRow,
+  lastFullSyncOf,
+  openGrant,
+  saveGrantTokens,
+  type LinkGrantRow,
+} from '../links/consent/grants.js';
 import {
   completeJob,
   deferJob,
@@ -454,8 +460,9 @@ async function fetchFromBank(
     }
     session = login.session;
   }
-  if (balanceOnlyAllowed(payload, intent, link, now) && connector.readBalance) {
-    const light = await readBalancesOnly(services, connector, session, link, window, now);
+  const fullAt = connector.readBalance ? await lastFullSyncOf(services.db.reader, link.id) : null;
+  if (fullAt !== null && balanceOnlyAllowed(payload, intent, fullAt, now) && connector.readBalance) {
+    const light = await readBalancesOnly(services, connector, session, link, fullAt, window, now);
     if (light) return { session, accounts: light, fullPass: false };
     // An account the bank no longer has: the lists are read again at once, in this sync.
   }
@@ -500,12 +507,11 @@ async function fetchFromBank(
 function balanceOnlyAllowed(
   payload: SyncPayload,
   intent: IntentRow | null,
-  link: LinkRow,
+  fullAt: number,
   now: number,
 ): boolean {
   if (payload.refresh_type !== 'scheduled' || payload.interactive || intent) return false;
-  const full = link.full_sync_at == null ? null : Number(link.full_sync_at);
-  return full !== null && now - full < FULL_PASS_EVERY_MS;
+  return now - fullAt < FULL_PASS_EVERY_MS;
 }
 
 /** The figures a sync compares: null and a number differ, and Postgres may hand a bigint as a string. */
@@ -531,10 +537,10 @@ async function readBalancesOnly(
   connector: Connector<LoginCredentials>,
   session: BankSession,
   link: LinkRow,
+  fullAt: number,
   window: DateWindow,
   now: number,
 ): Promise<Fetched['accounts'] | null> {
-  const fullAt = Number(link.full_sync_at);
   const rows = (await accountsOfLink(services.db.reader, link.id)).filter((row) => row.status === 'active');
   const out: Fetched['accounts'] = [];
   const paused: string[] = [];

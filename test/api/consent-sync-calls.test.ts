@@ -204,7 +204,8 @@ forEachEngine(t, async (t, engine) => {
     t.equal(fullPass.card, 1, "and the card's details");
     t.equal(seen.indexOf(fullPass), 4, "the first sync a day (24 h) after the first sync's full read");
     const link = await app.db.knex('links').where({ id: linkId }).first();
-    t.ok(Number(link.full_sync_at) > Number(link.created_at), 'the full pass is recorded');
+    const grant = await app.db.knex('link_grants').where({ link_id: linkId }).first();
+    t.ok(Number(grant.full_sync_at) > Number(link.created_at), 'the full pass is recorded');
 
     const refresh = await callsOf(async () => {
       await app.db.transaction(async (trx) => {

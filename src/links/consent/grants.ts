@@ -41,6 +41,8 @@ export interface LinkGrantRow {
   access_token_sealed: string;
   access_token_expires_at: number | null;
   refresh_token_sealed: string | null;
+  /** When a sync last read every list and every account's movements (migration 30); null: never. */
+  full_sync_at?: number | null;
   created_at: number;
   updated_at: number;
 }
@@ -110,6 +112,12 @@ export async function insertGrant(
 
 export async function findGrantRow(db: Knex, linkId: string): Promise<LinkGrantRow | undefined> {
   return db<LinkGrantRow>('link_grants').where({ link_id: linkId }).first();
+}
+
+/** When the link's last full pass was (a consent link's grant keeps it); null: never, or no grant. */
+export async function lastFullSyncOf(db: Knex, linkId: string): Promise<number | null> {
+  const row = await db<LinkGrantRow>('link_grants').where({ link_id: linkId }).first('full_sync_at');
+  return row?.full_sync_at == null ? null : Number(row.full_sync_at);
 }
 
 /** Opens a grant row; a row sealed under another link or column does not open (SecretError). */
