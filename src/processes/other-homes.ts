@@ -11,34 +11,58 @@ export interface ServeOnThisMachine {
 /** A child of `svc serve` (processes/child.ts): its command line ends with the role it runs. */
 const CHILD = /\/processes\/child\.js$/;
 
+/** A child of a `svc serve` seen in /proc: its supervisor, command line and home. */
+export interface ServeChild {
+  /** The supervisor's pid. */
+  ppid: number;
+  argv: string[];
+  /** Its SVC_HOME, resolved; null when /proc does not show another user's environment. */
+  home: string | null;
+}
+
 /**
- * Every `svc serve` running on this machine that this user may see, with its data directory. Each supervisor
- * gives its children `SVC_HOME` (supervisor.ts), so reading their environment in /proc finds the home
- * whatever flag or default the supervisor had. Processes of other users are not readable and are left out;
- * outside Linux this finds nothing.
+ * Every child of a `svc serve` on this machine that /proc lists (processes/child.ts by its command line, which
+ * is world-readable). Each supervisor gives its children `SVC_HOME` (supervisor.ts), so their environment
+ * names the home whatever flag or default the supervisor had; another user's environment is not readable.
+ * Outside Linux this finds nothing. `svc upgrade` and the CLI's other-home hint both read it.
  */
-export function servesOnThisMachine(proc = '/proc'): ServeOnThisMachine[] {
-  const found = new Map<number, string>();
+export function serveChildren(proc = '/proc'): ServeChild[] {
   let pids: string[];
   try {
     pids = readdirSync(proc).filter((name) => /^\d+$/.test(name));
   } catch {
     return [];
   }
+  const children: ServeChild[] = [];
   for (const pid of pids) {
     try {
       const argv = readFileSync(`${proc}/${pid}/cmdline`, 'utf8').split('\0');
       if (!argv.some((arg) => CHILD.test(arg))) continue;
-      const environ = readFileSync(`${proc}/${pid}/environ`, 'utf8').split('\0');
-      const home = environ.find((entry) => entry.startsWith('SVC_HOME='))?.slice('SVC_HOME='.length);
       // /proc/PID/stat: "pid (comm) state ppid …"; comm may hold spaces, so read after its closing paren.
       const stat = readFileSync(`${proc}/${pid}/stat`, 'utf8');
       const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-      if (home && ppid > 1) found.set(ppid, resolve(home));
+      if (!(ppid > 1)) continue;
+      let home: string | null = null;
+      try {
+        const entry = readFileSync(`${proc}/${pid}/environ`, 'utf8')
+          .split('\0')
+          .find((line) => line.startsWith('SVC_HOME='));
+        if (entry) home = resolve(entry.slice('SVC_HOME='.length));
+      } catch {
+        // another user's process: its home stays unknown
+      }
+      children.push({ ppid, argv, home });
     } catch {
-      // gone meanwhile, or another user's
+      // gone meanwhile
     }
   }
+  return children;
+}
+
+/** Every `svc serve` running on this machine whose home this user may see. */
+export function servesOnThisMachine(proc = '/proc'): ServeOnThisMachine[] {
+  const found = new Map<number, string>();
+  for (const child of serveChildren(proc)) if (child.home) found.set(child.ppid, child.home);
   return [...found].map(([pid, home]) => ({ pid, home })).sort((a, b) => a.pid - b.pid);
 }
 

@@ -1,15 +1,7 @@
 import { execFile, spawn } from 'node:child_process';
-import {
-  closeSync,
-  mkdirSync,
-  openSync,
-  readFileSync,
-  readdirSync,
-  readlinkSync,
-  realpathSync,
-  writeSync,
-} from 'node:fs';
+import { closeSync, mkdirSync, openSync, readFileSync, readlinkSync, realpathSync, writeSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { serveChildren } from '../processes/other-homes.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { isAlive, runningSupervisors } from '../processes/status.js';
@@ -101,33 +93,9 @@ export function serversOfCheckout(checkout: string, proc = '/proc'): CheckoutSer
   }
   const childEntry = join(root, 'dist', 'src', 'processes', 'child.js');
   const found = new Map<number, CheckoutServer>();
-  let pids: string[];
-  try {
-    pids = readdirSync(proc).filter((name) => /^\d+$/.test(name));
-  } catch {
-    return [];
-  }
-  for (const pid of pids) {
-    try {
-      const argv = readFileSync(`${proc}/${pid}/cmdline`, 'utf8').split('\0');
-      if (!argv.includes(childEntry)) continue;
-      // /proc/PID/stat: "pid (comm) state ppid …"; comm may hold spaces, so read after its closing paren.
-      const stat = readFileSync(`${proc}/${pid}/stat`, 'utf8');
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-      if (!(ppid > 1) || found.get(ppid)?.home) continue;
-      let home: string | null = null;
-      try {
-        const entry = readFileSync(`${proc}/${pid}/environ`, 'utf8')
-          .split('\0')
-          .find((line) => line.startsWith('SVC_HOME='));
-        if (entry) home = resolve(entry.slice('SVC_HOME='.length));
-      } catch {
-        // another user's process: its home stays unknown
-      }
-      found.set(ppid, { pid: ppid, home, terminal: terminalOf(ppid, proc) });
-    } catch {
-      // gone meanwhile
-    }
+  for (const child of serveChildren(proc)) {
+    if (!child.argv.includes(childEntry) || found.get(child.ppid)?.home) continue;
+    found.set(child.ppid, { pid: child.ppid, home: child.home, terminal: terminalOf(child.ppid, proc) });
   }
   return [...found.values()].sort((a, b) => a.pid - b.pid);
 }
