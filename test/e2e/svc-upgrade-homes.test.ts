@@ -140,6 +140,10 @@ forEachEngine(t, async (t, engine) => {
       t.ok(up, 'svc serve answers, in its terminal');
       const [before] = runningSupervisors(b.home);
       t.ok(before, 'its supervisor is recorded');
+      // The supervisor prints its start line once every child is up, a moment after the API answers.
+      await waitFor(async () => (screen.includes('Ctrl-C stops it') ? true : undefined), 20_000).catch(
+        () => undefined,
+      );
       t.match(screen, 'Ctrl-C stops it', 'the terminal shows its start line');
 
       const done = await runCli(['upgrade'], { home: b.home, root: checkout, timeoutMs: 480_000 });
