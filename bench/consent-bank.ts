@@ -1,6 +1,7 @@
 /*
- * The simulated consent bank as the consent benches use it (consent-sync.ts, consent-budget.ts): its browser
- * face on a bare Koa server standing in for the appliance's, and the end user's walk through it.
+ * The simulated consent bank as the consent benches use it (consent-sync.ts, consent-budget.ts,
+ * bank-fairness.ts): its browser face on a bare Koa server standing in for the appliance's, the end user's walk
+ * through it, and a link made from the tokens of that walk.
  */
 import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
@@ -12,7 +13,11 @@ import { startConsentBank } from '../src/consent-bank/consent-bank.js';
 import { ConsentBankFaults } from '../src/consent-bank/faults.js';
 import { makeTestCa } from '../src/consent-bank/test-ca.js';
 import { builtInFaults, CONSENT_BANK_PASSWORD } from '../src/consent-bank/users.js';
+import { parseAuthorizationDetails, validUntil } from '../src/banks/consent/authorization-details.js';
+import { CONSENT_SANDBOX_BANK_ID } from '../src/banks/institutions.js';
 import type { Database } from '../src/db/database.js';
+import { createConsentLink } from '../src/links/consent/grants.js';
+import type { SecretBox } from '../src/secrets/secret-box.js';
 import { silentLogger } from '../src/logging/logger.js';
 import { sandboxCustomerData } from '../src/test-mode/sandbox-customer-data.js';
 import type { CustomerData } from '../src/consent-bank/customer-data.js';
@@ -52,12 +57,13 @@ export async function startBank(db: Database, data: CustomerData = sandboxCustom
 }
 
 /**
- * PAR, sign-in as `rut`, consent and the code's exchange, by a browser without JavaScript (as
+ * PAR, sign-in as `rut`, consent to `actions` and the code's exchange, by a browser without JavaScript (as
  * test/helpers/consent-bank.ts has it): redirects by hand, cookies by name.
  */
 export async function walkConsent(
   configuration: client.Configuration,
   rut: string,
+  actions: readonly string[] = ACTIONS,
 ): Promise<client.TokenEndpointResponse & client.TokenEndpointResponseHelpers> {
   const verifier = client.randomPKCECodeVerifier();
   const state = randomBytes(8).toString('hex');
@@ -71,7 +77,7 @@ export async function walkConsent(
     code_challenge_method: 'S256',
     state,
     grant_management_action: 'create',
-    authorization_details: JSON.stringify([{ type: 'Accounts', actions: ACTIONS }]),
+    authorization_details: JSON.stringify([{ type: 'Accounts', actions }]),
   });
   const cookies = new Map<string, string>();
   const go = async (at: string, form?: Record<string, string>) => {
@@ -109,4 +115,51 @@ export async function walkConsent(
     pkceCodeVerifier: verifier,
     expectedState: state,
   });
+}
+
+/**
+ * A consent link of `orgId` at the simulated bank from the tokens of a walk (`walkConsent`) as `rut`, as the
+ * widget's callback makes one, without its events. Its first sync is queued with it.
+ */
+export async function consentLinkOf(
+  db: Database,
+  secrets: SecretBox,
+  input: {
+    orgId: string;
+    registration: { id: string; client_id: string };
+    rut: string;
+    tokens: Awaited<ReturnType<typeof walkConsent>>;
+    syncIntervalMs: number;
+  },
+): Promise<string> {
+  const { tokens } = input;
+  const details = parseAuthorizationDetails(tokens.authorization_details)!;
+  const now = Date.now();
+  const link = await db.transaction((trx) =>
+    createConsentLink(
+      trx,
+      { orgId: input.orgId, mode: 'test', actor: 'bench' },
+      {
+        bank_id: CONSENT_SANDBOX_BANK_ID,
+        holder_type: 'individual',
+        consent_version: 'bench',
+        consent_text_hash: 'a'.repeat(64),
+        subject: input.rut.replace(/\./g, ''),
+      },
+      {
+        consentClientId: input.registration.id,
+        clientId: input.registration.client_id,
+        grantId: String(tokens.grant_id),
+        authorizationDetails: details,
+        expiresAt: validUntil(details),
+        accessToken: tokens.access_token,
+        accessTokenExpiresAt: now + (tokens.expires_in ?? 0) * 1000,
+        refreshToken: tokens.refresh_token ?? null,
+      },
+      { secrets, syncIntervalMs: input.syncIntervalMs, consentExpiryWarningDays: 7 },
+      now,
+      { announce: false },
+    ),
+  );
+  return link.id;
 }

@@ -36,7 +36,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { pino } from 'pino';
-import { parseAuthorizationDetails, validUntil } from '../src/banks/consent/authorization-details.js';
 import { bankCapacities, capacitySettingsOf, CapacityWarnings } from '../src/banks/budget/capacity.js';
 import { CONSENT_SANDBOX_BANK_ID } from '../src/banks/institutions.js';
 import { ManualClock } from '../src/clock/clock.js';
@@ -47,13 +46,12 @@ import { migrateUp } from '../src/db/migrations.js';
 import { checkBankBudgets } from '../src/doctor/checks.js';
 import { newId } from '../src/ids/ids.js';
 import { claimJob, insertJobs, syncJob } from '../src/jobs/jobs.js';
-import { createConsentLink } from '../src/links/consent/grants.js';
 import { silentLogger } from '../src/logging/logger.js';
 import { buildServices } from '../src/processes/services.js';
 import { queueIntent } from '../src/refresh/refresh.js';
 import { SecretBox } from '../src/secrets/secret-box.js';
 import { runSyncWorkers } from '../src/sync/worker-pool.js';
-import { ACTIONS, REDIRECT_URI, startBank, walkConsent } from './consent-bank.js';
+import { ACTIONS, consentLinkOf, REDIRECT_URI, startBank, walkConsent } from './consent-bank.js';
 import { callName } from '../src/consent-bank/bank-shell.js';
 import type { CustomerAccount, CustomerData } from '../src/consent-bank/customer-data.js';
 import { sandboxCustomerData } from '../src/test-mode/sandbox-customer-data.js';
@@ -80,6 +78,9 @@ const LAG_MS = Number(process.env.BENCH_LAG_HOURS ?? 4) * 3_600_000;
 class LaggedBalances implements CustomerData {
   private readonly base = sandboxCustomerData();
   lagMs = 0;
+  name(customer: string) {
+    return this.base.name(customer);
+  }
   accounts(customer: string, now: number) {
     return this.base.accounts(customer, now);
   }
@@ -145,40 +146,15 @@ async function run(name: string, url: string, home: string) {
     started = Date.now();
     const linkIds: string[] = [];
     for (let i = 0; i < LINKS; i++) {
-      const tokens = grants[i % GRANTS]!;
-      const details = parseAuthorizationDetails(tokens.authorization_details)!;
-      const now = Date.now();
-      const link = await db.transaction((trx) =>
-        createConsentLink(
-          trx,
-          { orgId, mode: 'test', actor: 'bench' },
-          {
-            bank_id: CONSENT_SANDBOX_BANK_ID,
-            holder_type: 'individual',
-            consent_version: 'bench',
-            consent_text_hash: 'a'.repeat(64),
-            subject: RUT.replace(/\./g, ''),
-          },
-          {
-            consentClientId: registration.id,
-            clientId: registration.client_id,
-            grantId: String(tokens.grant_id),
-            authorizationDetails: details,
-            expiresAt: validUntil(details),
-            accessToken: tokens.access_token,
-            accessTokenExpiresAt: now + (tokens.expires_in ?? 0) * 1000,
-            refreshToken: tokens.refresh_token ?? null,
-          },
-          {
-            secrets,
-            syncIntervalMs: config.scheduler.syncIntervalMinutes * 60_000,
-            consentExpiryWarningDays: 7,
-          },
-          now,
-          { announce: false },
-        ),
+      linkIds.push(
+        await consentLinkOf(db, secrets, {
+          orgId,
+          registration,
+          rut: RUT,
+          tokens: grants[i % GRANTS]!,
+          syncIntervalMs: config.scheduler.syncIntervalMinutes * 60_000,
+        }),
       );
-      linkIds.push(link.id);
     }
     // Their first syncs (queued with each link, as on-demand refreshes) go: the phases queue their own.
     await db.knex('refresh_intents').delete();

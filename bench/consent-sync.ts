@@ -22,7 +22,6 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Knex } from 'knex';
-import { parseAuthorizationDetails, validUntil } from '../src/banks/consent/authorization-details.js';
 import { ConsentClients, type ConsentClient } from '../src/banks/consent/client.js';
 import { defaultConnectors } from '../src/banks/default-connectors.js';
 import { CONSENT_SANDBOX_BANK_ID } from '../src/banks/institutions.js';
@@ -36,11 +35,10 @@ import { openDatabase, type Database } from '../src/db/database.js';
 import { migrateUp } from '../src/db/migrations.js';
 import { newId } from '../src/ids/ids.js';
 import { claimJob, syncJob } from '../src/jobs/jobs.js';
-import { createConsentLink } from '../src/links/consent/grants.js';
 import { silentLogger } from '../src/logging/logger.js';
 import { SecretBox } from '../src/secrets/secret-box.js';
 import { runSyncJob, type SyncServices } from '../src/sync/engine.js';
-import { REDIRECT_URI, startBank, walkConsent } from './consent-bank.js';
+import { consentLinkOf, REDIRECT_URI, startBank, walkConsent } from './consent-bank.js';
 import { freshPostgresSchema } from './lib.js';
 
 const RUT = '21.212.121-5';
@@ -110,37 +108,16 @@ async function consentLink(
   });
   const opened = (await clients.forBank(db.knex, CONSENT_SANDBOX_BANK_ID, 'test'))!;
   const tokens = await walkConsent(opened.configuration, RUT);
-  const details = parseAuthorizationDetails(tokens.authorization_details)!;
-  const now = Date.now();
-  const link = await db.transaction((trx) =>
-    createConsentLink(
-      trx,
-      { orgId, mode: 'test', actor: 'bench' },
-      {
-        bank_id: CONSENT_SANDBOX_BANK_ID,
-        holder_type: 'individual',
-        consent_version: 'bench',
-        consent_text_hash: 'a'.repeat(64),
-        subject: RUT.replace(/\./g, ''),
-      },
-      {
-        consentClientId: registration.id,
-        clientId: registration.client_id,
-        grantId: String(tokens.grant_id),
-        authorizationDetails: details,
-        expiresAt: validUntil(details),
-        accessToken: tokens.access_token,
-        accessTokenExpiresAt: now + (tokens.expires_in ?? 0) * 1000,
-        refreshToken: tokens.refresh_token ?? null,
-      },
-      { secrets, syncIntervalMs: 3_600_000, consentExpiryWarningDays: 7 },
-      now,
-      { announce: false },
-    ),
-  );
+  const linkId = await consentLinkOf(db, secrets, {
+    orgId,
+    registration,
+    rut: RUT,
+    tokens,
+    syncIntervalMs: 3_600_000,
+  });
   // createConsentLink queues the first full sync; the rounds queue their own.
-  await db.knex('jobs').where({ link_id: link.id }).delete();
-  return link.id;
+  await db.knex('jobs').where({ link_id: linkId }).delete();
+  return linkId;
 }
 
 /** A credential link at the sandbox for the same person and bank code as the consent bank's data. */

@@ -61,7 +61,7 @@ export default class BanksRegister extends BaseCommand {
     // The discovery and registration calls count against the bank's budget (docs/open-finance.md, "Bank limits").
     const row = await this.withDatabase(config, (db) =>
       withBankCalls(
-        BudgetGate.of({ db, clock, config }, { bankId: args.bank, mode }, 'on_demand', 10_000),
+        BudgetGate.of({ db, clock, config }, { bankId: args.bank, mode }, null, 'on_demand', 10_000),
         () =>
           registerWithBank(
             {

@@ -51,7 +51,7 @@ export default class BanksRotateCertificate extends BaseCommand {
     const bank = { bankId: args.bank, mode: flags.mode as 'live' | 'test' };
     // Each call to the bank (discovery, the registration's update, the check) takes a permit of its budget.
     const report = await this.withDatabase(config, (db) =>
-      withBankCalls(BudgetGate.of({ db, clock, config }, bank, 'on_demand', 10_000), () =>
+      withBankCalls(BudgetGate.of({ db, clock, config }, bank, null, 'on_demand', 10_000), () =>
         rotateCertificate(
           { db, secrets: loadSecretBox(config), now: () => clock.now() },
           {

@@ -162,6 +162,13 @@ export interface Connector<C extends LoginCredentials = BankCredentials> {
     account: BankAccount,
     now: number,
   ): Promise<{ kind: 'read'; balance: BankAccount['balance'] } | { kind: 'gone' } | { kind: 'unknown' }>;
+  /**
+   * A consent bank only: the holder's name as the bank vouches for it (docs/open-finance.md, "The holder's
+   * name"), which the engine asks for on a link's first sync and daily full pass only, never on a steady-state
+   * scheduled sync. It may cost one call (a refresh, a customers read). Throws only what ends the sync anyway
+   * (the consent is over); anything else is `failed`, and the link keeps the name it has.
+   */
+  readHolderName?(session: BankSession, now: number): Promise<HolderNameRead>;
   /** Statement rows older than the movements API reaches, for backfill; absent where the bank has none. */
   statements?(
     session: BankSession,
@@ -170,6 +177,14 @@ export interface Connector<C extends LoginCredentials = BankCredentials> {
     now: number,
   ): Promise<BankMovement[]>;
 }
+
+/**
+ * What a consent bank said of the holder's name. `named`: its name; `unnamed`: the bank names no one (the
+ * consent does not cover the name, or the bank keeps none); `failed`: it could not be read now, and why (no
+ * secret in it).
+ */
+export type HolderNameRead =
+  { kind: 'named'; name: string } | { kind: 'unnamed'; reason: string } | { kind: 'failed'; reason: string };
 
 /** A connector that logs in with the grant of a consent link (docs/open-finance.md). */
 export type ConsentConnector = Connector<GrantCredentials>;

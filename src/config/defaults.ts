@@ -128,6 +128,13 @@ export function defaultConfig(home: string): Config {
       allowedRedirectUris: [],
       // A busy checkout page starts a few connections a minute; a script behind a public key, hundreds.
       consentStarts: { perMinute: 20, burst: 10 },
+      // A third of one bank's start share (15 a minute at the draft's 60; widget/consent/consent-starts.ts): one
+      // abused publishable key leaves every other key two thirds of it. 5 a minute is 300 connections an
+      // hour from one page, against the 195 starts one key drove in 60 s.
+      consentStartsPerKey: { perMinute: 5, burst: 3 },
+      // A person starts again when the bank's window was closed or blocked, or for another bank: 3 at once,
+      // then one a minute, within the session's five attempts.
+      consentStartsPerSession: { perMinute: 1, burst: 3 },
     },
   };
 }

@@ -122,7 +122,10 @@ export const RESTORE_POLICY: Readonly<Record<string, RestoreDecision>> = {
   // Empty allows any origin: setting a list aside would only widen who may open the widget.
   'widget.allowedOrigins': archive,
   'widget.locale': archive,
+  // Bounds on what reaches the banks: an archive's only sets how many starts pass, never where they go.
   ...bucket('widget.consentStarts'),
+  ...bucket('widget.consentStartsPerKey'),
+  ...bucket('widget.consentStartsPerSession'),
   'widget.allowedRedirectUris': operator('the hosted widget sends end users and their exchange tokens there'),
   'banks.connectors': operator('live bank logins are sent to these gateways, signed with these secrets'),
   'banks.budget.perSecond': archive,

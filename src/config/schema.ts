@@ -253,7 +253,12 @@ export const configSchema = {
           exclusiveMinimum: 0,
           description: 'How often each link is synced on schedule',
         },
-        concurrency: { type: 'integer', minimum: 1, description: 'Sync workers of one scheduler process' },
+        concurrency: {
+          type: 'integer',
+          minimum: 1,
+          description:
+            "Sync workers of one scheduler process (plus one spare, which takes only a person's refresh at a bank whose refreshes hold their share of the workers, of an organisation with nothing running there)",
+        },
         perBankConcurrency: {
           type: 'integer',
           minimum: 1,
@@ -553,7 +558,15 @@ export const configSchema = {
             '`redirect_uri` values a widget token may name for the hosted flow (docs/widget.md): exact, or an origin-and-path prefix when the entry ends in `/`. Empty: none',
         },
         consentStarts: rateLimit(
-          'Consent starts (each a call to the bank) of one organisation and mode, all its publishable keys together',
+          'Consent starts (each a call to the bank) of one organisation and mode, all its keys together',
+          ' (docs/open-finance.md, "Bank limits")',
+        ),
+        consentStartsPerKey: rateLimit(
+          'Consent starts (each a call to the bank) from widgets whose token one key issued (a publishable key is public)',
+          ' (docs/open-finance.md, "Bank limits")',
+        ),
+        consentStartsPerSession: rateLimit(
+          'Consent starts (each a call to the bank) of one widget session, within its five attempts',
           ' (docs/open-finance.md, "Bank limits")',
         ),
       },

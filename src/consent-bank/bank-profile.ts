@@ -8,7 +8,7 @@ import type { Logger } from '../logging/logger.js';
 import type { BrasilFile, Market as FileMarket } from '../open-finance/schemas.js';
 import type { CustomerData } from './customer-data.js';
 import type { ConsentBankFaults, UserFaults } from './faults.js';
-import type { Answer, MatchedOperation } from './resource-server.js';
+import type { Answer, MatchedOperation, WrittenDocument } from './resource-server.js';
 import type { Paging, Window } from './resources.js';
 import type { StateStoreOptions } from './store.js';
 import type { TestCaMaterial } from './test-ca.js';
@@ -177,6 +177,8 @@ export interface BankProfile {
   refreshTokens: RefreshTokenPolicy;
   /** The Open Finance files the resource server serves, and whose reading of them. */
   files: readonly BrasilFile[];
+  /** APIs it serves whose file is not in the tree, written from the standard's text (resource-server.ts). */
+  documents?: readonly WrittenDocument[];
   market: FileMarket;
   parts(context: ShellContext): ProfileParts;
   runtime(context: ProviderContext): BankRuntime;

@@ -205,7 +205,7 @@ function providerHooks(
 
 /**
  * What a call asked for, by its path under the issuer: `token`, `accounts list`, `balances`, `account`,
- * `transactions`, `cards list`, `card`, `card limits`, `card transactions`, `resources list`, `consents`,
+ * `transactions`, `cards list`, `card`, `card limits`, `card transactions`, `resources list`, `customers`, `consents`,
  * `grant management`, or `other`. The benches and tests count a sync's calls by it.
  */
 export function callName(path: string): string {
@@ -213,6 +213,7 @@ export function callName(path: string): string {
   if (path.startsWith('/grants/')) return 'grant management';
   if (path.startsWith('/open-banking/consents/')) return 'consents';
   if (path.startsWith('/open-banking/resources/')) return 'resources list';
+  if (path.startsWith('/open-banking/customers/')) return 'customers';
   const account = /^\/open-banking\/accounts\/v\d+\/accounts(?:\/[^/]+(\/[a-z-]+)?)?$/.exec(path);
   if (account) {
     if (path.endsWith('/accounts')) return 'accounts list';
@@ -265,7 +266,7 @@ export async function startBank(options: BankOptions, profile: BankProfile): Pro
   const listener = await listen(options, profile, faults);
   const [{ Provider, errors, defaults }, router] = await Promise.all([
     loadOidcProvider(log),
-    specRouter(profile.files, profile.market),
+    specRouter(profile.files, profile.market, profile.documents),
   ]).catch(async (error) => {
     await listener.close();
     throw error;

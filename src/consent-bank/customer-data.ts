@@ -52,6 +52,11 @@ export interface CustomerEntry {
 }
 
 export interface CustomerData {
+  /**
+   * The customer's full name as the bank has it on record (its ID tokens' `name` in Chile, its customers API's
+   * `civilName` in Brazil); null when it has none.
+   */
+  name(customer: string): string | null;
   /** The customer's open accounts and cards at `now`, in a stable order. */
   accounts(customer: string, now: number): CustomerAccount[];
   /**

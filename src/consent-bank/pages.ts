@@ -1,6 +1,11 @@
 import { html, type Html } from '../html/html.js';
 import type { AccountAction } from './authorization-details.js';
-import { consentUntil, SHARED_DATA_WORDS, sharedDataOf } from '../open-finance/consent-wording.js';
+import {
+  consentUntil,
+  HOLDER_DATA_WORDS,
+  SHARED_DATA_WORDS,
+  sharedDataOf,
+} from '../open-finance/consent-wording.js';
 
 /** The bank's own day: a Chilean bank dates a consent's end in Chile. */
 const CHILE_ZONE = 'America/Santiago';
@@ -139,6 +144,8 @@ export interface ConsentView {
   clientName: string;
   rut: string;
   actions: AccountAction[];
+  /** The request asks for the person's `name` claim (OpenID Connect Core §5.5): listed first, as the widget does. */
+  name: boolean;
   /** The asked `validTo` (RFC 3339), or null for the default length. */
   validTo: string | null;
   approveAction: string;
@@ -154,7 +161,7 @@ export function consentPage(language: Language, view: ConsentView): Html {
     words.consentTitle,
     html`<p>${words.signedInAs(view.rut)}</p>
 <p>${words.consentLead(view.clientName)}</p>
-<ul>${sharedDataOf(view.actions).map((data) => html`<li data-covers="${data}">${SHARED_DATA_WORDS[language][data]}</li>`)}</ul>
+<ul>${view.name && html`<li data-covers="name">${HOLDER_DATA_WORDS[language].name}</li>`}${sharedDataOf(view.actions).map((data) => html`<li data-covers="${data}">${SHARED_DATA_WORDS[language][data]}</li>`)}</ul>
 ${until !== null && html`<p>${consentUntil(until, language, CHILE_ZONE)}.</p>`}
 <form method="post" action="${view.approveAction}"><button class="approve" type="submit" name="decision" value="approve">${words.approve}</button></form>
 <form method="post" action="${view.refuseAction}"><button type="submit" name="decision" value="refuse">${words.refuse}</button></form>`,

@@ -20,6 +20,17 @@ import type { Logger } from '../logging/logger.js';
  * of that market; the handlers stay with each bank.
  */
 
+/**
+ * An OpenAPI document a bank serves beside the files of specs/, written in code from a standard's own text
+ * where its file is not in the tree (Brazil's customers 2.2.1: brasil/customers.ts). Routed and checked as the
+ * files are.
+ */
+export interface WrittenDocument {
+  /** Its name where a file's would be (`customers-2.2.1`): the operation's `file`, the `x-v` from its version. */
+  name: string;
+  document: Record<string, unknown>;
+}
+
 export interface Answer {
   status: number;
   body?: unknown;
@@ -28,7 +39,8 @@ export interface Answer {
 
 /** One operation of a file, as a request matched it. */
 export interface MatchedOperation {
-  file: BrasilFile;
+  /** The file's name (`accounts-2.4.2`), or a written document's. */
+  file: string;
   /** The file's `info.version`: the `x-v` header the consents and resources files ask of every answer. */
   version: string;
   operationId: string;
@@ -43,7 +55,7 @@ export interface MatchedOperation {
 }
 
 interface FileApi {
-  file: BrasilFile;
+  file: string;
   version: string;
   root: string;
   api: OpenAPIBackend;
@@ -83,12 +95,14 @@ function rootOf(document: Record<string, unknown>): string {
 
 const compiled = new Map<string, Promise<FileApi>>();
 
-async function fileApi(file: BrasilFile, market: Market): Promise<FileApi> {
-  const key = `${market}:${file}`;
+async function fileApi(file: BrasilFile | WrittenDocument, market: Market): Promise<FileApi> {
+  const name = typeof file === 'string' ? file : file.name;
+  const key = `${market}:${name}`;
   let pending = compiled.get(key);
   if (!pending) {
     pending = (async () => {
-      const definition = openApiDocument(file, market);
+      const definition =
+        typeof file === 'string' ? openApiDocument(file, market) : structuredClone(file.document);
       const root = rootOf(definition);
       // `strict`: a document the library cannot read stops the bank instead of warning.
       const api = new OpenAPIBackend({
@@ -104,7 +118,7 @@ async function fileApi(file: BrasilFile, market: Market): Promise<FileApi> {
         customizeAjv: customizeAjv as never,
       });
       await api.init();
-      return { file, version: String((definition.info as { version?: unknown }).version), root, api };
+      return { file: name, version: String((definition.info as { version?: unknown }).version), root, api };
     })();
     compiled.set(key, pending);
     pending.catch(() => compiled.delete(key));
@@ -127,9 +141,13 @@ function problemsOf(errors: readonly { instancePath?: string; message?: string; 
   });
 }
 
-/** A router over the files a bank serves, as its market reads them. */
-export async function specRouter(files: readonly BrasilFile[], market: Market): Promise<SpecRouter> {
-  const apis = await Promise.all(files.map((file) => fileApi(file, market)));
+/** A router over the files a bank serves, as its market reads them, and the documents it writes itself. */
+export async function specRouter(
+  files: readonly BrasilFile[],
+  market: Market,
+  written: readonly WrittenDocument[] = [],
+): Promise<SpecRouter> {
+  const apis = await Promise.all([...files, ...written].map((file) => fileApi(file, market)));
   const find = (path: string) =>
     apis.find(({ root }) => path === root || path.startsWith(`${root}/`)) ?? null;
   const operationOf = (found: FileApi, id: string) => found.api.getOperation(id) as Operation;

@@ -1,5 +1,5 @@
 import { html, type Html } from '../html/html.js';
-import type { Locale } from '../widget/messages.js';
+import type { Locale } from '../html/locale.js';
 import { atMinute } from './views.js';
 
 /*

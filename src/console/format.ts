@@ -4,7 +4,7 @@ import {
   DEFAULT_PUBLISHABLE_KEY_NAME,
   DEFAULT_SECRET_KEY_NAME,
 } from '../orgs/default-names.js';
-import type { Locale } from '../widget/messages.js';
+import type { Locale } from '../html/locale.js';
 import { consoleMessage, type ConsoleMessageKey } from './messages.js';
 
 /*

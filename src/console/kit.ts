@@ -1,10 +1,10 @@
-import type { Context, Next } from 'koa';
+import type { Context } from 'koa';
 import type { AppServices } from '../api/services.js';
 import type { Html } from '../html/html.js';
-import type { Locale } from '../widget/messages.js';
+import type { Locale } from '../html/locale.js';
 import type { ConsoleAction, ConsoleScope } from './access.js';
 import type { ConsoleMessageKey, Words } from './messages.js';
-import type { PageContext } from './pages.js';
+import type { PageContext } from './layout.js';
 import type { HashLane } from './passwords.js';
 import type { SessionClaims } from './session-token.js';
 import type { ConsoleUserRow } from './users.js';
@@ -28,12 +28,11 @@ export interface ConsoleState {
 /** What each page module (keys-pages.ts, …) renders and answers with. */
 export interface ConsoleKit {
   services: AppServices;
-  /** Route middleware of every page under /o/:org/:mode: resolves the scope, or answers 404. */
-  scoped(ctx: Context, next: Next): Promise<void>;
   send(ctx: Context, status: number, page: Html): void;
   /** The page context of a signed-in page; `section` is the page's path inside its scope (for the mode switch). */
   pageContext(ctx: Context, section?: string): PageContext;
   refuse(ctx: Context, status: number, key: ConsoleMessageKey): void;
+  /** The request's console state; typed with its scope, which only an organisation's page (`under: 'scope'`) has. */
   state(ctx: Context): ConsoleState & { scope: ConsoleScope };
   /**
    * A new session for `user` (after a change that moved their session epoch on), as this response's cookie;
@@ -54,14 +53,20 @@ export interface ConsoleKit {
 }
 
 /**
- * One route of an organisation's pages, under `/console/o/{org}/{mode}`: its method, its path in the scope,
- * what the user must be allowed (access.ts; a page is `read`) and its one handler. The router (http.ts)
- * resolves the scope, then `find` (the resource must be this scope's: 404 whatever the role), then checks
- * `needs` (403), then calls `handle`.
+ * One route of the console's signed-in pages: its method, where it stands (`under`) and its path there, what
+ * the user must be allowed (access.ts; a page is `read`) and its one handler. The router (http.ts) resolves
+ * an organisation's scope first (404 for one the user does not see), then `find` (what the URL names must
+ * exist for this user: another scope's resource, or a page that is not theirs, is a 404 whatever the role),
+ * then checks `needs` (403), then calls `handle`.
  */
 export interface ConsoleRoute {
   method: 'get' | 'post';
-  /** In the scope: `/webhooks/:endpoint/roll`. */
+  /**
+   * `scope` (the default): an organisation's section, under `/console/o/{org}/{mode}`; `console`: the
+   * console's own pages under `/console` (organisations, users, the account), with no scope.
+   */
+  under?: 'scope' | 'console';
+  /** Below `under`: `/webhooks/:endpoint/roll`, `/users/:user`; the overview is the scope's own address, ''. */
   path: string;
   needs: ConsoleAction;
   find?: (ctx: Context, kit: ConsoleKit) => Promise<unknown>;

@@ -1,7 +1,7 @@
 import type { Context } from 'koa';
 import { html, type HtmlValue } from '../html/html.js';
 import type { ConsoleKit } from './kit.js';
-import { layout } from './pages.js';
+import { layout } from './layout.js';
 import { pager, pagerWords, table } from './views.js';
 
 /*

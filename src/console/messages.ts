@@ -1,4 +1,4 @@
-import type { Locale } from '../widget/messages.js';
+import type { Locale } from '../html/locale.js';
 
 /** Every word of the console's pages, in Spanish (the default in Chile) and English, with the same keys. */
 const es = {

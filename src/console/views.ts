@@ -1,5 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import type { Locale } from '../widget/messages.js';
+import type { Locale } from '../html/locale.js';
 import { html, join, type Html, type HtmlValue } from '../html/html.js';
 import { consoleMessage } from './messages.js';
 import { MAX_PAGE, pageQueryProperties, pageWindow as rowsOfPage } from '../api/pagination.js';

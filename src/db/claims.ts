@@ -16,6 +16,12 @@ export interface ClaimOptions {
   set?: string;
   /** What to return of the claimed row (default all its columns; scalar subqueries on it are allowed). */
   returning?: string;
+  /**
+   * Claim from the first `window` claimable rows by `orderBy` the one `rank` puts first (an SQL expression
+   * over the row as `head`, smaller first; ties by `orderBy`). Bounded: however many rows are due, a claim
+   * ranks at most `window`.
+   */
+  prefer?: { window: number; rank: string };
 }
 
 /**
@@ -34,10 +40,20 @@ function claimedIds(db: Database, select: string): string {
  */
 export async function claimOne<T>(db: Database, options: ClaimOptions): Promise<T | null> {
   const lock = db.engine === 'postgres' ? 'FOR UPDATE SKIP LOCKED' : '';
+  const due = (columns: string) =>
+    `SELECT ${columns} FROM ${options.table} WHERE ${options.where} ORDER BY ${options.orderBy}`;
+  const pick = options.prefer
+    ? `SELECT id FROM (${due('*')} LIMIT ? ${lock}) AS head ORDER BY ${options.prefer.rank}, ${options.orderBy} LIMIT 1`
+    : `${due('id')} LIMIT 1 ${lock}`;
   const sql = `UPDATE ${options.table} SET locked_by = ?, locked_until = ?${options.set ? `, ${options.set}` : ''}
-    WHERE id = (SELECT id FROM ${options.table} WHERE ${options.where} ORDER BY ${options.orderBy} LIMIT 1 ${lock})
+    WHERE id = (${pick})
     RETURNING ${options.returning ?? '*'}`;
-  const bindings = [options.owner, options.now + options.leaseMs, ...options.bindings];
+  const bindings = [
+    options.owner,
+    options.now + options.leaseMs,
+    ...options.bindings,
+    ...(options.prefer ? [options.prefer.window] : []),
+  ];
   const run = (conn: Knex) => conn.raw(sql, bindings);
   const result = db.engine === 'postgres' ? await run(db.knex) : await db.transaction((trx) => run(trx));
   const rows = (Array.isArray(result) ? result : result.rows) as T[];

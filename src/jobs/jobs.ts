@@ -235,40 +235,97 @@ export async function failJobsOfIntent(
 /** A claimed job, with the bank of its link: workers count their jobs by bank (worker-pool.ts). */
 export type ClaimedJob = JobRow & { bank_id: string | null };
 
+/** A bank and an organisation with a sync running at it in this process (worker-pool.ts). */
+export interface BankOrg {
+  bank: string;
+  org: string;
+}
+
+/** What a claim passes over (worker-pool.ts). */
+export interface ClaimSkips {
+  /** Banks whose scheduled syncs hold their share of the process's workers. */
+  scheduledBanks?: readonly string[];
+  /** Banks whose on-demand refreshes hold theirs. */
+  onDemandBanks?: readonly string[];
+  /**
+   * The spare worker's claim: on-demand refreshes only, at banks whose refreshes hold their share of the
+   * workers (`fullBanks`; the other banks' refreshes are the ordinary workers'), and none of an organisation
+   * that already has a sync running at the refresh's bank in this process (`running`).
+   */
+  spareFor?: { fullBanks: readonly string[]; running: readonly BankOrg[] };
+}
+
 /**
  * A queued job whose time has come, or a running one whose lease expired (its worker died), in the order
- * they fell due; a scheduled job of a bank in `skipBanks`, or an on-demand one (it has a refresh intent) of a
- * bank in `skipOnDemandBanks`, is left for later, so a worker passes over a bank that already holds its share
+ * they fell due; a scheduled job of a bank in `scheduledBanks`, or an on-demand one (it has a refresh intent)
+ * of a bank in `onDemandBanks`, is left for later, so a worker passes over a bank that already holds its share
  * of the workers. The two shares are apart so that scheduled syncs waiting for their bank's budget
- * (banks/budget/) never keep a person's refresh of the same bank from a worker.
+ * (banks/budget/) never keep a person's refresh of the same bank from a worker. `spareFor`: see `ClaimSkips`.
  */
 export async function claimJob(
   db: Database,
   owner: string,
   now: number,
   leaseMs: number,
-  skipBanks: readonly string[] = [],
-  skipOnDemandBanks: readonly string[] = skipBanks,
+  skips: ClaimSkips = {},
 ): Promise<ClaimedJob | null> {
   // JOB_TRANSITIONS.claim, with each state's own condition: a queued job when due, a running one when its
   // lease ran out.
   const due = "((status = 'queued' AND run_at <= ?) OR (status = 'running' AND locked_until < ?))";
-  const skipOf = (banks: readonly string[], whose: string) =>
-    banks.length === 0
-      ? ''
-      : ` AND NOT (jobs.refresh_intent_id IS ${whose} AND EXISTS (SELECT 1 FROM links WHERE links.id = jobs.link_id AND links.bank_id IN (${banks.map(() => '?').join(', ')})))`;
+  const atBanks = (banks: readonly string[]) =>
+    `EXISTS (SELECT 1 FROM links WHERE links.id = jobs.link_id AND links.bank_id IN (${banks.map(() => '?').join(', ')}))`;
+  const conditions = [due];
+  const bindings: Knex.RawBinding[] = [now, now];
+  const skipAt = (banks: readonly string[] | undefined, whose: 'NULL' | 'NOT NULL') => {
+    if (!banks || banks.length === 0) return;
+    conditions.push(`NOT (jobs.refresh_intent_id IS ${whose} AND ${atBanks(banks)})`);
+    bindings.push(...banks);
+  };
+  skipAt(skips.scheduledBanks, 'NULL');
+  skipAt(skips.onDemandBanks, 'NOT NULL');
+  if (skips.spareFor) {
+    const { fullBanks, running } = skips.spareFor;
+    if (fullBanks.length === 0) return null;
+    conditions.push(`jobs.refresh_intent_id IS NOT NULL AND ${atBanks(fullBanks)}`);
+    bindings.push(...fullBanks);
+    if (running.length > 0) {
+      const pairs = running.map(() => '(links.bank_id = ? AND jobs.org_id = ?)').join(' OR ');
+      conditions.push(`NOT EXISTS (SELECT 1 FROM links WHERE links.id = jobs.link_id AND (${pairs}))`);
+      bindings.push(...running.flatMap((pair) => [pair.bank, pair.org]));
+    }
+  }
   return claimOne<ClaimedJob>(db, {
     table: 'jobs',
     owner,
     now,
     leaseMs,
-    where: due + skipOf(skipBanks, 'NULL') + skipOf(skipOnDemandBanks, 'NOT NULL'),
-    bindings: [now, now, ...skipBanks, ...skipOnDemandBanks],
+    where: conditions.join(' AND '),
+    bindings,
     orderBy: 'run_at, id',
+    prefer: { window: FAIR_CLAIM_WINDOW, rank: RUNNING_AT_SAME_BANK },
     set: "status = 'running', attempts = attempts + 1",
     returning: '*, (SELECT bank_id FROM links WHERE links.id = jobs.link_id) AS bank_id',
   });
 }
+
+/**
+ * How many of the first due jobs a claim ranks by `RUNNING_AT_SAME_BANK`. A claim reads at most this many
+ * whatever the queue holds (a tick queues up to 5,000), and an organisation with a job among them is not
+ * served after another's whole backlog at the same bank.
+ */
+const FAIR_CLAIM_WINDOW = 32;
+
+/**
+ * The jobs the candidate's organisation has running at the candidate's bank, in every process: a claim takes
+ * first the job of the organisation with the fewest there, then the one due first (issue 43, item 3). So
+ * two tenants' scheduled syncs of one bank share its workers, as their calls share its budget
+ * (banks/budget/org-shares.ts). Running jobs are few (the workers of every scheduler process) and found by
+ * `jobs_due_idx (status, run_at)`.
+ */
+const RUNNING_AT_SAME_BANK = `(SELECT count(*) FROM jobs AS running
+    JOIN links AS running_link ON running_link.id = running.link_id
+    WHERE running.status = 'running' AND running.org_id = head.org_id
+      AND running_link.bank_id = (SELECT bank_id FROM links WHERE links.id = head.link_id))`;
 
 /**
  * Ends the worker's hold on its job inside the sync's own transaction, if the lease is still ours: a worker

@@ -56,6 +56,11 @@ export interface SyncSuccess {
    * day has passed.
    */
   fullPass?: boolean;
+  /**
+   * The sync asked the bank for the holder's name (a consent link's first sync or daily full pass) and had an
+   * answer, a name or none: the grant's `holder_read_at` moves, and no sync asks again for a day.
+   */
+  holderRead?: boolean;
 }
 
 /** The columns a successful sync writes. Pure. */
@@ -159,7 +164,11 @@ export async function markLinkSynced(
 ): Promise<void> {
   await writeLink(trx, link.id, 'sync_succeeded', syncSucceeded(link, outcome, now));
   // On the grant, not the link: see migration 30 (a consent link has one; another link never reads by balance).
-  if (outcome.fullPass) await trx('link_grants').where({ link_id: link.id }).update({ full_sync_at: now });
+  const marks = {
+    ...(outcome.fullPass ? { full_sync_at: now } : {}),
+    ...(outcome.holderRead ? { holder_read_at: now } : {}),
+  };
+  if (Object.keys(marks).length > 0) await trx('link_grants').where({ link_id: link.id }).update(marks);
 }
 
 /** A sync failed: the failure counted, the next one scheduled, and the link expired at the limit. */
@@ -209,6 +218,8 @@ export async function markConsentRenewed(
     company_rut_digest: string | null;
     consent_version: string;
     consent_text_hash: string;
+    /** The holder's name the renewal's code exchange gave, when it gave one. */
+    holder_name?: string;
   },
   now: number,
 ): Promise<void> {

@@ -34,6 +34,28 @@ export const SHARED_DATA_WORDS: Readonly<Record<ConsentLanguage, Readonly<Record
   },
 };
 
+/**
+ * What names the holder, when a consent asks for it; both screens list it first. `name`: the one claim a Chilean
+ * consent asks for in its ID token (OpenID Connect Core 1.0 §5.1 `name`, asked with the `claims` parameter,
+ * §5.5). `identification`: Open Finance Brasil's identification record of a person (customers 2.2.1,
+ * `GET /personal/identifications`), which the permission CUSTOMERS_PERSONAL_IDENTIFICATIONS_READ opens whole
+ * (name, documents, birth date, contacts): the line says the person's details, not only their name, though the
+ * appliance keeps only the name. One line: with its CPF field the Brazilian screen has no room for a second at
+ * 1280×800; the bank's own page lists them.
+ */
+export type HolderData = 'name' | 'identification';
+
+export const HOLDER_DATA_WORDS: Readonly<Record<ConsentLanguage, Readonly<Record<HolderData, string>>>> = {
+  es: {
+    name: 'Tu nombre, como lo tiene registrado el banco',
+    identification: 'Tus datos personales en el banco',
+  },
+  en: {
+    name: 'Your name, as the bank has it on record',
+    identification: 'Your personal details at the bank',
+  },
+};
+
 /** The kinds the actions allow, once each, in SHARED_DATA_ORDER; unknown actions add nothing. */
 export function sharedDataOf(actions: Iterable<string>): SharedData[] {
   const wanted = new Set<SharedData>();

@@ -1,3 +1,4 @@
+import type { Knex } from 'knex';
 import type { RateLimit } from '../config/defaults.js';
 import type { Database } from '../db/database.js';
 import { floorSql } from '../db/dialect.js';
@@ -162,4 +163,23 @@ export class DatabaseRateLimiter implements RateLimiter {
       after: { tokens: Number(row.tokens), updatedAt: Number(row.updated_at) },
     };
   }
+}
+
+/**
+ * Removes up to `limit` buckets of the database store whose key starts with `prefix` and that nobody took
+ * from since `idleBefore`: buckets of things that end (a widget session's consent starts), which would
+ * otherwise stay one row each for ever. A removed bucket is a full one, as an idle bucket is by then.
+ */
+export async function pruneIdleBuckets(
+  db: Knex,
+  prefix: string,
+  idleBefore: number,
+  limit: number,
+): Promise<number> {
+  const keys = db('rate_limit_buckets')
+    .select('bucket_key')
+    .whereRaw("bucket_key LIKE ? ESCAPE '\\'", [`${prefix.replace(/[\\%_]/g, (c) => `\\${c}`)}%`])
+    .where('updated_at', '<', idleBefore)
+    .limit(limit);
+  return db('rate_limit_buckets').whereIn('bucket_key', keys).delete();
 }

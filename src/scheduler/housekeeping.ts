@@ -8,6 +8,9 @@ import { expireMfaWaits } from '../refresh/refresh.js';
 import { compactEventTallies } from '../events/store.js';
 import { compactDeliveryTallies } from '../webhooks/deliveries.js';
 import { removeExpiredEndpoints } from '../webhooks/endpoints.js';
+import { pruneIdleBuckets } from '../ratelimit/limiter.js';
+import { abandonExpiredTrips } from '../widget/consent/abandoned-trips.js';
+import { SESSION_STARTS_BUCKET } from '../widget/consent/consent-starts.js';
 import { addRetentionTotals } from './retention-totals.js';
 import { pruneByAge } from './retention.js';
 
@@ -35,6 +38,10 @@ export async function runHousekeeping(services: HousekeepingServices, tickPeriod
   await addRetentionTotals(services.db, pruned, now);
   const tallies = await foldTallies(services.db);
   const rutDigests = await fillRutDigests(services.db.knex, services.secrets);
+  // Trips past their wait that never came back: their consents at a Brazilian bank go to the revoke outbox.
+  const trips = await abandonExpiredTrips(services, now);
+  // A widget session lives at most a day (`widget.sessionTtlMinutes`): its consent-start bucket is spent.
+  const startBuckets = await pruneIdleBuckets(services.db.knex, SESSION_STARTS_BUCKET, now - DAY_MS, 1_000);
   services.logger.info(
     {
       idempotency_keys_removed: pruned.idempotency_keys,
@@ -45,10 +52,15 @@ export async function runHousekeeping(services: HousekeepingServices, tickPeriod
       tally_rows_folded: tallies,
       rut_digests_filled: rutDigests.filled,
       rut_digests_unreadable: rutDigests.unreadable,
+      consent_trips_abandoned: trips.abandoned,
+      abandoned_consents_queued: trips.consentsQueued,
+      session_start_buckets_removed: startBuckets,
     },
     'housekeeping done',
   );
 }
+
+const DAY_MS = 86_400_000;
 
 /** Rows of changes folded per transaction, and at most per pass and table (about a minute's is hundreds). */
 const TALLY_BATCH = 2_000;

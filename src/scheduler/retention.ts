@@ -22,7 +22,8 @@ import {
   eventsWithPendingDeliveries,
   pendingDeliveriesOf,
 } from '../webhooks/deliveries.js';
-import { pruneEndedSessions, pruneExpiredWidgetTokens } from '../widget/sessions.js';
+import { pruneEndedSessions } from '../widget/sessions.js';
+import { pruneExpiredWidgetTokens } from '../widget/widget-tokens.js';
 import { saveWalkPosition, walkPosition } from './retention-walks.js';
 
 /**

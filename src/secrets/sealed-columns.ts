@@ -79,7 +79,7 @@ export const SEALED_TABLES: readonly SealedTable[] = [
     contextColumns: ['link_id'],
     context: (row) => linkGrantContext(String(row.link_id), 'grant_id_sealed'),
   },
-  // The PKCE verifier of a trip to a consent bank's page (widget/consent-flow.ts), until its callback.
+  // The PKCE verifier of a trip to a consent bank's page (widget/consent/consent-flow.ts), until its callback.
   {
     table: 'widget_consent_requests',
     key: ['id'],

@@ -31,6 +31,7 @@ import { createConsentConnector } from '../banks/consent/consent-connector.js';
 import {
   findGrantRow,
   lastFullSyncOf,
+  lastHolderReadOf,
   openGrant,
   saveGrantTokens,
   type LinkGrantRow,
@@ -138,6 +139,8 @@ interface Fetched {
   accounts: { account: BankAccount; movements: BankMovement[]; window: DateWindow | null }[];
   /** Every list and every account's movements were read (not a balance-only sync, not a backfill). */
   fullPass: boolean;
+  /** The bank was asked for the holder's name and answered (a consent link's first sync or daily full pass). */
+  holderRead?: boolean;
 }
 
 /**
@@ -191,6 +194,7 @@ export async function runSyncJob(services: SyncServices, job: JobRow): Promise<S
   });
 
   // An on-demand refresh (it has an intent) may use the whole of the bank's budget; a scheduled sync its share.
+  // Either within the link's organisation's share among the organisations calling the bank (org-shares.ts).
   const permits = new SyncPermits(
     {
       db: services.db,
@@ -200,6 +204,7 @@ export async function runSyncJob(services: SyncServices, job: JobRow): Promise<S
       arrivalMarginMs: services.config.banks.budget.arrivalMarginMs,
     },
     { bankId: link.bank_id, mode: link.mode },
+    link.org_id,
     job.refresh_intent_id === null ? 'scheduled' : 'on_demand',
   );
   // Every call of the sync goes through the gate: the connector's `permit()` prepays the call it is about to
@@ -294,6 +299,9 @@ export async function runSyncJob(services: SyncServices, job: JobRow): Promise<S
       accounts: result.accounts,
       bank_calls: permits.calls,
       ...(permits.late > 0 ? { late_permits: permits.late } : {}),
+      // Where a slow refresh spent its time: waiting for a worker, then for the bank's budget.
+      queued_ms: Math.max(0, startedAt - job.run_at),
+      ...(permits.waitedMs > 0 ? { budget_wait_ms: permits.waitedMs } : {}),
     },
     'sync succeeded',
   );
@@ -466,6 +474,8 @@ async function fetchFromBank(
     if (light) return { session, accounts: light, fullPass: false };
     // An account the bank no longer has: the lists are read again at once, in this sync.
   }
+  const holderRead =
+    payload.refresh_type !== 'backfill' && (await readHolder(services, connector, session, link, now));
   const accounts = await connector.listAccounts(session, now);
   const out: Fetched['accounts'] = [];
   const coverage = await backfillCoverage(services.db.reader, link.id);
@@ -497,7 +507,36 @@ async function fetchFromBank(
       out.push({ account, window: null, movements: [] }); // this account has no statements
     }
   }
-  return { session, accounts: out, fullPass: payload.refresh_type !== 'backfill' };
+  return { session, accounts: out, fullPass: payload.refresh_type !== 'backfill', holderRead };
+}
+
+/**
+ * A consent link's holder, named on the session before the lists are read (its accounts carry the name too): the
+ * bank's word on a sync that reads the lists when the grant's last read of it is none or a day old (the first
+ * sync, the daily full pass; an on-demand refresh within the day does not ask again), otherwise the name the
+ * link has. True when the bank answered, named or not. A name the bank could not give now leaves the link's.
+ */
+async function readHolder(
+  services: SyncServices,
+  connector: Connector<LoginCredentials>,
+  session: BankSession,
+  link: LinkRow,
+  now: number,
+): Promise<boolean> {
+  if (!connector.readHolderName) return false;
+  session.holderName = link.holder_name ?? '';
+  const readAt = await lastHolderReadOf(services.db.reader, link.id);
+  if (readAt !== null && now - readAt < FULL_PASS_EVERY_MS) return false;
+  const read = await connector.readHolderName(session, now);
+  if (read.kind === 'failed') {
+    services.logger.warn(
+      { link: link.id, bank: link.bank_id, reason: read.reason },
+      "the holder's name could not be read at the bank; the link keeps its own",
+    );
+    return false;
+  }
+  if (read.kind === 'named') session.holderName = read.name;
+  return true;
 }
 
 /**
@@ -702,7 +741,7 @@ async function recordSuccess(
     trx,
     link,
     {
-      // A consent bank does not name the holder (that is the customers API): '' keeps the link's own.
+      // '' keeps the link's own: a consent link's is named only when its bank was asked (`readHolder`).
       holderName: fetched.session?.holderName || null,
       accountsCount: fetched.session ? seen.size : null,
       newMovements,
@@ -710,6 +749,7 @@ async function recordSuccess(
       backfillFrom:
         payload.refresh_type === 'backfill' && fetched.session ? backfillStart(intent, now) : null,
       fullPass: fetched.fullPass,
+      holderRead: fetched.holderRead ?? false,
     },
     now,
   );

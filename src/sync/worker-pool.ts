@@ -1,16 +1,18 @@
 import { hostname } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { claimJob, withLeaseRenewal } from '../jobs/jobs.js';
+import { claimJob, withLeaseRenewal, type BankOrg } from '../jobs/jobs.js';
 import { runSyncJob, type SyncServices } from './engine.js';
 
 /**
  * The workers' jobs by bank, so that no bank holds more than its share of them: a bank that hangs (each
  * call running out the connector's deadline) would otherwise take every worker in turn, and another
  * bank's on-demand refresh, in another organisation, would wait behind it (measured before this cap: 24 s
- * instead of 0.4 s with 4 workers, bench/noisy-neighbour.ts).
+ * instead of 0.4 s with 4 workers, bench/noisy-neighbour.ts). Each job's organisation is kept too: the spare
+ * worker passes over the organisations already running at a bank.
  */
 export class BankShares {
   private readonly running = new Map<string, number>();
+  private readonly byOrg = new Map<string, BankOrg & { count: number }>();
 
   constructor(private readonly perBank: number) {}
 
@@ -19,15 +21,30 @@ export class BankShares {
     return [...this.running].filter(([, count]) => count >= this.perBank).map(([bank]) => bank);
   }
 
-  add(bank: string | null): void {
-    if (bank !== null) this.running.set(bank, (this.running.get(bank) ?? 0) + 1);
+  /** The banks and organisations with a job running. */
+  pairs(): BankOrg[] {
+    return [...this.byOrg.values()].map(({ bank, org }) => ({ bank, org }));
   }
 
-  remove(bank: string | null): void {
+  add(bank: string | null, org: string | null = null): void {
+    if (bank === null) return;
+    this.running.set(bank, (this.running.get(bank) ?? 0) + 1);
+    if (org === null) return;
+    const key = JSON.stringify([bank, org]);
+    const pair = this.byOrg.get(key) ?? { bank, org, count: 0 };
+    this.byOrg.set(key, { ...pair, count: pair.count + 1 });
+  }
+
+  remove(bank: string | null, org: string | null = null): void {
     if (bank === null) return;
     const count = (this.running.get(bank) ?? 1) - 1;
     if (count > 0) this.running.set(bank, count);
     else this.running.delete(bank);
+    if (org === null) return;
+    const key = JSON.stringify([bank, org]);
+    const pair = this.byOrg.get(key);
+    if (pair && pair.count > 1) this.byOrg.set(key, { ...pair, count: pair.count - 1 });
+    else this.byOrg.delete(key);
   }
 }
 
@@ -37,7 +54,13 @@ export class BankShares {
  * `pollIntervalMs`, and backs off the same way when the database fails. At most `perBankConcurrency` of
  * them work on scheduled syncs of one bank at once, and as many on its on-demand refreshes; the cap is this
  * process's (several scheduler processes each allow it). What they may call of the bank is its budget's
- * (banks/budget/), shared by every process.
+ * (banks/budget/), shared by every process, and within it each organisation's share (org-shares.ts).
+ *
+ * One more worker, the spare, takes only a person's refresh at a bank whose refreshes hold their share of the
+ * workers, of an organisation that has nothing running at that bank in this process: so one tenant's
+ * refreshes, holding a bank's places while they wait for the budget (or hang), never queue another tenant's
+ * refresh behind them. It takes nothing the other workers would take, so no tenant's first refresh at a
+ * hanging bank can hold it before the bank's places are full.
  */
 export async function runSyncWorkers(services: SyncServices, signal: AbortSignal): Promise<void> {
   const { concurrency, perBankConcurrency, leaseSeconds, pollIntervalMs } = services.config.scheduler;
@@ -48,27 +71,34 @@ export async function runSyncWorkers(services: SyncServices, signal: AbortSignal
     job.refresh_intent_id === null ? shares : onDemandShares;
   // Claims one at a time, so that two workers never both take a bank's last place.
   let claiming: Promise<unknown> = Promise.resolve();
-  const claim = (owner: string) => {
+  const claim = (owner: string, spare: boolean) => {
     const next = claiming.then(async () => {
       const job = await claimJob(
         services.db,
         owner,
         services.clock.now(),
         leaseSeconds * 1000,
-        shares.full(),
-        onDemandShares.full(),
+        spare
+          ? {
+              spareFor: {
+                fullBanks: onDemandShares.full(),
+                running: [...shares.pairs(), ...onDemandShares.pairs()],
+              },
+            }
+          : { scheduledBanks: shares.full(), onDemandBanks: onDemandShares.full() },
       );
-      if (job) sharesOf(job).add(job.bank_id);
+      if (job) sharesOf(job).add(job.bank_id, job.org_id);
       return job;
     });
     claiming = next.catch(() => undefined);
     return next;
   };
-  const workers = Array.from({ length: concurrency }, async (_, index) => {
-    const owner = `${hostname()}:${process.pid}:${index}`;
+  const workers = Array.from({ length: concurrency + 1 }, async (_, index) => {
+    const spare = index === concurrency;
+    const owner = `${hostname()}:${process.pid}:${spare ? 'spare' : index}`;
     while (!signal.aborted) {
       try {
-        const job = await claim(owner);
+        const job = await claim(owner, spare);
         if (job) {
           try {
             await withLeaseRenewal(
@@ -79,14 +109,16 @@ export async function runSyncWorkers(services: SyncServices, signal: AbortSignal
               () => runSyncJob(services, job),
             );
           } finally {
-            sharesOf(job).remove(job.bank_id);
+            sharesOf(job).remove(job.bank_id, job.org_id);
           }
           continue;
         }
       } catch (error) {
         services.logger.error({ err: error, worker: owner }, 'sync worker error');
       }
-      await sleep(pollIntervalMs, undefined, { signal }).catch(() => undefined);
+      // The spare looks four times as often: a person waits, and while no bank's refreshes are at their share its
+      // claim reads nothing.
+      await sleep(spare ? pollIntervalMs / 4 : pollIntervalMs, undefined, { signal }).catch(() => undefined);
     }
   });
   await Promise.all(workers);

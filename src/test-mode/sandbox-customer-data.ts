@@ -101,6 +101,8 @@ export function sandboxCustomerData(): CustomerData {
     return spec;
   };
   return {
+    // The credential sandbox's holder of the same RUT: a consent link names the person a password link does.
+    name: (customer) => profileOf(customer).holderName,
     accounts(customer) {
       const profile = profileOf(customer);
       return profile.accounts.filter((spec) => isPresent(spec.kind, profile.ownerRut, 0)).map(accountOf);

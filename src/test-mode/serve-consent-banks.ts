@@ -11,6 +11,7 @@ import type { ConsentBankFaults } from '../consent-bank/faults.js';
 import { registerWithSimulatedBank } from './self-registration.js';
 import { pagesPort } from './pages-port.js';
 import { sandboxCustomerData } from './sandbox-customer-data.js';
+import type { CustomerData } from '../consent-bank/customer-data.js';
 import { CONSENT_CALLBACK_PATH } from '../banks/consent/register.js';
 import { BRASIL_SANDBOX_BANK_ID } from '../banks/institutions.js';
 import { startBrasilBank, type BrasilBank } from '../consent-bank/brasil/brasil-bank.js';
@@ -40,6 +41,8 @@ export interface ServeBankInput {
   faults?: ConsentBankFaults;
   /** Tests: the Brazilian bank's choices (its response kinds and client authentication methods). */
   brasil?: Pick<BankOptions, 'authorizationResponses' | 'clientAuthMethods'>;
+  /** Tests: the banks' customers, when not the credential sandbox's (a name changed at the bank). */
+  data?: CustomerData;
 }
 
 export interface ServedBank {
@@ -156,7 +159,7 @@ export async function serveConsentBank(input: ServeBankInput): Promise<ServedBan
     clock: input.clock,
     logger: input.logger,
     publicBaseUrl: pages.url,
-    data: sandboxCustomerData(),
+    data: input.data ?? sandboxCustomerData(),
     host: settings.host,
   };
   try {

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { extname, join, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { WidgetConfig } from '../config/defaults.js';
+import type { Config, WidgetConfig } from '../config/defaults.js';
 
 /**
  * The widget's browser files are plain JavaScript and CSS in src/widget/static (no build step, no CDN). The
@@ -85,5 +85,40 @@ export function resolveLogo(config: WidgetConfig, home: string): Logo {
     kind: 'file',
     path,
     contentType: IMAGE_TYPES[extname(path).toLowerCase()] ?? 'application/octet-stream',
+  };
+}
+
+/** The page's files as the router serves them, read and made once an app. */
+export interface WidgetFiles {
+  /** widget.js, widget.css and embed.js as read (embed.js is served as `embedJs`). */
+  assets: Map<string, StaticAsset>;
+  theme: StaticAsset;
+  logo: Logo;
+  /** The logo as the page's `<img src>`: its URL, our own path to a logo file, or none. */
+  logoSrc: string | null;
+  /** The page's CSP `img-src`: itself, `data:` URLs, and a logo URL's origin. */
+  imgSources: string[];
+  /** embed.js with the API's origin and the frame's title in each language written in. */
+  embedJs: string;
+}
+
+export function widgetFiles(
+  config: Pick<Config, 'widget' | 'home' | 'api'>,
+  frameTitles: Record<'es' | 'en', string>,
+): WidgetFiles {
+  const assets = loadStaticAssets();
+  const theme = themeCss(config.widget);
+  const logo = resolveLogo(config.widget, config.home);
+  return {
+    assets,
+    theme,
+    logo,
+    logoSrc:
+      logo.kind === 'url' ? logo.src : logo.kind === 'file' ? `/widget/assets/logo?v=${theme.version}` : null,
+    imgSources: ["'self'", 'data:', ...(logo.kind === 'url' && logo.origin ? [logo.origin] : [])],
+    embedJs: assets
+      .get('embed.js')!
+      .body.replace("'__SVC_API_ORIGIN__'", JSON.stringify(new URL(config.api.baseUrl).origin))
+      .replace("'__SVC_FRAME_TITLES__'", JSON.stringify(frameTitles)),
   };
 }

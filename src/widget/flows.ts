@@ -1,9 +1,7 @@
 import type { Knex } from 'knex';
 import { toIso } from '../clock/clock.js';
-import type { Config } from '../config/defaults.js';
-import { ApiError, errors } from '../errors/api-error.js';
+import { errors } from '../errors/api-error.js';
 import { isUniqueViolation } from '../db/errors.js';
-import type { SecretBox } from '../secrets/secret-box.js';
 import { sha256Hex } from '../secrets/secret-box.js';
 import type { BankCredentials, HolderType } from '../banks/connector.js';
 import { findInstitution, offers, type Institution, type Product } from '../banks/institutions.js';
@@ -14,23 +12,29 @@ import {
   isSameHolder,
   openCredentials,
   validateLinkInput,
-  type LinkPolicy,
 } from '../links/links.js';
 import { expireFailedReconnect, reconnectLink } from '../links/link-states.js';
-import { countLinksOfUser, findLink, type LinkRow } from '../links/store.js';
+import { findLink, type LinkRow } from '../links/store.js';
 import { rutDigestsOf } from '../links/rut-search.js';
 import { findIntent, firstIntentOfLink, type IntentRow } from '../refresh/store.js';
 import { acceptMfaCode } from '../refresh/refresh.js';
 import { issueExchangeToken } from '../exchange/exchange.js';
-import { lockOrganisation } from '../orgs/orgs.js';
-import { describeProblem, type Problem } from './problems.js';
-import { message, type Locale } from './messages.js';
-import type { SessionRow } from './sessions.js';
-import type { WidgetTokenRow } from './widget-tokens.js';
-import { openConsentRequest } from './consent-requests.js';
-
-/** Credential attempts one widget session accepts, so an open widget is not a password-guessing oracle. */
-export const MAX_ATTEMPTS = 5;
+import { describeProblem, refuse, type Problem } from './problems.js';
+import type { Locale } from '../html/locale.js';
+import { message } from './messages.js';
+import {
+  claimAttempt,
+  closeSession,
+  failConnection,
+  followNewLink,
+  followReconnectedLink,
+  noteProblem,
+  sessionActor,
+  type SessionRow,
+  type WidgetContext,
+} from './sessions.js';
+import { refuseOverConnectionLimit, widgetAuditDetails, widgetTokenOf } from './widget-tokens.js';
+import { openConsentRequest } from './consent/consent-requests.js';
 
 /** The consent the widget shows above its Connect button; its SHA-256 is recorded on the link. */
 export const CONSENT_VERSION = 'widget-1';
@@ -38,16 +42,9 @@ export function consentText(operatorName: string, locale: Locale): string {
   return message(locale, 'consent', { operator: operatorName });
 }
 
-export interface WidgetContext {
-  config: Readonly<Config>;
-  secrets: SecretBox;
-  policy: LinkPolicy;
-  now: number;
-}
-
 export type WidgetStatus =
   | { state: 'idle' }
-  /** The end user is at a consent bank's page (consent-flow.ts); the callback moves the session on. */
+  /** The end user is at a consent bank's page (consent/consent-flow.ts); the callback moves the session on. */
   | { state: 'awaiting_bank'; expires_at: string }
   | { state: 'in_progress'; step: 'queued' | 'syncing' | 'verifying' }
   | {
@@ -69,15 +66,6 @@ export interface CredentialsInput {
   rut_empresa?: string;
 }
 
-export function refuse(
-  code: string,
-  status = 409,
-  context: Parameters<typeof describeProblem>[1] = {},
-  locale: Locale = 'en',
-): ApiError {
-  return new ApiError(status, 'invalid_request_error', code, describeProblem(code, context, locale).message);
-}
-
 /**
  * The credentials the link was made with, or null when they no longer open (`credentials_unreadable`: a
  * master key lost or a row restored wrongly, which only the operator can cause). Reconnecting is then the
@@ -93,14 +81,6 @@ function holderOf(link: LinkRow, context: WidgetContext): BankCredentials | null
 
 function bankName(bankId: string | null, institutions?: readonly Institution[]): string | undefined {
   return bankId ? findInstitution(bankId, institutions)?.name : undefined;
-}
-
-export async function widgetTokenOf(trx: Knex, session: SessionRow): Promise<WidgetTokenRow> {
-  const row: WidgetTokenRow | undefined = await trx('widget_tokens')
-    .where({ id: session.widget_token_id })
-    .first();
-  if (!row) throw refuse('session_expired', 401);
-  return row;
 }
 
 /**
@@ -157,13 +137,7 @@ export async function submitCredentials(
       { announce: false, interactive: true, via: 'widget', auditDetails: widgetAuditDetails(token) },
     );
     const intent = await firstIntentOfLink(trx, link.id);
-    await trx('widget_sessions').where({ id: session.id }).update({
-      bank_id: bankId,
-      link_id: link.id,
-      refresh_intent_id: intent.id,
-      last_error_code: null,
-      updated_at: now,
-    });
+    await followNewLink(trx, session.id, { bankId, linkId: link.id, intentId: intent.id }, now);
     return;
   }
 
@@ -181,9 +155,7 @@ export async function submitCredentials(
   if (holder && !isSameHolder(holder, sealed)) {
     // Refused before the bank is asked, and counted like refused credentials (the claim above commits),
     // so the widget is no oracle for whose RUT a link holds. The link is left exactly as it was.
-    await trx('widget_sessions')
-      .where({ id: session.id })
-      .update({ last_error_code: 'holder_mismatch', updated_at: now });
+    await noteProblem(trx, session.id, 'holder_mismatch', now);
     return;
   }
   await reconnectLink(
@@ -206,54 +178,11 @@ export async function submitCredentials(
       throw errors.conflict('refresh_in_progress', `Link ${link.id} is already being refreshed.`);
     throw error;
   }
-  await trx('widget_sessions')
-    .where({ id: session.id })
-    .update({
-      refresh_intent_id: intentId,
-      previous_expired_at: session.previous_expired_at ?? link.expired_at,
-      last_error_code: null,
-      updated_at: now,
-    });
-}
-
-/**
- * The token's `connection_limit`: refused when its end user already has that many links. With `lock`, in
- * the transaction that creates the link, the organisation's row is locked first: on Postgres this makes a
- * second widget wait for the first to commit (SQLite writers are serialised already), so two widgets
- * racing for the last slot cannot both create a link.
- */
-export async function refuseOverConnectionLimit(
-  trx: Knex,
-  session: SessionRow,
-  token: WidgetTokenRow,
-  options: { lock?: boolean } = {},
-): Promise<void> {
-  if (token.connection_limit === null || token.external_user_id === null) return;
-  if (options.lock) await lockOrganisation(trx, session.org_id);
-  const owner = { orgId: session.org_id, mode: session.mode, externalUserId: token.external_user_id };
-  if ((await countLinksOfUser(trx, owner)) >= token.connection_limit)
-    throw refuse('connection_limit_reached', 409, { connectionLimit: token.connection_limit });
-}
-
-/**
- * Takes one attempt on the session row itself, in the transaction that uses it. The session the request
- * authenticated with was read before this transaction: twenty submissions sent at once all saw it idle,
- * created twenty links and counted one attempt. The conditional update makes a second submission wait for
- * the first (a row lock on Postgres; SQLite serialises writers) and then find the session taken or its
- * attempts spent. A submission refused later in the transaction rolls the claim back with it.
- */
-export async function claimAttempt(trx: Knex, session: SessionRow, now: number): Promise<void> {
-  const claimed = await trx('widget_sessions')
-    .where({ id: session.id, refresh_intent_id: null, finished_at: null })
-    .where('attempts', '<', MAX_ATTEMPTS)
-    .update({ attempts: trx.raw('attempts + 1'), updated_at: now });
-  if (claimed === 1) return;
-  const current: SessionRow | undefined = await trx('widget_sessions').where({ id: session.id }).first();
-  if (!current || current.finished_at !== null) throw refuse('session_expired', 409);
-  if (current.attempts >= MAX_ATTEMPTS) throw refuse('too_many_attempts', 429);
-  throw errors.conflict(
-    'connection_in_progress',
-    'A connection is already being made in this window; wait for its result.',
+  await followReconnectedLink(
+    trx,
+    session.id,
+    { intentId, previousExpiredAt: session.previous_expired_at ?? link.expired_at },
+    now,
   );
 }
 
@@ -332,18 +261,10 @@ async function settleFailure(
   now: number,
 ): Promise<void> {
   await db.transaction(async (trx) => {
-    // Only the first poll that sees the failure settles it.
-    const claimed = await trx('widget_sessions')
-      .where({ id: session.id, refresh_intent_id: intent.id })
-      .update({
-        refresh_intent_id: null,
-        last_error_code: code,
-        ...(session.kind === 'connect' ? { link_id: null } : {}),
-        // The MFA tries are spent (or the wait ran out): this window's work is over, as the page says.
-        ...(SESSION_ENDING.has(code) ? { finished_at: now } : {}),
-        updated_at: now,
-      });
-    if (claimed !== 1) return;
+    // Only the first poll that sees the failure settles it. The MFA tries spent (or the wait run out) end
+    // this window's work, as the page says.
+    const failure = { intentId: intent.id, code, forGood: SESSION_ENDING.has(code) };
+    if (!(await failConnection(trx, session, failure, now))) return;
     if (session.kind === 'connect') {
       await discardUnannouncedLink(
         trx,
@@ -409,11 +330,8 @@ export async function finishSession(
   const intent = session.refresh_intent_id ? await findIntent(trx, session.refresh_intent_id) : undefined;
   if (!intent || intent.status !== 'succeeded')
     throw errors.conflict('not_connected', 'The connection has not succeeded; there is nothing to finish.');
-  const ended = await trx('widget_sessions')
-    .where({ id: session.id })
-    .whereNull('finished_at')
-    .update({ finished_at: context.now, updated_at: context.now });
-  if (ended !== 1) throw errors.conflict('already_finished', 'This widget already finished.');
+  if (!(await closeSession(trx, session.id, context.now)))
+    throw errors.conflict('already_finished', 'This widget already finished.');
   if (session.kind === 'mfa') return { type: 'success', intent: 'mfa', refresh_intent_id: intent.id };
   const { token } = await issueExchangeToken(trx, {
     orgId: session.org_id,
@@ -434,14 +352,4 @@ export async function finishSession(
       });
   }
   return result;
-}
-
-/** A widget session as the audit log names who acted through it (issue 44, item 9). */
-export function sessionActor(session: Pick<SessionRow, 'id'>): string {
-  return `widget_session:${session.id}`;
-}
-
-/** The rest of who, for an audit row of the widget: its token and the key that issued the token. */
-export function widgetAuditDetails(token: Pick<WidgetTokenRow, 'id' | 'issued_by'>): Record<string, unknown> {
-  return { widget_token: token.id, issued_by: token.issued_by };
 }

@@ -1,12 +1,13 @@
-/**
+import type { Locale } from '../html/locale.js';
+
+/*
  * Every word the widget shows or announces, in Spanish (Chile) and English: the server's page and error
  * screens read them here, and the page's script gets the catalogue of its language in the bootstrap JSON,
  * so there is one place to change a word. `{name}` is replaced by `format`. The end users are Chilean bank
  * customers, so Spanish uses their bank's words (RUT, clave, banca en línea) and addresses them as «tú».
  * test/unit/widget-messages.test.ts checks that both catalogues have the same keys and no empty string.
+ * The languages, and which one a request gets, are html/locale.ts's (the console's too).
  */
-export const LOCALES = ['es', 'en'] as const;
-export type Locale = (typeof LOCALES)[number];
 
 const en = {
   'page.title': 'Connect your bank',
@@ -168,6 +169,9 @@ const en = {
   'problem.starts_limited.title': 'Too many connections at once',
   'problem.starts_limited.message':
     'Too many bank connections were started from this app in the last minute, so nothing was sent to the bank. Try again {when}.',
+  'problem.session_starts_limited.title': 'Too many tries in a row',
+  'problem.session_starts_limited.message':
+    'You started several connections from this window in the last minute, so nothing was sent to the bank. Try again {when}.',
   'wait.seconds': 'in {n} seconds',
   'wait.minutes': 'in {n} minutes',
   'wait.soon': 'in a moment',
@@ -372,6 +376,9 @@ const es: Catalogue = {
   'problem.starts_limited.title': 'Demasiadas conexiones a la vez',
   'problem.starts_limited.message':
     'Se iniciaron demasiadas conexiones bancarias desde esta app en el último minuto, así que no se envió nada al banco. Vuelve a intentarlo {when}.',
+  'problem.session_starts_limited.title': 'Demasiados intentos seguidos',
+  'problem.session_starts_limited.message':
+    'Iniciaste varias conexiones desde esta ventana en el último minuto, así que no se envió nada al banco. Vuelve a intentarlo {when}.',
   'wait.seconds': 'en {n} segundos',
   'wait.minutes': 'en {n} minutos',
   'wait.soon': 'en un momento',
@@ -413,10 +420,6 @@ const es: Catalogue = {
 
 export const CATALOGUES: Readonly<Record<Locale, Catalogue>> = { es, en };
 
-export function isLocale(value: unknown): value is Locale {
-  return value === 'es' || value === 'en';
-}
-
 /** `{name}` replaced by `params.name`; an unknown name is left as it is, so a mistake shows, not vanishes. */
 export function format(template: string, params: Record<string, string | number> = {}): string {
   return template.replace(/\{(\w+)\}/g, (whole, name: string) =>
@@ -430,34 +433,4 @@ export function message(
   params: Record<string, string | number> = {},
 ): string {
   return format(CATALOGUES[locale][key], params);
-}
-
-/**
- * The first of the browser's languages (`Accept-Language`, by its q-values) that the widget speaks, or
- * null. `es-CL`, `es-419` and `es` are Spanish; `en-US`, `en` English; `*` chooses nothing.
- */
-export function localeFromAcceptLanguage(header: string | undefined): Locale | null {
-  if (!header) return null;
-  const ranked = header
-    .split(',')
-    .slice(0, 32)
-    .map((part, index) => {
-      const [tag = '', ...params] = part.trim().split(';');
-      const q = params.map((p) => /^\s*q=([0-9.]+)\s*$/.exec(p)).find(Boolean);
-      return { primary: tag.trim().toLowerCase().split('-')[0]!, q: q ? Number(q[1]) : 1, index };
-    })
-    .filter((entry) => entry.q > 0 && Number.isFinite(entry.q))
-    .sort((a, b) => b.q - a.q || a.index - b.index);
-  for (const entry of ranked) if (isLocale(entry.primary)) return entry.primary;
-  return null;
-}
-
-/** The token's language, else the browser's, else the operator's (`widget.locale`). */
-export function chooseLocale(
-  tokenLocale: string | null | undefined,
-  acceptLanguage: string | undefined,
-  operatorDefault: Locale,
-): Locale {
-  if (isLocale(tokenLocale)) return tokenLocale;
-  return localeFromAcceptLanguage(acceptLanguage) ?? operatorDefault;
 }

@@ -1,12 +1,13 @@
 import type { HolderType } from '../banks/connector.js';
 import type { BankHealth } from '../banks/health.js';
 import type { ConnectionMethod } from '../banks/institutions.js';
-import type { ConsentScreen } from './consent-screen.js';
+import type { ConsentScreen } from './consent/consent-screen.js';
 import type { Problem } from './problems.js';
 import type { SessionKind } from './sessions.js';
 import type { WidgetStatus } from './flows.js';
 import { html, jsonScript, trustedHtml, type Html } from '../html/html.js';
-import { message, type Catalogue, type Locale } from './messages.js';
+import type { Locale } from '../html/locale.js';
+import { message, type Catalogue } from './messages.js';
 
 /** What the page's script starts from; it is JSON in a non-executable script element. */
 export interface Bootstrap {
@@ -30,7 +31,7 @@ export interface Bootstrap {
     name: string;
     status: BankHealth;
     holder_types: HolderType[];
-    /** `consent`: the end user authorises at the bank's page, after reading `consent` (consent-screen.ts). */
+    /** `consent`: the end user authorises at the bank's page, after reading `consent` (consent/consent-screen.ts). */
     connection: ConnectionMethod;
     consent: ConsentScreen | null;
     /** A Brazilian bank (`fapi1-br`): the consent screen asks for the person's CPF (and a company's CNPJ). */

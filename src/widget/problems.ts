@@ -1,4 +1,6 @@
-import { CATALOGUES, format, type Locale, type MessageKey } from './messages.js';
+import { ApiError } from '../errors/api-error.js';
+import type { Locale } from '../html/locale.js';
+import { CATALOGUES, format, type MessageKey } from './messages.js';
 
 /**
  * What the widget tells a person when something stops the flow: a title, what happened and what to do
@@ -44,6 +46,7 @@ const RETRYABLE = new Set([
   'consent_revoked',
   'bank_busy',
   'starts_limited',
+  'session_starts_limited',
 ]);
 
 /** Codes worded alike. */
@@ -85,4 +88,14 @@ export function describeProblem(code: string, context: ProblemContext = {}, loca
     message: format(catalogue[key('message')], params),
     retry: RETRYABLE.has(code),
   };
+}
+
+/** A step of the widget refused with `code`, in the envelope of its JSON API and in the person's words. */
+export function refuse(
+  code: string,
+  status = 409,
+  context: ProblemContext = {},
+  locale: Locale = 'en',
+): ApiError {
+  return new ApiError(status, 'invalid_request_error', code, describeProblem(code, context, locale).message);
 }

@@ -9,10 +9,12 @@ import { findRegistration } from '../banks/consent/registrations.js';
 import { connectionMethod, findInstitution, offers, type Product } from '../banks/institutions.js';
 import { formatRut, normaliseRut } from '../rut/rut.js';
 import type { LinkPolicy } from '../links/links.js';
-import type { LinkRow } from '../links/store.js';
+import { countLinksOfUser, type LinkRow } from '../links/store.js';
 import { findGrantRow } from '../links/consent/grants.js';
+import { lockOrganisation } from '../orgs/orgs.js';
 import { REDIRECT_URI_MAX_LENGTH, type WidgetTokenInput } from './schemas.js';
-import type { Locale } from './messages.js';
+import type { Locale } from '../html/locale.js';
+import { refuse } from './problems.js';
 
 export type WidgetIntent = 'connect' | 'reconnect';
 
@@ -74,6 +76,61 @@ export function reconnectable(link: Pick<LinkRow, 'status'>, consentLink: boolea
 /** Whether the link connects by consent (it holds a grant). */
 export async function isConsentLink(db: Knex, linkId: string): Promise<boolean> {
   return (await findGrantRow(db, linkId)) !== undefined;
+}
+
+/** The token a connect or reconnect session was opened with; a session without one has ended. */
+export async function widgetTokenOf(
+  trx: Knex,
+  session: { widget_token_id: string | null },
+): Promise<WidgetTokenRow> {
+  const row: WidgetTokenRow | undefined = await trx('widget_tokens')
+    .where({ id: session.widget_token_id })
+    .first();
+  if (!row) throw refuse('session_expired', 401);
+  return row;
+}
+
+/**
+ * The token's `connection_limit`: refused when its end user already has that many links. With `lock`, in
+ * the transaction that creates the link, the organisation's row is locked first: on Postgres this makes a
+ * second widget wait for the first to commit (SQLite writers are serialised already), so two widgets
+ * racing for the last slot cannot both create a link.
+ */
+export async function refuseOverConnectionLimit(
+  trx: Knex,
+  session: { org_id: string; mode: 'live' | 'test' },
+  token: WidgetTokenRow,
+  options: { lock?: boolean } = {},
+): Promise<void> {
+  if (token.connection_limit === null || token.external_user_id === null) return;
+  if (options.lock) await lockOrganisation(trx, session.org_id);
+  const owner = { orgId: session.org_id, mode: session.mode, externalUserId: token.external_user_id };
+  if ((await countLinksOfUser(trx, owner)) >= token.connection_limit)
+    throw refuse('connection_limit_reached', 409, { connectionLimit: token.connection_limit });
+}
+
+/** The rest of who, for an audit row of the widget: its token and the key that issued the token. */
+export function widgetAuditDetails(token: Pick<WidgetTokenRow, 'id' | 'issued_by'>): Record<string, unknown> {
+  return { widget_token: token.id, issued_by: token.issued_by };
+}
+
+/**
+ * Retention: removes up to `limit` widget tokens that expired before `cutoff`, oldest first. A token a
+ * session still points at stays until that session goes (its foreign key would take the session with it).
+ * Walks `widget_tokens_expires_at_idx`; the session check reads `widget_sessions_token_idx`.
+ */
+export async function pruneExpiredWidgetTokens(trx: Knex, cutoff: number, limit: number): Promise<number> {
+  const ids = trx('widget_tokens')
+    .select('id')
+    .where('expires_at', '<', cutoff)
+    .whereNotExists(
+      trx('widget_sessions')
+        .select(trx.raw('1'))
+        .whereRaw('widget_sessions.widget_token_id = widget_tokens.id'),
+    )
+    .orderBy([{ column: 'expires_at' }, { column: 'id' }])
+    .limit(limit);
+  return trx('widget_tokens').whereIn('id', ids).delete();
 }
 
 /**

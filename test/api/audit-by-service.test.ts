@@ -1,13 +1,5 @@
 import t from 'tap';
-import {
-  createTenant,
-  forEachEngine,
-  linkBody,
-  runSyncs,
-  startTestApp,
-  tableCounts,
-  RAISED_LIMITS,
-} from '../helpers/harness.js';
+import { appWithTenants, forEachEngine, linkBody, runSyncs, tableCounts } from '../helpers/harness.js';
 
 /*
  * The audit row of a change is written by the service that makes it, so a change made through the API is
@@ -19,9 +11,7 @@ import {
 const hook = 'http://127.0.0.1:9/hook';
 
 forEachEngine(t, async (t, engine) => {
-  const app = await startTestApp(t, engine);
-  const tenant = await createTenant(app, { rateLimits: RAISED_LIMITS });
-  const other = await createTenant(app, { rateLimits: RAISED_LIMITS });
+  const { app, tenant, other } = await appWithTenants(t, engine);
   const sk = tenant.keys.sk_test;
   const actor = `key:${sk.id}`;
   const auditOf = (targetId: string) =>

@@ -38,6 +38,15 @@ async function expectRejected(
   return response;
 }
 
+/** `key` as the Bearer credential of GET PATH, refused as `expected` (with every check of expectRejected). */
+const keyRejected = (
+  t: Test,
+  app: TestApp,
+  key: string,
+  expected: { status: number; type: string; code: string },
+  label: string,
+) => expectRejected(t, app, () => app.request('GET', PATH, { key }), expected, label);
+
 const unauthenticated = { status: 401, type: 'authentication_error', code: 'invalid_credential' };
 const forbidden = { status: 403, type: 'permission_error', code: 'insufficient_scope' };
 
@@ -92,8 +101,7 @@ forEachEngine(t, async (t, engine) => {
       ['an exchange-token look-alike', generateExchangeToken()],
       ['an intent-token look-alike', `ri_${randomBytes(8).toString('hex')}_sec_${'A'.repeat(32)}`],
     ];
-    for (const [label, key] of cases)
-      await expectRejected(t, app, () => app.request('GET', PATH, { key }), unauthenticated, label);
+    for (const [label, key] of cases) await keyRejected(t, app, key, unauthenticated, label);
     t.equal((await app.request('GET', PATH, { key: sk })).status, 200, 'the real key still works');
   });
 
@@ -103,7 +111,7 @@ forEachEngine(t, async (t, engine) => {
     const { id, secret } = tenant.keys.sk_live;
     t.equal((await app.request('GET', PATH, { key: secret })).status, 200, 'works before revocation');
     await app.db.transaction((trx) => revokeApiKey(trx, { keyId: id, actor: 'test', now: app.clock.now() }));
-    await expectRejected(t, app, () => app.request('GET', PATH, { key: secret }), unauthenticated, 'revoked');
+    await keyRejected(t, app, secret, unauthenticated, 'revoked');
     t.equal(
       (await app.request('GET', PATH, { key: tenant.keys.sk_test.secret })).status,
       200,
@@ -118,13 +126,7 @@ forEachEngine(t, async (t, engine) => {
     t.equal((await app.request('GET', PATH, { key: secret })).status, 200, 'works (and is now cached)');
     await app.db.transaction((trx) => revokeApiKey(trx, { keyId: id, actor: 'test', now: app.clock.now() }));
     app.clock.advance(5000);
-    await expectRejected(
-      t,
-      app,
-      () => app.request('GET', PATH, { key: secret }),
-      unauthenticated,
-      'revoked, 5 s on',
-    );
+    await keyRejected(t, app, secret, unauthenticated, 'revoked, 5 s on');
   });
 
   t.test('a rotated key works until its grace period ends; the new key works', async (t) => {
@@ -159,26 +161,14 @@ forEachEngine(t, async (t, engine) => {
       'and one second before the end',
     );
     app.clock.advance(1000);
-    await expectRejected(
-      t,
-      app,
-      () => app.request('GET', PATH, { key: old.secret }),
-      unauthenticated,
-      'grace over',
-    );
+    await keyRejected(t, app, old.secret, unauthenticated, 'grace over');
     t.equal((await app.request('GET', PATH, { key: rotated.secret })).status, 200, 'the new key still works');
   });
 
   t.test('a publishable key is 403 insufficient_scope on a secret-key endpoint', async (t) => {
     const tenant = await createTenant(app);
     for (const pk of [tenant.keys.pk_test.secret, tenant.keys.pk_live.secret]) {
-      const response = await expectRejected(
-        t,
-        app,
-        () => app.request('GET', PATH, { key: pk }),
-        forbidden,
-        'pk',
-      );
+      const response = await keyRejected(t, app, pk, forbidden, 'pk');
       t.match(response.body.error.message, /secret key/, 'the message names the credential needed');
     }
   });
@@ -196,29 +186,11 @@ forEachEngine(t, async (t, engine) => {
       expires_at: now + 600_000,
       created_at: now,
     });
-    await expectRejected(
-      t,
-      app,
-      () => app.request('GET', PATH, { key: token }),
-      forbidden,
-      'valid widget token',
-    );
+    await keyRejected(t, app, token, forbidden, 'valid widget token');
     app.clock.advance(599_999);
-    await expectRejected(
-      t,
-      app,
-      () => app.request('GET', PATH, { key: token }),
-      forbidden,
-      'just before expiry',
-    );
+    await keyRejected(t, app, token, forbidden, 'just before expiry');
     app.clock.advance(1);
-    await expectRejected(
-      t,
-      app,
-      () => app.request('GET', PATH, { key: token }),
-      unauthenticated,
-      'expired widget token',
-    );
+    await keyRejected(t, app, token, unauthenticated, 'expired widget token');
   });
 
   t.test('an exchange token is 403 while valid and 401 once consumed or expired', async (t) => {
@@ -251,38 +223,14 @@ forEachEngine(t, async (t, engine) => {
       return { id, token };
     };
     const consumed = await insertToken();
-    await expectRejected(
-      t,
-      app,
-      () => app.request('GET', PATH, { key: consumed.token }),
-      forbidden,
-      'valid exchange token',
-    );
+    await keyRejected(t, app, consumed.token, forbidden, 'valid exchange token');
     await app.db.knex('exchange_tokens').where({ id: consumed.id }).update({ consumed_at: app.clock.now() });
-    await expectRejected(
-      t,
-      app,
-      () => app.request('GET', PATH, { key: consumed.token }),
-      unauthenticated,
-      'consumed',
-    );
+    await keyRejected(t, app, consumed.token, unauthenticated, 'consumed');
 
     const expiring = await insertToken();
-    await expectRejected(
-      t,
-      app,
-      () => app.request('GET', PATH, { key: expiring.token }),
-      forbidden,
-      'second token',
-    );
+    await keyRejected(t, app, expiring.token, forbidden, 'second token');
     app.clock.advance(300_000);
-    await expectRejected(
-      t,
-      app,
-      () => app.request('GET', PATH, { key: expiring.token }),
-      unauthenticated,
-      'expired',
-    );
+    await keyRejected(t, app, expiring.token, unauthenticated, 'expired');
   });
 
   t.test('every response carries X-Request-Id; a valid caller id is echoed', async (t) => {

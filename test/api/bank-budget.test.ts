@@ -1,18 +1,25 @@
 import t, { type Test } from 'tap';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { pino } from 'pino';
-import { ManualClock } from '../../src/clock/clock.js';
 import { bankCapacities, capacitySettingsOf, CapacityWarnings } from '../../src/banks/budget/capacity.js';
 import { checkBankBudgets } from '../../src/doctor/checks.js';
 import { openDatabase } from '../../src/db/database.js';
-import { insertJobs, syncJob } from '../../src/jobs/jobs.js';
 import { inspectLink } from '../../src/inspect/inspect.js';
 import { consentView } from '../../src/links/consent/consent-life.js';
 import { buildServices } from '../../src/processes/services.js';
 import { silentLogger } from '../../src/logging/logger.js';
 import { drainSyncJobs, runSyncWorkers } from '../../src/sync/worker-pool.js';
 import type { SyncServices } from '../../src/sync/engine.js';
-import { consentLink, registerApp, startBank, type BankFixture } from '../helpers/consent-bank.js';
+import {
+  WallClock,
+  bankCalls,
+  busiest,
+  minuteOf,
+  queueScheduled,
+  scheduledLeft,
+  untilMinuteHasLeft,
+} from '../helpers/bank-budget.js';
+import { consentLink, registerApp, startBank } from '../helpers/consent-bank.js';
 import { waitFor } from '../helpers/cli.js';
 import {
   createTenant,
@@ -32,19 +39,11 @@ import {
  */
 setTimeLimit(t, 420_000);
 
-/** The bank counts in real seconds and minutes, so the appliance's clock is the real one here. */
-class WallClock extends ManualClock {
-  override now(): number {
-    return Date.now();
-  }
-}
-
 // Small, to stay fast: scheduled syncs may use 60% (2 a second, 12 a minute); on demand all of it.
 const BUDGET = { perSecond: 4, perMinute: 20, scheduledShare: 0.6, arrivalMarginMs: 200 };
 const SCHEDULED = { perSecond: 2, perMinute: 12 };
 /** A consent that reads accounts and balances only: a sync is the list and one balance per account. */
 const ACTIONS = ['ReadAccounts', 'ReadBalances'];
-const BANK_CALLS = new Set(['resources', 'token', 'grant_management']);
 
 forEachEngine(t, async (t, engine) => {
   const fixture = await startBank(t, engine);
@@ -103,7 +102,7 @@ forEachEngine(t, async (t, engine) => {
         SCHEDULED.perMinute,
         `scheduled syncs made ${SCHEDULED.perMinute} calls in the minute, not one more`,
       );
-      const unfinished = await scheduledLeft(app, links);
+      const unfinished = await scheduledLeft(app.db, links);
       t.ok(unfinished > 0, `${unfinished} scheduled sync(s) wait for the next minute`);
 
       // A person's refresh now: it may use the rest of the minute and runs beside the waiting syncs.
@@ -124,7 +123,7 @@ forEachEngine(t, async (t, engine) => {
 
       // Everything finishes in the next minute, and no second or minute of the bank's ever saw too many calls.
       const finished = await waitFor(
-        async () => ((await scheduledLeft(app, links)) === 0 ? true : undefined),
+        async () => ((await scheduledLeft(app.db, links)) === 0 ? true : undefined),
         HANG_GUARD_MS + 30_000,
         250,
       );
@@ -253,23 +252,7 @@ function otherProcess(t: Test, app: TestApp): SyncServices {
 /** The links' first syncs become scheduled ones, as the tick queues them (no refresh intent). */
 async function asScheduledSyncs(app: TestApp, links: string[]): Promise<void> {
   await app.db.knex('refresh_intents').whereIn('link_id', links).delete(); // their jobs go with them
-  const rows = await app.db.knex('links').whereIn('id', links).select('id', 'org_id');
-  await app.db.transaction((trx) =>
-    insertJobs(
-      trx,
-      rows.map((link) => syncJob(link, { refresh_type: 'scheduled', interactive: false }, Date.now())),
-    ),
-  );
-}
-
-async function scheduledLeft(app: TestApp, links: string[]): Promise<number> {
-  const [row] = await app.db
-    .knex('jobs')
-    .whereIn('link_id', links)
-    .whereNull('refresh_intent_id')
-    .whereNot('status', 'succeeded')
-    .count({ n: '*' });
-  return Number((row as { n: number | string }).n);
+  await queueScheduled(app.db, links);
 }
 
 async function aLinkWithoutActiveSync(app: TestApp, orgId: string): Promise<string> {
@@ -305,26 +288,4 @@ async function consolePageFinding(findings: unknown[]): Promise<string> {
   const { findingText } = await import('../../src/console/pages/links-pages.js');
   const { wordsFor } = await import('../../src/console/messages.js');
   return findings.map((f) => findingText(wordsFor('en'), f as never)).join('\n');
-}
-
-function bankCalls(fixture: BankFixture, from: number) {
-  return fixture.bank.callLog().filter((c) => BANK_CALLS.has(c.kind) && c.at >= from);
-}
-
-/** The most calls in one clock window of `ms` (a second, a minute), as the bank counts them. */
-function busiest(calls: { at: number }[], ms: number): number {
-  const counts = new Map<number, number>();
-  for (const call of calls)
-    counts.set(Math.floor(call.at / ms), (counts.get(Math.floor(call.at / ms)) ?? 0) + 1);
-  return Math.max(0, ...counts.values());
-}
-
-function minuteOf(at: number): number {
-  return at - (at % 60_000);
-}
-
-/** Waits for the next minute when less than `ms` of this one is left. */
-async function untilMinuteHasLeft(ms: number): Promise<void> {
-  const left = 60_000 - (Date.now() % 60_000);
-  if (left < ms) await sleep(left + 20);
 }

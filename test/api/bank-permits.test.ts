@@ -33,6 +33,7 @@ forEachEngine(t, async (t, engine) => {
         arrivalMarginMs: 200,
       },
       BANK,
+      'org_permits',
       'scheduled',
     );
 

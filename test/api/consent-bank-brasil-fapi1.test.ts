@@ -7,6 +7,7 @@ import { REDIRECT_URI, fetchWith, mtlsAgent } from '../helpers/consent-bank.js';
 import {
   authoriseBrasil,
   clientKey,
+  exchangeCode,
   registerBrasil,
   startBrasil,
   type BrasilClient,
@@ -143,11 +144,7 @@ forEachEngine(t, async (t, engine) => {
     );
 
     const trip = await authoriseBrasil(brasil, consentId);
-    const tokens = await client.authorizationCodeGrant(brasil.config, trip.callback, {
-      pkceCodeVerifier: trip.verifier,
-      expectedState: trip.state,
-      expectedNonce: trip.nonce,
-    });
+    const tokens = await exchangeCode(brasil, trip);
     t.ok(tokens.access_token, 'a signed request object at PAR goes through');
   });
 
@@ -161,11 +158,7 @@ forEachEngine(t, async (t, engine) => {
       t.ok(tokens.access_token, 'client_credentials with a PS256 client assertion');
       const consentId = await consentOf(bank, agent, brasil);
       const trip = await authoriseBrasil(brasil, consentId);
-      const granted = await client.authorizationCodeGrant(brasil.config, trip.callback, {
-        pkceCodeVerifier: trip.verifier,
-        expectedState: trip.state,
-        expectedNonce: trip.nonce,
-      });
+      const granted = await exchangeCode(brasil, trip);
       t.ok(granted.refresh_token, 'the code exchange with the assertion');
 
       // The same client without its assertion: the certificate alone does not authenticate it.
@@ -216,11 +209,7 @@ forEachEngine(t, async (t, engine) => {
       t.ok(claims.c_hash, 'c_hash covers the code');
       t.ok(claims.s_hash, 's_hash covers the state');
       t.equal(claims.nonce, trip.nonce);
-      const tokens = await client.authorizationCodeGrant(brasil.config, trip.callback, {
-        pkceCodeVerifier: trip.verifier,
-        expectedState: trip.state,
-        expectedNonce: trip.nonce,
-      });
+      const tokens = await exchangeCode(brasil, trip);
       t.ok(
         tokens.access_token,
         'the detached signature checks (c_hash, s_hash, nonce) and the code is exchanged',
@@ -232,13 +221,7 @@ forEachEngine(t, async (t, engine) => {
       fields.set('code', trip.posted!.get('code')!);
       swapped.hash = fields.toString();
       t.match(
-        await refusedWith(
-          client.authorizationCodeGrant(brasil.config, swapped, {
-            pkceCodeVerifier: again.verifier,
-            expectedState: again.state,
-            expectedNonce: again.nonce,
-          }),
-        ),
+        await refusedWith(exchangeCode(brasil, again, swapped)),
         /"c_hash" \(code hash\) claim value/,
         'a code the ID token does not cover is refused (c_hash)',
       );

@@ -2,9 +2,11 @@ import * as client from 'openid-client';
 import t from 'tap';
 import { fetch as undiciFetch } from 'undici';
 import { brasilValidator } from '../../src/open-finance/schemas.js';
+import { sandboxCustomerData } from '../../src/test-mode/sandbox-customer-data.js';
 import { forEachEngine } from '../helpers/harness.js';
 import { mtlsAgent } from '../helpers/consent-bank.js';
-import { authoriseBrasil, registerBrasil, startBrasil } from '../helpers/brasil-bank.js';
+import { authoriseBrasil, exchangeCode, registerBrasil, startBrasil } from '../helpers/brasil-bank.js';
+import { BRASIL_PERMISSIONS } from '../helpers/consent-countries.js';
 
 /*
  * The simulated Open Finance Brasil bank over real HTTP (the browser face on a stand-in appliance, the machine
@@ -13,15 +15,7 @@ import { authoriseBrasil, registerBrasil, startBrasil } from '../helpers/brasil-
  */
 
 const validate = brasilValidator();
-const PERMISSIONS = [
-  'ACCOUNTS_READ',
-  'ACCOUNTS_BALANCES_READ',
-  'ACCOUNTS_TRANSACTIONS_READ',
-  'CREDIT_CARDS_ACCOUNTS_READ',
-  'CREDIT_CARDS_ACCOUNTS_LIMITS_READ',
-  'CREDIT_CARDS_ACCOUNTS_TRANSACTIONS_READ',
-  'RESOURCES_READ',
-];
+const PERMISSIONS = BRASIL_PERMISSIONS;
 const CPF = '52998224725';
 
 forEachEngine(t, async (t, engine) => {
@@ -67,8 +61,10 @@ forEachEngine(t, async (t, engine) => {
         },
       },
     });
-  const authorise = (consentId: string, options: { cpf?: string; decision?: 'confirm' | 'abort' } = {}) =>
-    authoriseBrasil(brasil, consentId, options);
+  const authorise = (
+    consentId: string,
+    options: { cpf?: string; decision?: 'confirm' | 'abort'; scopes?: string } = {},
+  ) => authoriseBrasil(brasil, consentId, options);
 
   /** The OAuth error the (JARM) callback carries, as openid-client reads it after checking its signature. */
   const refusal = async (trip: { callback: URL; verifier: string; state: string }) => {
@@ -113,11 +109,7 @@ forEachEngine(t, async (t, engine) => {
       t.match(trip.pages[1], /529\.982\.247-25/);
       t.ok(trip.callback.searchParams.get('response'), 'the answer is a JARM JWT');
       t.notOk(trip.callback.searchParams.get('code'), 'no bare code in the URL');
-      const tokens = await client.authorizationCodeGrant(config, trip.callback, {
-        pkceCodeVerifier: trip.verifier,
-        expectedState: trip.state,
-        expectedNonce: trip.nonce,
-      });
+      const tokens = await exchangeCode(brasil, trip);
       t.match(tokens.scope, new RegExp(`consent:${consentId.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`));
       t.ok(tokens.refresh_token);
       t.ok(tokens.expires_in! <= 900);
@@ -226,6 +218,36 @@ forEachEngine(t, async (t, engine) => {
   );
 
   t.test(
+    'never authorised, deleted by the client (an abandoned trip): 204, then REJECTED by the TPP',
+    async (t) => {
+      // consents-3.3.1.yml, `consentsDeleteConsentsConsentId` ("Pedido de revogação do consentimento"): 204
+      // `204ConsentsConsentIdDeleted`; a consent already REJECTED answers 422 (the file's info, and
+      // `UnprocessableEntityDelete`'s CONSENTIMENTO_EM_STATUS_REJEITADO).
+      const created = await createConsent();
+      const consentId: string = created.body.data.consentId;
+      const deleted = await call(`/open-banking/consents/v3/consents/${consentId}`, {
+        method: 'DELETE',
+        token: await ccToken(),
+      });
+      t.equal(deleted.status, 204);
+      t.equal(deleted.body, null, 'no body');
+      const read = await call(`/open-banking/consents/v3/consents/${consentId}`, { token: await ccToken() });
+      const readOk = validate('consents-3.3.1', 'ResponseConsentRead');
+      t.ok(readOk(read.body), JSON.stringify(readOk.errors));
+      t.equal(read.body.data.status, 'REJECTED');
+      t.same(read.body.data.rejection, { rejectedBy: 'TPP', reason: { code: 'CUSTOMER_MANUALLY_REJECTED' } });
+      const again = await call(`/open-banking/consents/v3/consents/${consentId}`, {
+        method: 'DELETE',
+        token: await ccToken(),
+      });
+      t.equal(again.status, 422);
+      const againOk = validate('consents-3.3.1', 'ResponseErrorUnprocessableEntityDelete');
+      t.ok(againOk(again.body), JSON.stringify(againOk.errors));
+      t.equal(again.body.errors[0].code, 'CONSENTIMENTO_EM_STATUS_REJEITADO');
+    },
+  );
+
+  t.test(
     'refused at the bank: the consent is REJECTED by the user, and the callback says access_denied',
     async (t) => {
       const created = await createConsent();
@@ -238,6 +260,73 @@ forEachEngine(t, async (t, engine) => {
         rejectedBy: 'USER',
         reason: { code: 'CUSTOMER_MANUALLY_REJECTED' },
       });
+    },
+  );
+
+  t.test(
+    "customers 2.2.1: a person's identification, behind CUSTOMERS_PERSONAL_IDENTIFICATIONS_READ and the scope customers",
+    async (t) => {
+      const IDENTIFICATION = 'CUSTOMERS_PERSONAL_IDENTIFICATIONS_READ';
+      const lone = await createConsent(CPF, [IDENTIFICATION]);
+      t.equal(lone.status, 400, 'consents 3.3.1: the group "Dados Cadastrais PF" goes with RESOURCES_READ');
+      const created = await createConsent(CPF, [IDENTIFICATION, ...PERMISSIONS]);
+      t.equal(created.status, 201, JSON.stringify(created.body));
+      t.ok(created.body.data.permissions.includes(IDENTIFICATION), 'the bank serves the permission');
+      const consentId: string = created.body.data.consentId;
+      const trip = await authorise(consentId, {
+        scopes: 'customers accounts credit-cards-accounts resources',
+      });
+      t.match(
+        trip.pages[1],
+        /<ul><li data-group="identification">Seus dados cadastrais: nome, documentos, data de nascimento e contatos<\/li>/,
+        'the consent page lists the identification first',
+      );
+      const tokens = await exchangeCode(brasil, trip);
+      const path = '/open-banking/customers/v2/personal/identifications';
+      const read = await call(path, { token: tokens.access_token });
+      t.equal(read.status, 200, JSON.stringify(read.body));
+      t.equal(read.headers.get('x-v'), '2.2.1');
+      t.match(read.headers.get('x-fapi-interaction-id'), /^[0-9a-f-]{36}$/);
+      const [record] = read.body.data;
+      // PersonalIdentificationData's required members (customers 2.2.1), and the name the bank has on file.
+      for (const member of [
+        'updateDateTime',
+        'personalId',
+        'brandName',
+        'civilName',
+        'birthDate',
+        'documents',
+        'hasBrazilianNationality',
+        'contacts',
+        'companiesCnpj',
+      ])
+        t.ok(member in record, `${member} is there`);
+      t.match(record, {
+        civilName: sandboxCustomerData().name('11111111-1'),
+        documents: { cpfNumber: CPF },
+        birthDate: /^\d{4}-\d{2}-\d{2}$/,
+        companiesCnpj: [/^\d{14}$/],
+        contacts: { postalAddresses: [], phones: [], emails: [] },
+      });
+      t.ok(read.body.links.self.endsWith(path) && read.body.meta.requestDateTime, 'links and meta');
+      const noId = await call(path, {
+        token: tokens.access_token,
+        headers: { 'x-fapi-interaction-id': 'x' },
+      });
+      t.equal(noId.status, 400, 'x-fapi-interaction-id must be a UUID');
+
+      // The scope without the permission, and the permission without the scope: 403 either way.
+      const plain = await createConsent(CPF, PERMISSIONS);
+      const plainTrip = await authorise(plain.body.data.consentId, {
+        scopes: 'customers accounts credit-cards-accounts resources',
+      });
+      t.notMatch(plainTrip.pages[1], /dados cadastrais/, 'a consent without it does not list it');
+      const plainTokens = await exchangeCode(brasil, plainTrip);
+      t.equal((await call(path, { token: plainTokens.access_token })).status, 403, 'no permission: 403');
+      const unscoped = await createConsent(CPF, [IDENTIFICATION, ...PERMISSIONS]);
+      const unscopedTrip = await authorise(unscoped.body.data.consentId);
+      const unscopedTokens = await exchangeCode(brasil, unscopedTrip);
+      t.equal((await call(path, { token: unscopedTokens.access_token })).status, 403, 'no scope: 403');
     },
   );
 
@@ -284,11 +373,7 @@ forEachEngine(t, async (t, engine) => {
       t.equal(unserved.status, 422);
       const created = await createConsent();
       const trip = await authorise(created.body.data.consentId);
-      const tokens = await client.authorizationCodeGrant(config, trip.callback, {
-        pkceCodeVerifier: trip.verifier,
-        expectedState: trip.state,
-        expectedNonce: trip.nonce,
-      });
+      const tokens = await exchangeCode(brasil, trip);
       const wrongKind = await post(
         { data: { permissions: PERMISSIONS, loggedUser: { document: { identification: CPF, rel: 'CPF' } } } },
         tokens.access_token,

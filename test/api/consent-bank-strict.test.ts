@@ -2,7 +2,6 @@ import t from 'tap';
 import * as client from 'openid-client';
 import { fetch as undiciFetch, type Agent } from 'undici';
 import type { CustomerData } from '../../src/consent-bank/customer-data.js';
-import { issueClientCertificate } from '../../src/consent-bank/test-ca.js';
 import { sandboxCustomerData } from '../../src/test-mode/sandbox-customer-data.js';
 import { forEachEngine } from '../helpers/harness.js';
 import {
@@ -14,6 +13,7 @@ import {
   mtlsAgent,
   register,
   startBank,
+  strangerAgent,
   type BankFixture,
 } from '../helpers/consent-bank.js';
 
@@ -83,12 +83,7 @@ forEachEngine(t, async (t, engine) => {
   t.test(
     'RFC 8705 3.4: tokens are certificate-bound only for a client registered so (default false)',
     async (t) => {
-      const other = await issueClientCertificate(
-        fixture.ca,
-        'CN=someone else, O=svc sandbox, C=CL',
-        Date.now(),
-      );
-      const otherAgent = mtlsAgent(t, fixture.ca, other);
+      const otherAgent = await strangerAgent(t, fixture.ca);
       const bound = (await consent(fixture, full)).tokens!;
       t.ok((await client.tokenIntrospection(full, bound.access_token)).cnf, 'registered true: cnf.x5t#S256');
       t.equal(
@@ -238,72 +233,32 @@ forEachEngine(t, async (t, engine) => {
     'the files route and check parameters: a name the operation does not define is a 400, not an unfiltered answer',
     async (t) => {
       const tokens = (await consent(fixture, full)).tokens!;
-      const accounts = await read(fixture, agent, tokens.access_token, '/open-banking/accounts/v2/accounts');
+      const readPath = (path: string) => read(fixture, agent, tokens.access_token, path);
+      const accounts = await readPath('/open-banking/accounts/v2/accounts');
       const account = accounts.body.data[0].accountId;
-      const cards = await read(
-        fixture,
-        agent,
-        tokens.access_token,
-        '/open-banking/credit-cards-accounts/v2/accounts',
-      );
+      const cards = await readPath('/open-banking/credit-cards-accounts/v2/accounts');
       const card = cards.body.data[0].creditCardAccountId;
       const tx = `/open-banking/accounts/v2/accounts/${account}/transactions`;
       const cardTx = `/open-banking/credit-cards-accounts/v2/accounts/${card}/transactions`;
       t.equal(
-        (
-          await read(
-            fixture,
-            agent,
-            tokens.access_token,
-            `${tx}?fromTransactionDate=${day(-30)}&toTransactionDate=${day(0)}`,
-          )
-        ).status,
+        (await readPath(`${tx}?fromTransactionDate=${day(-30)}&toTransactionDate=${day(0)}`)).status,
         400,
         'card names on accounts',
       );
       t.equal(
-        (
-          await read(
-            fixture,
-            agent,
-            tokens.access_token,
-            `${cardTx}?fromBookingDate=${day(-30)}&toBookingDate=${day(0)}`,
-          )
-        ).status,
+        (await readPath(`${cardTx}?fromBookingDate=${day(-30)}&toBookingDate=${day(0)}`)).status,
         400,
         'account names on cards',
       );
+      t.equal((await readPath(`${tx}?page-size=1001`)).status, 400, 'page-size above the maximum');
       t.equal(
-        (await read(fixture, agent, tokens.access_token, `${tx}?page-size=1001`)).status,
-        400,
-        'page-size above the maximum',
-      );
-      t.equal(
-        (
-          await read(
-            fixture,
-            agent,
-            tokens.access_token,
-            `${tx}?fromBookingDate=2026-13-01&toBookingDate=2026-12-01`,
-          )
-        ).status,
+        (await readPath(`${tx}?fromBookingDate=2026-13-01&toBookingDate=2026-12-01`)).status,
         400,
         'not a date',
       );
-      t.equal(
-        (await read(fixture, agent, tokens.access_token, `${tx}?fromBookingDate=${day(-3)}`)).status,
-        400,
-        'one date without the other',
-      );
-      t.equal(
-        (await read(fixture, agent, tokens.access_token, `/open-banking/accounts/v2/nothing`)).status,
-        404,
-        'no such operation',
-      );
-      const cardWindow = await read(
-        fixture,
-        agent,
-        tokens.access_token,
+      t.equal((await readPath(`${tx}?fromBookingDate=${day(-3)}`)).status, 400, 'one date without the other');
+      t.equal((await readPath(`/open-banking/accounts/v2/nothing`)).status, 404, 'no such operation');
+      const cardWindow = await readPath(
         `${cardTx}?fromTransactionDate=${day(-60)}&toTransactionDate=${day(0)}`,
       );
       t.equal(cardWindow.status, 200, 'fromTransactionDate/toTransactionDate on cards');
@@ -315,30 +270,21 @@ forEachEngine(t, async (t, engine) => {
     'accounts 2.4.2: missing dates mean today; a future toBookingDate reaches scheduled entries (LANCAMENTO_FUTURO)',
     async (t) => {
       const tokens = (await consent(fixture, full, { rut: '12.345.678-5' })).tokens!;
-      const accounts = await read(fixture, agent, tokens.access_token, '/open-banking/accounts/v2/accounts');
+      const readPath = (path: string) => read(fixture, agent, tokens.access_token, path);
+      const accounts = await readPath('/open-banking/accounts/v2/accounts');
       const checking = accounts.body.data.find(
         (a: { type: string }) => a.type === 'CONTA_DEPOSITO_A_VISTA',
       ).accountId;
       const tx = `/open-banking/accounts/v2/accounts/${checking}/transactions?page-size=1000`;
-      const undated = await read(fixture, agent, tokens.access_token, tx);
-      const today = await read(
-        fixture,
-        agent,
-        tokens.access_token,
-        `${tx}&fromBookingDate=${day(0)}&toBookingDate=${day(0)}`,
-      );
+      const undated = await readPath(tx);
+      const today = await readPath(`${tx}&fromBookingDate=${day(0)}&toBookingDate=${day(0)}`);
       t.equal(undated.status, 200);
       t.same(
         undated.body.data.map((e: { transactionId: string }) => e.transactionId),
         today.body.data.map((e: { transactionId: string }) => e.transactionId),
         'undated is today',
       );
-      const ahead = await read(
-        fixture,
-        agent,
-        tokens.access_token,
-        `${tx}&fromBookingDate=${day(1)}&toBookingDate=${day(40)}`,
-      );
+      const ahead = await readPath(`${tx}&fromBookingDate=${day(1)}&toBookingDate=${day(40)}`);
       t.equal(ahead.status, 200);
       const scheduled = ahead.body.data.filter(
         (e: { completedAuthorisedPaymentType: string }) =>
@@ -346,12 +292,7 @@ forEachEngine(t, async (t, engine) => {
       );
       t.ok(scheduled.length > 0, 'scheduled entries in the next 40 days');
       t.equal(scheduled.length, ahead.body.data.length, 'every entry ahead is scheduled');
-      const past = await read(
-        fixture,
-        agent,
-        tokens.access_token,
-        `${tx}&fromBookingDate=${day(-40)}&toBookingDate=${day(-1)}`,
-      );
+      const past = await readPath(`${tx}&fromBookingDate=${day(-40)}&toBookingDate=${day(-1)}`);
       t.notOk(
         past.body.data.some(
           (e: { completedAuthorisedPaymentType: string }) =>

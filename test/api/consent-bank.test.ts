@@ -2,6 +2,7 @@ import t from 'tap';
 import * as client from 'openid-client';
 import { fetch as undiciFetch } from 'undici';
 import { openFinanceValidator } from '../../src/open-finance/schemas.js';
+import { sandboxCustomerData } from '../../src/test-mode/sandbox-customer-data.js';
 import { forEachEngine } from '../helpers/harness.js';
 import {
   ALL_ACTIONS,
@@ -42,6 +43,28 @@ forEachEngine(t, async (t, engine) => {
     t.equal(body.authorization_response_iss_parameter_supported, true);
     t.equal(body.authorization_endpoint, `${fixture.bank.issuer}/auth`);
   });
+
+  t.test(
+    "the customer's name in the ID token when the claims parameter asks for it (OpenID Connect Core §5.1, §5.5)",
+    async (t) => {
+      const config = await register(fixture, agent);
+      const expected = sandboxCustomerData().name('11111111-1');
+      const asked = await consent(fixture, config, { claims: JSON.stringify({ id_token: { name: null } }) });
+      t.match(
+        asked.pages[1],
+        /<ul><li data-covers="name">Tu nombre, como lo tiene registrado el banco<\/li><li data-covers="accounts">/,
+        'the consent page lists the name first',
+      );
+      t.equal(asked.tokens!.claims()?.name, expected, 'the ID token names the customer');
+      const refreshed = await client.refreshTokenGrant(config, asked.tokens!.refresh_token!);
+      t.equal(refreshed.claims()?.name, expected, "and so does a refresh's (§12.2)");
+      const plain = await consent(fixture, config);
+      t.notMatch(plain.pages[1], /data-covers="name"/, 'not asked: not listed');
+      t.equal(plain.tokens!.claims()?.name, undefined, 'nor given');
+      const response = await fetch(`${fixture.bank.issuer}/.well-known/openid-configuration`);
+      t.equal(((await response.json()) as Record<string, unknown>).claims_parameter_supported, true);
+    },
+  );
 
   t.test('a client registers, gets consent, and reads accounts that match the schemas', async (t) => {
     const config = await register(fixture, agent);

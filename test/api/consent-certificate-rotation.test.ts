@@ -2,7 +2,7 @@ import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import t, { type Test } from 'tap';
 import { fetch as undiciFetch } from 'undici';
-import { ManualClock } from '../../src/clock/clock.js';
+
 import { ApiError } from '../../src/errors/api-error.js';
 import {
   rotateCertificate,
@@ -19,15 +19,8 @@ import {
 import { tokenBinding } from '../../src/banks/consent/token-binding.js';
 import { issueClientCertificate, subjectDnOf, type KeyAndCert } from '../../src/consent-bank/test-ca.js';
 import { findGrantRow, openGrant } from '../../src/links/consent/grants.js';
-import { consentLink, mtlsAgent, registerApp, startBank } from '../helpers/consent-bank.js';
-import {
-  createTenant,
-  forEachEngine,
-  runSyncs,
-  setTimeLimit,
-  startTestApp,
-  type TestApp,
-} from '../helpers/harness.js';
+import { appBesideBank, consentLink, mtlsAgent } from '../helpers/consent-bank.js';
+import { forEachEngine, runSyncs, setTimeLimit, type TestApp } from '../helpers/harness.js';
 import { makePki } from '../helpers/oidc-stub.js';
 
 /*
@@ -42,11 +35,8 @@ setTimeLimit(t, 240_000);
 const RUTS = ['11.111.111-1', '12.345.678-5'];
 
 forEachEngine(t, async (t, engine) => {
-  const fixture = await startBank(t, engine);
   // The bank runs on the real clock; the app's starts there too, so the sync windows and token lives agree.
-  const app = await startTestApp(t, engine, { clock: new ManualClock(Date.now()) });
-  const tenant = await createTenant(app);
-  const registration = await registerApp(fixture, app);
+  const { fixture, app, tenant, registration } = await appBesideBank(t, engine);
   const { ca } = fixture;
   const context = { db: app.db, secrets: app.services.secrets, now: () => app.clock.now() };
   const rotate = (identity: KeyAndCert, patch: Partial<RotationInput> = {}) =>
@@ -76,6 +66,13 @@ forEachEngine(t, async (t, engine) => {
     links.push((await consentLink(fixture, app, registration, tenant.orgId, rut)).linkId);
   t.equal(await runSyncs(app), 2, 'both links synced before any rotation');
   for (const id of links) t.equal((await linkRow(app, id)).last_error_code, null);
+  /** A minute on, a full sync of both links again: both run, and neither ends in an error. */
+  const syncAgain = async (t: Test, said: string) => {
+    app.clock.advance(60_000);
+    await enqueueFullSyncs(app, links);
+    t.equal(await runSyncs(app), 2);
+    for (const id of links) t.equal((await linkRow(app, id)).last_error_code, null, said);
+  };
 
   t.test(
     'refused before any call: a bad certificate or key, the same certificate, no RFC 7592',
@@ -254,10 +251,7 @@ forEachEngine(t, async (t, engine) => {
       const again = await rotate(third);
       t.equal(again.outcome, 'rotated', JSON.stringify(again.steps));
       t.equal((await stored()).client_id, before.client_id);
-      app.clock.advance(60_000);
-      await enqueueFullSyncs(app, links);
-      t.equal(await runSyncs(app), 2);
-      for (const id of links) t.equal((await linkRow(app, id)).last_error_code, null, 'and they sync again');
+      await syncAgain(t, 'and they sync again');
     },
   );
 
@@ -306,10 +300,7 @@ forEachEngine(t, async (t, engine) => {
         },
       );
 
-      app.clock.advance(60_000);
-      await enqueueFullSyncs(app, links);
-      t.equal(await runSyncs(app), 2);
-      for (const id of links) t.equal((await linkRow(app, id)).last_error_code, null, 'links still sync');
+      await syncAgain(t, 'links still sync');
     },
   );
 

@@ -7,7 +7,33 @@ import {
   startTestApp,
   tableCounts,
   RAISED_LIMITS,
+  type TestApp,
 } from '../helpers/harness.js';
+
+/**
+ * A live consent client for `bankId` with nothing usable behind it (no key, an empty certificate): what the
+ * institutions list asks is only whether one is registered.
+ */
+function registerPlaceholder(app: TestApp, id: string, bankId: string, clientId: string): Promise<void> {
+  return app.db.transaction((trx) =>
+    saveRegistration(trx, {
+      id,
+      bank_id: bankId,
+      mode: 'live',
+      issuer: 'https://bank.example',
+      api_base: 'https://api.bank.example/open-banking',
+      client_id: clientId,
+      registration_access_token_sealed: null,
+      registration_client_uri: null,
+      private_key_sealed: app.services.secrets.seal('not a key', id),
+      certificate_pem: '-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n',
+      server_ca_pem: null,
+      registration: '{}',
+      registered_at: app.clock.now(),
+      updated_at: app.clock.now(),
+    }),
+  );
+}
 
 /*
  * Consent institutions (docs/open-finance.md): the consent sandbox in test mode, a bank with a registered
@@ -42,24 +68,7 @@ forEachEngine(t, async (t, engine) => {
   t.test('live mode: a bank connects by consent once a consent client is registered', async (t) => {
     const before = (await app.request('GET', '/v1/institutions', { key: skLive })).body;
     t.equal(before.length, 0, 'no gateway, no registration: nothing to link in live mode');
-    await app.db.transaction((trx) =>
-      saveRegistration(trx, {
-        id: 'cc_0123456789abcdef',
-        bank_id: 'bci',
-        mode: 'live',
-        issuer: 'https://bank.example',
-        api_base: 'https://api.bank.example/open-banking',
-        client_id: 'client-1',
-        registration_access_token_sealed: null,
-        registration_client_uri: null,
-        private_key_sealed: app.services.secrets.seal('not a key', 'cc_0123456789abcdef'),
-        certificate_pem: '-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n',
-        server_ca_pem: null,
-        registration: '{}',
-        registered_at: app.clock.now(),
-        updated_at: app.clock.now(),
-      }),
-    );
+    await registerPlaceholder(app, 'cc_0123456789abcdef', 'bci', 'client-1');
     const after = (await app.request('GET', '/v1/institutions', { key: skLive })).body;
     t.same(
       after.map((i: { id: string }) => i.id),
@@ -127,24 +136,7 @@ forEachEngine(t, async (t, engine) => {
 
   t.test('unlisted until registered, then listed by consent with its own profile', async (t) => {
     t.notOk((await listed()).includes('bancobrasilia'), 'no consent client yet: nowhere to start a link');
-    await app.db.transaction((trx) =>
-      saveRegistration(trx, {
-        id: 'cc_00000000000000b1',
-        bank_id: 'bancobrasilia',
-        mode: 'live',
-        issuer: 'https://bank.example',
-        api_base: 'https://api.bank.example/open-banking',
-        client_id: 'client-br',
-        registration_access_token_sealed: null,
-        registration_client_uri: null,
-        private_key_sealed: app.services.secrets.seal('not a key', 'cc_00000000000000b1'),
-        certificate_pem: '-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n',
-        server_ca_pem: null,
-        registration: '{}',
-        registered_at: app.clock.now(),
-        updated_at: app.clock.now(),
-      }),
-    );
+    await registerPlaceholder(app, 'cc_00000000000000b1', 'bancobrasilia', 'client-br');
     const all = (await app.request('GET', '/v1/institutions', { key: skLive })).body;
     t.same(
       all.map((i: { id: string }) => i.id),

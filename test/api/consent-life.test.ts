@@ -1,11 +1,11 @@
 import t from 'tap';
-import { ManualClock } from '../../src/clock/clock.js';
+
 import { consentStatus } from '../../src/links/consent/consent-life.js';
 import type { LinkInspection } from '../../src/inspect/inspect.js';
 import { runConsentExpiry } from '../../src/scheduler/consent-expiry.js';
-import { consentLink, registerApp, startBank } from '../helpers/consent-bank.js';
+import { appBesideBank, consentLink } from '../helpers/consent-bank.js';
 import { runCliJson } from '../helpers/cli.js';
-import { createTenant, forEachEngine, linkBody, runSyncs, startTestApp } from '../helpers/harness.js';
+import { forEachEngine, linkBody, runSyncs } from '../helpers/harness.js';
 
 /*
  * A consent's life on its link (issue 31, item 1): the link says when its consent ends and whether the end
@@ -49,10 +49,7 @@ t.test('the status: revoked first, then the date, expiring within the warning da
 });
 
 forEachEngine(t, async (t, engine) => {
-  const fixture = await startBank(t, engine);
-  const app = await startTestApp(t, engine, { clock: new ManualClock(Date.now()) });
-  const tenant = await createTenant(app);
-  const registration = await registerApp(fixture, app);
+  const { fixture, app, tenant, registration } = await appBesideBank(t, engine);
   const key = tenant.keys.sk_test.secret;
   const getLink = async (id: string) => (await app.request('GET', `/v1/links/${id}`, { key })).body;
   const events = async (type: string, linkId: string) =>
@@ -82,19 +79,17 @@ forEachEngine(t, async (t, engine) => {
     t.equal(list.body.find((l: { id: string }) => l.id === created.body.id).consent, null);
   });
 
-  t.test('active, expiring, expired: the link, its events (once each) and inspect', async (t) => {
+  /** A consent link of `rut` whose consent ends `ms` from now, on a whole second. */
+  const endingIn = async (ms: number, rut: string) => {
     // Whole seconds: the bank keeps validTo as given, and the API answers it in ISO with milliseconds.
-    const ends = Math.floor((app.clock.now() + 30 * DAY) / 1000) * 1000;
+    const ends = Math.floor((app.clock.now() + ms) / 1000) * 1000;
     const endsIso = new Date(ends).toISOString();
-    const { linkId } = await consentLink(
-      fixture,
-      app,
-      registration,
-      tenant.orgId,
-      '11.111.111-1',
-      undefined,
-      endsIso,
-    );
+    const made = await consentLink(fixture, app, registration, tenant.orgId, rut, undefined, endsIso);
+    return { linkId: made.linkId, ends, endsIso };
+  };
+
+  t.test('active, expiring, expired: the link, its events (once each) and inspect', async (t) => {
+    const { linkId, ends, endsIso } = await endingIn(30 * DAY, '11.111.111-1');
     await runSyncs(app);
 
     const fresh = await getLink(linkId);
@@ -171,17 +166,7 @@ forEachEngine(t, async (t, engine) => {
   });
 
   t.test('the sandbox fires a consent warning about a consent link, with its end', async (t) => {
-    const ends = Math.floor((app.clock.now() + 90 * DAY) / 1000) * 1000;
-    const endsIso = new Date(ends).toISOString();
-    const { linkId } = await consentLink(
-      fixture,
-      app,
-      registration,
-      tenant.orgId,
-      '12.345.678-5',
-      undefined,
-      endsIso,
-    );
+    const { linkId, endsIso } = await endingIn(90 * DAY, '12.345.678-5');
     const fire = (type: string) =>
       app.request('POST', '/v1/sandbox/events/fire', { key, body: { type, link_id: linkId } });
     const warning = await fire('link.consent_expiring');

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { ManualClock } from '../../src/clock/clock.js';
+
 import { endingConsentsInBulk } from '../../src/banks/health.js';
 import type { CallKind } from '../../src/consent-bank/consent-bank.js';
 import { enqueueSync } from '../../src/jobs/jobs.js';
@@ -8,17 +8,9 @@ import { consentView } from '../../src/links/consent/consent-life.js';
 import { syncFailed } from '../../src/links/link-states.js';
 import type { LinkRow } from '../../src/links/store.js';
 import { findGrantRow, openGrant, saveGrantTokens } from '../../src/links/consent/grants.js';
-import { consentLink, grantsAtBank, mtlsAgent, registerApp, startBank } from '../helpers/consent-bank.js';
+import { appBesideBank, consentLink, grantsAtBank, mtlsAgent } from '../helpers/consent-bank.js';
 import { runCli } from '../helpers/cli.js';
-import {
-  createTenant,
-  forEachEngine,
-  runSyncs,
-  schedulerTick,
-  setTimeLimit,
-  startTestApp,
-  type TestApp,
-} from '../helpers/harness.js';
+import { forEachEngine, runSyncs, schedulerTick, setTimeLimit, type TestApp } from '../helpers/harness.js';
 
 /*
  * A consent the bank ended (issue 31, item 3): revoked at the bank, or every grant gone at once. The link
@@ -47,11 +39,8 @@ t.test(
 );
 
 forEachEngine(t, async (t, engine) => {
-  const fixture = await startBank(t, engine);
-  // The bank runs on the real clock; the app's starts there too, so sync windows and token lives agree.
-  const app = await startTestApp(t, engine, { clock: new ManualClock(Date.now()) });
-  const tenant = await createTenant(app);
-  const registration = await registerApp(fixture, app);
+  // The bank runs on the real clock; the app's starts there too, so the sync windows and token lives agree.
+  const { fixture, app, tenant, registration } = await appBesideBank(t, engine);
   const agent = mtlsAgent(t, fixture.ca);
   const grants = grantsAtBank(fixture, app, agent);
   const interval = app.config.scheduler.syncIntervalMinutes * 60_000;

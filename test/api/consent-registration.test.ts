@@ -12,6 +12,7 @@ import { certificateFacts } from '../../src/banks/consent/certificates.js';
 import { institutionsOf } from '../../src/banks/institutions.js';
 import { forEachEngine, startTestApp, tableCounts } from '../helpers/harness.js';
 import { startOidcStub } from '../helpers/oidc-stub.js';
+import { ANDINO } from '../helpers/operator-institution.js';
 
 /*
  * `svc banks register`'s service: discovery and Dynamic Client Registration over mutual TLS against an
@@ -123,26 +124,7 @@ forEachEngine(t, async (t, engine) => {
   });
 
   t.test('an institution the operator added registers like a built-in bank', async (t) => {
-    const institutions = institutionsOf({
-      banks: {
-        institutions: [
-          {
-            id: 'bancoandino',
-            name: 'Banco Andino',
-            country: 'CL',
-            connection: 'consent',
-            profile: {
-              security: 'fapi2-cl',
-              data: ['ob-br-accounts-2'],
-              covers: ['accounts'],
-              maxDurationMonths: 12,
-            },
-            products: ['movements'],
-            holderTypes: ['individual'],
-          },
-        ],
-      },
-    });
+    const institutions = institutionsOf({ banks: { institutions: [ANDINO] } });
     await refused(t, { bankId: 'bancoandino' }, /bank/, /Unknown bank 'bancoandino'/);
     const row = await registerWithBank(
       await input({ bankId: 'bancoandino', mode: 'live' }),

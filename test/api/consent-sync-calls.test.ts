@@ -1,19 +1,15 @@
 import t from 'tap';
-import { ManualClock } from '../../src/clock/clock.js';
-import { callName } from '../../src/consent-bank/bank-shell.js';
+
 import type { CustomerAccount, CustomerData, CustomerEntry } from '../../src/consent-bank/customer-data.js';
-import { enqueueSync, insertJobs, syncJob } from '../../src/jobs/jobs.js';
+import { enqueueSync } from '../../src/jobs/jobs.js';
 import { sandboxCustomerData } from '../../src/test-mode/sandbox-customer-data.js';
-import { consentLink, registerApp, startBank } from '../helpers/consent-bank.js';
 import {
-  createTenant,
-  forEachEngine,
-  runSyncs,
-  setTimeLimit,
-  startTestApp,
-  type TestApp,
-  type TestTenant,
-} from '../helpers/harness.js';
+  appBesideBank,
+  callsDuring,
+  consentLink,
+  scheduledSync as scheduledSyncOf,
+} from '../helpers/consent-bank.js';
+import { forEachEngine, runSyncs, setTimeLimit, type TestApp, type TestTenant } from '../helpers/harness.js';
 
 /*
  * Issue 43, item 1: what a consent link's sync costs the bank, counted at the simulated bank's own call log
@@ -33,6 +29,10 @@ class ChangingData implements CustomerData {
   private readonly base = sandboxCustomerData();
   readonly closed = new Set<string>();
   readonly added = new Map<string, CustomerEntry[]>();
+
+  name(customer: string): string | null {
+    return this.base.name(customer);
+  }
 
   accounts(customer: string, now: number): CustomerAccount[] {
     return this.base.accounts(customer, now).filter((account) => !this.closed.has(account.id));
@@ -78,21 +78,11 @@ class ChangingData implements CustomerData {
 
 forEachEngine(t, async (t, engine) => {
   const data = new ChangingData();
-  const fixture = await startBank(t, engine, { data });
-  const app = await startTestApp(t, engine, { clock: new ManualClock(Date.now()) });
-  const tenant = await createTenant(app);
-  const registration = await registerApp(fixture, app);
+  const { fixture, app, tenant, registration } = await appBesideBank(t, engine, { data });
   const interval = app.config.scheduler.syncIntervalMinutes * 60_000;
 
   /** The calls the bank received while `run` ran, by name (`callName`). */
-  const callsOf = async (run: () => Promise<unknown>): Promise<Record<string, number>> => {
-    const from = fixture.bank.callLog().length;
-    await run();
-    const byName: Record<string, number> = {};
-    for (const call of fixture.bank.callLog().slice(from))
-      byName[callName(call.path)] = (byName[callName(call.path)] ?? 0) + 1;
-    return byName;
-  };
+  const callsOf = (run: () => Promise<unknown>) => callsDuring(fixture.bank, run);
   const total = (calls: Record<string, number>) => Object.values(calls).reduce((a, b) => a + b, 0);
   /**
    * The link's next scheduled sync: the clock moves one interval (or `hours`) on and the job the scheduler's
@@ -101,16 +91,7 @@ forEachEngine(t, async (t, engine) => {
   const scheduledSync = (linkId: string, hours?: number) =>
     callsOf(async () => {
       app.clock.advance(hours === undefined ? interval + 60_000 : hours * HOUR);
-      await app.db.transaction((trx) =>
-        insertJobs(trx, [
-          syncJob(
-            { id: linkId, org_id: tenant.orgId },
-            { refresh_type: 'scheduled', interactive: false },
-            app.clock.now(),
-          ),
-        ]),
-      );
-      t.equal(await runSyncs(app), 1, 'one scheduled sync');
+      await scheduledSyncOf(t, app, linkId, tenant.orgId);
     });
 
   t.test('a steady-state scheduled sync costs at most A + 1 calls; the first reads everything', async (t) => {

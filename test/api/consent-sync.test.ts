@@ -1,19 +1,11 @@
 import t, { type Test } from 'tap';
-import { ManualClock } from '../../src/clock/clock.js';
+
 import type { UserFaults } from '../../src/consent-bank/faults.js';
 import { inspectLink } from '../../src/inspect/inspect.js';
 import { consentView } from '../../src/links/consent/consent-life.js';
 import { findGrantRow, openGrant, saveGrantTokens } from '../../src/links/consent/grants.js';
-import { consentLink, registerApp, startBank } from '../helpers/consent-bank.js';
-import {
-  createTenant,
-  forEachEngine,
-  runSyncs,
-  setTimeLimit,
-  startTestApp,
-  type TestApp,
-  type TestTenant,
-} from '../helpers/harness.js';
+import { appBesideBank, consentLink } from '../helpers/consent-bank.js';
+import { forEachEngine, runSyncs, setTimeLimit, type TestApp, type TestTenant } from '../helpers/harness.js';
 
 /*
  * A consent link syncs through the simulated bank's resource API, over real mTLS on loopback, as a
@@ -25,11 +17,8 @@ import {
 setTimeLimit(t, 240_000);
 
 forEachEngine(t, async (t, engine) => {
-  const fixture = await startBank(t, engine);
   // The bank runs on the real clock; the app's starts there too, so the sync windows and token lives agree.
-  const app = await startTestApp(t, engine, { clock: new ManualClock(Date.now()) });
-  const tenant = await createTenant(app);
-  const registration = await registerApp(fixture, app);
+  const { fixture, app, tenant, registration } = await appBesideBank(t, engine);
 
   const consentLinkOf = (rut: string, actions?: string[]) =>
     consentLink(fixture, app, registration, tenant.orgId, rut, actions).then((made) => made.linkId);

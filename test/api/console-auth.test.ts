@@ -1,11 +1,12 @@
 import t from 'tap';
-import { inviteConsoleUser, disableConsoleUser, resetConsoleUser } from '../../src/console/users.js';
+import { disableConsoleUser, resetConsoleUser } from '../../src/console/users.js';
 import { ATTEMPT_BUDGETS, ATTEMPT_WINDOW_MS } from '../../src/console/sign-in-attempts.js';
 import { KNOWN_DEVICE_COOKIE } from '../../src/console/known-device.js';
 import {
   consolePage as page,
   cookieFrom,
   csrfOf,
+  invite,
   sessionFrom,
   type ConsolePage,
 } from '../helpers/console.js';
@@ -26,22 +27,15 @@ const PASSWORD = 'correct horse battery staple';
 forEachEngine(t, async (t, engine) => {
   const app = await startTestApp(t, engine);
   const tenant = await createTenant(app);
-  const invite = (email: string) =>
-    app.db.transaction((trx) =>
-      inviteConsoleUser(trx, {
-        email,
-        role: 'admin',
-        orgId: tenant.orgId,
-        actor: 'cli:test',
-        now: app.clock.now(),
-      }),
-    );
-
-  const { user, token } = await invite('Ana@Lender.cl');
+  const { user, token } = await invite(app, tenant.orgId, 'Ana@Lender.cl');
   const home = `/console/o/${tenant.orgId}/test`;
   t.equal(user.email, 'ana@lender.cl', 'emails are kept in lower case');
 
   let cookie = '';
+  /** Ana signing in with her password, from `from` (an address of its own) with the browser's `cookie`. */
+  const ownerSignIn = (options: { from?: string; cookie?: string } = {}) =>
+    page(app, 'POST', '/console/login', { ...options, form: { email: 'ana@lender.cl', password: PASSWORD } });
+
   await t.test('an invitation link sets the password and signs in', async (t) => {
     const form = await page(app, 'GET', `/console/accept/${token}`);
     t.equal(form.status, 200);
@@ -133,9 +127,7 @@ forEachEngine(t, async (t, engine) => {
     app.clock.advance(16 * 60_000);
     const expired = await page(app, 'GET', home, { cookie });
     t.equal(expired.status, 303, 'a session past its 15 minutes');
-    const signedIn = await page(app, 'POST', '/console/login', {
-      form: { email: 'ana@lender.cl', password: PASSWORD },
-    });
+    const signedIn = await ownerSignIn();
     t.equal(signedIn.status, 303);
     cookie = sessionFrom(signedIn)!;
     app.clock.advance(10 * 60_000);
@@ -228,10 +220,7 @@ forEachEngine(t, async (t, engine) => {
 
   await t.test('a burst of guesses counts in full; the owner’s own browser still signs in', async (t) => {
     nextWindow();
-    const owner = await page(app, 'POST', '/console/login', {
-      from: '127.0.0.3',
-      form: { email: 'ana@lender.cl', password: PASSWORD },
-    });
+    const owner = await ownerSignIn({ from: '127.0.0.3' });
     t.equal(owner.status, 303, 'the owner signs in');
     const device = cookieFrom(owner, KNOWN_DEVICE_COOKIE);
     t.ok(device, 'and the browser is known from now on');
@@ -254,29 +243,16 @@ forEachEngine(t, async (t, engine) => {
     t.ok(Number(refused.headers.get('retry-after')) > 0, 'saying when to come back');
     t.match(refused.text, 'Too many sign-in attempts');
 
-    const rightPassword = await page(app, 'POST', '/console/login', {
-      from: '127.0.0.2',
-      form: { email: 'ana@lender.cl', password: PASSWORD },
-    });
+    const rightPassword = await ownerSignIn({ from: '127.0.0.2' });
     t.equal(rightPassword.status, 429, 'the right password from the guessing side is refused too');
     t.equal(sessionFrom(rightPassword), null);
 
-    const knownBrowser = await page(app, 'POST', '/console/login', {
-      from: '127.0.0.3',
-      cookie: device!,
-      form: { email: 'ana@lender.cl', password: PASSWORD },
-    });
+    const knownBrowser = await ownerSignIn({ from: '127.0.0.3', cookie: device! });
     t.equal(knownBrowser.status, 303, 'the owner’s browser signs in: nothing locks the account');
-    const newBrowser = await page(app, 'POST', '/console/login', {
-      from: '127.0.0.3',
-      form: { email: 'ana@lender.cl', password: PASSWORD },
-    });
+    const newBrowser = await ownerSignIn({ from: '127.0.0.3' });
     t.equal(newBrowser.status, 429, 'a browser the owner never used waits for the window to end');
     nextWindow();
-    const later = await page(app, 'POST', '/console/login', {
-      from: '127.0.0.3',
-      form: { email: 'ana@lender.cl', password: PASSWORD },
-    });
+    const later = await ownerSignIn({ from: '127.0.0.3' });
     t.equal(later.status, 303, 'then it signs in');
     cookie = sessionFrom(later)!;
   });
@@ -341,10 +317,7 @@ forEachEngine(t, async (t, engine) => {
       `at most ${ATTEMPT_BUDGETS.address} of ${guesses.length} were checked (${JSON.stringify(counts)})`,
     );
     t.equal((counts[401] ?? 0) + (counts[429] ?? 0), guesses.length, 'the others were refused with 429');
-    const owner = await page(app, 'POST', '/console/login', {
-      from: '127.0.0.8',
-      form: { email: 'ana@lender.cl', password: PASSWORD },
-    });
+    const owner = await ownerSignIn({ from: '127.0.0.8' });
     t.equal(owner.status, 303, 'another address is not slowed down by it');
     cookie = sessionFrom(owner)!;
   });

@@ -1,6 +1,6 @@
 import t from 'tap';
-import { signedIn } from '../helpers/console.js';
-import { createTenant, forEachEngine, linkBody, startTestApp } from '../helpers/harness.js';
+import { signedIn, tenantWithHiddenCharacters } from '../helpers/console.js';
+import { forEachEngine, startTestApp } from '../helpers/harness.js';
 
 /*
  * Issue 44, item 6: the console shows a tenant's control, bidi and zero-width characters visibly, as the CLI
@@ -25,26 +25,10 @@ const unescapeHtml = (text: string) =>
 
 forEachEngine(t, async (t, engine) => {
   const app = await startTestApp(t, engine);
-  const tenant = await createTenant(app);
-  const sk = tenant.keys.sk_test.secret;
-  await app.db
-    .knex('organisations')
-    .where({ id: tenant.orgId })
-    .update({ name: `Lender ${RLO}exe.gpj` });
-  const link = await app.request('POST', '/v1/links', {
-    key: sk,
-    body: linkBody({ external_user_id: `cust${RLO}1147-remotsuc\u200b\u0007` }),
+  const { tenant, linkId, hookId } = await tenantWithHiddenCharacters(t, app, {
+    externalUserId: `cust${RLO}1147-remotsuc\u200b\u0007`,
+    description: `payroll ${RLO}\u2066kooh\u2069 \ufeffdone`,
   });
-  t.equal(link.status, 200, link.text);
-  const hook = await app.request('POST', '/v1/webhook_endpoints', {
-    key: sk,
-    body: {
-      url: 'http://127.0.0.1:9/hook',
-      enabled_events: ['*'],
-      description: `payroll ${RLO}\u2066kooh\u2069 \ufeffdone`,
-    },
-  });
-  t.equal(hook.status, 200, hook.text);
   const operator = await signedIn(app, 'operator', null, 'ops@lender.cl');
   const base = `/console/o/${tenant.orgId}/test`;
 
@@ -52,8 +36,8 @@ forEachEngine(t, async (t, engine) => {
     ['the organisations', '/console/orgs', ['Lender \\u202eexe.gpj']],
     ['the overview', base, ['Lender \\u202eexe.gpj']],
     ['the links', `${base}/links`, ['cust\\u202e1147-remotsuc\\u200b\\u0007']],
-    ['the link', `${base}/links/${link.body.id}`, ['cust\\u202e1147-remotsuc\\u200b\\u0007']],
-    ['the endpoint', `${base}/webhooks/${hook.body.id}`, ['payroll \\u202e\\u2066kooh\\u2069 \\ufeffdone']],
+    ['the link', `${base}/links/${linkId}`, ['cust\\u202e1147-remotsuc\\u200b\\u0007']],
+    ['the endpoint', `${base}/webhooks/${hookId}`, ['payroll \\u202e\\u2066kooh\\u2069 \\ufeffdone']],
   ];
   for (const [name, path, shown] of pages) {
     const page = await operator('GET', path);
@@ -65,7 +49,7 @@ forEachEngine(t, async (t, engine) => {
     t.equal(raw, null, `${name}: no raw control, bidi or zero-width character in its text`);
   }
 
-  const endpoint = await operator('GET', `${base}/webhooks/${hook.body.id}`);
+  const endpoint = await operator('GET', `${base}/webhooks/${hookId}`);
   t.match(
     endpoint.text,
     `value="payroll ${RLO}\u2066kooh\u2069 \ufeffdone"`,
@@ -79,10 +63,10 @@ forEachEngine(t, async (t, engine) => {
       .map(([, name, value]) => [name!, unescapeHtml(value!)]),
   );
   t.equal(fields.description, `payroll ${RLO}\u2066kooh\u2069 \ufeffdone`);
-  const saved = await operator('POST', `${base}/webhooks/${hook.body.id}`, fields);
+  const saved = await operator('POST', `${base}/webhooks/${hookId}`, fields);
   t.equal(saved.status, 200, 'the form sent back as shown is accepted');
   t.match(saved.text, 'There was nothing to change.', 'and changes nothing');
-  const stored = await app.db.knex('webhook_endpoints').where({ id: hook.body.id }).first();
+  const stored = await app.db.knex('webhook_endpoints').where({ id: hookId }).first();
   t.equal(
     stored.description,
     `payroll ${RLO}\u2066kooh\u2069 \ufeffdone`,

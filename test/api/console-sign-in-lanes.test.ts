@@ -1,10 +1,16 @@
 import t from 'tap';
 import { pino } from 'pino';
-import { inviteConsoleUser, setPasswordWithToken } from '../../src/console/users.js';
+import { setPasswordWithToken } from '../../src/console/users.js';
 import { ATTEMPT_BUDGETS, ATTEMPT_WINDOW_MS } from '../../src/console/sign-in-attempts.js';
 import { KNOWN_DEVICE_COOKIE } from '../../src/console/known-device.js';
 import { MAX_WAITING } from '../../src/console/passwords.js';
-import { consolePage as page, cookieFrom, preSessionToken, type ConsolePage } from '../helpers/console.js';
+import {
+  consolePage as page,
+  cookieFrom,
+  invite,
+  preSessionToken,
+  type ConsolePage,
+} from '../helpers/console.js';
 import { createTenant, forEachEngine, setTimeLimit, startTestApp, type TestApp } from '../helpers/harness.js';
 
 /*
@@ -23,15 +29,7 @@ const PROXY = '127.0.0.9';
 async function users(app: TestApp) {
   const tenant = await createTenant(app);
   const make = async (email: string) => {
-    const { token } = await app.db.transaction((trx) =>
-      inviteConsoleUser(trx, {
-        email,
-        role: 'admin',
-        orgId: tenant.orgId,
-        actor: 'cli:test',
-        now: app.clock.now(),
-      }),
-    );
+    const { token } = await invite(app, tenant.orgId, email);
     await app.db.transaction((trx) => setPasswordWithToken(trx, token, PASSWORD, app.clock.now()));
     return email;
   };

@@ -2,7 +2,7 @@ import { Writable } from 'node:stream';
 import t from 'tap';
 import { createLogger } from '../../src/logging/logger.js';
 import { base32Decode, hotp, totpCode, totpStep, TOTP_STEP_MS } from '../../src/console/totp.js';
-import { inviteConsoleUser, resetConsoleUser } from '../../src/console/users.js';
+import { resetConsoleUser } from '../../src/console/users.js';
 import { SESSION_MAX_AGE_MS } from '../../src/console/session-token.js';
 import {
   ATTEMPT_BUDGETS,
@@ -10,7 +10,7 @@ import {
   ATTEMPTS_KEY_LABEL,
   attemptsOf,
 } from '../../src/console/sign-in-attempts.js';
-import { consolePage as page, csrfOf, sessionFrom } from '../helpers/console.js';
+import { consolePage as page, csrfOf, invite, sessionFrom } from '../helpers/console.js';
 import { createTenant, dumpTables, forEachEngine, startTestApp } from '../helpers/harness.js';
 
 /*
@@ -53,15 +53,7 @@ forEachEngine(t, async (t, engine) => {
   });
   const app = await startTestApp(t, engine, { logger });
   const tenant = await createTenant(app);
-  const { user, token } = await app.db.transaction((trx) =>
-    inviteConsoleUser(trx, {
-      email: 'ana@lender.cl',
-      role: 'admin',
-      orgId: tenant.orgId,
-      actor: 'cli:test',
-      now: app.clock.now(),
-    }),
-  );
+  const { user, token } = await invite(app, tenant.orgId);
   const accepted = await page(app, 'POST', `/console/accept/${token}`, {
     form: { password: PASSWORD, confirm: PASSWORD },
   });

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { inviteConsoleUser, setPasswordWithToken, type ConsoleRole } from '../../src/console/users.js';
+import type { ConsoleRole } from '../../src/console/users.js';
 import { Dispatcher } from '../../src/webhooks/dispatch/dispatcher.js';
 import {
   createTenant,
@@ -13,7 +13,7 @@ import {
   type TestApp,
 } from '../helpers/harness.js';
 import { startReceiver } from '../helpers/receiver.js';
-import { preSessionToken } from '../helpers/console.js';
+import { preSessionToken, signIn, signedIn } from '../helpers/console.js';
 
 /*
  * The console's overview and its user management, over real HTTP on both engines (issue 18). The overview's
@@ -28,46 +28,10 @@ const PASSWORD = 'a long and quiet password';
 const MINUTE = 60_000;
 const HOUR = 60 * MINUTE;
 
-type Client = (
-  method: 'GET' | 'POST',
-  path: string,
-  form?: Record<string, string>,
-) => Promise<{ status: number; text: string; location: string | null }>;
-
-/** Signs in with a password through the form and answers a console client with that session. */
-async function signIn(app: TestApp, email: string): Promise<Client> {
-  const form = await preSessionToken(app.url);
-  const response = await fetch(`${app.url}/console/login`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: form.cookie },
-    body: new URLSearchParams({ _csrf: form.token, email, password: PASSWORD }).toString(),
-    redirect: 'manual',
-  });
-  if (response.status !== 303) throw new Error(`sign-in of ${email}: ${response.status}`);
-  const cookie = response.headers
-    .getSetCookie()
-    .find((set) => set.startsWith('svc_console='))!
-    .split(';')[0]!;
-  const home = await fetch(`${app.url}/console/orgs`, { headers: { cookie }, redirect: 'manual' });
-  const csrf = /name="_csrf" value="([^"]+)"/.exec(await home.text())?.[1] ?? '';
-  return async (method, path, form = {}) => {
-    const init: RequestInit = { method, headers: { cookie, 'accept-language': 'en' }, redirect: 'manual' };
-    if (method === 'POST') {
-      init.body = new URLSearchParams({ _csrf: csrf, ...form }).toString();
-      (init.headers as Record<string, string>)['content-type'] = 'application/x-www-form-urlencoded';
-    }
-    const answer = await fetch(`${app.url}${path}`, init);
-    return { status: answer.status, text: await answer.text(), location: answer.headers.get('location') };
-  };
-}
-
-/** A console user made as the CLI makes one, with a password set, signed in. */
-async function signedIn(app: TestApp, role: ConsoleRole, orgId: string | null, email: string) {
-  const { user, token } = await app.db.transaction((trx) =>
-    inviteConsoleUser(trx, { email, role, orgId, actor: 'cli:test', now: app.clock.now() }),
-  );
-  await app.db.transaction((trx) => setPasswordWithToken(trx, token, PASSWORD, app.clock.now()));
-  return { id: user.id, client: await signIn(app, email) };
+/** A console user made as the CLI makes one, with a password set, signed in: its id and its client. */
+async function consoleUser(app: TestApp, role: ConsoleRole, orgId: string | null, email: string) {
+  const client = await signedIn(app, role, orgId, email);
+  return { id: client.userId, client };
 }
 
 /** The number shown beside a label on the overview (its `<dt>`), as a person reads it. */
@@ -149,9 +113,9 @@ forEachEngine(t, async (t, engine) => {
   );
   t.same(statuses, ['failed', 'pending'], 'one failed delivery and one retrying');
 
-  const operator = await signedIn(app, 'operator', null, 'ops@example.com');
-  const admin = await signedIn(app, 'admin', tenant.orgId, 'admin@lender.cl');
-  const support = await signedIn(app, 'support', null, 'help@example.com');
+  const operator = await consoleUser(app, 'operator', null, 'ops@example.com');
+  const admin = await consoleUser(app, 'admin', tenant.orgId, 'admin@lender.cl');
+  const support = await consoleUser(app, 'support', null, 'help@example.com');
 
   await t.test('the overview shows the figures of the data', async (t) => {
     for (const client of [operator.client, admin.client]) {

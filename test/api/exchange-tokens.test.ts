@@ -1,22 +1,12 @@
 import t from 'tap';
 import { generateExchangeToken } from '../../src/auth/tokens.js';
 import { sha256Hex } from '../../src/secrets/secret-box.js';
-import {
-  createTenant,
-  eventTypes,
-  forEachEngine,
-  startTestApp,
-  tableCounts,
-  RAISED_LIMITS,
-} from '../helpers/harness.js';
+import { appWithTenants, eventTypes, forEachEngine, tableCounts } from '../helpers/harness.js';
 import { connectThroughWidget } from '../helpers/widget.js';
 
 const MINUTE = 60_000;
 forEachEngine(t, async (t, engine) => {
-  const app = await startTestApp(t, engine);
-  const tenant = await createTenant(app, { rateLimits: RAISED_LIMITS });
-  const other = await createTenant(app, { rateLimits: RAISED_LIMITS });
-  const sk = tenant.keys.sk_test.secret;
+  const { app, tenant, other, sk } = await appWithTenants(t, engine);
   const exchange = (token: string, key = sk) => app.request('POST', `/v1/exchange_tokens/${token}`, { key });
   const linkOf = async (token: string) => {
     const row = await app.db

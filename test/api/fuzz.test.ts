@@ -69,15 +69,8 @@ const ONLY = process.env.FUZZ_ONLY;
 type Owner = PoolRef['owner'];
 type Pools = Record<Owner, Record<string, string[]>>;
 
-const CREDENTIALS = [
-  'sk_test',
-  'sk_test_spelled_loosely',
-  'sk_live',
-  'pk_test',
-  'pk_live',
-  'other_sk_test',
-  'widget_token',
-  'exchange_token',
+/** Never a credential: 401, whatever else is wrong with the request. */
+const REFUSED_NAMES = [
   'revoked',
   'unknown',
   'bad_checksum',
@@ -87,18 +80,19 @@ const CREDENTIALS = [
   'bearer_alone',
   'garbage',
 ] as const;
+const CREDENTIALS = [
+  'sk_test',
+  'sk_test_spelled_loosely',
+  'sk_live',
+  'pk_test',
+  'pk_live',
+  'other_sk_test',
+  'widget_token',
+  'exchange_token',
+  ...REFUSED_NAMES,
+] as const;
 type CredentialName = (typeof CREDENTIALS)[number];
-/** Never a credential: 401, whatever else is wrong with the request. */
-const REFUSED: CredentialName[] = [
-  'revoked',
-  'unknown',
-  'bad_checksum',
-  'other_brand',
-  'none',
-  'basic',
-  'bearer_alone',
-  'garbage',
-];
+const REFUSED: CredentialName[] = [...REFUSED_NAMES];
 /** Credentials of the spec, but not for this API: 401 or 403. */
 const TOKENS: CredentialName[] = ['widget_token', 'exchange_token'];
 

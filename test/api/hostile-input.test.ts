@@ -171,6 +171,14 @@ forEachEngine(t, async (t, engine) => {
   const endpointBody = (description: string) =>
     JSON.stringify({ url: 'http://127.0.0.1:9/hook', enabled_events: ['*'], description });
 
+  /** POST /v1/webhook_endpoints over a raw socket: JSON with the tenant's key, `headers` after those. */
+  const postEndpoint = (headers: Record<string, string | number>, body: Buffer | string) =>
+    rawRequest(
+      port,
+      head('POST', '/v1/webhook_endpoints', { ...auth, 'Content-Type': 'application/json', ...headers }),
+      body,
+    );
+
   /** A refused request over a raw socket: its status and code, and no row written. */
   async function refused(
     t: Test,
@@ -189,15 +197,7 @@ forEachEngine(t, async (t, engine) => {
   t.test('the control: the same raw request, well formed, is served and writes', async (t) => {
     const before = await tableCounts(app.db);
     const body = endpointBody('fine');
-    const response = await rawRequest(
-      port,
-      head('POST', '/v1/webhook_endpoints', {
-        ...auth,
-        'Content-Type': 'application/json',
-        'Content-Length': body.length,
-      }),
-      body,
-    );
+    const response = await postEndpoint({ 'Content-Length': body.length }, body);
     t.equal(response.status, 200, response.text);
     t.equal(response.body.description, 'fine');
     t.equal((await tableCounts(app.db)).webhook_endpoints, before.webhook_endpoints! + 1);
@@ -207,16 +207,10 @@ forEachEngine(t, async (t, engine) => {
   t.test('a body over the limit is 413, however it is framed', async (t) => {
     await underAttack(t, app, key, async () => {
       const big = endpointBody('x'.repeat(bodyLimit));
-      const json = { ...auth, 'Content-Type': 'application/json' };
       await refused(
         t,
         'Content-Length over the limit',
-        () =>
-          rawRequest(
-            port,
-            head('POST', '/v1/webhook_endpoints', { ...json, 'Content-Length': big.length }),
-            big,
-          ),
+        () => postEndpoint({ 'Content-Length': big.length }, big),
         413,
         'request_too_large',
       );
@@ -225,12 +219,7 @@ forEachEngine(t, async (t, engine) => {
       await refused(
         t,
         'chunked over the limit',
-        () =>
-          rawRequest(
-            port,
-            head('POST', '/v1/webhook_endpoints', { ...json, 'Transfer-Encoding': 'chunked' }),
-            chunked,
-          ),
+        () => postEndpoint({ 'Transfer-Encoding': 'chunked' }, chunked),
         413,
         'request_too_large',
       );
@@ -242,16 +231,7 @@ forEachEngine(t, async (t, engine) => {
       await refused(
         t,
         'gzip that inflates past the limit',
-        () =>
-          rawRequest(
-            port,
-            head('POST', '/v1/webhook_endpoints', {
-              ...json,
-              'Content-Encoding': 'gzip',
-              'Content-Length': bomb.length,
-            }),
-            bomb,
-          ),
+        () => postEndpoint({ 'Content-Encoding': 'gzip', 'Content-Length': bomb.length }, bomb),
         413,
         'request_too_large',
       );
@@ -264,16 +244,7 @@ forEachEngine(t, async (t, engine) => {
       await refused(
         t,
         'gzip that inflates past the limit, then is corrupt',
-        () =>
-          rawRequest(
-            port,
-            head('POST', '/v1/webhook_endpoints', {
-              ...json,
-              'Content-Encoding': 'gzip',
-              'Content-Length': corrupt.length,
-            }),
-            corrupt,
-          ),
+        () => postEndpoint({ 'Content-Encoding': 'gzip', 'Content-Length': corrupt.length }, corrupt),
         413,
         'request_too_large',
       );
@@ -282,7 +253,6 @@ forEachEngine(t, async (t, engine) => {
 
   t.test('JSON nested 100,000 deep is 400, not a crash', async (t) => {
     await underAttack(t, app, key, async () => {
-      const json = { ...auth, 'Content-Type': 'application/json' };
       const depth = 100_000;
       for (const [label, body, extra] of [
         ['unclosed [', '['.repeat(depth), {}],
@@ -302,16 +272,7 @@ forEachEngine(t, async (t, engine) => {
         const response = await refused(
           t,
           label,
-          () =>
-            rawRequest(
-              port,
-              head('POST', '/v1/webhook_endpoints', {
-                ...json,
-                ...extra,
-                'Content-Length': Buffer.byteLength(body),
-              }),
-              body,
-            ),
+          () => postEndpoint({ ...extra, 'Content-Length': Buffer.byteLength(body) }, body),
           400,
           'invalid_json',
         );
@@ -322,7 +283,6 @@ forEachEngine(t, async (t, engine) => {
 
   t.test('bytes that are not UTF-8 are 400, in a body or in a query string', async (t) => {
     await underAttack(t, app, key, async () => {
-      const json = { ...auth, 'Content-Type': 'application/json' };
       for (const [label, bytes] of [
         ['0xFF 0xFE', [0xff, 0xfe]],
         ['an overlong "/"', [0xc0, 0xaf]],
@@ -334,12 +294,7 @@ forEachEngine(t, async (t, engine) => {
         const response = await refused(
           t,
           `body with ${label}`,
-          () =>
-            rawRequest(
-              port,
-              head('POST', '/v1/webhook_endpoints', { ...json, 'Content-Length': body.length }),
-              body,
-            ),
+          () => postEndpoint({ 'Content-Length': body.length }, body),
           400,
           'invalid_json',
         );
@@ -383,13 +338,7 @@ forEachEngine(t, async (t, engine) => {
         'Content-Encoding': 'gzip',
         'Content-Length': body.length,
       };
-      await refused(
-        t,
-        'API',
-        () => rawRequest(port, head('POST', '/v1/webhook_endpoints', { ...auth, ...headers }), body),
-        400,
-        'invalid_json',
-      );
+      await refused(t, 'API', () => postEndpoint(headers, body), 400, 'invalid_json');
       await refused(
         t,
         'widget',

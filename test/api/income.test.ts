@@ -1,14 +1,12 @@
 import t from 'tap';
 import {
-  createTenant,
+  appWithTenants,
   forEachEngine,
   linkBody,
   runSyncs,
   schedulerTick,
-  startTestApp,
   tableCounts,
   type TestApp,
-  RAISED_LIMITS,
 } from '../helpers/harness.js';
 
 const HOUR = 3_600_000;
@@ -37,10 +35,7 @@ async function movementsOf(app: TestApp, key: string, accountId: string): Promis
 }
 
 forEachEngine(t, async (t, engine) => {
-  const app = await startTestApp(t, engine);
-  const tenant = await createTenant(app, { rateLimits: RAISED_LIMITS });
-  const other = await createTenant(app, { rateLimits: RAISED_LIMITS });
-  const sk = tenant.keys.sk_test.secret;
+  const { app, tenant, other, sk } = await appWithTenants(t, engine);
   const create = async (body: unknown) => {
     const response = await app.request('POST', '/v1/links', { key: sk, body });
     if (response.status !== 200) throw new Error(`create link: ${response.status} ${response.text}`);

@@ -5,12 +5,11 @@ import { allRoutes } from '../../src/http/catalogue.js';
 import type { AnyRoute, JsonSchema } from '../../src/api/route.js';
 import { createApiKey, revokeApiKey } from '../../src/keys/keys.js';
 import {
-  createTenant,
+  appWithTenants,
   forEachEngine,
   linkBody,
   RAISED_LIMITS,
   runSyncs,
-  startTestApp,
   tableCounts,
   type TestApp,
   type TestResponse,
@@ -156,11 +155,13 @@ interface Outsider {
 
 forEachEngine(t, async (t, engine) => {
   // No key cache: a revoked key is refused on its next request. Private addresses: a live endpoint on 127.0.0.1.
-  const app = await startTestApp(t, engine, {
+  const {
+    app,
+    tenant: a,
+    other: b,
+  } = await appWithTenants(t, engine, {
     config: { auth: { cacheSeconds: 0 }, webhooks: { allowPrivateAddresses: true } },
   });
-  const a = await createTenant(app, { rateLimits: RAISED_LIMITS });
-  const b = await createTenant(app, { rateLimits: RAISED_LIMITS });
   const marker = `iso-a-${randomBytes(6).toString('hex')}`;
   const ask = (key: string, call: Call) =>
     app.request(call.method, call.path, { key, ...(call.body !== undefined ? { body: call.body } : {}) });

@@ -1,11 +1,11 @@
 import t from 'tap';
 import {
+  appWithTenants,
   createTenant,
   forEachEngine,
   linkBody,
   runSyncs,
   schedulerTick,
-  startTestApp,
   tableCounts,
   eventTypes,
   CONSENT,
@@ -14,10 +14,7 @@ import {
 
 const HOUR = 3_600_000;
 forEachEngine(t, async (t, engine) => {
-  const app = await startTestApp(t, engine);
-  const tenant = await createTenant(app, { rateLimits: RAISED_LIMITS });
-  const other = await createTenant(app, { rateLimits: RAISED_LIMITS });
-  const sk = tenant.keys.sk_test.secret;
+  const { app, tenant, other, sk } = await appWithTenants(t, engine);
   const create = (body: unknown, key = sk) => app.request('POST', '/v1/links', { key, body });
 
   t.test('bad input is a 400 naming the parameter, and writes nothing', async (t) => {

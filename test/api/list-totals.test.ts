@@ -3,15 +3,7 @@ import t, { type Test } from 'tap';
 import * as listTallies from '../../migrations/20261125000011_list_tallies.js';
 import { runHousekeeping } from '../../src/scheduler/housekeeping.js';
 import { Dispatcher } from '../../src/webhooks/dispatch/dispatcher.js';
-import {
-  createTenant,
-  forEachEngine,
-  linkBody,
-  runSyncs,
-  startTestApp,
-  RAISED_LIMITS,
-  type TestApp,
-} from '../helpers/harness.js';
+import { appWithTenants, forEachEngine, linkBody, runSyncs, type TestApp } from '../helpers/harness.js';
 import { startReceiver } from '../helpers/receiver.js';
 
 /*
@@ -35,13 +27,10 @@ async function counted(app: TestApp, table: string, where: Where): Promise<numbe
 }
 
 forEachEngine(t, async (t, engine) => {
-  const app = await startTestApp(t, engine, {
+  const { app, tenant, other, sk } = await appWithTenants(t, engine, {
     // Two attempts, the second a minute later: the failing endpoint's deliveries pend, then fail.
     config: { dispatcher: { retryScheduleSeconds: [0, 60] } },
   });
-  const tenant = await createTenant(app, { rateLimits: RAISED_LIMITS });
-  const other = await createTenant(app, { rateLimits: RAISED_LIMITS });
-  const sk = tenant.keys.sk_test.secret;
   const good = await startReceiver(t);
   const bad = await startReceiver(t, (_request, response) => {
     response.writeHead(503);

@@ -1,14 +1,12 @@
 import t from 'tap';
 import parseLinkHeader from 'parse-link-header';
 import {
-  createTenant,
+  appWithTenants,
   forEachEngine,
   linkBody,
   runSyncs,
   schedulerTick,
-  startTestApp,
   type TestApp,
-  RAISED_LIMITS,
 } from '../helpers/harness.js';
 
 const HOUR = 3_600_000;
@@ -39,10 +37,7 @@ async function readAll(app: TestApp, key: string, path: string): Promise<Movemen
 }
 
 forEachEngine(t, async (t, engine) => {
-  const app = await startTestApp(t, engine);
-  const tenant = await createTenant(app, { rateLimits: RAISED_LIMITS });
-  const other = await createTenant(app, { rateLimits: RAISED_LIMITS });
-  const sk = tenant.keys.sk_test.secret;
+  const { app, tenant, other, sk } = await appWithTenants(t, engine);
   const link = (
     await app.request('POST', '/v1/links', {
       key: sk,

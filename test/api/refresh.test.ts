@@ -1,6 +1,7 @@
 import t from 'tap';
 import { runHousekeeping } from '../../src/scheduler/housekeeping.js';
 import {
+  appWithTenants,
   createTenant,
   eventTypes,
   forEachEngine,
@@ -8,19 +9,14 @@ import {
   runSyncs,
   schedulerTick,
   spiedSandbox,
-  startTestApp,
   tableCounts,
-  RAISED_LIMITS,
 } from '../helpers/harness.js';
 
 const MINUTE = 60_000;
 const HOUR = 60 * MINUTE;
 forEachEngine(t, async (t, engine) => {
   const bank = spiedSandbox();
-  const app = await startTestApp(t, engine, { connectors: bank.connectors });
-  const tenant = await createTenant(app, { rateLimits: RAISED_LIMITS });
-  const other = await createTenant(app, { rateLimits: RAISED_LIMITS });
-  const sk = tenant.keys.sk_test.secret;
+  const { app, tenant, other, sk } = await appWithTenants(t, engine, { connectors: bank.connectors });
   let rutSeq = 1;
   const newLink = async (password = 'sandbox', overrides: Record<string, unknown> = {}) => {
     const rut = `${rutSeq}${rutSeq}.${rutSeq}${rutSeq}${rutSeq}.${rutSeq}${rutSeq}${rutSeq}-${rutSeq}`;

@@ -3,17 +3,8 @@ import { pino } from 'pino';
 import { runHousekeeping } from '../../src/scheduler/housekeeping.js';
 import type { RetentionCounts } from '../../src/scheduler/retention.js';
 import { Dispatcher } from '../../src/webhooks/dispatch/dispatcher.js';
-import {
-  createTenant,
-  forEachEngine,
-  linkBody,
-  runSyncs,
-  setTimeLimit,
-  startTestApp,
-  RAISED_LIMITS,
-  type TestApp,
-} from '../helpers/harness.js';
-import { startReceiver } from '../helpers/receiver.js';
+import { forEachEngine, setTimeLimit, startTestApp, type TestApp } from '../helpers/harness.js';
+import { tenantWithStalledEndpoint } from '../helpers/webhook-events.js';
 
 /*
  * Issue 44, item 8: pruning walks past the events a disabled endpoint holds in one pass, whatever their
@@ -64,33 +55,10 @@ async function copies(
 
 forEachEngine(t, async (t, engine) => {
   const app = await startTestApp(t, engine);
-  const tenant = await createTenant(app, { rateLimits: RAISED_LIMITS });
-  const sk = tenant.keys.sk_test.secret;
-  const receiver = await startReceiver(t);
-  const endpoint = async (events: string[]) => {
-    const created = await app.request('POST', '/v1/webhook_endpoints', {
-      key: sk,
-      body: { url: receiver.url, enabled_events: events },
-    });
-    if (created.status !== 200) throw new Error(created.text);
-    return created.body.id as string;
-  };
-  const stalled = await endpoint(['refresh_intent.succeeded']);
-  await endpoint(['link.refreshed']);
-  const link = await app.request('POST', '/v1/links', { key: sk, body: linkBody() });
-  t.equal(link.status, 200, link.text);
-  await runSyncs(app);
+  const { sk, stalled, fire } = await tenantWithStalledEndpoint(t, app);
   const dispatcher = new Dispatcher(app.services);
   t.teardown(() => dispatcher.close());
   await dispatcher.dispatchDue();
-  const fire = async (type: string) => {
-    const fired = await app.request('POST', '/v1/sandbox/events/fire', {
-      key: sk,
-      body: { type, link_id: link.body.id },
-    });
-    if (fired.status !== 200) throw new Error(fired.text);
-    return fired.body.id as string;
-  };
 
   // The held: an event whose delivery waits for an endpoint its tenant disabled...
   const heldEvent = await fire('refresh_intent.succeeded');

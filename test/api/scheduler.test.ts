@@ -1,6 +1,6 @@
 import t from 'tap';
 import { newId } from '../../src/ids/ids.js';
-import { claimJob, syncJob } from '../../src/jobs/jobs.js';
+import { claimJob, insertJobs, syncJob } from '../../src/jobs/jobs.js';
 import { firstSyncAt } from '../../src/links/schedule.js';
 import { enqueueDueLinks } from '../../src/scheduler/enqueue-due.js';
 import { openDatabase } from '../../src/db/database.js';
@@ -23,14 +23,9 @@ t.test('link phases spread evenly over the interval', async (t) => {
   );
 });
 
-forEachEngine(t, async (t, engine) => {
-  const app = await startTestApp(t, engine);
-  // A second handle on the same database: another scheduler process.
-  const second = openDatabase({ url: app.config.databaseUrl });
-  t.teardown(() => second.close());
-  const orgId = newId('org');
-  await app.db.knex('organisations').insert({ id: orgId, name: 'scheduler', created_at: TEST_EPOCH });
-  const links = Array.from({ length: 300 }, () => ({
+/** An active link row of `orgId` due at `dueAt`, written straight to the table: the scheduler reads no more. */
+function linkRow(orgId: string, dueAt: number, extra: Record<string, unknown> = {}) {
+  return {
     id: newId('link'),
     org_id: orgId,
     mode: 'test',
@@ -38,10 +33,21 @@ forEachEngine(t, async (t, engine) => {
     holder_type: 'individual',
     status: 'active',
     credentials_encrypted: 'x',
-    next_sync_at: TEST_EPOCH - 1000,
+    next_sync_at: dueAt,
     created_at: TEST_EPOCH,
     updated_at: TEST_EPOCH,
-  }));
+    ...extra,
+  };
+}
+
+forEachEngine(t, async (t, engine) => {
+  const app = await startTestApp(t, engine);
+  // A second handle on the same database: another scheduler process.
+  const second = openDatabase({ url: app.config.databaseUrl });
+  t.teardown(() => second.close());
+  const orgId = newId('org');
+  await app.db.knex('organisations').insert({ id: orgId, name: 'scheduler', created_at: TEST_EPOCH });
+  const links = Array.from({ length: 300 }, () => linkRow(orgId, TEST_EPOCH - 1000));
   for (let i = 0; i < links.length; i += 100) await app.db.knex('links').insert(links.slice(i, i + 100));
 
   t.test('two schedulers firing the same tick queue it once', async (t) => {
@@ -115,20 +121,8 @@ forEachEngine(t, async (t, engine) => {
   const app = await startTestApp(t, engine);
   const orgId = newId('org');
   await app.db.knex('organisations').insert({ id: orgId, name: 'backlog', created_at: TEST_EPOCH });
-  const link = (dueAt: number, extra: Record<string, unknown> = {}) => ({
-    id: newId('link'),
-    org_id: orgId,
-    mode: 'test',
-    bank_id: 'bancochile',
-    holder_type: 'individual',
-    status: 'active',
-    credentials_encrypted: 'x',
-    paused: false,
-    next_sync_at: dueAt,
-    created_at: TEST_EPOCH,
-    updated_at: TEST_EPOCH,
-    ...extra,
-  });
+  const link = (dueAt: number, extra: Record<string, unknown> = {}) =>
+    linkRow(orgId, dueAt, { paused: false, ...extra });
   // 5,100 due a second apart, the earliest ten hours ago; inserted in no particular order.
   const due = Array.from({ length: 5_100 }, (_, i) => link(TEST_EPOCH - 36_000_000 + i * 1_000));
   const busy = [due[0]!, due[1]!, due[2]!];
@@ -199,4 +193,36 @@ forEachEngine(t, async (t, engine) => {
     'every due link has exactly one job',
   );
   t.notOk(jobs.has(paused.id) || jobs.has(expired.id) || jobs.has(notYet.id), 'and still none of the others');
+});
+
+forEachEngine(t, async (t, engine) => {
+  t.test(
+    'a claim takes first the job of the organisation with the fewest running at its bank, then the one due first (issue 43, item 3)',
+    async (t) => {
+      const app = await startTestApp(t, engine);
+      const orgs = { big: newId('org'), small: newId('org') };
+      for (const [name, id] of Object.entries(orgs))
+        await app.db.knex('organisations').insert({ id, name, created_at: TEST_EPOCH });
+      // The big tenant's ten scheduled syncs fell due a minute before the small tenant's two.
+      const big = Array.from({ length: 10 }, () => linkRow(orgs.big, TEST_EPOCH - 60_000));
+      const small = Array.from({ length: 2 }, () => linkRow(orgs.small, TEST_EPOCH));
+      await app.db.knex('links').insert([...big, ...small]);
+      const scheduled = { refresh_type: 'scheduled' as const, interactive: false };
+      await insertJobs(app.db.knex, [
+        ...big.map((link, i) => syncJob(link, scheduled, TEST_EPOCH - 60_000 + i)),
+        ...small.map((link, i) => syncJob(link, scheduled, TEST_EPOCH + i)),
+      ]);
+      const whose = new Map([...big, ...small].map((link) => [link.id, link.org_id]));
+      const claims: string[] = [];
+      for (let i = 0; i < 5; i++) {
+        const job = await claimJob(app.db, `worker-${i}`, TEST_EPOCH + 1000, 60_000);
+        claims.push(whose.get(job!.link_id!) === orgs.big ? 'big' : 'small');
+      }
+      t.same(
+        claims,
+        ['big', 'small', 'big', 'small', 'big'],
+        "the small tenant's syncs run beside the big one's backlog, not after it; within a tenant, the stalest first",
+      );
+    },
+  );
 });

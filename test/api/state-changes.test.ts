@@ -6,14 +6,7 @@ import { expireFailedReconnect, reconnectLink } from '../../src/links/link-state
 import { completeIntent, failIntent, startIntent } from '../../src/refresh/intent-states.js';
 import { runHousekeeping } from '../../src/scheduler/housekeeping.js';
 import { runSyncJob } from '../../src/sync/engine.js';
-import {
-  createTenant,
-  forEachEngine,
-  linkBody,
-  runSyncs,
-  startTestApp,
-  RAISED_LIMITS,
-} from '../helpers/harness.js';
+import { appWithTenant, forEachEngine, linkBody, runSyncs } from '../helpers/harness.js';
 
 /*
  * The owners' state changes on the database: a change the table refuses throws and writes nothing, since
@@ -23,9 +16,7 @@ import {
 const MINUTE = 60_000;
 
 forEachEngine(t, async (t, engine) => {
-  const app = await startTestApp(t, engine);
-  const tenant = await createTenant(app, { rateLimits: RAISED_LIMITS });
-  const sk = tenant.keys.sk_test.secret;
+  const { app, sk } = await appWithTenant(t, engine);
   let rutSeq = 1;
   const newLink = async (password = 'sandbox') => {
     const rut = `${rutSeq}${rutSeq}.${rutSeq}${rutSeq}${rutSeq}.${rutSeq}${rutSeq}${rutSeq}-${rutSeq}`;

@@ -3,13 +3,12 @@ import parseLinkHeader from 'parse-link-header';
 import { EVENT_TYPES } from '../../src/events/catalogue.js';
 import { Dispatcher } from '../../src/webhooks/dispatch/dispatcher.js';
 import {
+  appWithTenants,
   createTenant,
   forEachEngine,
   linkBody,
   runSyncs,
-  startTestApp,
   tableCounts,
-  RAISED_LIMITS,
 } from '../helpers/harness.js';
 import { startReceiver } from '../helpers/receiver.js';
 
@@ -49,12 +48,9 @@ const CATALOGUE: Record<string, string[]> = {
 forEachEngine(t, async (t, engine) => {
   // Two attempts, back to back: a receiver that fails is `failed` after one dispatch.
   // Private addresses allowed, so a live-mode endpoint can be created without a resolvable public host.
-  const app = await startTestApp(t, engine, {
+  const { app, tenant, other, sk } = await appWithTenants(t, engine, {
     config: { dispatcher: { retryScheduleSeconds: [0, 0] }, webhooks: { allowPrivateAddresses: true } },
   });
-  const tenant = await createTenant(app, { rateLimits: RAISED_LIMITS });
-  const other = await createTenant(app, { rateLimits: RAISED_LIMITS });
-  const sk = tenant.keys.sk_test.secret;
   const live = tenant.keys.sk_live.secret;
   const link = (await app.request('POST', '/v1/links', { key: sk, body: linkBody() })).body;
   await runSyncs(app);

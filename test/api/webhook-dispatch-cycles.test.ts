@@ -1,6 +1,4 @@
 import t from 'tap';
-import { linkRefreshed } from '../../src/events/payloads.js';
-import { publishEvent } from '../../src/webhooks/fan-out.js';
 import { Dispatcher } from '../../src/webhooks/dispatch/dispatcher.js';
 import {
   HANG_GUARD_MS,
@@ -9,47 +7,14 @@ import {
   RAISED_LIMITS,
   startTestApp,
   storedAttempts,
-  type TestApp,
 } from '../helpers/harness.js';
+import { createEndpoint, emitRefreshed } from '../helpers/webhook-events.js';
 import { independentlyVerified, startReceiver } from '../helpers/receiver.js';
-
-/** A `link.refreshed` of a made-up link; `n` varies its body. */
-function sampleRefreshed(n: number, now: number) {
-  const sync = { syncedAt: now, nextSyncAt: now, accountsCount: n, newMovements: 0 };
-  return linkRefreshed({ id: 'link_0000000000000000' }, sync);
-}
 
 /**
  * The dispatcher records results and claims rows in shared cycles, binds whole row sets as a few values and
  * keeps endpoints between claims: what that must not change.
  */
-
-async function endpoint(app: TestApp, key: string, url: string) {
-  const response = await app.request('POST', '/v1/webhook_endpoints', {
-    key,
-    body: { url, enabled_events: ['*'] },
-  });
-  if (response.status !== 200) throw new Error(`endpoint: ${response.text}`);
-  return response.body as { id: string; secret: string };
-}
-
-async function emit(app: TestApp, orgId: string, count: number): Promise<string[]> {
-  const ids: string[] = [];
-  await app.db.transaction(async (trx) => {
-    for (let i = 0; i < count; i++) {
-      const event = await publishEvent(trx, {
-        orgId,
-        mode: 'test',
-        type: 'link.refreshed',
-        linkId: null,
-        data: sampleRefreshed(i, app.clock.now()),
-        now: app.clock.now(),
-      });
-      ids.push(event.id);
-    }
-  });
-  return ids;
-}
 
 forEachEngine(t, async (t, engine) => {
   t.test('a burst: every delivery attempted once and recorded once, leases all given up', async (t) => {
@@ -58,8 +23,8 @@ forEachEngine(t, async (t, engine) => {
     });
     const tenant = await createTenant(app, { rateLimits: RAISED_LIMITS });
     const receiver = await startReceiver(t);
-    await endpoint(app, tenant.keys.sk_test.secret, receiver.url);
-    const emitted = await emit(app, tenant.orgId, 600);
+    await createEndpoint(app, tenant.keys.sk_test.secret, receiver.url);
+    const emitted = await emitRefreshed(app.db, tenant.orgId, 600, app.clock);
     const controller = new AbortController();
     const running = new Dispatcher(app.services).run(controller.signal);
     await receiver.waitFor(emitted.length, 2 * HANG_GUARD_MS);
@@ -101,8 +66,8 @@ forEachEngine(t, async (t, engine) => {
       response.writeHead(500, { 'content-type': 'text/plain; charset=utf-8' });
       response.end(answer);
     });
-    const hook = await endpoint(app, key, receiver.url);
-    const [eventId] = await emit(app, tenant.orgId, 1);
+    const hook = await createEndpoint(app, key, receiver.url);
+    const [eventId] = await emitRefreshed(app.db, tenant.orgId, 1, app.clock);
     await new Dispatcher(app.services).dispatchDue();
     const list = await app.request(
       'GET',
@@ -122,10 +87,10 @@ forEachEngine(t, async (t, engine) => {
     const key = tenant.keys.sk_test.secret;
     const first = await startReceiver(t);
     const second = await startReceiver(t);
-    const hook = await endpoint(app, key, first.url);
+    const hook = await createEndpoint(app, key, first.url);
     const dispatcher = new Dispatcher(app.services);
     t.teardown(() => dispatcher.close());
-    await emit(app, tenant.orgId, 1);
+    await emitRefreshed(app.db, tenant.orgId, 1, app.clock);
     await dispatcher.dispatchDue();
     t.equal(first.received.length, 1);
 
@@ -135,7 +100,7 @@ forEachEngine(t, async (t, engine) => {
       body: { url: second.url },
     });
     t.equal(moved.status, 200);
-    await emit(app, tenant.orgId, 1);
+    await emitRefreshed(app.db, tenant.orgId, 1, app.clock);
     await dispatcher.dispatchDue();
     t.equal(first.received.length, 1, 'nothing more to the old URL');
     t.equal(second.received.length, 1, 'the new URL at once');
@@ -145,7 +110,7 @@ forEachEngine(t, async (t, engine) => {
       body: { grace_seconds: 0 },
     });
     t.equal(rolled.status, 200);
-    await emit(app, tenant.orgId, 1);
+    await emitRefreshed(app.db, tenant.orgId, 1, app.clock);
     await dispatcher.dispatchDue();
     const [, latest] = second.received;
     t.equal(independentlyVerified(latest!.body, latest!.headers['svc-signature'], rolled.body.secret), 1);

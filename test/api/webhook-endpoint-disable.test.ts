@@ -1,13 +1,11 @@
 import t from 'tap';
 import { Dispatcher } from '../../src/webhooks/dispatch/dispatcher.js';
 import {
-  createTenant,
+  appWithTenant,
   forEachEngine,
   linkBody,
   runSyncs,
   setTimeLimit,
-  startTestApp,
-  RAISED_LIMITS,
   TEST_EPOCH,
 } from '../helpers/harness.js';
 import { ok, startReceiver, type Handler } from '../helpers/receiver.js';
@@ -30,10 +28,8 @@ const failing: Handler = (_request, response) => {
 };
 
 forEachEngine(t, async (t, engine) => {
-  const app = await startTestApp(t, engine);
+  const { app, sk } = await appWithTenant(t, engine);
   t.equal(app.config.webhooks.disableAfterFailingDays, 3, 'three days by default');
-  const tenant = await createTenant(app, { rateLimits: RAISED_LIMITS });
-  const sk = tenant.keys.sk_test.secret;
   const dead = await startReceiver(t, failing);
   const flaky = await startReceiver(t, failing);
   const watcher = await startReceiver(t, ok);

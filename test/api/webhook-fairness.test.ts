@@ -1,7 +1,5 @@
 import t from 'tap';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { linkRefreshed } from '../../src/events/payloads.js';
-import { publishEvent } from '../../src/webhooks/fan-out.js';
 import { Dispatcher } from '../../src/webhooks/dispatch/dispatcher.js';
 import {
   HANG_GUARD_MS,
@@ -9,50 +7,16 @@ import {
   forEachEngine,
   RAISED_LIMITS,
   startTestApp,
-  type TestApp,
 } from '../helpers/harness.js';
+import { createEndpoint, emitRefreshed } from '../helpers/webhook-events.js';
 import { ok, startReceiver, startTarpit } from '../helpers/receiver.js';
 import { runCli, runCliJson } from '../helpers/cli.js';
-
-/** A `link.refreshed` of a made-up link; `n` varies its body. */
-function sampleRefreshed(n: number, now: number) {
-  const sync = { syncedAt: now, nextSyncAt: now, accountsCount: n, newMovements: 0 };
-  return linkRefreshed({ id: 'link_0000000000000000' }, sync);
-}
 
 /**
  * The dispatcher's capacity is shared: one organisation whose endpoints take requests and never answer
  * must not hold up another organisation's deliveries (before, its 40 endpoints took all 32 slots and every
  * other delivery waited out their deadlines).
  */
-
-async function endpoint(app: TestApp, key: string, url: string) {
-  const response = await app.request('POST', '/v1/webhook_endpoints', {
-    key,
-    body: { url, enabled_events: ['*'] },
-  });
-  if (response.status !== 200) throw new Error(`endpoint: ${response.text}`);
-  return response.body as { id: string; secret: string };
-}
-
-/** `count` events for the organisation, in one transaction: one delivery each per endpoint. */
-async function emit(app: TestApp, orgId: string, count: number): Promise<string[]> {
-  const ids: string[] = [];
-  await app.db.transaction(async (trx) => {
-    for (let i = 0; i < count; i++) {
-      const event = await publishEvent(trx, {
-        orgId,
-        mode: 'test',
-        type: 'link.refreshed',
-        linkId: null,
-        data: sampleRefreshed(i, app.clock.now()),
-        now: app.clock.now(),
-      });
-      ids.push(event.id);
-    }
-  });
-  return ids;
-}
 
 async function until(check: () => boolean, timeoutMs = HANG_GUARD_MS): Promise<boolean> {
   for (let waited = 0; !check(); waited += 20) {
@@ -77,10 +41,10 @@ forEachEngine(t, async (t, engine) => {
       const tarpit = await startTarpit(t);
       const healthy = await startReceiver(t);
       // More hanging endpoints than the dispatcher has slots, each with more deliveries than its own limit.
-      for (let i = 0; i < 40; i++) await endpoint(app, b.keys.sk_test.secret, tarpit.url(`/b/${i}`));
-      await endpoint(app, a.keys.sk_test.secret, healthy.url);
+      for (let i = 0; i < 40; i++) await createEndpoint(app, b.keys.sk_test.secret, tarpit.url(`/b/${i}`));
+      await createEndpoint(app, a.keys.sk_test.secret, healthy.url);
       // B's backlog is older than anything of A's, so ordering by due time alone would put A last.
-      await emit(app, b.orgId, 3);
+      await emitRefreshed(app.db, b.orgId, 3, app.clock);
 
       const controller = new AbortController();
       const running = new Dispatcher(app.services).run(controller.signal);
@@ -90,7 +54,7 @@ forEachEngine(t, async (t, engine) => {
         const held = tarpit.open();
         t.ok(held < concurrency, `B holds ${held} of the ${concurrency} slots, not all of them`);
 
-        const [eventId] = await emit(app, a.orgId, 1);
+        const [eventId] = await emitRefreshed(app.db, a.orgId, 1, app.clock);
         const [got] = await healthy.waitFor(1, HANG_GUARD_MS);
         t.equal(got!.event.id, eventId);
         const firstGaveUp = tarpit.firstClosedAt();
@@ -130,8 +94,8 @@ forEachEngine(t, async (t, engine) => {
       const sk = tenant.keys.sk_test.secret;
       // Takes each request and never answers, until told to.
       const receiver = await startReceiver(t, () => undefined);
-      const hook = await endpoint(app, sk, receiver.url);
-      const events = await emit(app, tenant.orgId, 6);
+      const hook = await createEndpoint(app, sk, receiver.url);
+      const events = await emitRefreshed(app.db, tenant.orgId, 6, app.clock);
       const dispatcher = new Dispatcher(app.services);
       t.teardown(() => dispatcher.close());
       const readEndpoint = async () =>
@@ -191,7 +155,7 @@ forEachEngine(t, async (t, engine) => {
 
       // Nothing is attempted while it lasts, and a new event waits with the others.
       app.clock.advance(INITIAL_MS - 1);
-      const [later] = await emit(app, tenant.orgId, 1);
+      const [later] = await emitRefreshed(app.db, tenant.orgId, 1, app.clock);
       t.equal(await dispatcher.dispatchDue(), 0);
       t.equal(receiver.received.length, 4, 'no attempt while backed off');
       t.match(
@@ -238,8 +202,8 @@ forEachEngine(t, async (t, engine) => {
     const tenant = await createTenant(app, { rateLimits: RAISED_LIMITS });
     const sk = tenant.keys.sk_test.secret;
     const tarpit = await startTarpit(t);
-    const hook = await endpoint(app, sk, tarpit.url());
-    const [first] = await emit(app, tenant.orgId, 1);
+    const hook = await createEndpoint(app, sk, tarpit.url());
+    const [first] = await emitRefreshed(app.db, tenant.orgId, 1, app.clock);
     const dispatcher = new Dispatcher(app.services);
     t.teardown(() => dispatcher.close());
     const readEndpoint = async () =>

@@ -2,7 +2,9 @@ import type { Test } from 'tap';
 import t from 'tap';
 import type { BankOptions } from '../../src/consent-bank/bank-profile.js';
 import { findRegistration } from '../../src/banks/consent/registrations.js';
-import { Browser } from '../helpers/consent-bank.js';
+import { atTheBank } from '../helpers/consent-bank.js';
+import { BRASIL } from '../helpers/consent-countries.js';
+import { CONSENT_CALLBACK_PATH } from '../helpers/consent-flow.js';
 import { formPostFields } from '../helpers/brasil-bank.js';
 import {
   createTenant,
@@ -24,8 +26,8 @@ import { openWidget, widgetApi, widgetToken } from '../helpers/widget.js';
  */
 setTimeLimit(t, 300_000);
 
-const BANK_ID = 'bancoabierto-br';
-const CPF = '529.982.247-25';
+const BANK_ID = BRASIL.bankId;
+const CPF = BRASIL.users.holder;
 
 type BrasilChoice = Pick<BankOptions, 'authorizationResponses' | 'clientAuthMethods'>;
 
@@ -58,19 +60,13 @@ async function connect(
   const session = opened.bootstrap.session as string;
   const started = await widgetApi(app, session, 'POST', 'consent', { cpf: CPF });
   if (started.status !== 200) return { session, started, returned: null };
-  const callbackUrl = `${app.url}/widget/consent/callback`;
-  const browser = new Browser('pt', callbackUrl);
-  const signIn = await browser.follow(started.body.authorization_url);
-  const consent = await browser.follow(`${signIn.url}/login`, {
-    method: 'POST',
-    form: { cpf: CPF, password: 'sandbox' },
-  });
-  const done = await browser.follow(`${consent.url}/confirm`, { method: 'POST', form: {} });
+  const callbackUrl = `${app.url}${CONSENT_CALLBACK_PATH}`;
+  const done = await atTheBank(started.body.authorization_url, callbackUrl, { cpf: CPF, language: 'pt' });
   let returned: Response;
   let posted: URLSearchParams | null = null;
-  if (done.url.startsWith(callbackUrl)) returned = await fetch(done.url);
+  if (done.callback.startsWith(callbackUrl)) returned = await fetch(done.callback);
   else {
-    posted = formPostFields(await done.response.text());
+    posted = formPostFields(await done.answer.text());
     options.tamper?.(posted);
     returned = await fetch(callbackUrl, {
       method: 'POST',
@@ -78,7 +74,7 @@ async function connect(
       body: posted.toString(),
     });
   }
-  return { session, started, returned, posted, callback: done.url };
+  return { session, started, returned, posted, callback: done.callback };
 }
 
 forEachEngine(t, async (t, engine) => {

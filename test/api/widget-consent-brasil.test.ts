@@ -4,16 +4,12 @@ import { findGrantRow, openGrant, openGrantId } from '../../src/links/consent/gr
 import { revokeDueGrants } from '../../src/links/consent/revocations.js';
 import { inspectLink } from '../../src/inspect/inspect.js';
 import { consentView } from '../../src/links/consent/consent-life.js';
-import { Browser, mtlsAgent, testCa } from '../helpers/consent-bank.js';
-import {
-  createTenant,
-  forEachEngine,
-  runSyncs,
-  setTimeLimit,
-  startTestApp,
-  type TestApp,
-} from '../helpers/harness.js';
-import { openWidget, widgetApi, widgetToken, type WidgetTokenBody } from '../helpers/widget.js';
+import type { Database } from '../../src/db/database.js';
+import { mtlsAgent, testCa } from '../helpers/consent-bank.js';
+import { BRASIL, BRASIL_PERMISSIONS } from '../helpers/consent-countries.js';
+import { consentTrips, consentTripCount as trips, linkCounts as counts } from '../helpers/consent-flow.js';
+import { createTenant, forEachEngine, runSyncs, setTimeLimit, startTestApp } from '../helpers/harness.js';
+import { openWidget, widgetApi, widgetToken } from '../helpers/widget.js';
 
 /*
  * The end user's path to an Open Finance Brasil bank (`fapi1-br`) through the widget, over real HTTP against
@@ -25,9 +21,8 @@ import { openWidget, widgetApi, widgetToken, type WidgetTokenBody } from '../hel
  */
 setTimeLimit(t, 300_000);
 
-const CALLBACK_PATH = '/widget/consent/callback';
-const BANK_ID = 'bancoabierto-br';
-const BANK_NAME = 'Banco Aberto (simulado, Brasil)';
+const BANK_ID = BRASIL.bankId;
+const BANK_NAME = BRASIL.bankName;
 
 forEachEngine(t, async (t, engine) => {
   const app = await startTestApp(t, engine, { consentBank: true });
@@ -35,55 +30,13 @@ forEachEngine(t, async (t, engine) => {
   t.ok(brasil, 'the Brazilian bank is served beside the Chilean one');
   const tenant = await createTenant(app);
   const sk = tenant.keys.sk_test.secret;
-  const redirectUri = `${app.url}${CALLBACK_PATH}`;
-
-  const open = async (body: WidgetTokenBody = {}, language = 'en') => {
-    const opened = await openWidget(app, await widgetToken(app, sk, body), undefined, language);
-    t.equal(opened.status, 200, 'the widget opens');
-    return opened.bootstrap.session as string;
-  };
-  const startAt = (session: string, body: Record<string, unknown>) =>
-    widgetApi(app, session, 'POST', 'consent', body);
-  const callbackPage = async (url: string) => {
-    const response = await fetch(url, { headers: { 'accept-language': 'en' } });
-    const html = await response.text();
-    const match = /<script type="application\/json" id="widget-bootstrap">(.*?)<\/script>/s.exec(html);
-    // eslint-disable-next-line @typescript-eslint/no-explicit-any
-    return { status: response.status, html, bootstrap: match ? (JSON.parse(match[1]!) as any) : null };
-  };
+  const trip = consentTrips(t, app, sk, BRASIL);
+  const { start: startAt, callbackPage, connect } = trip;
+  const open = async (...args: Parameters<typeof trip.open>) =>
+    (await trip.open(...args)).bootstrap.session as string;
   /** The customer at the Brazilian bank: sign-in with a CPF, then the consent page's button. */
-  const atTheBank = async (
-    authorizationUrl: string,
-    cpf: string,
-    decision: 'confirm' | 'abort' = 'confirm',
-  ) => {
-    const browser = new Browser('pt', redirectUri);
-    const signIn = await browser.follow(authorizationUrl);
-    const pages = [await signIn.response.text()];
-    const consent = await browser.follow(`${signIn.url}/login`, {
-      method: 'POST',
-      form: { cpf, password: 'sandbox' },
-    });
-    pages.push(await consent.response.text());
-    const done = await browser.follow(`${consent.url}/${decision}`, { method: 'POST', form: {} });
-    return { callback: done.url, pages };
-  };
-  /** A whole connect: the widget, the bank, the callback, the first sync, the exchange. */
-  const connect = async (cpf = '529.982.247-25') => {
-    const session = await open({ institution_id: BANK_ID });
-    const started = await startAt(session, { cpf });
-    t.equal(started.status, 200, started.text);
-    const { callback } = await atTheBank(started.body.authorization_url, cpf);
-    t.equal((await callbackPage(callback)).status, 200);
-    await runSyncs(app);
-    t.match((await widgetApi(app, session, 'GET', 'status')).body, { state: 'succeeded' });
-    const finished = await widgetApi(app, session, 'POST', 'finish');
-    const exchanged = await app.request('POST', `/v1/exchange_tokens/${finished.body.exchange_token}`, {
-      key: sk,
-    });
-    t.equal(exchanged.status, 200, exchanged.text);
-    return exchanged.body.id as string;
-  };
+  const atTheBank = (authorizationUrl: string, cpf: string, decision: 'confirm' | 'abort' = 'confirm') =>
+    trip.atBank(authorizationUrl, { user: cpf, decision });
   const consentIdOf = async (linkId: string) =>
     openGrantId((await findGrantRow(app.db.knex, linkId))!, app.services.secrets);
 
@@ -96,9 +49,17 @@ forEachEngine(t, async (t, engine) => {
       {
         connection: 'consent',
         asks_cpf: true,
-        consent: { items: [{ coverage: 'accounts' }, {}, {}, { coverage: 'credit_cards' }] },
+        consent: {
+          items: [
+            { coverage: 'identification' },
+            { coverage: 'accounts' },
+            {},
+            {},
+            { coverage: 'credit_cards' },
+          ],
+        },
       },
-      'the widget lists the Brazilian bank, asking for a CPF',
+      'the widget lists the Brazilian bank, asking for a CPF (and the identification, which names the holder)',
     );
     t.match(
       opened.bootstrap.banks.find((b: { id: string }) => b.id === 'bancoabierto'),
@@ -122,15 +83,7 @@ forEachEngine(t, async (t, engine) => {
       {
         status: 'AWAITING_AUTHORISATION',
         cpf: '52998224725',
-        permissions: [
-          'ACCOUNTS_READ',
-          'ACCOUNTS_BALANCES_READ',
-          'ACCOUNTS_TRANSACTIONS_READ',
-          'CREDIT_CARDS_ACCOUNTS_READ',
-          'CREDIT_CARDS_ACCOUNTS_LIMITS_READ',
-          'CREDIT_CARDS_ACCOUNTS_TRANSACTIONS_READ',
-          'RESOURCES_READ',
-        ],
+        permissions: ['CUSTOMERS_PERSONAL_IDENTIFICATIONS_READ', ...BRASIL_PERMISSIONS],
       },
       'the bank holds the consent, naming the customer, before the customer sees it',
     );
@@ -325,23 +278,18 @@ forEachEngine(t, async (t, engine) => {
     const [header, payload, signature] = jwt.split('.') as [string, string, string];
     const claims = JSON.parse(Buffer.from(payload, 'base64url').toString());
 
-    const strange = new URL(callback);
-    const unknownClaims = { ...claims, state: 'B'.repeat(32) };
-    strange.searchParams.set(
-      'response',
-      `${header}.${Buffer.from(JSON.stringify(unknownClaims)).toString('base64url')}.${signature}`,
-    );
-    const unknown = await callbackPage(strange.href);
+    /** The callback with the answer's claims changed by `change`, under the bank's signature of the real ones. */
+    const tampered = (change: Record<string, string>) => {
+      const url = new URL(callback);
+      const payload = Buffer.from(JSON.stringify({ ...claims, ...change })).toString('base64url');
+      url.searchParams.set('response', `${header}.${payload}.${signature}`);
+      return url.href;
+    };
+    const unknown = await callbackPage(tampered({ state: 'B'.repeat(32) }));
     t.equal(unknown.status, 400);
     t.match(unknown.bootstrap.error, { code: 'consent_unknown' }, 'a state no trip has');
 
-    const forged = new URL(callback);
-    const forgedClaims = { ...claims, code: 'x'.repeat(43) };
-    forged.searchParams.set(
-      'response',
-      `${header}.${Buffer.from(JSON.stringify(forgedClaims)).toString('base64url')}.${signature}`,
-    );
-    const invalid = await callbackPage(forged.href);
+    const invalid = await callbackPage(tampered({ code: 'x'.repeat(43) }));
     t.match(
       invalid.bootstrap,
       { returned_from_bank: true, error: { code: 'consent_invalid' } },
@@ -376,21 +324,7 @@ forEachEngine(t, async (t, engine) => {
   });
 });
 
-async function counts(app: TestApp): Promise<{ links: number; grants: number; linkCreated: number }> {
-  const count = async (table: string, where: Record<string, string> = {}) =>
-    Number((await app.db.knex(table).where(where).count({ n: '*' }).first())!.n);
-  return {
-    links: await count('links'),
-    grants: await count('link_grants'),
-    linkCreated: await count('events', { type: 'link.created' }),
-  };
-}
-
-async function trips(app: TestApp): Promise<number> {
-  return Number((await app.db.knex('widget_consent_requests').count({ n: '*' }).first())!.n);
-}
-
 /** The bank's own records (its state rows), to see that a refused start never reached it. */
-async function bankConsents(app: TestApp): Promise<number> {
+async function bankConsents(app: { db: Database }): Promise<number> {
   return Number((await app.db.knex('consent_bank_state').count({ n: '*' }).first())!.n);
 }

@@ -1,16 +1,11 @@
 import t from 'tap';
-import { CONSENT_WAIT_MS } from '../../src/widget/consent-flow.js';
-import { MAX_ATTEMPTS } from '../../src/widget/flows.js';
-import { atTheBank, sha } from '../helpers/consent-bank.js';
-import {
-  createTenant,
-  forEachEngine,
-  runSyncs,
-  setTimeLimit,
-  startTestApp,
-  type TestApp,
-} from '../helpers/harness.js';
-import { openWidget, widgetApi, widgetToken, type WidgetTokenBody } from '../helpers/widget.js';
+import { CONSENT_WAIT_MS } from '../../src/widget/consent/consent-flow.js';
+import { MAX_ATTEMPTS } from '../../src/widget/sessions.js';
+import { sha } from '../helpers/consent-bank.js';
+import { CHILE } from '../helpers/consent-countries.js';
+import { consentTrips, consentTripCount as trips, linkCounts as counts } from '../helpers/consent-flow.js';
+import { createTenant, forEachEngine, runSyncs, setTimeLimit, startTestApp } from '../helpers/harness.js';
+import { widgetApi } from '../helpers/widget.js';
 
 /*
  * The end user's path to a consent bank through the widget, over real HTTP against the simulated bank the
@@ -21,7 +16,6 @@ import { openWidget, widgetApi, widgetToken, type WidgetTokenBody } from '../hel
  */
 setTimeLimit(t, 300_000);
 
-const CALLBACK_PATH = '/widget/consent/callback';
 const APP_RETURN = 'https://app.example.com/bank/callback';
 
 forEachEngine(t, async (t, engine) => {
@@ -33,30 +27,7 @@ forEachEngine(t, async (t, engine) => {
   const sk = tenant.keys.sk_test.secret;
   const faults = app.consentBank!.faults;
   t.afterEach(() => faults.reset());
-
-  /** The widget opened (embedded unless `hosted`) with a token for the simulated bank. */
-  const open = async (body: WidgetTokenBody = {}, language = 'en', hosted = false) => {
-    const token = await widgetToken(app, sk, body);
-    const opened = hosted
-      ? await openWidget(app, token, '', language)
-      : await openWidget(app, token, undefined, language);
-    t.equal(opened.status, 200, 'the widget opens');
-    return opened;
-  };
-  const startAt = async (session: string, body: Record<string, unknown> = { bank_id: 'bancoabierto' }) => {
-    const started = await widgetApi(app, session, 'POST', 'consent', body);
-    return started;
-  };
-  const callbackPage = async (url: string, cookie?: string, language = 'en') => {
-    const response = await fetch(url, {
-      headers: { 'accept-language': language, ...(cookie !== undefined ? { cookie } : {}) },
-    });
-    const html = await response.text();
-    const match = /<script type="application\/json" id="widget-bootstrap">(.*?)<\/script>/s.exec(html);
-    // eslint-disable-next-line @typescript-eslint/no-explicit-any
-    return { status: response.status, html, bootstrap: match ? (JSON.parse(match[1]!) as any) : null };
-  };
-  const redirectUri = `${app.url}${CALLBACK_PATH}`;
+  const { open, start: startAt, atBank, callbackPage, redirectUri } = consentTrips(t, app, sk, CHILE);
 
   t.test(
     'hosted: a leaked callback URL completes nothing in another browser; the one that started the trip does',
@@ -72,7 +43,7 @@ forEachEngine(t, async (t, engine) => {
         "the trip cookie: HttpOnly, Lax so the bank's redirect carries it, on the callback path only (no Secure on http)",
       );
       const cookie = setCookie.split(';')[0]!;
-      const { callback } = await atTheBank(started.body.authorization_url, redirectUri, { language: 'en' });
+      const { callback } = await atBank(started.body.authorization_url, { language: 'en' });
       const before = await counts(app);
 
       for (const [label, stranger, language] of [
@@ -124,6 +95,7 @@ forEachEngine(t, async (t, engine) => {
             locale: 'es',
             title: /Vas a compartir con/,
             items: [
+              { coverage: 'name', text: 'Tu nombre, como lo tiene registrado el banco' },
               { coverage: 'accounts' },
               { coverage: 'balances' },
               { coverage: 'movements' },
@@ -160,8 +132,8 @@ forEachEngine(t, async (t, engine) => {
       t.notOk(authorization.searchParams.has('code_challenge'), 'nothing else of the request is in the URL');
       t.match((await widgetApi(app, session, 'GET', 'status')).body, { state: 'awaiting_bank' });
 
-      const { callback, pages } = await atTheBank(started.body.authorization_url, redirectUri, {
-        rut: '11.111.111-1',
+      const { callback, pages } = await atBank(started.body.authorization_url, {
+        user: '11.111.111-1',
         language: 'es',
       });
       t.match(pages[0], /RUT/, "the bank's sign-in page");
@@ -230,7 +202,7 @@ forEachEngine(t, async (t, engine) => {
     const opened = await open();
     const session = opened.bootstrap.session as string;
     const started = await startAt(session);
-    const { callback } = await atTheBank(started.body.authorization_url, redirectUri);
+    const { callback } = await atBank(started.body.authorization_url);
     // A slow token endpoint: the trip is claimed at once, the link made only after the exchange.
     faults.setFaults({ tokenDelayMs: 1_500 });
     let returned = false;
@@ -253,8 +225,8 @@ forEachEngine(t, async (t, engine) => {
     const opened = await open();
     const session = opened.bootstrap.session as string;
     const started = await startAt(session);
-    const { callback } = await atTheBank(started.body.authorization_url, redirectUri, {
-      rut: '99.999.999-9',
+    const { callback } = await atBank(started.body.authorization_url, {
+      user: '99.999.999-9',
     });
     t.equal((await callbackPage(callback)).status, 200);
     const links = (await counts(app)).links;
@@ -271,7 +243,7 @@ forEachEngine(t, async (t, engine) => {
     const started = await startAt(session);
     // The browser keeps the trip's cookie from the start and sends it back with the bank's redirect.
     const cookie = started.headers.get('set-cookie')!.split(';')[0]!;
-    const { callback } = await atTheBank(started.body.authorization_url, redirectUri, { language: 'en' });
+    const { callback } = await atBank(started.body.authorization_url, { language: 'en' });
     const back = await callbackPage(callback, cookie);
     t.equal(back.status, 200);
     t.match(back.bootstrap, { hosted: true, kind: 'connect', status: { state: 'in_progress' } });
@@ -303,7 +275,7 @@ forEachEngine(t, async (t, engine) => {
         const opened = await open({}, 'es');
         const session = opened.bootstrap.session as string;
         const started = await startAt(session);
-        const { callback } = await atTheBank(started.body.authorization_url, redirectUri, { rut, decision });
+        const { callback } = await atBank(started.body.authorization_url, { user: rut, decision });
         t.equal(new URL(callback).searchParams.get('error'), 'access_denied');
         const page = await callbackPage(callback);
         t.match(page.bootstrap, {
@@ -324,8 +296,8 @@ forEachEngine(t, async (t, engine) => {
     const opened = await open();
     const session = opened.bootstrap.session as string;
     const started = await startAt(session);
-    const { callback } = await atTheBank(started.body.authorization_url, redirectUri, {
-      rut: '88.888.888-8',
+    const { callback } = await atBank(started.body.authorization_url, {
+      user: '88.888.888-8',
     });
     const page = await callbackPage(callback);
     t.match(page.bootstrap, { returned_from_bank: true, error: { code: 'consent_invalid' } });
@@ -341,7 +313,7 @@ forEachEngine(t, async (t, engine) => {
     const opened = await open();
     const session = opened.bootstrap.session as string;
     const started = await startAt(session);
-    const { callback } = await atTheBank(started.body.authorization_url, redirectUri);
+    const { callback } = await atBank(started.body.authorization_url);
 
     const wrongState = new URL(callback);
     wrongState.searchParams.set('state', 'A'.repeat(32));
@@ -364,7 +336,7 @@ forEachEngine(t, async (t, engine) => {
     );
 
     const second = await startAt(session);
-    const late = await atTheBank(second.body.authorization_url, redirectUri);
+    const late = await atBank(second.body.authorization_url);
     (app.clock as { advance(ms: number): void }).advance(CONSENT_WAIT_MS + 1_000);
     const expired = await callbackPage(late.callback);
     t.match(expired.bootstrap.error, { code: 'consent_expired' });
@@ -381,7 +353,7 @@ forEachEngine(t, async (t, engine) => {
     t.match((await widgetApi(app, session, 'GET', 'status')).body, { state: 'awaiting_bank' });
     faults.reset();
     const again = await startAt(session);
-    const { callback } = await atTheBank(again.body.authorization_url, redirectUri);
+    const { callback } = await atBank(again.body.authorization_url);
     t.equal((await callbackPage(callback)).status, 200);
     t.match((await widgetApi(app, session, 'GET', 'status')).body, { state: 'in_progress' });
     await runSyncs(app);
@@ -455,17 +427,3 @@ forEachEngine(t, async (t, engine) => {
     );
   });
 });
-
-async function counts(app: TestApp): Promise<{ links: number; grants: number; linkCreated: number }> {
-  const count = async (table: string, where: Record<string, string> = {}) =>
-    Number((await app.db.knex(table).where(where).count({ n: '*' }).first())!.n);
-  return {
-    links: await count('links'),
-    grants: await count('link_grants'),
-    linkCreated: await count('events', { type: 'link.created' }),
-  };
-}
-
-async function trips(app: TestApp): Promise<number> {
-  return Number((await app.db.knex('widget_consent_requests').count({ n: '*' }).first())!.n);
-}

@@ -1,14 +1,14 @@
 import t from 'tap';
 import {
+  appWithTenant,
   createTenant,
   forEachEngine,
   linkBody,
-  RAISED_LIMITS,
   runSyncs,
   startTestApp,
   tableCounts,
 } from '../helpers/harness.js';
-import { OPENER, openWidget, widgetApi, widgetToken } from '../helpers/widget.js';
+import { OPENER, openWidget, refreshAwaitingMfa, widgetApi, widgetToken } from '../helpers/widget.js';
 
 /*
  * The widget's language (`locale` on the token, else Accept-Language, else `widget.locale`) and the hosted
@@ -21,11 +21,9 @@ const PREFIX = 'https://app.example.com/hooks/';
 const LOOPBACK = 'http://127.0.0.1:4000/cb';
 
 forEachEngine(t, async (t, engine) => {
-  const app = await startTestApp(t, engine, {
+  const { app, tenant, sk } = await appWithTenant(t, engine, {
     config: { widget: { allowedRedirectUris: [CALLBACK, PREFIX, LOOPBACK] } },
   });
-  const tenant = await createTenant(app, { rateLimits: RAISED_LIMITS });
-  const sk = tenant.keys.sk_test.secret;
   const pk = tenant.keys.pk_test.secret;
 
   t.test('locale: the token, else the browser, else the operator; Spanish by default', async (t) => {
@@ -271,12 +269,7 @@ forEachEngine(t, async (t, engine) => {
       body: linkBody({ bank_id: 'bci', credentials: { rut: '55.555.555-5', password: 'sandbox-mfa' } }),
     });
     await runSyncs(app);
-    const intent = await app.request('POST', '/v1/refresh_intents', {
-      key: sk,
-      body: { link_id: created.body.id },
-    });
-    await runSyncs(app);
-    const waiting = (await app.request('GET', `/v1/refresh_intents/${intent.body.id}`, { key: sk })).body;
+    const waiting = await refreshAwaitingMfa(app, sk, created.body.id);
     const plain = await openWidget(app, waiting.requires_mfa.widget_token, '', 'es');
     t.equal(plain.status, 200);
     t.match(plain.html, 'Abre esto desde la app');
@@ -297,7 +290,7 @@ forEachEngine(t, async (t, engine) => {
     await runSyncs(app);
     t.equal((await widgetApi(app, session, 'GET', 'status')).body.state, 'succeeded');
     t.equal(
-      (await app.request('GET', `/v1/refresh_intents/${intent.body.id}`, { key: sk })).body.status,
+      (await app.request('GET', `/v1/refresh_intents/${waiting.id}`, { key: sk })).body.status,
       'succeeded',
     );
   });

@@ -5,6 +5,7 @@ import { runHousekeeping } from '../../src/scheduler/housekeeping.js';
 import { sha256Hex } from '../../src/secrets/secret-box.js';
 import { openCredentials } from '../../src/links/links.js';
 import {
+  appWithTenants,
   createTenant,
   eventTypes,
   forEachEngine,
@@ -14,9 +15,15 @@ import {
   startTestApp,
   tableCounts,
   type TestApp,
-  RAISED_LIMITS,
 } from '../helpers/harness.js';
-import { connectThroughWidget, OPENER, openWidget, widgetApi, widgetToken } from '../helpers/widget.js';
+import {
+  connectThroughWidget,
+  OPENER,
+  openWidget,
+  refreshAwaitingMfa,
+  widgetApi,
+  widgetToken,
+} from '../helpers/widget.js';
 
 const MINUTE = 60_000;
 const HOUR = 60 * MINUTE;
@@ -70,10 +77,7 @@ async function expiredLink(app: TestApp, sk: string): Promise<string> {
 }
 
 forEachEngine(t, async (t, engine) => {
-  const app = await startTestApp(t, engine);
-  const tenant = await createTenant(app, { rateLimits: RAISED_LIMITS });
-  const other = await createTenant(app, { rateLimits: RAISED_LIMITS });
-  const sk = tenant.keys.sk_test.secret;
+  const { app, tenant, other, sk } = await appWithTenants(t, engine);
   const pk = tenant.keys.pk_test.secret;
 
   t.test('a secret or a publishable key creates a token, shown once and stored as a hash', async (t) => {
@@ -598,10 +602,7 @@ forEachEngine(t, async (t, engine) => {
 
   t.test('an MFA token (ri_…_sec_…) opens the code step once, until expires_at', async (t) => {
     const link = await serverLink(app, sk, 'sandbox-mfa');
-    const intent = (await app.request('POST', '/v1/refresh_intents', { key: sk, body: { link_id: link } }))
-      .body;
-    await runSyncs(app);
-    const waiting = (await app.request('GET', `/v1/refresh_intents/${intent.id}`, { key: sk })).body;
+    const waiting = await refreshAwaitingMfa(app, sk, link);
     const opened = await openWidget(app, waiting.requires_mfa.widget_token);
     t.equal(opened.status, 200);
     t.match(opened.bootstrap, { kind: 'mfa', bank_id: 'bancochile', status: { state: 'requires_mfa' } });
@@ -621,20 +622,16 @@ forEachEngine(t, async (t, engine) => {
     const finished = await widgetApi(app, opened.bootstrap.session, 'POST', 'finish');
     t.same(
       finished.body,
-      { type: 'success', intent: 'mfa', refresh_intent_id: intent.id },
+      { type: 'success', intent: 'mfa', refresh_intent_id: waiting.id },
       'no exchange token',
     );
     t.equal(
-      (await app.request('GET', `/v1/refresh_intents/${intent.id}`, { key: sk })).body.status,
+      (await app.request('GET', `/v1/refresh_intents/${waiting.id}`, { key: sk })).body.status,
       'succeeded',
     );
 
     app.clock.advance(61 * MINUTE);
-    const late = (await app.request('POST', '/v1/refresh_intents', { key: sk, body: { link_id: link } }))
-      .body;
-    await runSyncs(app);
-    const lateToken = (await app.request('GET', `/v1/refresh_intents/${late.id}`, { key: sk })).body
-      .requires_mfa.widget_token;
+    const lateToken = (await refreshAwaitingMfa(app, sk, link)).requires_mfa.widget_token;
     app.clock.advance(5 * MINUTE);
     const expired = await openWidget(app, lateToken);
     t.equal(expired.status, 410);
@@ -642,15 +639,8 @@ forEachEngine(t, async (t, engine) => {
     app.clock.advance(1000);
     await runHousekeeping(app.services); // fails the unanswered wait, which frees the link
 
-    const wrongCode = (
-      await app.request('POST', '/v1/refresh_intents', {
-        key: sk,
-        body: { link_id: link, refresh_type: 'historical' },
-      })
-    ).body;
-    await runSyncs(app);
-    const token = (await app.request('GET', `/v1/refresh_intents/${wrongCode.id}`, { key: sk })).body
-      .requires_mfa.widget_token;
+    const token = (await refreshAwaitingMfa(app, sk, link, { refresh_type: 'historical' })).requires_mfa
+      .widget_token;
     const session = (await openWidget(app, token)).bootstrap.session;
     // refresh.mfaAttempts (3): two wrong codes leave the wait open, the third ends it.
     for (const wrong of [1, 2]) {
@@ -679,11 +669,8 @@ forEachEngine(t, async (t, engine) => {
     t.equal((await openWidget(app, connectToken)).status, 200);
 
     const link = await serverLink(app, sk, 'sandbox-mfa');
-    const intent = (await app.request('POST', '/v1/refresh_intents', { key: sk, body: { link_id: link } }))
-      .body;
-    await runSyncs(app);
-    const mfaToken = (await app.request('GET', `/v1/refresh_intents/${intent.id}`, { key: sk })).body
-      .requires_mfa.widget_token;
+    const intent = await refreshAwaitingMfa(app, sk, link);
+    const mfaToken = intent.requires_mfa.widget_token;
     t.equal((await openWidget(app, mfaToken)).status, 200);
     // An intent whose wait outlasts its session's retention: its token must stay refused.
     await app.db

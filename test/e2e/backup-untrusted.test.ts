@@ -12,7 +12,13 @@ import type { BackupManifest, BackupResult } from '../../src/backup/backup.js';
 import type { RestoreResult } from '../../src/backup/restore.js';
 import { TarWriter, readTar } from '../../src/backup/tar.js';
 import { REPO_ROOT, installedHome, runCli, runCliJson, withDatabase } from '../helpers/cli.js';
-import { engines, forEachEngine, setTimeLimit, type EngineName } from '../helpers/harness.js';
+import {
+  emptyPostgresDatabase,
+  engines,
+  forEachEngine,
+  setTimeLimit,
+  type EngineName,
+} from '../helpers/harness.js';
 
 /*
  * An archive is untrusted input to `svc restore` (issue 28, items 7 and 8): crafted archives that pick a
@@ -97,19 +103,8 @@ async function target(
   schema: string | null,
 ): Promise<{ args: string[]; url: string }> {
   if (engine === 'sqlite') return { args: [], url: '' };
-  const name = `svc_untrusted_${randomBytes(5).toString('hex')}`;
-  const creator = admin();
-  await creator.raw(`create database ${name}`);
-  await creator.destroy();
-  t.teardown(async () => {
-    const dropper = admin();
-    await dropper.raw(`drop database if exists ${name} with (force)`);
-    await dropper.destroy();
-  });
-  const url = new URL(process.env.SVC_TEST_DATABASE_URL!);
-  url.pathname = `/${name}`;
-  if (schema) url.searchParams.set('schema', schema);
-  return { args: ['--database-url', url.toString()], url: url.toString() };
+  const url = await emptyPostgresDatabase(t, 'svc_untrusted', schema);
+  return { args: ['--database-url', url], url };
 }
 
 /** What a PostgreSQL database holds in a schema: tables, functions, constraints of svc's tables. */

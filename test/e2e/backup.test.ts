@@ -4,14 +4,13 @@ import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, w
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gunzipSync, gzipSync } from 'node:zlib';
-import knexFactory from 'knex';
 import t from 'tap';
 import type { Test } from 'tap';
 import type { BackupResult } from '../../src/backup/backup.js';
 import type { RestoreResult } from '../../src/backup/restore.js';
 import { migrationNames } from '../../src/db/migrations.js';
 import {
-  freePort,
+  freeBankPorts,
   installedHome,
   runCli,
   runCliJson,
@@ -23,6 +22,7 @@ import {
 import {
   setTimeLimit,
   HANG_GUARD_MS,
+  emptyPostgresDatabase,
   engines,
   forEachEngine,
   linkBody,
@@ -81,22 +81,8 @@ function freshHome(t: Test): string {
  */
 async function restoreTarget(t: Test, engine: EngineName, sourceUrl: string): Promise<string[]> {
   if (engine === 'sqlite') return [];
-  const base = new URL(process.env.SVC_TEST_DATABASE_URL!);
-  const name = `svc_restore_${randomBytes(5).toString('hex')}`;
-  const admin = () => knexFactory({ client: 'pg', connection: base.toString(), pool: { min: 0, max: 1 } });
-  const creator = admin();
-  await creator.raw(`create database ${name}`);
-  await creator.destroy();
-  t.teardown(async () => {
-    const dropper = admin();
-    await dropper.raw(`drop database if exists ${name} with (force)`);
-    await dropper.destroy();
-  });
-  const target = new URL(base);
-  target.pathname = `/${name}`;
   const schema = new URL(sourceUrl).searchParams.get('schema');
-  if (schema) target.searchParams.set('schema', schema);
-  return ['--database-url', target.toString()];
+  return ['--database-url', await emptyPostgresDatabase(t, 'svc_restore', schema)];
 }
 
 interface Listed {
@@ -167,7 +153,7 @@ forEachEngine(t, async (t, engine) => {
   const { database, home, key } = await installedHome(t, engine);
   // The simulated banks' ports are kept for the restored server: the appliance's registration names the
   // addresses it registered at, as it would on a new machine with the same settings.
-  const consentBankPort = await freePort();
+  const consentBankPort = await freeBankPorts();
   const bankPorts = { SVC_SANDBOX_CONSENT_BANK_PORT: String(consentBankPort) };
   const serve = await startServe(t, { home, env: { ...FAST, ...RAISED, ...bankPorts } });
   // Test mode's consent link (issue 45, item 5): restored `active`, it must still sync.

@@ -1,12 +1,19 @@
 import t from 'tap';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { ManualClock } from '../../src/clock/clock.js';
 import { loadConfig } from '../../src/config/load-config.js';
-import { openDatabase, type Database } from '../../src/db/database.js';
-import { insertJobs, syncJob } from '../../src/jobs/jobs.js';
+import { openDatabase } from '../../src/db/database.js';
 import { silentLogger } from '../../src/logging/logger.js';
 import { buildServices } from '../../src/processes/services.js';
-import { consentLink, registerApp, startBank, type BankFixture } from '../helpers/consent-bank.js';
+import {
+  WallClock,
+  bankCalls,
+  busiest,
+  minuteOf,
+  queueScheduled,
+  scheduledLeft,
+  untilMinuteHasLeft,
+} from '../helpers/bank-budget.js';
+import { consentLink, registerApp, startBank } from '../helpers/consent-bank.js';
 import { installedHome, startServe, waitFor } from '../helpers/cli.js';
 import { startWorkers } from '../helpers/serve-roles.js';
 import { forEachEngine, setTimeLimit } from '../helpers/harness.js';
@@ -24,13 +31,6 @@ import { forEachEngine, setTimeLimit } from '../helpers/harness.js';
  */
 setTimeLimit(t, 1_200_000);
 
-/** The bank counts in real seconds and minutes, so the links are made on the real clock. */
-class WallClock extends ManualClock {
-  override now(): number {
-    return Date.now();
-  }
-}
-
 /*
  * Small, to stay quick: scheduled syncs may use half (2 a second, 12 a minute), a person's refresh all of it.
  * Six links of 3 calls a sync or more (the accounts list and the balances) need more than the 12 a minute, so
@@ -39,7 +39,6 @@ class WallClock extends ManualClock {
 const BUDGET = { perSecond: 4, perMinute: 24, scheduledShare: 0.5 };
 const SCHEDULED = { perSecond: 2, perMinute: 12 };
 const ACTIONS = ['ReadAccounts', 'ReadBalances'];
-const BANK_CALLS = new Set(['resources', 'token', 'grant_management']);
 /** The sandbox user the 429 is set for (users.ts), and the one whose links keep working. */
 const LIMITED_RUT = '12.345.678-5';
 const FINE_RUT = '11.111.111-1';
@@ -280,45 +279,3 @@ forEachEngine(t, async (t, engine) => {
     t.same(during, [], `no call reached the bank during the ${RETRY_AFTER_S} s pause`);
   });
 });
-
-/** Scheduled syncs of the links, as the tick queues them (no refresh intent); their job ids. */
-async function queueScheduled(db: Database, links: string[]): Promise<string[]> {
-  const rows = await db.knex('links').whereIn('id', links).select('id', 'org_id');
-  const jobs = rows.map((link) =>
-    syncJob(link, { refresh_type: 'scheduled', interactive: false }, Date.now()),
-  );
-  await db.transaction((trx) => insertJobs(trx, jobs));
-  return jobs.map((job) => job.id);
-}
-
-async function scheduledLeft(db: Database, links: string[]): Promise<number> {
-  const [row] = await db
-    .knex('jobs')
-    .whereIn('link_id', links)
-    .whereNull('refresh_intent_id')
-    .whereNot('status', 'succeeded')
-    .count({ n: '*' });
-  return Number((row as { n: number | string }).n);
-}
-
-function bankCalls(fixture: BankFixture, from: number) {
-  return fixture.bank.callLog().filter((c) => BANK_CALLS.has(c.kind) && c.at >= from);
-}
-
-/** The most calls in one clock window of `ms` (a second, a minute), as the bank counts them. */
-function busiest(calls: { at: number }[], ms: number): number {
-  const counts = new Map<number, number>();
-  for (const call of calls)
-    counts.set(Math.floor(call.at / ms), (counts.get(Math.floor(call.at / ms)) ?? 0) + 1);
-  return Math.max(0, ...counts.values());
-}
-
-function minuteOf(at: number): number {
-  return at - (at % 60_000);
-}
-
-/** Waits for the next minute when less than `ms` of this one is left. */
-async function untilMinuteHasLeft(ms: number): Promise<void> {
-  const left = 60_000 - (Date.now() % 60_000);
-  if (left < ms) await sleep(left + 20);
-}

@@ -1,19 +1,11 @@
 import t from 'tap';
-import { ManualClock } from '../../src/clock/clock.js';
 import { CONSOLE_CATALOGUES } from '../../src/console/messages.js';
-import { inviteConsoleUser } from '../../src/console/users.js';
 import { runConsentExpiry } from '../../src/scheduler/consent-expiry.js';
-import { consentLink, registerApp, startBank } from '../helpers/consent-bank.js';
+import { appBesideBank, consentLink } from '../helpers/consent-bank.js';
+import { invite } from '../helpers/console.js';
 import { consoleLook } from '../helpers/console-browser.js';
 import { launchChromium, requireChromium } from '../helpers/browser.js';
-import {
-  createTenant,
-  forEachEngine,
-  linkBody,
-  runSyncs,
-  setTimeLimit,
-  startTestApp,
-} from '../helpers/harness.js';
+import { forEachEngine, linkBody, runSyncs, setTimeLimit } from '../helpers/harness.js';
 
 /*
  * The console's consent badge in headless Chromium, on both engines (issue 31, item 1; the API-level check is
@@ -29,10 +21,7 @@ const PASSWORD = 'a long and quiet password';
 
 forEachEngine(t, async (t, engine) => {
   if (!requireChromium(t)) return;
-  const fixture = await startBank(t, engine);
-  const app = await startTestApp(t, engine, { clock: new ManualClock(Date.now()) });
-  const tenant = await createTenant(app);
-  const registration = await registerApp(fixture, app);
+  const { fixture, app, tenant, registration } = await appBesideBank(t, engine);
   const key = tenant.keys.sk_test.secret;
   const credential = await app.request('POST', '/v1/links', {
     key,
@@ -52,16 +41,12 @@ forEachEngine(t, async (t, engine) => {
   t.same(await runConsentExpiry(app.services), { ended: 1, warned: 1 });
 
   const look = consoleLook(t, engine, 'consent-');
-  const invite = async (email: string, role: 'admin' | 'support') =>
-    app.db.transaction((trx) =>
-      inviteConsoleUser(trx, { email, role, orgId: tenant.orgId, actor: 'cli:test', now: app.clock.now() }),
-    );
   /** A browser in `language` with a new support user `email` signed in, on the links list. */
   const signIn = async (email: string, language: 'en' | 'es') => {
     const words = CONSOLE_CATALOGUES[language];
     const context = await launchChromium(t, undefined, language === 'es' ? 'es-CL' : 'en-US');
     const page = await context.newPage();
-    const { token } = await invite(email, 'support');
+    const { token } = await invite(app, tenant.orgId, email, 'support');
     await page.goto(`${app.url}/console/accept/${token}`);
     await page.getByLabel(words['accept.password']).fill(PASSWORD);
     await page.getByLabel(words['accept.confirm']).fill(PASSWORD);

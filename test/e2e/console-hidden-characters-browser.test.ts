@@ -1,9 +1,9 @@
 import { join } from 'node:path';
 import t from 'tap';
-import { inviteConsoleUser } from '../../src/console/users.js';
-import { CONSOLE_SHOTS, consoleLook } from '../helpers/console-browser.js';
+import { invite, tenantWithHiddenCharacters } from '../helpers/console.js';
+import { CONSOLE_SHOTS, acceptInBrowser, consoleLook } from '../helpers/console-browser.js';
 import { launchChromium, requireChromium } from '../helpers/browser.js';
-import { createTenant, forEachEngine, linkBody, startTestApp } from '../helpers/harness.js';
+import { forEachEngine, startTestApp } from '../helpers/harness.js';
 
 /*
  * Issue 44, item 6, as a person sees it: a tenant's external_user_id and webhook description and the
@@ -13,51 +13,26 @@ import { createTenant, forEachEngine, linkBody, startTestApp } from '../helpers/
  * test-output/screenshots/console/hidden-characters-*.png (on SQLite).
  */
 
-const PASSWORD = 'a long and quiet password';
 const RLO = '\u202e';
 
 forEachEngine(t, async (t, engine) => {
   if (!requireChromium(t)) return;
   const app = await startTestApp(t, engine);
-  const tenant = await createTenant(app);
-  const sk = tenant.keys.sk_test.secret;
-  await app.db
-    .knex('organisations')
-    .where({ id: tenant.orgId })
-    .update({ name: `Lender ${RLO}exe.gpj` });
-  const link = await app.request('POST', '/v1/links', {
-    key: sk,
-    body: linkBody({ external_user_id: `cust${RLO}1147-remotsuc` }),
+  const { tenant, linkId, hookId } = await tenantWithHiddenCharacters(t, app, {
+    externalUserId: `cust${RLO}1147-remotsuc`,
+    description: `payroll ${RLO}kooh`,
   });
-  t.equal(link.status, 200, link.text);
-  const hook = await app.request('POST', '/v1/webhook_endpoints', {
-    key: sk,
-    body: { url: 'http://127.0.0.1:9/hook', enabled_events: ['*'], description: `payroll ${RLO}kooh` },
-  });
-  t.equal(hook.status, 200, hook.text);
-  const { token } = await app.db.transaction((trx) =>
-    inviteConsoleUser(trx, {
-      email: 'ana@lender.cl',
-      role: 'admin',
-      orgId: tenant.orgId,
-      actor: 'cli:test',
-      now: app.clock.now(),
-    }),
-  );
+  const { token } = await invite(app, tenant.orgId);
   const context = await launchChromium(t);
   const page = await context.newPage();
   const look = consoleLook(t, engine, 'hidden-characters-');
-  await page.goto(`${app.url}/console/accept/${token}`);
-  await page.getByLabel('New password').fill(PASSWORD);
-  await page.getByLabel('Repeat the password').fill(PASSWORD);
-  await page.getByRole('button', { name: 'Save and sign in' }).click();
-  await page.waitForURL(`**/console/o/${tenant.orgId}/test`);
+  await acceptInBrowser(page, app, token, `**/console/o/${tenant.orgId}/test`);
 
   const base = `${app.url}/console/o/${tenant.orgId}/test`;
   for (const [name, path, shown] of [
-    ['link', `/links/${link.body.id}`, 'cust\\u202e1147-remotsuc'],
+    ['link', `/links/${linkId}`, 'cust\\u202e1147-remotsuc'],
     ['links', '/links', 'cust\\u202e1147-remotsuc'],
-    ['endpoint', `/webhooks/${hook.body.id}`, 'payroll \\u202ekooh'],
+    ['endpoint', `/webhooks/${hookId}`, 'payroll \\u202ekooh'],
   ] as const) {
     await page.goto(`${base}${path}`);
     const main = await page.locator('main').innerText();

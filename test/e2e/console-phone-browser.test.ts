@@ -1,10 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
-import { inviteConsoleUser } from '../../src/console/users.js';
 import { DEFAULT_ORGANISATION_NAME, DEFAULT_SECRET_KEY_NAME } from '../../src/orgs/default-names.js';
-import { Dispatcher } from '../../src/webhooks/dispatch/dispatcher.js';
 import { seriousViolations } from '../helpers/axe.js';
 import { launchChromium, requireChromium } from '../helpers/browser.js';
 import {
@@ -22,6 +19,8 @@ import {
   startTestApp,
 } from '../helpers/harness.js';
 import { startReceiver } from '../helpers/receiver.js';
+import { invite } from '../helpers/console.js';
+import { whileDispatching } from '../helpers/webhook-events.js';
 
 /*
  * Every console page on a phone and at a desk, in Spanish and in English (issue 29, item 6). An operator of
@@ -64,28 +63,12 @@ forEachEngine(t, async (t, engine) => {
     body: { url: receiver.url, enabled_events: ['link.refreshed', 'link.created', 'refresh_intent.failed'] },
   });
   t.equal(endpoint.status, 200, endpoint.text);
-  const operator = await app.db.transaction((trx) =>
-    inviteConsoleUser(trx, {
-      email: 'ops@lender.cl',
-      role: 'operator',
-      orgId: null,
-      actor: 'cli:test',
-      now: app.clock.now(),
-    }),
-  );
+  const operator = await invite(app, null, 'ops@lender.cl', 'operator');
   const english = englishOnlyWords();
   const org = `/console/o/${tenant.orgId}/test`;
 
   /** Does `action` while sending what falls due, as a running dispatcher would (the fire page waits). */
-  const dispatching = async (action: () => Promise<unknown>) => {
-    let done = false;
-    const acting = action().finally(() => (done = true));
-    while (!done) {
-      await new Dispatcher(app.services).dispatchDue();
-      await sleep(50);
-    }
-    await acting;
-  };
+  const dispatching = (action: () => Promise<unknown>) => whileDispatching(app, action);
 
   for (const locale of ['en', 'es'] as const) {
     await t.test(`every page in ${locale === 'es' ? 'Spanish' : 'English'}`, async (t) => {

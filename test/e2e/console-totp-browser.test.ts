@@ -1,7 +1,7 @@
 import t from 'tap';
 import { base32Decode, hotp, totpCode, totpStep, TOTP_STEP_MS } from '../../src/console/totp.js';
-import { inviteConsoleUser } from '../../src/console/users.js';
-import { consoleLook } from '../helpers/console-browser.js';
+import { PASSWORD, invite } from '../helpers/console.js';
+import { acceptInBrowser, consoleLook } from '../helpers/console-browser.js';
 import { launchChromium, requireChromium } from '../helpers/browser.js';
 import { createTenant, forEachEngine, startTestApp } from '../helpers/harness.js';
 
@@ -12,21 +12,11 @@ import { createTenant, forEachEngine, startTestApp } from '../helpers/harness.js
  * at desktop and phone widths in test-output/screenshots/console/ (totp-*).
  */
 
-const PASSWORD = 'a long and quiet password';
-
 forEachEngine(t, async (t, engine) => {
   if (!requireChromium(t)) return;
   const app = await startTestApp(t, engine);
   const tenant = await createTenant(app);
-  const { token } = await app.db.transaction((trx) =>
-    inviteConsoleUser(trx, {
-      email: 'ana@lender.cl',
-      role: 'admin',
-      orgId: tenant.orgId,
-      actor: 'cli:test',
-      now: app.clock.now(),
-    }),
-  );
+  const { token } = await invite(app, tenant.orgId);
   const context = await launchChromium(t);
   const page = await context.newPage();
 
@@ -34,11 +24,7 @@ forEachEngine(t, async (t, engine) => {
 
   let secret: Buffer = Buffer.alloc(0);
   await t.test('the user turns the second factor on from the Account page', async (t) => {
-    await page.goto(`${app.url}/console/accept/${token}`);
-    await page.getByLabel('New password').fill(PASSWORD);
-    await page.getByLabel('Repeat the password').fill(PASSWORD);
-    await page.getByRole('button', { name: 'Save and sign in' }).click();
-    await page.waitForURL(`**/console/o/${tenant.orgId}/test`);
+    await acceptInBrowser(page, app, token, `**/console/o/${tenant.orgId}/test`);
     await page.getByRole('link', { name: 'Account' }).click();
     await page.waitForURL('**/console/account');
     t.match(await page.locator('main').innerText(), 'The second factor is off.');

@@ -1,11 +1,11 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
-import { inviteConsoleUser } from '../../src/console/users.js';
 import { Dispatcher } from '../../src/webhooks/dispatch/dispatcher.js';
-import { consoleLook } from '../helpers/console-browser.js';
+import { PASSWORD, invite } from '../helpers/console.js';
+import { acceptInBrowser, consoleLook } from '../helpers/console-browser.js';
 import { launchChromium, requireChromium } from '../helpers/browser.js';
 import { createTenant, forEachEngine, linkBody, startTestApp } from '../helpers/harness.js';
 import { independentlyVerified, ok, startReceiver } from '../helpers/receiver.js';
+import { whileDispatching } from '../helpers/webhook-events.js';
 
 /*
  * The console's webhooks section in headless Chromium, on both engines (issue 18): an admin creates an
@@ -15,8 +15,6 @@ import { independentlyVerified, ok, startReceiver } from '../helpers/receiver.js
  * page is checked with axe-core (no serious or critical violation) and saved at desktop and phone widths
  * in test-output/screenshots/console/, with no sideways scroll on a phone.
  */
-
-const PASSWORD = 'a long and quiet password';
 
 forEachEngine(t, async (t, engine) => {
   if (!requireChromium(t)) return;
@@ -38,31 +36,11 @@ forEachEngine(t, async (t, engine) => {
   const look = consoleLook(t, engine);
 
   /** Does `action` while sending what falls due, as a running dispatcher would (the page waits for it). */
-  const dispatching = async (action: () => Promise<unknown>) => {
-    let done = false;
-    const acting = action().finally(() => (done = true));
-    while (!done) {
-      await new Dispatcher(app.services).dispatchDue();
-      await sleep(50);
-    }
-    await acting;
-  };
+  const dispatching = (action: () => Promise<unknown>) => whileDispatching(app, action);
 
   await t.test('the admin signs in and opens the webhooks', async (t) => {
-    const admin = await app.db.transaction((trx) =>
-      inviteConsoleUser(trx, {
-        email: 'ana@lender.cl',
-        role: 'admin',
-        orgId: tenant.orgId,
-        actor: 'cli:test',
-        now: app.clock.now(),
-      }),
-    );
-    await page.goto(`${app.url}/console/accept/${admin.token}`);
-    await page.getByLabel('New password').fill(PASSWORD);
-    await page.getByLabel('Repeat the password').fill(PASSWORD);
-    await page.getByRole('button', { name: 'Save and sign in' }).click();
-    await page.waitForURL(`**/console/o/${tenant.orgId}/test`);
+    const admin = await invite(app, tenant.orgId);
+    await acceptInBrowser(page, app, admin.token, `**/console/o/${tenant.orgId}/test`);
     await page.getByRole('link', { name: 'Webhooks' }).click();
     await page.waitForURL('**/test/webhooks');
     t.match(await page.locator('main').innerText(), 'No endpoints in this mode.');

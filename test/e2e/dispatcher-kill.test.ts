@@ -3,19 +3,12 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
 import { openDatabase } from '../../src/db/database.js';
-import { linkRefreshed } from '../../src/events/payloads.js';
-import { publishEvent } from '../../src/webhooks/fan-out.js';
 import type { SupervisorState } from '../../src/processes/status.js';
 import { HANG_GUARD_MS, forEachEngine } from '../helpers/harness.js';
 import { installedHome, startServe, waitFor } from '../helpers/cli.js';
 import { independentlyVerified, startReceiver } from '../helpers/receiver.js';
 import { timeLimitForRounds, crashRounds } from '../helpers/crash.js';
-
-/** A `link.refreshed` of a made-up link; `n` varies its body. */
-function sampleRefreshed(n: number, now: number) {
-  const sync = { syncedAt: now, nextSyncAt: now, accountsCount: n, newMovements: 0 };
-  return linkRefreshed({ id: 'link_0000000000000000' }, sync);
-}
+import { emitRefreshed } from '../helpers/webhook-events.js';
 
 /** 12 unless CRASH_ROUNDS says otherwise (the soak run sets about 100). */
 const KILLS = crashRounds(12);
@@ -72,19 +65,7 @@ forEachEngine(t, async (t, engine) => {
   };
   const emitted: string[] = [];
   const burst = async (count: number) => {
-    await db.transaction(async (trx) => {
-      for (let i = 0; i < count; i++) {
-        const event = await publishEvent(trx, {
-          orgId,
-          mode: 'test',
-          type: 'link.refreshed',
-          linkId: null,
-          data: sampleRefreshed(emitted.length, Date.now()),
-          now: Date.now(),
-        });
-        emitted.push(event.id);
-      }
-    });
+    emitted.push(...(await emitRefreshed(db, orgId, count, { now: Date.now }, emitted.length)));
   };
   const began = Date.now();
   let killed = 0;

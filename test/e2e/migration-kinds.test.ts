@@ -1,18 +1,17 @@
-import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
-import { join } from 'node:path';
 import t from 'tap';
 import { migrationNames } from '../../src/db/migrations.js';
-import type { SupervisorState } from '../../src/processes/status.js';
 import {
+  appliedMigrations,
   freePort,
   installArgs,
   installedHome,
   runCli,
+  serveErrors,
   startServe,
+  supervisorStateOf,
   waitFor,
   withDatabase,
-  type ServeProcess,
 } from '../helpers/cli.js';
 import { FAST_DISPATCHER_ENV, FAST_SCHEDULER_ENV } from '../helpers/crash.js';
 import { HANG_GUARD_MS, engines, forEachEngine, linkBody, setTimeLimit } from '../helpers/harness.js';
@@ -28,34 +27,6 @@ import { startReceiver } from '../helpers/receiver.js';
 
 // Per engine: two builds, three svc serve processes, a sync and a delivery on each side (about 40 s idle).
 setTimeLimit(t, engines().length * 240_000);
-
-async function applied(url: string): Promise<string[]> {
-  return withDatabase(url, async (db) =>
-    (await db.knex('knex_migrations').select('name').orderBy('id')).map((row: { name: string }) => row.name),
-  );
-}
-
-function errorLines(serve: ServeProcess): string[] {
-  return serve
-    .stdout()
-    .split('\n')
-    .flatMap((line) => {
-      try {
-        const parsed = JSON.parse(line) as { level: number; msg: string };
-        return parsed.level >= 50 ? [parsed.msg] : [];
-      } catch {
-        return [];
-      }
-    });
-}
-
-function supervisorState(home: string, serve: ServeProcess): SupervisorState | undefined {
-  try {
-    return JSON.parse(readFileSync(join(home, 'run', `serve-${serve.pid}.json`), 'utf8')) as SupervisorState;
-  } catch {
-    return undefined; // being replaced
-  }
-}
 
 const FAST = {
   ...FAST_SCHEDULER_ENV,
@@ -77,7 +48,7 @@ forEachEngine(t, async (t, engine) => {
       });
       t.equal(endpoint.status, 200, 'a webhook endpoint to a real receiver');
       const newer = newerBuild(t, [NEWER_EXPAND, NEWER_CONTRACT]);
-      const before = await applied(url);
+      const before = await appliedMigrations(url);
 
       // The expand step applies; the contract step is deferred, with exit 75 (try again later).
       const partial = await runCli(['migrate'], { home, root: newer });
@@ -93,7 +64,11 @@ forEachEngine(t, async (t, engine) => {
         /then run `svc migrate` again once the last node of that build has stopped/,
         'and what to do next',
       );
-      t.same(await applied(url), [...before, NEWER_EXPAND], 'the expand migration, and only it, applied');
+      t.same(
+        await appliedMigrations(url),
+        [...before, NEWER_EXPAND],
+        'the expand migration, and only it, applied',
+      );
       t.same(
         await withDatabase(url, (db) =>
           db.knex('migration_kinds').whereIn('name', [NEWER_EXPAND, NEWER_CONTRACT]).orderBy('name'),
@@ -111,7 +86,11 @@ forEachEngine(t, async (t, engine) => {
       const install = await runCli(installArgs(engine, url), { home, root: newer });
       t.equal(install.code, 75, 'svc install of the newer build (what install.sh runs) defers it too');
       t.match(install.message, `${NEWER_CONTRACT} waits`);
-      t.same(await applied(url), [...before, NEWER_EXPAND], 'the contract migration is still not applied');
+      t.same(
+        await appliedMigrations(url),
+        [...before, NEWER_EXPAND],
+        'the contract migration is still not applied',
+      );
 
       // Three heartbeats of the old server after the expand step: it saw the schema and kept its roles.
       const beatAfter = async () =>
@@ -120,7 +99,7 @@ forEachEngine(t, async (t, engine) => {
         );
       const seen = await beatAfter();
       t.ok(await waitFor(async () => ((await beatAfter()) >= seen + 3000 ? true : undefined), 30_000));
-      const roles = supervisorState(home, old)?.children.map((child) => [child.role, child.status]);
+      const roles = supervisorStateOf(home, old)?.children.map((child) => [child.role, child.status]);
       t.same(
         roles,
         [
@@ -158,7 +137,7 @@ forEachEngine(t, async (t, engine) => {
         60_000,
       );
       t.ok(delivered, "its dispatcher delivers the link's events");
-      t.same(errorLines(old), [], 'and it logged no error');
+      t.same(serveErrors(old), [], 'and it logged no error');
 
       // The newer build's svc serve starts beside it: only its contract migration is pending.
       const upgraded = await startServe(t, { home, root: newer, env: FAST });
@@ -169,7 +148,7 @@ forEachEngine(t, async (t, engine) => {
       const migrated = await runCli(['migrate'], { home, root: newer });
       t.equal(migrated.code, 0, 'with no server of the old build left, the contract step applies');
       t.match(migrated.stdout, `Applied ${NEWER_CONTRACT}`);
-      t.same(await applied(url), [...before, NEWER_EXPAND, NEWER_CONTRACT]);
+      t.same(await appliedMigrations(url), [...before, NEWER_EXPAND, NEWER_CONTRACT]);
 
       const after = await upgraded.request('POST', '/v1/links', { key, body: linkBody() });
       t.equal(after.status, 200, 'the newer build writes on the contracted schema');
@@ -180,7 +159,7 @@ forEachEngine(t, async (t, engine) => {
         ),
         'and delivers',
       );
-      t.same(errorLines(upgraded), [], 'and logged no error');
+      t.same(serveErrors(upgraded), [], 'and logged no error');
 
       const refused = await runCli(['serve', '--port', String(await freePort())], {
         home,
@@ -197,6 +176,10 @@ forEachEngine(t, async (t, engine) => {
     const newer = newerBuild(t, [NEWER_EXPAND, NEWER_CONTRACT]);
     const migrated = await runCli(['migrate'], { home, root: newer });
     t.equal(migrated.code, 0);
-    t.same((await applied(database.url)).slice(-3), [migrationNames().at(-1), NEWER_EXPAND, NEWER_CONTRACT]);
+    t.same((await appliedMigrations(database.url)).slice(-3), [
+      migrationNames().at(-1),
+      NEWER_EXPAND,
+      NEWER_CONTRACT,
+    ]);
   });
 });

@@ -12,6 +12,7 @@ import {
   CLI_ENTRY,
   REPO_ROOT,
   cliEnv,
+  freeBankPorts,
   freePort,
   killGroup,
   oneLine,
@@ -312,7 +313,7 @@ forEachEngine(t, async (t, engine) => {
       await new Promise<void>((resolve) => squatter.listen(metricsPort, '127.0.0.1', resolve));
       t.teardown(() => new Promise<void>((resolve) => squatter.close(() => resolve())));
       // Another serve (or anything) holding the simulated bank's port: the API serves on without the bank.
-      const bankPort = await freePort();
+      const bankPort = await freeBankPorts();
       const bankSquatter = createServer();
       await new Promise<void>((resolve) => bankSquatter.listen(bankPort, '127.0.0.1', resolve));
       t.teardown(() => new Promise<void>((resolve) => bankSquatter.close(() => resolve())));
@@ -500,7 +501,7 @@ forEachEngine(t, async (t, engine) => {
     { skip: hasScript ? false : 'needs `script` (util-linux) for a pseudo-terminal' },
     async (t) => {
       const port = await freePort();
-      const bankPort = await freePort();
+      const bankPort = await freeBankPorts();
       const serve = onTerminal(t, `--port ${port}`, { SVC_SANDBOX_CONSENT_BANK_PORT: String(bankPort) });
       const line = await waitFor(
         async () => serve.lines().find((text) => text.startsWith('svc serve: ')),
@@ -554,7 +555,7 @@ forEachEngine(t, async (t, engine) => {
     async (t) => {
       const port = await freePort();
       const serve = onTerminal(t, `--port ${port} --json`, {
-        SVC_SANDBOX_CONSENT_BANK_PORT: String(await freePort()),
+        SVC_SANDBOX_CONSENT_BANK_PORT: String(await freeBankPorts()),
       });
       const listening = await waitFor(
         async () => serve.lines().find((text) => text.includes('"msg":"api listening"')),

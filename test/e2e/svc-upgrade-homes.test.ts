@@ -2,7 +2,16 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { runningSupervisors, isAlive } from '../../src/processes/status.js';
-import { freePort, installArgs, killGroup, runCli, runCliJson, startServe, waitFor } from '../helpers/cli.js';
+import {
+  freeBankPorts,
+  freePort,
+  installArgs,
+  killGroup,
+  runCli,
+  runCliJson,
+  startServe,
+  waitFor,
+} from '../helpers/cli.js';
 import { spawnOwned } from '../helpers/processes.js';
 import { engines, forEachEngine, freshDatabase, request, setTimeLimit } from '../helpers/harness.js';
 import { THIS_VERSION, nextPatch, previousRelease, pullNextRelease } from '../helpers/release.js';
@@ -105,7 +114,7 @@ forEachEngine(t, async (t, engine) => {
       // `svc serve` in a terminal, as a person runs it: script(1) gives it a pseudo-terminal, whose screen is
       // script's output.
       const port = await freePort();
-      const bankPort = await freePort();
+      const bankPort = await freeBankPorts();
       let screen = '';
       const terminal = spawnOwned(
         'script',

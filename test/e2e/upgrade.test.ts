@@ -3,17 +3,19 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
 import { migrationNames } from '../../src/db/migrations.js';
-import type { SupervisorState } from '../../src/processes/status.js';
 import {
   REPO_ROOT,
+  appliedMigrations,
   installArgs,
   killGroup,
   runCli,
   runCliJson,
+  serveErrors,
+  serveLogLines,
   startServe,
+  supervisorStateOf,
   waitFor,
   withDatabase,
-  type ServeProcess,
 } from '../helpers/cli.js';
 import { engines, forEachEngine, freshDatabase, setTimeLimit, type EngineName } from '../helpers/harness.js';
 import { NEWER_MIGRATION, newerBuild } from '../helpers/other-build.js';
@@ -35,32 +37,11 @@ async function installed(t: Test, engine: EngineName) {
   return database;
 }
 
-async function applied(url: string): Promise<string[]> {
-  return withDatabase(url, async (db) =>
-    (await db.knex('knex_migrations').select('name').orderBy('id')).map((row: { name: string }) => row.name),
-  );
-}
-
-/** svc serve's JSON log lines. */
-function logLines(serve: ServeProcess): { level: number; name?: string; msg: string }[] {
-  return serve
-    .stdout()
-    .split('\n')
-    .flatMap((line) => {
-      try {
-        return [JSON.parse(line) as { level: number; name?: string; msg: string }];
-      } catch {
-        return [];
-      }
-    });
-}
-
-function supervisorState(home: string, serve: ServeProcess): SupervisorState | undefined {
-  try {
-    return JSON.parse(readFileSync(join(home, 'run', `serve-${serve.pid}.json`), 'utf8')) as SupervisorState;
-  } catch {
-    return undefined; // being replaced
-  }
+/** This build installed and serving, its heartbeat every `heartbeatSeconds`; and a newer build beside it. */
+async function servingBesideNewer(t: Test, engine: EngineName, heartbeatSeconds: string) {
+  const { url, home } = await installed(t, engine);
+  const serve = await startServe(t, { home, env: { SVC_SUPERVISOR_HEARTBEAT_SECONDS: heartbeatSeconds } });
+  return { url, home, serve, newer: newerBuild(t) };
 }
 
 // Per engine: two builds, five svc serve processes and three waits for heartbeats to lapse (about 60 s idle;
@@ -91,10 +72,8 @@ forEachEngine(t, async (t, engine) => {
   await t.test(
     'a newer build refuses to migrate under a running svc serve, and migrates once it stopped',
     async (t) => {
-      const { url, home } = await installed(t, engine);
-      const serve = await startServe(t, { home, env: { SVC_SUPERVISOR_HEARTBEAT_SECONDS: '1' } });
-      const newer = newerBuild(t);
-      const before = await applied(url);
+      const { url, home, serve, newer } = await servingBesideNewer(t, engine, '1');
+      const before = await appliedMigrations(url);
 
       const refused = await runCli(['migrate'], { home, root: newer });
       t.not(refused.code, 0, 'svc migrate of the newer build exits non-zero');
@@ -107,7 +86,7 @@ forEachEngine(t, async (t, engine) => {
       t.match(refused.message, /systemctl stop svc/, 'and how to stop it');
       t.match(refused.message, /then run `svc migrate`/, 'and what to run next');
       t.match(refused.message, /3 s/, 'and how long a dead server holds a migration back');
-      t.same(await applied(url), before, 'nothing was migrated');
+      t.same(await appliedMigrations(url), before, 'nothing was migrated');
 
       const json = await runCli(['migrate', '--json'], { home, root: newer });
       t.equal(JSON.parse(json.stdout).error.code, 'server_running', '--json says why with a stable code');
@@ -115,21 +94,17 @@ forEachEngine(t, async (t, engine) => {
       const install = await runCli(installArgs(engine, url), { home, root: newer });
       t.not(install.code, 0, 'svc install of the newer build (what install.sh runs) refuses too');
       t.match(install.message, `pid ${serve.pid}`);
-      t.same(await applied(url), before, 'and migrates nothing');
+      t.same(await appliedMigrations(url), before, 'and migrates nothing');
 
       t.equal((await serve.request('GET', '/health')).status, 200, 'the running server was left alone');
-      t.same(
-        logLines(serve).filter((line) => line.level >= 50),
-        [],
-        'and logged no error',
-      );
+      t.same(serveErrors(serve), [], 'and logged no error');
 
       serve.process.kill('SIGTERM');
       t.same(await serve.exited, { code: 0, signal: null }, 'svc serve stops cleanly');
 
       const migrated = await runCli(['migrate'], { home, root: newer });
       t.equal(migrated.code, 0, 'with no server running, the newer build migrates');
-      t.same(await applied(url), [...before, NEWER_MIGRATION]);
+      t.same(await appliedMigrations(url), [...before, NEWER_MIGRATION]);
 
       const upgraded = await startServe(t, { home, root: newer });
       t.equal((await upgraded.request('GET', '/health')).status, 200, 'and the newer build serves');
@@ -139,9 +114,7 @@ forEachEngine(t, async (t, engine) => {
   await t.test(
     'a server killed without stopping holds a migration back until its heartbeat lapses',
     async (t) => {
-      const { url, home } = await installed(t, engine);
-      const serve = await startServe(t, { home, env: { SVC_SUPERVISOR_HEARTBEAT_SECONDS: '3' } });
-      const newer = newerBuild(t);
+      const { url, home, serve, newer } = await servingBesideNewer(t, engine, '3');
       killGroup(serve.pid, 'SIGKILL');
       await serve.exited;
       const killedAt = Date.now();
@@ -161,32 +134,34 @@ forEachEngine(t, async (t, engine) => {
       );
       t.ok(migrated, 'once its heartbeat has lapsed, the newer build migrates');
       t.ok(Date.now() - killedAt < 20_000, 'within 9 s of its last heartbeat (and the runs of svc migrate)');
-      t.ok((await applied(url)).includes(NEWER_MIGRATION));
+      t.ok((await appliedMigrations(url)).includes(NEWER_MIGRATION));
     },
   );
 
   await t.test(
     'the first upgrade: a server that records no heartbeat is seen on its host through its state file',
     async (t) => {
-      const { url, home } = await installed(t, engine);
       // A server that renews its row only every 300 s: with serve_instances and every later migration undone,
       // the database looks as a build from before serve_instances left it, beside a running svc serve.
-      const serve = await startServe(t, { home, env: { SVC_SUPERVISOR_HEARTBEAT_SECONDS: '300' } });
+      const { url, home, serve, newer } = await servingBesideNewer(t, engine, '300');
       await undoFrom(url, SERVE_INSTANCES_MIGRATION);
-      const newer = newerBuild(t);
 
       const refused = await runCli(['migrate'], { home, root: newer });
       t.not(refused.code, 0, 'svc migrate of the newer build refuses');
       t.match(refused.message, `pid ${serve.pid} on ${hostname()}`, 'naming the server');
       t.match(refused.message, /records no heartbeat/, 'and saying its build is unknown');
       t.match(refused.message, /systemctl stop svc/);
-      t.notOk((await applied(url)).includes(NEWER_MIGRATION), 'nothing was migrated');
+      t.notOk((await appliedMigrations(url)).includes(NEWER_MIGRATION), 'nothing was migrated');
 
       serve.process.kill('SIGTERM');
       await serve.exited;
       const migrated = await runCli(['migrate'], { home, root: newer });
       t.equal(migrated.code, 0, 'once it has stopped, the newer build migrates');
-      t.same((await applied(url)).slice(-2), [head, NEWER_MIGRATION], 'every migration is applied again');
+      t.same(
+        (await appliedMigrations(url)).slice(-2),
+        [head, NEWER_MIGRATION],
+        'every migration is applied again',
+      );
     },
   );
 
@@ -205,7 +180,7 @@ forEachEngine(t, async (t, engine) => {
       });
 
       const stopped = await waitFor(async () => {
-        const state = supervisorState(home, serve);
+        const state = supervisorStateOf(home, serve);
         const workers = state?.children.filter((child) => child.role !== 'api') ?? [];
         return workers.length === 2 && workers.every((child) => child.status === 'stopped')
           ? state
@@ -221,14 +196,12 @@ forEachEngine(t, async (t, engine) => {
 
       // Two more heartbeats: the line is not repeated.
       await new Promise((resolve) => setTimeout(resolve, 2500));
-      const notices = logLines(serve).filter((line) => /schema/i.test(line.msg));
+      const notices = serveLogLines(serve).filter((line) => /schema/i.test(line.msg));
       t.equal(notices.length, 1, 'one log line says so');
       t.match(notices[0]?.msg, NEWER_MIGRATION, 'naming what it does not know');
       t.match(notices[0]?.msg, /stopped its scheduler and dispatcher; its API keeps serving/);
       t.same(
-        logLines(serve)
-          .filter((line) => line.level >= 50)
-          .map((line) => line.msg),
+        serveErrors(serve),
         notices.map((line) => line.msg),
         'and it is the only error logged: no write failed',
       );

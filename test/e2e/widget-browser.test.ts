@@ -12,7 +12,7 @@ import {
   startTestApp,
   type TestApp,
 } from '../helpers/harness.js';
-import { widgetToken } from '../helpers/widget.js';
+import { refreshAwaitingMfa, widgetToken } from '../helpers/widget.js';
 
 /*
  * The widget as a person uses it: Debian's Chromium opens a page of another origin that loads embed.js from the API and calls SvcWidget.open. The API runs
@@ -202,12 +202,7 @@ if (requireChromium(t)) {
         }),
       });
       await runSyncs(app);
-      const intent = await app.request('POST', '/v1/refresh_intents', {
-        key: sk,
-        body: { link_id: created.body.id },
-      });
-      await runSyncs(app);
-      const waiting = (await app.request('GET', `/v1/refresh_intents/${intent.body.id}`, { key: sk })).body;
+      const waiting = await refreshAwaitingMfa(app, sk, created.body.id);
       t.equal(waiting.status, 'requires_mfa');
 
       await openWidget(waiting.requires_mfa.widget_token);
@@ -224,9 +219,9 @@ if (requireChromium(t)) {
       await frame.getByRole('button', { name: 'Continue' }).click();
       const success = await waitForEvent(page, 'success');
       t.equal(success.exchangeToken, null, 'a refresh needs no exchange');
-      t.same(success.metadata, { intent: 'mfa', refresh_intent_id: intent.body.id });
+      t.same(success.metadata, { intent: 'mfa', refresh_intent_id: waiting.id });
       t.equal(
-        (await app.request('GET', `/v1/refresh_intents/${intent.body.id}`, { key: sk })).body.status,
+        (await app.request('GET', `/v1/refresh_intents/${waiting.id}`, { key: sk })).body.status,
         'succeeded',
       );
     });

@@ -1,11 +1,10 @@
 import { mkdirSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
-import type { FrameLocator, Locator, Page } from 'playwright-core';
-import { launchChromium, requireChromium, servePage } from '../helpers/browser.js';
-import { HANG_GUARD_MS, createTenant, runSyncs, startTestApp, type TestApp } from '../helpers/harness.js';
+import type { Locator, Page } from 'playwright-core';
+import { requireChromium } from '../helpers/browser.js';
+import { HANG_GUARD_MS, runSyncs } from '../helpers/harness.js';
+import { DESKTOP, PHONE, screen, widgetPages } from '../helpers/widget-browser.js';
 
 /*
  * The widget in Spanish and in English, clicked through in Debian's Chromium at a desktop (1280x800) and a
@@ -15,15 +14,6 @@ import { HANG_GUARD_MS, createTenant, runSyncs, startTestApp, type TestApp } fro
  */
 
 const SHOTS = join(process.cwd(), 'test-output', 'screenshots', 'locales');
-const DESKTOP = { width: 1280, height: 800 };
-const PHONE = { width: 390, height: 844 };
-const generous = {
-  sync_write: { perMinute: 10_000, burst: 1_000 },
-  resource_write: { perMinute: 10_000, burst: 1_000 },
-  read: { perMinute: 10_000, burst: 1_000 },
-  widget_tokens: { perMinute: 10_000, burst: 1_000 },
-};
-
 const WORDS = {
   es: {
     frame: 'Conecta tu banco',
@@ -73,10 +63,6 @@ const WORDS = {
   },
 } as const;
 
-async function screen(frame: FrameLocator | Page, name: string | RegExp): Promise<void> {
-  await frame.getByRole('heading', { level: 1, name }).waitFor({ timeout: HANG_GUARD_MS });
-}
-
 /** The element is entirely inside the viewport, and inside its frame: visible without scrolling. */
 async function aboveTheFold(t: Test, page: Page, element: Locator, what: string): Promise<void> {
   const box = await element.boundingBox();
@@ -92,64 +78,11 @@ async function aboveTheFold(t: Test, page: Page, element: Locator, what: string)
   );
 }
 
-/** The customer's page: embed.js from the API, and a log of what reached it. */
-function customerHtml(apiUrl: string): string {
-  return `<!doctype html>
-<html lang="es"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>App del cliente</title></head>
-<body style="font-family: system-ui; padding: 24px"><h1>App del cliente</h1>
-<script src="${apiUrl}/widget/embed.js"></script>
-<script>
-  window.events = [];
-  window.openWidget = (token) => SvcWidget.open({
-    token,
-    onSuccess: (exchangeToken, metadata) => window.events.push({ kind: 'success', exchangeToken, metadata }),
-    onExit: (info) => window.events.push({ kind: 'exit', reason: info.reason }),
-  });
-</script></body></html>`;
-}
-
-/** The app's redirect_uri: a local server that records what the widget brought back. */
-async function startCallback(t: Test): Promise<{ url: string; hits: URL[] }> {
-  const hits: URL[] = [];
-  const server: Server = createServer((request, response) => {
-    const url = new URL(request.url ?? '/', 'http://127.0.0.1');
-    if (url.pathname === '/favicon.ico') return void response.writeHead(204).end();
-    hits.push(url);
-    response.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
-    response.end(
-      '<!doctype html><html lang="es"><title>De vuelta en la app</title><h1>De vuelta en la app</h1>',
-    );
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, hits };
-}
-
 if (requireChromium(t)) {
   t.test('the widget in Spanish and English, embedded and hosted', async (t) => {
     mkdirSync(SHOTS, { recursive: true });
-    const callback = await startCallback(t);
-    const app: TestApp = await startTestApp(t, 'sqlite', {
-      config: { widget: { allowedRedirectUris: [`${callback.url}/return/`] } },
-    });
-    const tenant = await createTenant(app, { rateLimits: generous });
-    const sk = tenant.keys.sk_test.secret;
-    const customer = await servePage(t, customerHtml(app.url));
-    const problems: string[] = [];
-    const watch = (page: Page) => {
-      page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
-      page.on('console', (message) => {
-        if (message.type() === 'error') problems.push(`console: ${message.text()}`);
-      });
-    };
-    const token = async (body: Record<string, unknown>) => {
-      const created = await app.request('POST', '/v1/widget_tokens', { key: sk, body });
-      if (created.status !== 200) throw new Error(created.text);
-      // widget_url names the configured base URL; the test app listens on a port chosen at start.
-      const url = new URL(created.body.widget_url);
-      return { token: created.body.token as string, widget_url: `${app.url}${url.pathname}${url.search}` };
-    };
+    const pages = await widgetPages(t, { language: 'es' });
+    const { app, sk, back: callback, problems, token } = pages;
 
     for (const locale of ['es', 'en'] as const) {
       for (const [size, viewport] of [
@@ -161,12 +94,12 @@ if (requireChromium(t)) {
           const shot = (name: string) =>
             page.screenshot({ path: join(SHOTS, `${locale}-${size}-${name}.png`) });
           // The browser speaks the other language: the token's locale wins.
-          const context = await launchChromium(t, viewport, locale === 'es' ? 'en-US' : 'es-CL');
-          const page = await context.newPage();
-          watch(page);
-          await page.goto(customer);
-          await page.evaluate(`window.openWidget(${JSON.stringify((await token({ locale })).token)})`);
-          const frame = page.frameLocator('[data-svc-widget] iframe');
+          const { page, frame } = await pages.embedded(
+            t,
+            locale === 'es' ? 'en-US' : 'es-CL',
+            { locale },
+            viewport,
+          );
           await screen(frame, words.picker);
           t.equal(
             await frame.locator('html').getAttribute('lang'),
@@ -240,11 +173,7 @@ if (requireChromium(t)) {
           t.match(await frame.locator('main').textContent(), words.found);
           await shot('5-success');
           await frame.getByRole('button', { name: words.continue }).click();
-          await page.waitForFunction('window.events.some((e) => e.kind === "success")', null, {
-            timeout: HANG_GUARD_MS,
-          });
-          const [success] = (await page.evaluate('window.events')) as { exchangeToken: string }[];
-          const link = await app.request('POST', `/v1/exchange_tokens/${success!.exchangeToken}`, {
+          const link = await app.request('POST', `/v1/exchange_tokens/${await pages.successToken(page)}`, {
             key: sk,
           });
           t.equal(link.status, 200, 'the exchange token exchanges');
@@ -258,20 +187,14 @@ if (requireChromium(t)) {
         ['es-CL', 'Elige tu banco', 'Conecta tu banco'],
         ['en-GB', 'Select your bank', 'Connect your bank'],
       ] as const) {
-        const context = await launchChromium(t, DESKTOP, browser);
-        const page = await context.newPage();
-        watch(page);
-        await page.goto(customer);
-        await page.evaluate(`window.openWidget(${JSON.stringify((await token({})).token)})`);
-        await screen(page.frameLocator('[data-svc-widget] iframe'), heading);
+        const { page, frame } = await pages.embedded(t, browser, {});
+        await screen(frame, heading);
         t.equal(await page.locator('[data-svc-widget] iframe').getAttribute('title'), frameTitle);
       }
     });
 
     t.test('hosted: widget_url as a top-level page returns to redirect_uri', async (t) => {
-      const context = await launchChromium(t, PHONE, 'es-CL');
-      const page = await context.newPage();
-      watch(page);
+      const page = await pages.browserPage(t, 'es-CL', PHONE);
 
       // Without a redirect_uri there is nowhere to hand the result: a clear page, not a 400.
       const plain = await token({});

@@ -1,6 +1,3 @@
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import Koa, { type Middleware } from 'koa';
 import * as client from 'openid-client';
 import type { Test } from 'tap';
 import type { Agent } from 'undici';
@@ -9,12 +6,10 @@ import type { BankOptions } from '../../src/consent-bank/bank-profile.js';
 import { startBrasilBank, type BrasilBank } from '../../src/consent-bank/brasil/brasil-bank.js';
 import { issueSoftwareStatement } from '../../src/consent-bank/software-statement.js';
 import { subjectDnOf, type TestCaMaterial } from '../../src/consent-bank/test-ca.js';
-import { openDatabase } from '../../src/db/database.js';
-import { migrateUp } from '../../src/db/migrations.js';
 import { silentLogger } from '../../src/logging/logger.js';
 import { sandboxCustomerData } from '../../src/test-mode/sandbox-customer-data.js';
-import { Browser, REDIRECT_URI, fetchWith, testCa } from './consent-bank.js';
-import { freshDatabase, type EngineName } from './harness.js';
+import { REDIRECT_URI, atTheBank, fetchWith, standInBank } from './consent-bank.js';
+import type { EngineName } from './harness.js';
 
 /*
  * A Brazilian client written from FAPI 1.0 Advanced and openid-client alone (not the appliance's code), for
@@ -29,33 +24,18 @@ export async function startBrasil(
   engine: EngineName,
   options: Pick<BankOptions, 'authorizationResponses' | 'clientAuthMethods'> = {},
 ): Promise<{ bank: BrasilBank; ca: TestCaMaterial }> {
-  const database = await freshDatabase(t, engine);
-  const db = openDatabase({ url: database.url });
-  await migrateUp(db);
-  const ca = await testCa();
-  let mounted: Middleware = (_ctx, next) => next();
-  const app = new Koa();
-  app.use((ctx, next) => mounted(ctx, next));
-  const server: Server = createServer(app.callback());
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const appUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  const bank = await startBrasilBank({
-    db,
-    ca,
-    clock: systemClock,
-    logger: silentLogger,
-    publicBaseUrl: appUrl,
-    data: sandboxCustomerData(),
-    port: 0,
-    ...options,
-  });
-  mounted = bank.browserMiddleware;
-  t.teardown(async () => {
-    await bank.close();
-    server.closeAllConnections();
-    await new Promise((resolve) => server.close(resolve));
-    await db.close();
-  });
+  const { bank, ca } = await standInBank(t, engine, ({ db, ca, appUrl }) =>
+    startBrasilBank({
+      db,
+      ca,
+      clock: systemClock,
+      logger: silentLogger,
+      publicBaseUrl: appUrl,
+      data: sandboxCustomerData(),
+      port: 0,
+      ...options,
+    }),
+  );
   return { bank, ca };
 }
 
@@ -141,6 +121,22 @@ export interface BrasilTrip {
   pages: string[];
 }
 
+/**
+ * The trip's code exchanged at the token endpoint as the client does: the PKCE verifier sent (RFC 7636 §4.5),
+ * the state and the nonce checked; at `callback` when a test hands in another (a swapped code).
+ */
+export function exchangeCode(
+  brasil: Pick<BrasilClient, 'config'>,
+  trip: Pick<BrasilTrip, 'callback' | 'verifier' | 'state' | 'nonce'>,
+  callback: URL = trip.callback,
+): ReturnType<typeof client.authorizationCodeGrant> {
+  return client.authorizationCodeGrant(brasil.config, callback, {
+    pkceCodeVerifier: trip.verifier,
+    expectedState: trip.state,
+    expectedNonce: trip.nonce,
+  });
+}
+
 /** The hidden fields of the bank's form_post page (OAuth 2.0 Form Post Response Mode §2). */
 export function formPostFields(page: string): URLSearchParams {
   const fields = new URLSearchParams();
@@ -156,7 +152,7 @@ export function formPostFields(page: string): URLSearchParams {
 export async function authoriseBrasil(
   brasil: BrasilClient,
   consentId: string,
-  options: { cpf?: string; decision?: 'confirm' | 'abort' } = {},
+  options: { cpf?: string; decision?: 'confirm' | 'abort'; scopes?: string } = {},
 ): Promise<BrasilTrip> {
   const verifier = client.randomPKCECodeVerifier();
   const state = client.randomState();
@@ -165,7 +161,7 @@ export async function authoriseBrasil(
     brasil.config,
     {
       redirect_uri: REDIRECT_URI,
-      scope: `openid consent:${consentId} accounts credit-cards-accounts resources`,
+      scope: `openid consent:${consentId} ${options.scopes ?? 'accounts credit-cards-accounts resources'}`,
       ...(brasil.hybrid
         ? { response_type: 'code id_token', response_mode: 'form_post' }
         : { response_type: 'code', response_mode: 'jwt' }),
@@ -177,20 +173,15 @@ export async function authoriseBrasil(
     brasil.key.privateKey,
   );
   const url = await client.buildAuthorizationUrlWithPAR(brasil.config, signed.searchParams);
-  const browser = new Browser('pt', REDIRECT_URI);
-  const signIn = await browser.follow(url.href);
-  const pages = [await signIn.response.text()];
-  const afterLogin = await browser.follow(`${signIn.url}/login`, {
-    method: 'POST',
-    form: { cpf: options.cpf ?? '529.982.247-25', password: 'sandbox' },
+  const done = await atTheBank(url.href, REDIRECT_URI, {
+    cpf: options.cpf ?? '529.982.247-25',
+    language: 'pt',
+    decision: options.decision,
   });
-  pages.push(await afterLogin.response.text());
-  const done = await browser.follow(`${afterLogin.url}/${options.decision ?? 'confirm'}`, {
-    method: 'POST',
-    form: {},
-  });
-  if (!brasil.hybrid) return { callback: new URL(done.url), posted: null, verifier, state, nonce, pages };
-  const page = await done.response.text();
+  const pages = done.pages;
+  if (!brasil.hybrid)
+    return { callback: new URL(done.callback), posted: null, verifier, state, nonce, pages };
+  const page = await done.answer.text();
   pages.push(page);
   const posted = formPostFields(page);
   const callback = new URL(REDIRECT_URI);

@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Test } from 'tap';
 import { openDatabase, type Database } from '../../src/db/database.js';
+import type { SupervisorState } from '../../src/processes/status.js';
 import {
   HANG_GUARD_MS,
   freshDatabase,
@@ -174,12 +175,42 @@ export async function freePort(): Promise<number> {
   return port;
 }
 
+/** Listens on `port` of loopback and closes again: whether nothing held it just now. */
+async function isFree(port: number): Promise<boolean> {
+  const server = createServer();
+  const listening = await new Promise<boolean>((resolve) => {
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => resolve(true));
+  });
+  if (listening) await new Promise<void>((resolve) => server.close(() => resolve()));
+  return listening;
+}
+
+/*
+ * The simulated banks take three ports from the one configured (the Chilean bank's, + 1 the Brazilian
+ * bank's, + 2 their pages'), and a port the kernel called free says nothing about its two neighbours: in the
+ * kernel's ephemeral range (32768–60999 on Linux) any test's outgoing connection may hold one of them, and
+ * the Brazilian bank then starts off with a warning (seen once in CI, in serve.test). So the base comes from
+ * below that range, where only tests that listen on purpose take ports, and all three are checked free.
+ */
+const BANK_PORTS_FROM = 20_000;
+const BANK_PORTS_TO = 32_000;
+
+/** A base port for the simulated banks whose next two ports are free too (see above). */
+export async function freeBankPorts(): Promise<number> {
+  for (let tries = 0; tries < 50; tries++) {
+    const base = BANK_PORTS_FROM + Math.floor(Math.random() * (BANK_PORTS_TO - BANK_PORTS_FROM));
+    if ((await isFree(base)) && (await isFree(base + 1)) && (await isFree(base + 2))) return base;
+  }
+  throw new Error(`no three free ports in a row between ${BANK_PORTS_FROM} and ${BANK_PORTS_TO}`);
+}
+
 export interface ServeOptions extends CliOptions {
   /** Further `svc serve` flags, e.g. `['--roles', 'api']`. */
   args?: string[];
   /** The API port; by default a free one. */
   port?: number;
-  /** How long to wait for /health to answer 200 (it takes about 1 s idle). */
+  /** How long to wait for /health to answer 200 and every child to be up (about 1 s idle). */
   readyTimeoutMs?: number;
 }
 
@@ -204,8 +235,8 @@ export interface ServeProcess {
 export async function startServe(t: Test, options: ServeOptions): Promise<ServeProcess> {
   const port = options.port ?? (await freePort());
   const metricsPort = await freePort();
-  // The simulated consent bank's own port too, so that tests side by side do not share 8443.
-  const consentBankPort = await freePort();
+  // The simulated consent bank's own ports too, so that tests side by side do not share 8443–8445.
+  const consentBankPort = await freeBankPorts();
   const child = spawnCli(
     ['serve', '--port', String(port), ...(options.args ?? [])],
     {
@@ -269,6 +300,10 @@ export async function startServe(t: Test, options: ServeOptions): Promise<ServeP
       throw new Error(`svc serve did not answer /health within the time:\n${stderr}`);
     await sleep(100);
   }
+  // The API answers before the scheduler and the dispatcher are up: each checks the schema as it starts and
+  // stops for good (exit 78) if it does not fit. A test that changes the schema at once (upgrade.test undoes
+  // migrations under the server) raced them on a loaded machine, and the supervisor gave up before the check.
+  while (childrenStarting(options.home, pid) && !hasExited && Date.now() < deadline) await sleep(100);
   return {
     pid,
     port,
@@ -382,6 +417,52 @@ export async function withDatabase<T>(url: string, work: (db: Database) => Promi
   } finally {
     await db.close();
   }
+}
+
+/** The migrations the database at `url` has applied, in the order they ran. */
+export async function appliedMigrations(url: string): Promise<string[]> {
+  return withDatabase(url, async (db) =>
+    (await db.knex('knex_migrations').select('name').orderBy('id')).map((row: { name: string }) => row.name),
+  );
+}
+
+/** `svc serve`'s JSON log lines so far; a line that is not JSON (a child's stray output) is passed over. */
+export function serveLogLines(serve: ServeProcess): { level: number; name?: string; msg: string }[] {
+  return serve
+    .stdout()
+    .split('\n')
+    .flatMap((line) => {
+      try {
+        return [JSON.parse(line) as { level: number; name?: string; msg: string }];
+      } catch {
+        return [];
+      }
+    });
+}
+
+/** What `svc serve` logged at error level or above (pino's 50), message by message. */
+export function serveErrors(serve: ServeProcess): string[] {
+  return serveLogLines(serve)
+    .filter((line) => line.level >= 50)
+    .map((line) => line.msg);
+}
+
+/** The state file a `svc serve` supervisor keeps (what `svc status` reads); undefined while it is replaced. */
+export function supervisorStateOf(
+  home: string,
+  serve: Pick<ServeProcess, 'pid'>,
+): SupervisorState | undefined {
+  try {
+    return JSON.parse(readFileSync(join(home, 'run', `serve-${serve.pid}.json`), 'utf8')) as SupervisorState;
+  } catch {
+    return undefined; // not written yet, or being replaced
+  }
+}
+
+/** True while the supervisor's state file is missing or names a child that has not said it is ready. */
+function childrenStarting(home: string, pid: number): boolean {
+  const state = supervisorStateOf(home, { pid });
+  return !state || state.children.some((child) => child.status === 'starting');
 }
 
 function supervisorState(home: string, pid: number): string {

@@ -1,3 +1,4 @@
+import { holderNameOf } from '../../src/banks/consent/data-mapping.js';
 import { createHash, randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -5,7 +6,8 @@ import Koa, { type Middleware } from 'koa';
 import * as client from 'openid-client';
 import type { Test } from 'tap';
 import { Agent, fetch as undiciFetch } from 'undici';
-import { systemClock } from '../../src/clock/clock.js';
+import { ManualClock, systemClock } from '../../src/clock/clock.js';
+import { callName } from '../../src/consent-bank/bank-shell.js';
 import { ConsentBankFaults } from '../../src/consent-bank/faults.js';
 import {
   startConsentBank,
@@ -14,6 +16,7 @@ import {
 } from '../../src/consent-bank/consent-bank.js';
 import { issueSoftwareStatement } from '../../src/consent-bank/software-statement.js';
 import {
+  issueClientCertificate,
   makeTestCa,
   subjectDnOf,
   type KeyAndCert,
@@ -23,9 +26,18 @@ import { builtInFaults } from '../../src/consent-bank/users.js';
 import { openDatabase, type Database } from '../../src/db/database.js';
 import { migrateUp } from '../../src/db/migrations.js';
 import { silentLogger } from '../../src/logging/logger.js';
-import { freshDatabase, type EngineName, type TestApp } from './harness.js';
+import {
+  createTenant,
+  freshDatabase,
+  runSyncs,
+  startTestApp,
+  type ConfigOverrides,
+  type EngineName,
+  type TestApp,
+} from './harness.js';
 import { parseAuthorizationDetails, validUntil } from '../../src/banks/consent/authorization-details.js';
 import type { ConsentClientRow } from '../../src/banks/consent/registrations.js';
+import { insertJobs, syncJob } from '../../src/jobs/jobs.js';
 import { createConsentLink } from '../../src/links/consent/grants.js';
 import { registerWithSimulatedBank } from '../../src/test-mode/self-registration.js';
 import { sandboxCustomerData } from '../../src/test-mode/sandbox-customer-data.js';
@@ -57,6 +69,32 @@ export async function startBank(
   engine: EngineName,
   options: Partial<Pick<ConsentBankOptions, 'data' | 'refreshTokens'>> = {},
 ): Promise<BankFixture> {
+  const faults = new ConsentBankFaults(builtInFaults);
+  const { bank, ca, db, appUrl } = await standInBank(t, engine, ({ db, ca, appUrl }) =>
+    startConsentBank({
+      db,
+      ca,
+      clock: systemClock,
+      logger: silentLogger,
+      publicBaseUrl: appUrl,
+      data: options.data ?? sandboxCustomerData(),
+      refreshTokens: options.refreshTokens,
+      port: 0,
+      faults,
+    }),
+  );
+  return { bank, ca, db, faults, appUrl };
+}
+
+/**
+ * A simulated bank (`start`) on a fresh migrated database with the suite's CA, its browser face mounted on a
+ * bare Koa app standing in for the appliance's HTTP server; all of it closed when the test ends.
+ */
+export async function standInBank<B extends { browserMiddleware: Middleware; close(): Promise<void> }>(
+  t: Test,
+  engine: EngineName,
+  start: (on: { db: Database; ca: TestCaMaterial; appUrl: string }) => Promise<B>,
+): Promise<{ bank: B; ca: TestCaMaterial; db: Database; appUrl: string }> {
   const database = await freshDatabase(t, engine);
   const db = openDatabase({ url: database.url });
   await migrateUp(db);
@@ -67,18 +105,7 @@ export async function startBank(
   const server: Server = createServer(app.callback());
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const appUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  const faults = new ConsentBankFaults(builtInFaults);
-  const bank = await startConsentBank({
-    db,
-    ca,
-    clock: systemClock,
-    logger: silentLogger,
-    publicBaseUrl: appUrl,
-    data: options.data ?? sandboxCustomerData(),
-    refreshTokens: options.refreshTokens,
-    port: 0,
-    faults,
-  });
+  const bank = await start({ db, ca, appUrl });
   mounted = bank.browserMiddleware;
   t.teardown(async () => {
     await bank.close();
@@ -86,13 +113,22 @@ export async function startBank(
     await new Promise((resolve) => server.close(resolve));
     await db.close();
   });
-  return { bank, ca, db, faults, appUrl };
+  return { bank, ca, db, appUrl };
 }
 
 export function mtlsAgent(t: Test, ca: TestCaMaterial, identity: KeyAndCert = ca.client): Agent {
   const agent = new Agent({ connect: { ca: ca.caCert, cert: identity.cert, key: identity.key } });
   t.teardown(() => agent.close());
   return agent;
+}
+
+/**
+ * An mTLS agent holding another certificate of the same CA: a client the bank's TLS accepts, but not the
+ * one a certificate-bound token was issued to (RFC 8705 §3).
+ */
+export async function strangerAgent(t: Test, ca: TestCaMaterial): Promise<Agent> {
+  const other = await issueClientCertificate(ca, 'CN=someone else, O=svc sandbox, C=CL', Date.now());
+  return mtlsAgent(t, ca, other);
 }
 
 export function fetchWith(agent: Agent): client.CustomFetch {
@@ -209,6 +245,8 @@ export async function consent(
     validTo?: string;
     /** The scope asked: by default `openid offline_access` with prompt=consent (OIDC Core 11), for a refresh token. */
     scope?: string;
+    /** The `claims` parameter (OpenID Connect Core §5.5), as JSON text; none by default. */
+    claims?: string;
   } = {},
 ): Promise<{ callback: URL; verifier: string; state: string; pages: string[]; tokens?: Consent['tokens'] }> {
   const verifier = client.randomPKCECodeVerifier();
@@ -228,6 +266,7 @@ export async function consent(
         ...(options.validTo ? { validTo: options.validTo } : {}),
       },
     ]),
+    ...(options.claims ? { claims: options.claims } : {}),
   });
   const { callback: at, pages } = await atTheBank(url.href, REDIRECT_URI, options);
   const callback = new URL(at);
@@ -247,22 +286,26 @@ export async function consent(
 export async function atTheBank(
   authorizationUrl: string,
   redirectUri: string,
-  options: { rut?: string; language?: string; decision?: 'confirm' | 'abort' } = {},
-): Promise<{ callback: string; pages: string[] }> {
+  options: { rut?: string; cpf?: string; language?: string; decision?: 'confirm' | 'abort' } = {},
+): Promise<{ callback: string; pages: string[]; answer: Response }> {
   const browser = new Browser(options.language ?? 'es', redirectUri);
   const pages: string[] = [];
   const signInPage = await browser.follow(authorizationUrl);
   pages.push(await signInPage.response.text());
+  // A Brazilian bank's customer signs in with a CPF, a Chilean one's with a RUT.
+  const id: Record<string, string> =
+    options.cpf !== undefined ? { cpf: options.cpf } : { rut: options.rut ?? '11.111.111-1' };
   const afterLogin = await browser.follow(`${signInPage.url}/login`, {
     method: 'POST',
-    form: { rut: options.rut ?? '11.111.111-1', password: 'sandbox' },
+    form: { ...id, password: 'sandbox' },
   });
   pages.push(await afterLogin.response.text());
   const done = await browser.follow(`${afterLogin.url}/${options.decision ?? 'confirm'}`, {
     method: 'POST',
     form: {},
   });
-  return { callback: done.url, pages };
+  // `answer`: the last response, a page of its own where the bank posts its answer back (form_post).
+  return { callback: done.url, pages, answer: done.response };
 }
 
 export function sha(text: string): string {
@@ -307,6 +350,8 @@ export async function consentLink(
         accessToken: tokens!.access_token,
         accessTokenExpiresAt: now + (tokens!.expires_in ?? 0) * 1000,
         refreshToken: tokens!.refresh_token ?? null,
+        // As the widget's callback: the code exchange's ID token said whose consent it is (its `name`, if asked).
+        holder: { name: holderNameOf(tokens!.claims()?.name) },
       },
       {
         secrets: app.services.secrets,
@@ -318,6 +363,55 @@ export async function consentLink(
     ),
   );
   return { linkId: link.id, grantId, accessToken: tokens!.access_token };
+}
+
+/**
+ * What the consent sync tests start from: the simulated bank on a database of its own (with `data` when
+ * given), the app on the real clock (the bank's: sync windows and token lives agree) with `config`, a tenant,
+ * and the app registered with the bank.
+ */
+export async function appBesideBank(
+  t: Test,
+  engine: EngineName,
+  options: Partial<Pick<ConsentBankOptions, 'data'>> & { config?: ConfigOverrides } = {},
+) {
+  const fixture = await startBank(t, engine, options.data ? { data: options.data } : {});
+  const app = await startTestApp(t, engine, { clock: new ManualClock(Date.now()), config: options.config });
+  const tenant = await createTenant(app);
+  const registration = await registerApp(fixture, app);
+  return { fixture, app, tenant, registration };
+}
+
+/** The calls a simulated bank received while `run` ran, by name (`callName`: `accounts list`, `token`, …). */
+export async function callsDuring(
+  bank: Pick<ConsentBank, 'callLog'>,
+  run: () => Promise<unknown>,
+): Promise<Record<string, number>> {
+  const from = bank.callLog().length;
+  await run();
+  const byName: Record<string, number> = {};
+  for (const call of bank.callLog().slice(from))
+    byName[callName(call.path)] = (byName[callName(call.path)] ?? 0) + 1;
+  return byName;
+}
+
+/**
+ * The link's next scheduled sync, run: the job the scheduler's tick would queue for it now, alone (other
+ * tests' links are left as they are).
+ */
+export async function scheduledSync(
+  t: Test,
+  app: Pick<TestApp, 'db' | 'clock' | 'services'>,
+  linkId: string,
+  orgId: string,
+): Promise<void> {
+  const job = syncJob(
+    { id: linkId, org_id: orgId },
+    { refresh_type: 'scheduled', interactive: false },
+    app.clock.now(),
+  );
+  await app.db.transaction((trx) => insertJobs(trx, [job]));
+  t.equal(await runSyncs(app), 1, 'one scheduled sync');
 }
 
 /** The appliance registered with a simulated bank of its own (the bank's database is separate, as at a bank). */

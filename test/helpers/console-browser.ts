@@ -10,7 +10,8 @@ import {
   DEFAULT_SECRET_KEY_NAME,
 } from '../../src/orgs/default-names.js';
 import { seriousViolations } from './axe.js';
-import type { EngineName } from './harness.js';
+import { PASSWORD } from './console.js';
+import type { EngineName, TestApp } from './harness.js';
 
 /** Where the console's browser tests save their pictures (docs/console.md shows some of them). */
 export const CONSOLE_SHOTS = join(process.cwd(), 'test-output', 'screenshots', 'console');
@@ -116,4 +117,21 @@ export async function sidewaysScroll(page: Page): Promise<number> {
   return (await page.evaluate(
     '(document.scrollingElement ?? document.documentElement).scrollWidth - window.innerWidth',
   )) as number;
+}
+
+/**
+ * An invitation's link opened in the browser: the password chosen twice, then signed in on `landing` (the
+ * organisation's overview in test mode, for a user of one).
+ */
+export async function acceptInBrowser(
+  page: Page,
+  app: Pick<TestApp, 'url'>,
+  token: string,
+  landing: string,
+): Promise<void> {
+  await page.goto(`${app.url}/console/accept/${token}`);
+  await page.getByLabel('New password').fill(PASSWORD);
+  await page.getByLabel('Repeat the password').fill(PASSWORD);
+  await page.getByRole('button', { name: 'Save and sign in' }).click();
+  await page.waitForURL(landing);
 }

@@ -1,9 +1,22 @@
 import { Agent, fetch as undiciFetch } from 'undici';
 import { inviteConsoleUser, setPasswordWithToken, type ConsoleRole } from '../../src/console/users.js';
-import type { TestApp } from './harness.js';
+import type { Test } from 'tap';
+import { createTenant, linkBody, type TestApp } from './harness.js';
 
 /** The password every console user of the tests chooses. */
 export const PASSWORD = 'a long and quiet password';
+
+/** A console user invited as the CLI invites one (`svc console users invite`): the user and the link's token. */
+export function invite(
+  app: Pick<TestApp, 'db' | 'clock'>,
+  orgId: string | null,
+  email = 'ana@lender.cl',
+  role: ConsoleRole = 'admin',
+) {
+  return app.db.transaction((trx) =>
+    inviteConsoleUser(trx, { email, role, orgId, actor: 'cli:test', now: app.clock.now() }),
+  );
+}
 
 /** A console user made as the CLI does, signed in over HTTP: returns a request function with its session. */
 export async function signedIn(
@@ -13,10 +26,16 @@ export async function signedIn(
   email: string,
   language = 'en',
 ) {
-  const { token } = await app.db.transaction((trx) =>
-    inviteConsoleUser(trx, { email, role, orgId, actor: 'cli:test', now: app.clock.now() }),
-  );
+  const { token } = await invite(app, orgId, email, role);
   const user = await app.db.transaction((trx) => setPasswordWithToken(trx, token, PASSWORD, app.clock.now()));
+  return Object.assign(await signIn(app, email, language), { userId: user.id });
+}
+
+/**
+ * Signs in with the password through the form (a user whose password is set): a console request function
+ * with that session, in `language`. POSTs carry the session's CSRF token unless `form._csrf` says otherwise.
+ */
+export async function signIn(app: Pick<TestApp, 'url'>, email: string, language = 'en') {
   const form = await preSessionToken(app.url);
   const response = await fetch(`${app.url}/console/login`, {
     method: 'POST',
@@ -24,14 +43,14 @@ export async function signedIn(
     body: new URLSearchParams({ _csrf: form.token, email, password: PASSWORD }).toString(),
     redirect: 'manual',
   });
+  if (response.status !== 303) throw new Error(`sign-in of ${email}: ${response.status}`);
   const cookie = response.headers
     .getSetCookie()
     .find((set) => set.startsWith('svc_console='))!
     .split(';')[0]!;
   const home = await fetch(`${app.url}/console/orgs`, { headers: { cookie }, redirect: 'manual' });
   const csrf = /name="_csrf" value="([^"]+)"/.exec(await home.text())?.[1] ?? '';
-  /** A console request as this user; POSTs carry the session's CSRF token unless `form._csrf` says otherwise. */
-  const send = async (method: 'GET' | 'POST', path: string, form: Record<string, string> = {}) => {
+  return async (method: 'GET' | 'POST', path: string, form: Record<string, string> = {}) => {
     const init: RequestInit = {
       method,
       headers: { cookie, 'accept-language': language },
@@ -49,7 +68,6 @@ export async function signedIn(
       retryAfter: answer.headers.get('retry-after'),
     };
   };
-  return Object.assign(send, { userId: user.id });
 }
 
 /** A console answer as a test reads it. */
@@ -151,3 +169,29 @@ export function sessionFrom(response: ConsolePage): string | null {
 }
 
 export const csrfOf = (html: string) => /name="_csrf" value="([^"]+)"/.exec(html)?.[1] ?? '';
+
+/**
+ * A tenant whose organisation is named `Lender ‮exe.gpj` (U+202E, RIGHT-TO-LEFT OVERRIDE), with a link of
+ * `externalUserId` and an endpoint described as `description`: text the console must show with its hidden
+ * characters visible. Answers the tenant and the link's and endpoint's ids.
+ */
+export async function tenantWithHiddenCharacters(
+  t: Test,
+  app: TestApp,
+  texts: { externalUserId: string; description: string },
+) {
+  const tenant = await createTenant(app);
+  const sk = tenant.keys.sk_test.secret;
+  await app.db.knex('organisations').where({ id: tenant.orgId }).update({ name: 'Lender \u202eexe.gpj' });
+  const link = await app.request('POST', '/v1/links', {
+    key: sk,
+    body: linkBody({ external_user_id: texts.externalUserId }),
+  });
+  t.equal(link.status, 200, link.text);
+  const hook = await app.request('POST', '/v1/webhook_endpoints', {
+    key: sk,
+    body: { url: 'http://127.0.0.1:9/hook', enabled_events: ['*'], description: texts.description },
+  });
+  t.equal(hook.status, 200, hook.text);
+  return { tenant, linkId: link.body.id as string, hookId: hook.body.id as string };
+}

@@ -15,6 +15,7 @@ import { buildServices } from '../../src/processes/services.js';
 import { startApiServer, type ApiServer } from '../../src/http/server.js';
 import { listenForApi } from '../../src/http/listener.js';
 import type { ConsentBank } from '../../src/consent-bank/consent-bank.js';
+import type { CustomerData } from '../../src/consent-bank/customer-data.js';
 import type { BrasilBank } from '../../src/consent-bank/brasil/brasil-bank.js';
 import type { BankOptions } from '../../src/consent-bank/bank-profile.js';
 import { serveAndRegister } from '../../src/test-mode/serve-consent-banks.js';
@@ -99,6 +100,29 @@ export async function freshDatabase(t: Test, engine: EngineName): Promise<TestDa
   return { url: `${base}${separator}schema=${schema}`, home };
 }
 
+/**
+ * A new, empty PostgreSQL database on the test server, as a new machine's server would hold: where a restore
+ * is pointed. Its URL, with `schema` set when given (pg_restore recreates the schema it dumped); dropped when
+ * the test ends, with any connection still open to it.
+ */
+export async function emptyPostgresDatabase(t: Test, prefix: string, schema: string | null): Promise<string> {
+  const base = process.env.SVC_TEST_DATABASE_URL!;
+  const name = `${prefix}_${randomBytes(5).toString('hex')}`;
+  const admin = () => knexFactory({ client: 'pg', connection: base, pool: { min: 0, max: 1 } });
+  const creator = admin();
+  await creator.raw(`create database ${name}`);
+  await creator.destroy();
+  t.teardown(async () => {
+    const dropper = admin();
+    await dropper.raw(`drop database if exists ${name} with (force)`);
+    await dropper.destroy();
+  });
+  const url = new URL(base);
+  url.pathname = `/${name}`;
+  if (schema) url.searchParams.set('schema', schema);
+  return url.toString();
+}
+
 async function cleanup(t: Test, remove: () => unknown): Promise<void> {
   if (process.env.SVC_KEEP_FAILED_DB === '1' && !t.passing()) return;
   await remove();
@@ -139,6 +163,8 @@ export type ConfigOverrides = Parameters<typeof loadConfig>[0] extends infer O
     : never
   : never;
 
+const RAISED_STARTS = { perMinute: 1_000_000, burst: 100_000 };
+
 export function testConfig(database: TestDatabase, overrides: ConfigOverrides = {}): Readonly<Config> {
   return loadConfig({
     home: database.home,
@@ -151,8 +177,14 @@ export function testConfig(database: TestDatabase, overrides: ConfigOverrides = 
       // The suite's syncs call the simulated consent bank far more often than a bank allows (a sync is a
       // dozen calls) at a clock that does not move (its arrival margin would last forever): the tests of the
       // banks' limits set them (bank-budget.test.ts).
-      // Likewise the widgets' consent starts (the tests of the bound set them: widget-consent-budget.test.ts).
-      widget: { consentStarts: { perMinute: 1_000_000, burst: 100_000 }, ...(overrides?.widget ?? {}) },
+      // Likewise the widgets' consent starts, per organisation, key and session (the tests of the bounds set
+      // them: widget-consent-budget.test.ts, widget-consent-start-bounds.test.ts).
+      widget: {
+        consentStarts: RAISED_STARTS,
+        consentStartsPerKey: RAISED_STARTS,
+        consentStartsPerSession: RAISED_STARTS,
+        ...(overrides?.widget ?? {}),
+      },
       banks: {
         ...(overrides?.banks ?? {}),
         budget: {
@@ -194,6 +226,8 @@ export async function startTestApp(
           port?: number;
           pagesPort?: number;
           brasil?: Pick<BankOptions, 'authorizationResponses' | 'clientAuthMethods'>;
+          /** The banks' customers, when not the credential sandbox's. */
+          data?: CustomerData;
         };
   } = {},
 ): Promise<TestApp> {
@@ -226,6 +260,7 @@ export async function startTestApp(
       ...(options.consentBank !== true && options.consentBank.brasil
         ? { brasil: options.consentBank.brasil }
         : {}),
+      ...(options.consentBank !== true && options.consentBank.data ? { data: options.consentBank.data } : {}),
     });
   }
   t.teardown(async () => {
@@ -435,6 +470,31 @@ export const RAISED_LIMITS = {
   resource_write: { perMinute: 1_000_000, burst: 100_000 },
   webhook_deliveries: { perMinute: 1_000_000, burst: 100_000 },
 };
+
+/**
+ * What most API tests start from: the app on `engine` and a tenant whose rate limits the test does not
+ * reach, with its secret test key.
+ */
+export async function appWithTenant(
+  t: Test,
+  engine: EngineName,
+  options: Parameters<typeof startTestApp>[2] = {},
+): Promise<{ app: TestApp; tenant: TestTenant; sk: string }> {
+  const app = await startTestApp(t, engine, options);
+  const tenant = await createTenant(app, { rateLimits: RAISED_LIMITS });
+  return { app, tenant, sk: tenant.keys.sk_test.secret };
+}
+
+/** appWithTenant, and another tenant like the first, whose data the first must never see (nor it the first's). */
+export async function appWithTenants(
+  t: Test,
+  engine: EngineName,
+  options: Parameters<typeof startTestApp>[2] = {},
+): Promise<{ app: TestApp; tenant: TestTenant; other: TestTenant; sk: string }> {
+  const { app, tenant, sk } = await appWithTenant(t, engine, options);
+  const other = await createTenant(app, { rateLimits: RAISED_LIMITS });
+  return { app, tenant, other, sk };
+}
 
 /** Every table's rows as JSON text, read as an operator with a SQL client would. */
 export async function dumpTables(db: Database): Promise<Record<string, string>> {

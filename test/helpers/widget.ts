@@ -26,6 +26,11 @@ export async function openWidget(
   const response = await fetch(`${app.url}/widget?${query}`, {
     headers: language === null ? {} : { 'Accept-Language': language },
   });
+  return pageOf(response);
+}
+
+/** The widget's page and the JSON its script starts from (null when the page has none). */
+async function pageOf(response: Response): Promise<OpenedWidget> {
   const html = await response.text();
   const match = /<script type="application\/json" id="widget-bootstrap">(.*?)<\/script>/s.exec(html);
   return {
@@ -34,6 +39,19 @@ export async function openWidget(
     headers: response.headers,
     bootstrap: match ? JSON.parse(match[1]!) : null,
   };
+}
+
+/**
+ * A page of the widget at `url` as a browser speaking `language` gets it, with a cookie when given: the
+ * consent callback the bank sends the browser to, above all.
+ */
+export async function widgetPage(
+  url: string,
+  options: { language?: string; cookie?: string } = {},
+): Promise<OpenedWidget> {
+  const headers: Record<string, string> = { 'accept-language': options.language ?? 'en' };
+  if (options.cookie !== undefined) headers.cookie = options.cookie;
+  return pageOf(await fetch(url, { headers }));
 }
 
 /** A call to the widget's JSON API with its session header (errors are checked against the envelope). */
@@ -94,4 +112,24 @@ export async function connectThroughWidget(
   const finished = await widgetApi(app, session, 'POST', 'finish');
   if (finished.status !== 200) throw new Error(`finish: ${finished.status} ${finished.text}`);
   return { exchangeToken: finished.body.exchange_token as string, session };
+}
+
+/**
+ * A refresh of `linkId` asked and run to the bank's question for a code (a link of an MFA sandbox user): the
+ * refresh intent as the API then shows it, with `requires_mfa.widget_token`.
+ */
+export async function refreshAwaitingMfa(
+  app: TestApp,
+  key: string,
+  linkId: string,
+  body: Record<string, unknown> = {},
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+): Promise<any> {
+  const intent = await app.request('POST', '/v1/refresh_intents', {
+    key,
+    body: { link_id: linkId, ...body },
+  });
+  if (intent.status !== 200) throw new Error(`refresh: ${intent.status} ${intent.text}`);
+  await runSyncs(app);
+  return (await app.request('GET', `/v1/refresh_intents/${intent.body.id}`, { key })).body;
 }

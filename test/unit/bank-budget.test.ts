@@ -30,6 +30,12 @@ t.test(
     t.same(shareOf({ perSecond: 10, perMinute: 60 }, 'scheduled', 0.8), { perSecond: 8, perMinute: 48 });
     t.same(shareOf({ perSecond: 10, perMinute: 60 }, 'on_demand', 0.8), { perSecond: 10, perMinute: 60 });
     t.same(
+      shareOf({ perSecond: 10, perMinute: 60 }, 'background', 0.8),
+      { perSecond: 4, perMinute: 24 },
+      'the background: half the scheduled share',
+    );
+    t.same(shareOf({ perSecond: 1, perMinute: 1 }, 'background', 0.8), { perSecond: 1, perMinute: 1 });
+    t.same(
       shareOf({ perSecond: 1, perMinute: 1 }, 'scheduled', 0.5),
       { perSecond: 1, perMinute: 1 },
       'at least one',
@@ -111,6 +117,16 @@ t.test("a bank's links against its budget over the interval", async (t) => {
     120_000,
     "an average of 12 calls that a float's last bit moved needs 120,000 calls",
   );
+  // A bank that allows more a minute than its seconds do (600 = 10 × 60): a tenant alone keeps each second's
+  // newcomer reserve free (6 of the 8 scheduled), so 360 scheduled calls a minute, not 480.
+  const secondBound = capacityOf({
+    links: 100,
+    callsPerSync: 12,
+    limits: { perSecond: 10, perMinute: 600 },
+    scheduledShare: 0.8,
+    intervalMinutes: 10,
+  });
+  t.equal(secondBound.available, 3_600, 'the seconds bind: 6 scheduled calls a second for 10 minutes');
   const check = checkBankBudgets(
     [
       {

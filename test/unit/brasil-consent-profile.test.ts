@@ -2,12 +2,17 @@ import t from 'tap';
 import {
   actionsOfPermissions,
   brasilPermissions,
+  brasilScope,
   consentIdOfScope,
   detailsOfConsent,
+  readsIdentification,
 } from '../../src/banks/consent/brasil-consents.js';
+import { brasil } from '../../src/banks/consent/profiles/brasil.js';
+import { chile } from '../../src/banks/consent/profiles/chile.js';
 import { availableResources } from '../../src/banks/consent/consent-connector.js';
 import { nonceOf } from '../../src/banks/consent/profiles/brasil.js';
 import { jarmState } from '../../src/banks/consent/profiles/trip.js';
+import { BRASIL_PERMISSIONS } from '../helpers/consent-countries.js';
 
 /*
  * The pure parts of the widget's Brazilian path (src/banks/consent/brasil-consents.ts,
@@ -16,15 +21,10 @@ import { jarmState } from '../../src/banks/consent/profiles/trip.js';
  */
 
 t.test('a product asks whole permission groups, always with RESOURCES_READ', async (t) => {
-  t.same(brasilPermissions(['ReadAccounts', 'ReadBalances', 'ReadTransactions', 'ReadCreditCards']), [
-    'ACCOUNTS_READ',
-    'ACCOUNTS_BALANCES_READ',
-    'ACCOUNTS_TRANSACTIONS_READ',
-    'CREDIT_CARDS_ACCOUNTS_READ',
-    'CREDIT_CARDS_ACCOUNTS_LIMITS_READ',
-    'CREDIT_CARDS_ACCOUNTS_TRANSACTIONS_READ',
-    'RESOURCES_READ',
-  ]);
+  t.same(
+    brasilPermissions(['ReadAccounts', 'ReadBalances', 'ReadTransactions', 'ReadCreditCards']),
+    BRASIL_PERMISSIONS,
+  );
   t.same(brasilPermissions(['ReadAccounts']), ['ACCOUNTS_READ', 'RESOURCES_READ']);
 });
 
@@ -46,6 +46,40 @@ t.test('what a consent allows: an action needs every permission of its group', a
     validTo: '2027-11-28T00:00:00.000Z',
   });
 });
+
+t.test(
+  "the holder's name: the identification permission and scope, kept on the link (issue 45)",
+  async (t) => {
+    t.same(brasilPermissions(['ReadAccounts'], true), [
+      'ACCOUNTS_READ',
+      'CUSTOMERS_PERSONAL_IDENTIFICATIONS_READ',
+      'RESOURCES_READ',
+    ]);
+    t.equal(
+      brasilScope('urn:b:1', true),
+      'openid consent:urn:b:1 accounts credit-cards-accounts resources customers',
+    );
+    t.equal(brasilScope('urn:b:1'), 'openid consent:urn:b:1 accounts credit-cards-accounts resources');
+    const granted = detailsOfConsent({
+      consentId: 'urn:b:1',
+      permissions: ['CUSTOMERS_PERSONAL_IDENTIFICATIONS_READ', 'ACCOUNTS_READ', 'RESOURCES_READ'],
+      expiresAt: null,
+    });
+    t.same(granted, [
+      { type: 'Accounts', actions: ['ReadAccounts'], identifier: 'urn:b:1' },
+      { type: 'Customers', actions: ['CUSTOMERS_PERSONAL_IDENTIFICATIONS_READ'], identifier: 'urn:b:1' },
+    ]);
+    t.ok(readsIdentification(granted));
+    t.notOk(
+      readsIdentification(granted.slice(0, 1)),
+      'a consent without it (one made before, or dropped by the bank)',
+    );
+    t.equal(brasil.holderData('individual'), 'identification');
+    t.equal(brasil.holderData('business'), null, "a company's record is not read");
+    t.equal(chile.holderData('individual'), 'name');
+    t.equal(chile.holderData('business'), null, "the ID token's name is the person who signed in");
+  },
+);
 
 t.test('the consent a token scope names', async (t) => {
   t.equal(

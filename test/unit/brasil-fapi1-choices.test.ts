@@ -23,51 +23,40 @@ const metadata = (members: Partial<client.ServerMetadata>): client.ServerMetadat
   ...members,
 });
 
+/** What the appliance asks a Brazilian bank for, from the response types and modes its discovery lists. */
+const shapeFor = (types?: string[], modes?: string[]) =>
+  brasilResponseShape(
+    metadata({
+      ...(types && { response_types_supported: types }),
+      ...(modes && { response_modes_supported: modes }),
+    }),
+  );
+
 t.test(
   'FAPI 1.0 Advanced §5.2.2: JARM when offered, else code id_token by form_post, else refused',
   async (t) => {
     t.equal(
-      brasilResponseShape(
-        metadata({
-          response_types_supported: ['code id_token', 'code'],
-          response_modes_supported: ['jwt', 'form_post'],
-        }),
-      ),
+      shapeFor(['code id_token', 'code'], ['jwt', 'form_post']),
       'jarm',
       'both offered: code with JARM',
     );
     t.equal(
-      brasilResponseShape(
-        metadata({
-          response_types_supported: ['id_token code'],
-          response_modes_supported: ['form_post', 'fragment'],
-        }),
-      ),
+      shapeFor(['id_token code'], ['form_post', 'fragment']),
       'hybrid',
       'code id_token in either word order, posted back',
     );
     t.equal(
-      brasilResponseShape(
-        metadata({
-          response_types_supported: ['code', 'code id_token'],
-          response_modes_supported: ['query', 'form_post'],
-        }),
-      ),
+      shapeFor(['code', 'code id_token'], ['query', 'form_post']),
       'hybrid',
       'code without JARM is not FAPI 1.0 (§5.2.2 clause 2): the hybrid flow',
     );
     t.match(
-      brasilResponseShape(metadata({ response_types_supported: ['code id_token'] })),
+      shapeFor(['code id_token']),
       { refused: /fragment/ },
       'no response_modes_supported means query and fragment (RFC 8414 §2): the callback cannot read a fragment',
     );
-    t.match(
-      brasilResponseShape(
-        metadata({ response_types_supported: ['code'], response_modes_supported: ['query'] }),
-      ),
-      { refused: /neither code with JARM nor code id_token/ },
-    );
-    t.match(brasilResponseShape(metadata({})), { refused: /response_types_supported: none/ });
+    t.match(shapeFor(['code'], ['query']), { refused: /neither code with JARM nor code id_token/ });
+    t.match(shapeFor(), { refused: /response_types_supported: none/ });
     t.equal(chile.responseShape(metadata({})), 'query', "Chile's FAPI 2.0: a plain code with iss");
   },
 );

@@ -10,6 +10,7 @@ import {
   institutionsOf,
 } from '../../src/banks/institutions.js';
 import { ConfigError, describeConfig, envName, loadConfig } from '../../src/config/load-config.js';
+import { ANDINO } from '../helpers/operator-institution.js';
 
 function tempHome(t: Test, config?: unknown): string {
   const home = mkdtempSync(join(tmpdir(), 'svc-config-'));
@@ -252,23 +253,8 @@ t.test(
   },
 );
 
-const andino = {
-  id: 'bancoandino',
-  name: 'Banco Andino',
-  country: 'CL',
-  connection: 'consent',
-  profile: {
-    security: 'fapi2-cl',
-    data: ['ob-br-accounts-2'],
-    covers: ['accounts', 'balances', 'movements'],
-    maxDurationMonths: 12,
-  },
-  products: ['movements'],
-  holderTypes: ['individual'],
-};
-
 t.test('operator institutions: added to the one list, each validated with the setting named', async (t) => {
-  const config = loadConfig({ home: tempHome(t, { banks: { institutions: [andino] } }), env: {} });
+  const config = loadConfig({ home: tempHome(t, { banks: { institutions: [ANDINO] } }), env: {} });
   t.same(
     bankIdsOf(config),
     [...BUILT_IN_BANK_IDS, 'bancoandino'],
@@ -277,13 +263,13 @@ t.test('operator institutions: added to the one list, each validated with the se
   const added = institutionsOf(config).at(-1)!;
   t.equal(added.name, 'Banco Andino');
   t.equal(added.operatorDefined, true);
-  t.same(added.profile, andino.profile);
+  t.same(added.profile, ANDINO.profile);
   t.same(loadConfig({ home: tempHome(t), env: {} }).banks.institutions, [], 'none by default');
   const brazilian = {
-    ...andino,
+    ...ANDINO,
     id: 'bancobrasilia',
     country: 'BR',
-    profile: { ...andino.profile, security: 'fapi1-br' },
+    profile: { ...ANDINO.profile, security: 'fapi1-br' },
   };
   t.equal(
     loadConfig({ home: tempHome(t, { banks: { institutions: [brazilian] } }), env: {} }).banks
@@ -299,44 +285,44 @@ t.test('operator institutions: added to the one list, each validated with the se
       why,
     );
   refused(
-    { ...andino, id: 'Banco Andino' },
+    { ...ANDINO, id: 'Banco Andino' },
     /banks\.institutions\.0\.id must match pattern/,
     'an id with capitals and a space',
   );
   refused(
-    { ...andino, id: 'bci' },
+    { ...ANDINO, id: 'bci' },
     /banks\.institutions\.0\.id is "bci", a built-in bank's code/,
     'a built-in code',
   );
   refused(
-    { ...andino, profile: { ...andino.profile, security: 'fapi3' } },
+    { ...ANDINO, profile: { ...ANDINO.profile, security: 'fapi3' } },
     /banks\.institutions\.0\.profile\.security must be equal to one of the allowed values/,
     'an unknown security profile',
   );
   refused(
-    { ...andino, country: 'AR' },
+    { ...ANDINO, country: 'AR' },
     /banks\.institutions\.0\.country must be equal to one of/,
     'an unknown country',
   );
   refused(
-    { ...andino, connection: 'credentials' },
+    { ...ANDINO, connection: 'credentials' },
     /banks\.institutions\.0\.connection must be equal to constant/,
     'credentials',
   );
   refused(
-    { ...andino, colour: 'red' },
+    { ...ANDINO, colour: 'red' },
     /banks\.institutions\.0\.colour is not a known setting/,
     'an unknown key',
   );
   refused(
-    { ...andino, profile: { ...andino.profile, scopes: ['x'] } },
+    { ...ANDINO, profile: { ...ANDINO.profile, scopes: ['x'] } },
     /banks\.institutions\.0\.profile\.scopes is not a known setting/,
     'an unknown key in the profile',
   );
-  const { products: _, ...withoutProducts } = andino;
+  const { products: _, ...withoutProducts } = ANDINO;
   refused(withoutProducts, /banks\.institutions\.0 must have required property 'products'/, 'a missing key');
   t.throws(
-    () => loadConfig({ home: tempHome(t, { banks: { institutions: [andino, andino] } }), env: {} }),
+    () => loadConfig({ home: tempHome(t, { banks: { institutions: [ANDINO, ANDINO] } }), env: {} }),
     {
       name: 'ConfigError',
       message: /banks\.institutions\.1\.id is "bancoandino", the id of an earlier entry/,
@@ -348,7 +334,7 @@ t.test('operator institutions: added to the one list, each validated with the se
       loadConfig({
         home: tempHome(t, {
           banks: {
-            institutions: [andino],
+            institutions: [ANDINO],
             connectors: {
               bancoandino: { url: 'https://gateway.example.com', secret: 'a-secret-of-16-chars' },
             },
@@ -367,7 +353,7 @@ t.test('operator institutions: added to the one list, each validated with the se
     () =>
       loadConfig({
         home: tempHome(t),
-        env: { SVC_BANKS_INSTITUTIONS: JSON.stringify([{ ...andino, id: 'santander' }]) },
+        env: { SVC_BANKS_INSTITUTIONS: JSON.stringify([{ ...ANDINO, id: 'santander' }]) },
       }),
     {
       name: 'ConfigError',

@@ -1,7 +1,11 @@
 import t from 'tap';
 import type { Test } from 'tap';
 import { ConnectorError } from '../../src/banks/connector.js';
-import { createAnswerChecker, loadSpecSchemas } from '../../src/banks/consent/data-schemas.js';
+import {
+  createAnswerChecker,
+  loadSpecSchemas,
+  type AnswerKind,
+} from '../../src/banks/consent/data-schemas.js';
 import {
   chileanDate,
   mapAll,
@@ -17,6 +21,8 @@ import {
   type ObCardLimit,
   type ObCardTransaction,
   type ObTransaction,
+  holderNameOf,
+  identificationName,
 } from '../../src/banks/consent/data-mapping.js';
 
 /*
@@ -67,6 +73,15 @@ const checkerBr = createAnswerChecker('BR');
 const example = (schemas: Record<string, Schema>, name: string) => exampleOf({ $ref: `#/${name}` }, schemas);
 const checker = createAnswerChecker();
 const HOLDER = 'María José Pérez';
+/** Whether a transaction of each completedAuthorisedPaymentType is pending: only an effected one is final. */
+const PENDING_BY_STATUS = [
+  ['TRANSACAO_EFETIVADA', false],
+  ['LANCAMENTO_FUTURO', true],
+  ['TRANSACAO_PROCESSANDO', true],
+] as const;
+/** A file's own example answer `name`, adapted to Chile, checked against `kind`'s schema as the bank's would be. */
+const chileanExample = <T>(kind: AnswerKind, schemas: Record<string, Schema>, name: string) =>
+  checker.check<T>(kind, toChile(example(schemas, name)));
 
 const invalid = (t: Test, fn: () => unknown, reason: RegExp, what: string) => {
   try {
@@ -80,14 +95,8 @@ const invalid = (t: Test, fn: () => unknown, reason: RegExp, what: string) => {
 };
 
 t.test('the files’ own examples, adapted to CLP and RUT, pass their schemas and map', async (t) => {
-  const list = checker.check<{ data: ObAccount[] }>(
-    'accounts',
-    toChile(example(accounts, 'ResponseAccountList')),
-  );
-  const balances = checker.check<{ data: ObBalances }>(
-    'balances',
-    toChile(example(accounts, 'ResponseAccountBalances')),
-  );
+  const list = chileanExample<{ data: ObAccount[] }>('accounts', accounts, 'ResponseAccountList');
+  const balances = chileanExample<{ data: ObBalances }>('balances', accounts, 'ResponseAccountBalances');
   const account = mapDepositAccount(list.data[0]!, balances.data, HOLDER);
   t.same(account, {
     ref: 'acc-92792126019929279212650822221989319252576',
@@ -99,9 +108,10 @@ t.test('the files’ own examples, adapted to CLP and RUT, pass their schemas an
     balance: { available: 1000, current: 2000, limit: null },
   });
 
-  const transactions = checker.check<{ data: ObTransaction[] }>(
+  const transactions = chileanExample<{ data: ObTransaction[] }>(
     'transactions',
-    toChile(example(accounts, 'ResponseAccountTransactions')),
+    accounts,
+    'ResponseAccountTransactions',
   );
   const [movement] = mapAll(transactions.data, (row) => mapDepositTransaction(row, 'CLP'));
   t.same(movement, {
@@ -117,25 +127,29 @@ t.test('the files’ own examples, adapted to CLP and RUT, pass their schemas an
     pending: false,
   });
 
-  const cardList = checker.check<{ data: ObCardAccount[] }>(
+  const cardList = chileanExample<{ data: ObCardAccount[] }>(
     'creditCardAccounts',
-    toChile(example(cards, 'ResponseCreditCardAccountsList')),
+    cards,
+    'ResponseCreditCardAccountsList',
   );
-  const identification = checker.check<{ data: ObCardIdentification }>(
+  const identification = chileanExample<{ data: ObCardIdentification }>(
     'creditCardIdentification',
-    toChile(example(cards, 'ResponseCreditCardAccountsIdentification')),
+    cards,
+    'ResponseCreditCardAccountsIdentification',
   );
-  const limits = checker.check<{ data: ObCardLimit[] }>(
+  const limits = chileanExample<{ data: ObCardLimit[] }>(
     'creditCardLimits',
-    toChile(example(cards, 'ResponseCreditCardAccountsLimits')),
+    cards,
+    'ResponseCreditCardAccountsLimits',
   );
   const card = mapCardAccount(cardList.data[0]!, identification.data, limits.data, HOLDER);
   t.match(card, { type: 'credit_card', currency: 'CLP', holderName: HOLDER });
   t.match(card.ref, /^card-/);
   t.match(card.last4, /^\d{4}$/);
-  const cardTransactions = checker.check<{ data: ObCardTransaction[] }>(
+  const cardTransactions = chileanExample<{ data: ObCardTransaction[] }>(
     'creditCardTransactions',
-    toChile(example(cards, 'ResponseCreditCardAccountsTransactions')),
+    cards,
+    'ResponseCreditCardAccountsTransactions',
   );
   const [charge] = mapAll(cardTransactions.data, (row) => mapCardTransaction(row, 'CLP'));
   t.equal(charge!.ref, cardTransactions.data[0]!.transactionId, 'the bank’s transaction id is the ref');
@@ -357,27 +371,32 @@ t.test('a card’s last four (credit cards 2.3.1 CreditCardsAccountPaymentMethod
   ];
   const last4 = (paymentMethod: ObCardIdentification['paymentMethod']) =>
     mapCardAccount(card!, { name: 'Cartão', paymentMethod }, limits, HOLDER).last4;
-  t.equal(
-    last4([
-      { identificationNumber: '1234', isMultipleCreditCard: true },
-      { identificationNumber: '5678', isMultipleCreditCard: false },
-    ]),
-    '1234',
-    'isMultipleCreditCard is a card with a debit function too, not an additional card: the first listed',
-  );
-  t.equal(
-    last4([
-      { identificationNumber: 'AB12CD', isMultipleCreditCard: false },
-      { identificationNumber: '5678', isMultipleCreditCard: false },
-    ]),
-    '5678',
-    'a company’s identifier is no card number: the first four-digit one',
-  );
-  t.equal(
-    last4([{ identificationNumber: 'AB12CD', isMultipleCreditCard: false }]),
-    '9087',
-    'none: the account id’s last digits, as before (XXZTR3459087)',
-  );
+  const cases: [[string, boolean][], string, string][] = [
+    [
+      [
+        ['1234', true],
+        ['5678', false],
+      ],
+      '1234',
+      'isMultipleCreditCard is a card with a debit function too, not an additional card: the first listed',
+    ],
+    [
+      [
+        ['AB12CD', false],
+        ['5678', false],
+      ],
+      '5678',
+      'a company’s identifier is no card number: the first four-digit one',
+    ],
+    [[['AB12CD', false]], '9087', 'none: the account id’s last digits, as before (XXZTR3459087)'],
+  ];
+  for (const [methods, expected, why] of cases) {
+    const paymentMethod = methods.map(([identificationNumber, isMultipleCreditCard]) => ({
+      identificationNumber,
+      isMultipleCreditCard,
+    }));
+    t.equal(last4(paymentMethod), expected, why);
+  }
 });
 
 t.test(
@@ -540,11 +559,7 @@ t.test(
       Date.parse('2024-03-01T02:30:00.000Z'),
       'transactionDateTime, the original instant',
     );
-    for (const [status, pending] of [
-      ['TRANSACAO_EFETIVADA', false],
-      ['LANCAMENTO_FUTURO', true],
-      ['TRANSACAO_PROCESSANDO', true],
-    ] as const)
+    for (const [status, pending] of PENDING_BY_STATUS)
       t.equal(
         mapDepositTransaction({ ...row!, completedAuthorisedPaymentType: status }, 'BRL', 'America/Sao_Paulo')
           .pending,
@@ -599,11 +614,7 @@ t.test(
 t.test('pending and booked, sign, and the day in Chile', async (t) => {
   const base = toChile(example(accounts, 'ResponseAccountTransactions')) as { data: ObTransaction[] };
   const row = base.data[0]!;
-  for (const [status, pending] of [
-    ['TRANSACAO_EFETIVADA', false],
-    ['LANCAMENTO_FUTURO', true],
-    ['TRANSACAO_PROCESSANDO', true],
-  ] as const)
+  for (const [status, pending] of PENDING_BY_STATUS)
     t.equal(
       mapDepositTransaction({ ...row, completedAuthorisedPaymentType: status }, 'CLP').pending,
       pending,
@@ -726,4 +737,49 @@ t.test('hostile and broken answers are invalid_bank_data with a reason, never a 
     /limits list is empty/,
     'a card without limits, and no currency to state them in',
   );
+});
+
+t.test("the holder's name as the bank vouches for it (issue 45)", async (t) => {
+  t.equal(
+    holderNameOf('  María  José\tPérez\u202e '),
+    'María José Pérez',
+    'one line, no bidi, spaces collapsed',
+  );
+  t.equal(holderNameOf('Jose\u0301'), 'José', 'NFC: the composed form the console and the search see');
+  for (const bad of [undefined, null, 42, '', ' \u0000 ', 'x'.repeat(201)])
+    t.equal(holderNameOf(bad), null, `${JSON.stringify(bad)?.slice(0, 20)}: no name`);
+  // customers 2.2.1 PersonalIdentificationData: socialName when there is one, else civilName; the newest record.
+  t.equal(
+    identificationName([{ civilName: 'Juan Kaique Cláudio Fernandes' }]),
+    'Juan Kaique Cláudio Fernandes',
+  );
+  t.equal(
+    identificationName([{ civilName: 'Juan Fernandes', socialName: 'Jaqueline de Freitas' }]),
+    'Jaqueline de Freitas',
+  );
+  t.equal(
+    identificationName([{ civilName: 'Ana', socialName: '  ' }]),
+    'Ana',
+    'an empty social name is none',
+  );
+  t.equal(
+    identificationName([
+      { civilName: 'Old Name', updateDateTime: '2021-05-21T08:30:00Z' },
+      { civilName: 'New Name', updateDateTime: '2024-01-02T08:30:00Z' },
+      { civilName: 'Undated' },
+    ]),
+    'New Name',
+  );
+  t.equal(identificationName([]), null);
+
+  const checker = createAnswerChecker('BR');
+  const answer = { data: [{ civilName: 'Ana Souza', personalId: 'x' }], links: {}, meta: {} };
+  t.same(checker.check('identification', answer), answer, 'the members read pass; others are not looked at');
+  for (const [bad, why] of [
+    [{ data: [] }, /must NOT have fewer than 1 items/],
+    [{ data: [{ socialName: 'Ana' }] }, /must have required property 'civilName'/],
+    [{ data: [{ civilName: 'x'.repeat(71) }] }, /must NOT have more than 70 characters/],
+    [{ data: [{ civilName: 7 }] }, /must be string/],
+  ] as const)
+    invalid(t, () => checker.check('identification', bad), why, JSON.stringify(bad).slice(0, 40));
 });

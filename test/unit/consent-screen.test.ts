@@ -5,7 +5,11 @@ import {
   requestedDetails,
   validUntil,
 } from '../../src/banks/consent/authorization-details.js';
-import { consentScreen, monthsBetween, renderConsentScreen } from '../../src/widget/consent-screen.js';
+import {
+  consentScreen,
+  monthsBetween,
+  renderConsentScreen,
+} from '../../src/widget/consent/consent-screen.js';
 import { isGrant, type LoginCredentials } from '../../src/banks/connector.js';
 
 /* The widget's consent screen: what the end user reads before going to the bank, in Spanish and English. */
@@ -57,6 +61,32 @@ t.test('only what the actions allow; one month; no end date', async (t) => {
   t.equal(open.duration, 'Until you revoke it');
   t.equal(validUntil([{ type: 'Accounts' }]), null);
 });
+
+t.test(
+  "the holder's name first, as each country asks for it; alone it is no reason to connect",
+  async (t) => {
+    const details = requestedDetails(NOW, 12, 'x');
+    const chile = consentScreen(details, 'es', { ...context, holder: 'name' });
+    t.same(
+      chile.items.map((i) => i.coverage),
+      ['name', 'accounts', 'balances', 'movements', 'credit_cards'],
+    );
+    t.equal(chile.items[0]!.text, 'Tu nombre, como lo tiene registrado el banco');
+    const brasil = consentScreen(details, 'en', { ...context, holder: 'identification' });
+    t.equal(
+      brasil.items[0]!.text,
+      'Your personal details at the bank',
+      "Brazil's permission opens the whole record: the line says more than the name",
+    );
+    t.equal(
+      consentScreen(details, 'en', { ...context, holder: null }).items.length,
+      4,
+      'not asked: not listed',
+    );
+    const nameOnly = consentScreen([{ type: 'Accounts', actions: [] }], 'en', { ...context, holder: 'name' });
+    t.notOk(nameOnly.canContinue, 'a name and no account: no button');
+  },
+);
 
 t.test('nothing to show, or already expired: no button', async (t) => {
   const none = consentScreen([{ type: 'Accounts', actions: [] }], 'en', context);
@@ -116,13 +146,14 @@ t.test("the simulated bank's consent page shows the widget's list and end date, 
   const { consentPage } = await import('../../src/consent-bank/pages.js');
   const details = requestedDetails(NOW, 12, 'Evaluar tu crédito');
   for (const locale of ['es', 'en'] as const) {
-    const widget = consentScreen(details, locale, context);
+    const widget = consentScreen(details, locale, { ...context, holder: 'name' });
     const page = String(
       consentPage(locale, {
         clientName: context.app,
         rut: '11.111.111-1',
         // The bank lists in its own order whatever order the request named the actions in.
         actions: ['ReadCreditCards', 'ReadTransactions', 'ReadBalances', 'ReadAccounts'],
+        name: true,
         validTo: details[0]!.validTo!,
         approveAction: '/a',
         refuseAction: '/r',
@@ -132,7 +163,7 @@ t.test("the simulated bank's consent page shows the widget's list and end date, 
     t.same(
       items,
       widget.items.map((i) => i.text),
-      `${locale}: the same four lines, in the same order`,
+      `${locale}: the same five lines (the name first), in the same order`,
     );
     const date = locale === 'es' ? '15 de junio de 2027' : '15 June 2027';
     t.match(widget.duration, date);

@@ -1,7 +1,7 @@
 import t from 'tap';
 import { EVENT_PAYLOADS, EVENT_TYPES, isEventType, type EventType } from '../../src/events/catalogue.js';
-import type { LinkRow } from '../../src/links/store.js';
 import { sampleEvent } from '../../src/sandbox/sandbox-events.js';
+import { linkRowAt } from '../helpers/link-row.js';
 
 const build = EVENT_PAYLOADS;
 
@@ -122,30 +122,13 @@ function keyPaths(value: unknown, prefix = ''): string[] {
 }
 
 t.test('a fired sandbox event has the keys, in order, of a real one of its type', async (t) => {
-  const row: LinkRow = {
-    ...link,
-    org_id: 'org_0123456789abcdef',
-    mode: 'test',
-    holder_type: 'individual',
-    paused: false,
-    paused_at: null,
-    external_user_id: null,
-    consent_version: null,
-    consent_text_hash: null,
-    credentials_encrypted: 'sealed',
-    status: 'active',
-    refresh_status: 'idle',
-    accounts_count: 2,
+  const row = linkRowAt(AT, {
     new_movements_count: 5,
-    consecutive_failures: 0,
     sync_attempts: 1,
     sync_successes: 1,
-    last_error_code: null,
     last_synced_at: AT,
     next_sync_at: AT,
-    expired_at: null,
-    updated_at: AT,
-  };
+  });
   const account = { id: 'acc_1', name: 'Cuenta', type: 'checking', currency: 'CLP', last_4: '1234' };
   for (const type of EVENT_TYPES) {
     const fired = sampleEvent(type, {

@@ -43,22 +43,7 @@ function sync(stored: StoredMovement[], incoming: BankMovement[]) {
 }
 
 t.test('new rows are inserted once; the same answer again writes nothing', async (t) => {
-  const first = sync(
-    [],
-    [
-      bank(),
-      bank({
-        ref: 'r2',
-        referenceId: 'ref-2',
-        amount: 1_500_000,
-        description: 'REMUNERACION ACME',
-        type: 'salary',
-      }),
-    ],
-  );
-  t.equal(first.plan.inserts.length, 2);
-  t.equal(first.plan.newMovements, 2);
-  const again = sync(first.stored, [
+  const answer = () => [
     bank(),
     bank({
       ref: 'r2',
@@ -67,7 +52,11 @@ t.test('new rows are inserted once; the same answer again writes nothing', async
       description: 'REMUNERACION ACME',
       type: 'salary',
     }),
-  ]);
+  ];
+  const first = sync([], answer());
+  t.equal(first.plan.inserts.length, 2);
+  t.equal(first.plan.newMovements, 2);
+  const again = sync(first.stored, answer());
   t.same(again.plan, { inserts: [], updates: [], newMovements: 0 });
 });
 

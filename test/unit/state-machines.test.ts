@@ -3,9 +3,11 @@ import { ACCOUNT_TRANSITIONS, type AccountStatus } from '../../src/accounts/stor
 import { IllegalTransitionError, transition, type Transitions } from '../../src/errors/illegal-transition.js';
 import { ACTIVE_JOB_STATUSES, JOB_TRANSITIONS, type JobStatus } from '../../src/jobs/jobs.js';
 import { LINK_TRANSITIONS, syncFailed, syncSucceeded } from '../../src/links/link-states.js';
-import type { LinkRow, LinkStatus } from '../../src/links/store.js';
+import type { LinkStatus } from '../../src/links/store.js';
 import { INTENT_TRANSITIONS } from '../../src/refresh/intent-states.js';
 import type { IntentStatus } from '../../src/refresh/store.js';
+import { SESSION_TRANSITIONS, sessionState, type SessionState } from '../../src/widget/sessions.js';
+import { linkRowAt } from '../helpers/link-row.js';
 
 const AT = Date.UTC(2026, 5, 15, 15, 0, 0);
 
@@ -126,34 +128,38 @@ t.test('an account: refreshed from any state, removed only when active', async (
   ]);
 });
 
-const link: LinkRow = {
-  id: 'link_0123456789abcdef',
-  org_id: 'org_0123456789abcdef',
+t.test(
+  'a widget session: follows one link at a time, may try again after a failure, finishes once',
+  async (t) => {
+    const states: SessionState[] = ['open', 'connecting', 'finished'];
+    const legal = moves('widget session', SESSION_TRANSITIONS, states).filter((move) => !move.endsWith('✗'));
+    t.same(legal, [
+      'open -follow_link-> connecting',
+      'connecting -fail-> open', // another password, another trip to the bank
+      'connecting -fail_for_good-> finished', // the MFA tries spent, or the wait for a code over
+      'connecting -finish-> finished',
+    ]);
+    for (const change of Object.keys(SESSION_TRANSITIONS) as (keyof typeof SESSION_TRANSITIONS)[])
+      t.throws(
+        () => transition('widget session', SESSION_TRANSITIONS, 'finished', change),
+        IllegalTransitionError,
+      );
+    // The state is read from the row: it has no column of its own.
+    t.equal(sessionState({ finished_at: null, refresh_intent_id: null }), 'open');
+    t.equal(sessionState({ finished_at: null, refresh_intent_id: 'ri_1' }), 'connecting');
+    t.equal(sessionState({ finished_at: AT, refresh_intent_id: 'ri_1' }), 'finished');
+    t.equal(sessionState({ finished_at: AT, refresh_intent_id: null }), 'finished');
+  },
+);
+
+const link = linkRowAt(AT, {
   mode: 'live',
   bank_id: 'bank_a',
-  holder_type: 'individual',
-  holder_name: 'Ana',
-  status: 'active',
-  paused: false,
-  paused_at: null,
-  external_user_id: null,
-  consent_version: null,
-  consent_text_hash: null,
-  credentials_encrypted: 'sealed',
   refresh_status: 'in_progress',
-  accounts_count: 2,
-  new_movements_count: 0,
-  consecutive_failures: 0,
   sync_attempts: 4,
   sync_successes: 3,
-  last_error_code: null,
-  last_synced_at: null,
-  next_sync_at: null,
-  expired_at: null,
   backfill_covered_from: 1000,
-  created_at: AT,
-  updated_at: AT,
-};
+});
 const failure = { failuresToExpire: 3, nextSyncAt: AT + 1 };
 
 t.test(

@@ -41,3 +41,16 @@ t.test('a planted write outside the owner fails, naming file, line and owner', a
   t.match(stderr, /src\/widget\/flows\.ts:2: writes accounts/);
   t.notMatch(stderr, /engine\.ts:1:/, 'the read on line 1 is not a write');
 });
+
+t.test("a table owned by one file: the folder's other files write it through that file", async (t) => {
+  const { status, stderr } = check(t, {
+    'src/widget/sessions.ts': "await trx('widget_sessions').where({ id }).update({ finished_at: now });\n",
+    'src/widget/flows.ts': "await trx('widget_sessions').where({ id }).update({ last_error_code: code });\n",
+  });
+  t.equal(status, 1);
+  t.match(
+    stderr,
+    /src\/widget\/flows\.ts:1: writes widget_sessions, which only src\/widget\/sessions\.ts may write/,
+  );
+  t.notMatch(stderr, /sessions\.ts:1:/, 'the owner file writes it');
+});

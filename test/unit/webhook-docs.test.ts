@@ -42,16 +42,19 @@ t.test('the Node verifier: the page shows docs/examples/verify-signature.mjs as 
   t.notMatch(DOC, /from 'svc-appliance'/, 'no import of a package a reader cannot install');
 });
 
+/** What docs/examples/verify-signature.mjs exports. */
+interface NodeVerifier {
+  verifySignature: (
+    raw: Buffer | string,
+    header: string,
+    secret: string,
+    tolerance?: number,
+    nowMs?: number,
+  ) => boolean;
+}
+
 t.test('the Node verifier, imported from docs/examples as a receiver would', async (t) => {
-  const { verifySignature } = (await import(new URL('verify-signature.mjs', EXAMPLES).href)) as {
-    verifySignature: (
-      raw: Buffer | string,
-      header: string,
-      secret: string,
-      tolerance?: number,
-      nowMs?: number,
-    ) => boolean;
-  };
+  const { verifySignature } = (await import(new URL('verify-signature.mjs', EXAMPLES).href)) as NodeVerifier;
   for (const [name, raw, header, at, expected] of cases) {
     t.equal(verifySignature(Buffer.from(raw), header, secret, 300, at * 1000), expected, name);
     t.equal(verifySignature(raw, header, secret, 300, at * 1000), expected, `${name} (a string)`);
@@ -63,15 +66,7 @@ t.test('the Node example as a pasted block still runs on its own', async (t) => 
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const file = join(dir, 'verify.mjs');
   writeFileSync(file, block('js', '// verify-signature.mjs:'));
-  const { verifySignature } = (await import(pathToFileURL(file).href)) as {
-    verifySignature: (
-      raw: Buffer,
-      header: string,
-      secret: string,
-      tolerance?: number,
-      nowMs?: number,
-    ) => boolean;
-  };
+  const { verifySignature } = (await import(pathToFileURL(file).href)) as NodeVerifier;
   for (const [name, raw, header, at, expected] of cases) {
     t.equal(verifySignature(Buffer.from(raw), header, secret, 300, at * 1000), expected, name);
   }

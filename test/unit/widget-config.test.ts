@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import t, { type Test } from 'tap';
 import { ConfigError, loadConfig } from '../../src/config/load-config.js';
 import { contrast, resolveLogo, themeCss } from '../../src/widget/assets.js';
-import { parseOrigin } from '../../src/widget/http.js';
+import { parseOrigin } from '../../src/widget/page-routes.js';
 
 function home(t: Test): string {
   const dir = mkdtempSync(join(tmpdir(), 'svc-widget-config-'));
@@ -25,6 +25,8 @@ t.test('the widget settings default to the spec and read SVC_WIDGET_* variables'
     locale: 'es',
     allowedRedirectUris: [],
     consentStarts: { perMinute: 20, burst: 10 },
+    consentStartsPerKey: { perMinute: 5, burst: 3 },
+    consentStartsPerSession: { perMinute: 1, burst: 3 },
   });
   const config = loadConfig({
     home: dir,
@@ -51,6 +53,8 @@ t.test('the widget settings default to the spec and read SVC_WIDGET_* variables'
     locale: 'en',
     allowedRedirectUris: ['https://app.example.com/bank/', 'http://127.0.0.1:3000/cb'],
     consentStarts: { perMinute: 20, burst: 10 },
+    consentStartsPerKey: { perMinute: 5, burst: 3 },
+    consentStartsPerSession: { perMinute: 1, burst: 3 },
   });
 });
 

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import t from 'tap';
-import { CATALOGUES, chooseLocale, format, localeFromAcceptLanguage } from '../../src/widget/messages.js';
+import { chooseLocale, localeFromAcceptLanguage } from '../../src/html/locale.js';
+import { CATALOGUES, format } from '../../src/widget/messages.js';
 import { describeProblem } from '../../src/widget/problems.js';
 
 t.test('both catalogues have exactly the same keys, and no empty string', async (t) => {

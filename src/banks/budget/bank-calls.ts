@@ -3,6 +3,7 @@ import type { Clock } from '../../clock/clock.js';
 import type { Database } from '../../db/database.js';
 import { limitsOf, type Priority } from './budget.js';
 import type { BankBudgetSettings, BudgetDefaults } from './budget-settings.js';
+import type { Payer } from './org-shares.js';
 import { SyncPermits } from './permits.js';
 import { pauseBank, type BankKey } from './store.js';
 
@@ -84,8 +85,17 @@ export class BudgetGate implements BankCallGate {
     readonly permits: SyncPermits,
   ) {}
 
-  /** A gate of its own permits, for work outside a sync: `priority`, waiting at most `waitMs` for any. */
-  static of(services: GateServices, bank: BankKey, priority: Priority, waitMs: number): BudgetGate {
+  /**
+   * A gate of its own permits, for work outside a sync: in `payer`'s share (org-shares.ts), at `priority`,
+   * waiting at most `waitMs` for any.
+   */
+  static of(
+    services: GateServices,
+    bank: BankKey,
+    payer: Payer,
+    priority: Priority,
+    waitMs: number,
+  ): BudgetGate {
     const permits = new SyncPermits(
       {
         db: services.db,
@@ -95,6 +105,7 @@ export class BudgetGate implements BankCallGate {
         arrivalMarginMs: services.config.banks.budget.arrivalMarginMs,
       },
       bank,
+      payer,
       priority,
       { firstWaitMs: waitMs, inlineWaitMs: waitMs },
     );

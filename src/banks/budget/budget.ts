@@ -6,14 +6,46 @@ import type { BankBudgetSettings, BudgetDefaults } from './budget-settings.js';
  * keeps one count per clock second and one per clock minute, shared by every scheduler process through one
  * row per bank (store.ts). On-demand refreshes may use the whole of each window; scheduled syncs only their
  * share (`banks.budget.scheduledShare`, 80%), so a person's refresh finds room even while scheduled syncs
- * use all they may.
+ * use all they may. Housekeeping calls (revoking a consent no link holds: an abandoned trip's) only
+ * `BACKGROUND_SHARE` of the scheduled share.
  */
 
-export type Priority = 'on_demand' | 'scheduled';
+export type Priority = 'on_demand' | 'scheduled' | 'background';
+
+/**
+ * What a background call may use of the scheduled share: half, so 24 of 60 a minute and 4 of 10 a second by
+ * default. The windows are counted, not queued, so "lower priority" is a lower ceiling: a background call is
+ * refused once the minute holds 24 calls, leaving the calls from 24 to 48 to scheduled syncs (and to 60 to
+ * refreshes) whatever the housekeeping has waiting. What it revokes can wait: the appliance holds no token of
+ * an abandoned trip's consent, and a Brazilian bank rejects an unauthorised one itself after 60 minutes.
+ */
+export const BACKGROUND_SHARE = 0.5;
 
 export interface Limits {
   perSecond: number;
   perMinute: number;
+}
+
+/**
+ * What a permit above its fair share keeps free for an organisation that has not called yet, by window, at
+ * most a fair share. The minute: a fifth (12 of 60), as much as scheduled syncs leave to refreshes (`1 -
+ * scheduledShare`), on demand only, so scheduled syncs alone still have their whole share of the minute. The
+ * second: 4 of 10, the calls of a refresh of a holder with three accounts (the list and three balances), so
+ * it needs no second but the one it is asked in. A tenant alone then makes at most 6 calls a second, which
+ * costs nothing where the minute binds first (60 a minute is 1 a second on average) and a quarter of the
+ * bank's throughput only where the minute would allow more than 6 a second.
+ */
+export const NEWCOMER_SHARE = { second: 0.4, minute: 0.2 } as const;
+
+/**
+ * The calls of a bank's window (`whole`) a permit of the priority's `share` above its fair share keeps free for
+ * a newcomer (org-shares.ts): its NEWCOMER_SHARE, less what the share already leaves (scheduled syncs, 8 of 10
+ * a second, keep 2 more free, not 4). Pure.
+ */
+export function newcomerReserve(window: 'second' | 'minute', whole: Limits, share: Limits): number {
+  const [bank, own] =
+    window === 'second' ? [whole.perSecond, share.perSecond] : [whole.perMinute, share.perMinute];
+  return Math.max(0, Math.ceil(bank * NEWCOMER_SHARE[window]) - (bank - own));
 }
 
 /**
@@ -37,12 +69,16 @@ export function limitsOf(
   };
 }
 
-/** What one priority may use of each window: all of it on demand, the scheduled share (at least one) else. */
+/**
+ * What one priority may use of each window: all of it on demand, the scheduled share (at least one) for a
+ * scheduled sync, half of that (at least one) in the background.
+ */
 export function shareOf(limits: Limits, priority: Priority, scheduledShare: number): Limits {
   if (priority === 'on_demand') return limits;
+  const share = priority === 'scheduled' ? scheduledShare : scheduledShare * BACKGROUND_SHARE;
   return {
-    perSecond: Math.max(1, Math.floor(limits.perSecond * scheduledShare)),
-    perMinute: Math.max(1, Math.floor(limits.perMinute * scheduledShare)),
+    perSecond: Math.max(1, Math.floor(limits.perSecond * share)),
+    perMinute: Math.max(1, Math.floor(limits.perMinute * share)),
   };
 }
 
@@ -61,17 +97,22 @@ export interface BudgetState {
   paused_reason: string | null;
 }
 
-export type WaitCause = 'paused' | 'minute' | 'second' | 'margin';
+/** Why a permit is not had now: the bank's pause, a full window, the second's arrival margin, or the
+ * payer's share among the organisations calling the bank (org-shares.ts). */
+export type WaitCause = 'paused' | 'minute' | 'second' | 'margin' | 'share';
+
+/** When a permit may be had, and why not now. */
+export interface Chance {
+  at: number;
+  cause: WaitCause;
+  reason: string | null;
+}
 
 /**
  * When a permit refused at `now` may be had, and why it was refused: the bank's pause, a full minute or
  * second (of this priority's share), or the arrival margin at the end of a second. Pure.
  */
-export function nextChance(
-  state: BudgetState | null,
-  share: Limits,
-  now: number,
-): { at: number; cause: WaitCause; reason: string | null } {
+export function nextChance(state: BudgetState | null, share: Limits, now: number): Chance {
   const { second, minute } = windowsAt(now);
   if (state?.paused_until != null && state.paused_until > now)
     return { at: Number(state.paused_until), cause: 'paused', reason: state.paused_reason };
@@ -100,8 +141,12 @@ export function capacityOf(input: {
   intervalMinutes: number;
 }): { needed: number; available: number; fits: boolean; minutesNeeded: number } {
   const share = shareOf(input.limits, 'scheduled', input.scheduledShare);
-  // The per-second window allows at most 60 of its count a minute; the tighter of the two rules.
-  const perMinute = Math.min(share.perMinute, share.perSecond * 60);
+  // The per-second window allows at most 60 of its count a minute, less the newcomer's reserve a tenant
+  // alone keeps free in each (6 of the 8 scheduled); the tighter of the two rules.
+  const perSecond =
+    share.perSecond -
+    Math.min(Math.floor(share.perSecond / 2), newcomerReserve('second', input.limits, share));
+  const perMinute = Math.min(share.perMinute, perSecond * 60);
   // The average is a float (12 × 0.8 + 12 × 0.2 is 12.000000000000002): rounded to a thousandth first, so
   // 10,000 links of 12 calls need 120,000 calls, not 120,001.
   const needed = Math.ceil(Math.round(input.links * input.callsPerSync * 1000) / 1000);

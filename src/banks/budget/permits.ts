@@ -5,11 +5,13 @@ import {
   inArrivalMargin,
   nextChance,
   shareOf,
+  type Chance,
   type Limits,
   type Priority,
   type WaitCause,
   windowsAt,
 } from './budget.js';
+import type { Payer } from './org-shares.js';
 import { ensureBudgetRow, findBudget, returnPermit, takePermit, type BankKey } from './store.js';
 
 /**
@@ -32,7 +34,9 @@ export class BudgetWait extends Error {
     const why =
       this.waitCause === 'paused'
         ? `the bank asked to be called again then${this.reason ? `: ${this.reason}` : ''}`
-        : 'the calls of this minute are spent';
+        : this.waitCause === 'share'
+          ? "other organisations are using the rest of the bank's calls"
+          : 'the calls of this minute are spent';
     return `${BANK_BUDGET}: waiting for the bank's budget until ${new Date(this.until).toISOString()} (${why})`;
   }
 }
@@ -72,17 +76,25 @@ export class SyncPermits {
   calls = 0;
   /** Permits given back unused: they were granted too late in their second (`leavesInTime`). */
   late = 0;
+  /** How long the sync slept for permits in all (the window's next second, another's share): its log says it. */
+  waitedMs = 0;
   private readonly share: Limits;
   private readonly firstWaitMs: number;
   private readonly inlineWaitMs: number;
 
+  /** A refresh's permits are shared among the organisations refreshing too (org-shares.ts, rule 2). */
+  private readonly onDemand: boolean;
+
+  /** `payer`: the organisation whose share the calls are of; null for the appliance's own (a registration). */
   constructor(
     private readonly deps: PermitDeps,
     private readonly bank: BankKey,
+    private readonly payer: Payer,
     priority: Priority,
     waits: PermitWaits = {},
   ) {
     this.share = shareOf(deps.limits, priority, deps.scheduledShare);
+    this.onDemand = priority === 'on_demand';
     this.firstWaitMs = waits.firstWaitMs ?? FIRST_CALL_WAIT_MS;
     this.inlineWaitMs = waits.inlineWaitMs ?? MAX_INLINE_WAIT_MS;
   }
@@ -92,27 +104,41 @@ export class SyncPermits {
     let waited = 0;
     for (;;) {
       const now = this.deps.clock.now();
-      if (
-        !inArrivalMargin(now, this.deps.arrivalMarginMs) &&
-        (await takePermit(this.deps.db, this.bank, this.share, now))
-      ) {
-        if (this.leavesInTime(now)) {
-          this.calls += 1;
-          return;
+      let chance: Chance;
+      if (inArrivalMargin(now, this.deps.arrivalMarginMs)) {
+        chance = nextChance((await findBudget(this.deps.db.knex, this.bank)) ?? null, this.share, now);
+      } else {
+        const answer = await takePermit(
+          this.deps.db,
+          this.bank,
+          this.payer,
+          this.share,
+          this.onDemand,
+          now,
+          this.deps.limits,
+        );
+        if (answer.granted) {
+          if (this.leavesInTime(now)) {
+            this.calls += 1;
+            return;
+          }
+          // The permit waited for the database (SQLite's one writer, busy with the other processes: up to
+          // hundreds of ms on a loaded box) past the second's margin, so the call would reach the bank in a
+          // second it was not counted in. It is given back (no call was made on it) and another taken.
+          await returnPermit(this.deps.db, this.bank, this.payer, this.onDemand, now, this.deps.clock.now());
+          this.late += 1;
+          continue;
         }
-        // The permit statement waited for the database (SQLite's one writer, busy with the other processes:
-        // up to hundreds of ms on a loaded box) past the second's margin, so the call would reach the bank in
-        // a second it was not counted in. It is given back (no call was made on it) and another taken.
-        await returnPermit(this.deps.db, this.bank, now);
-        this.late += 1;
-        continue;
+        if (answer.state === null) {
+          await ensureBudgetRow(this.deps.db, this.bank, now);
+          continue;
+        }
+        // Refused for the payer's share: the others' shares free up as their calls end, or at the next second.
+        chance =
+          answer.cause === 'share'
+            ? { at: windowsAt(now).second + 1000, cause: 'share', reason: null }
+            : nextChance(answer.state, this.share, now);
       }
-      const state = await findBudget(this.deps.db.knex, this.bank);
-      if (!state) {
-        await ensureBudgetRow(this.deps.db, this.bank, now);
-        continue;
-      }
-      const chance = nextChance(state, this.share, now);
       const wait = Math.max(chance.at - now, 1);
       if (chance.cause === 'paused' || waited + wait > (first ? this.firstWaitMs : this.inlineWaitMs))
         throw new BudgetWait(chance.at, chance.cause, chance.reason);
@@ -120,6 +146,7 @@ export class SyncPermits {
       const pause = wait + Math.floor(Math.random() * 15);
       await sleep(pause);
       waited += pause;
+      this.waitedMs += pause;
     }
   }
 

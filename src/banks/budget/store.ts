@@ -1,14 +1,20 @@
 import type { Knex } from 'knex';
 import type { Database } from '../../db/database.js';
 import { runNamed } from '../../db/bound-rows.js';
-import { averagedCalls, windowsAt, type BudgetState, type Limits } from './budget.js';
+import { averagedCalls, type BudgetState, type Limits } from './budget.js';
+import {
+  decidePermit,
+  givenBack,
+  readOrgCalls,
+  type OrgCalls,
+  type Payer,
+  type Windows,
+} from './org-shares.js';
 
 /*
- * `bank_call_budgets`: one row per consent bank and mode, written only here. A permit is one statement that
- * counts the call in the current second and minute if both have room and the bank is not paused, so two
- * processes can never both take a window's last call: on Postgres the row lock makes the second UPDATE wait and
- * re-check its WHERE against the first's result; on SQLite one writer runs at a time. It goes through the
- * volatile writer, as the API's rate buckets do: a permit a crash loses costs one call of one window, and on
+ * `bank_call_budgets`: one row per consent bank and mode, written only here. A permit counts the call in the
+ * current second and minute, and in its organisation's counts (`org_calls`), by one conditional write
+ * (`takePermit`). It goes through the volatile writer, as the API's rate buckets do: a permit a crash loses costs one call of one window, and on
  * Postgres it saves the WAL flush of every call (measured in docs/open-finance.md, "Bank limits").
  */
 
@@ -23,58 +29,128 @@ export interface BudgetRow extends BudgetState {
   calls_per_sync: number | null;
   /** The interval the scheduler gives the bank's links when stretched (migration 30); null: the configured. */
   interval_minutes?: number | null;
+  /** Each organisation's calls in the row's windows (org-shares.ts), JSON; null before this build's first. */
+  org_calls?: string | null;
   updated_at: number;
 }
 
-// SET reads the row as it was before the statement on both engines, so each CASE sees the old window.
-const PERMIT_SQL = `UPDATE bank_call_budgets SET
-    second_count = CASE WHEN second_start = ? THEN second_count + 1 ELSE 1 END,
-    second_start = ?,
-    minute_count = CASE WHEN minute_start = ? THEN minute_count + 1 ELSE 1 END,
-    minute_start = ?,
-    updated_at = ?
-  WHERE bank_id = ? AND mode = ?
-    AND (paused_until IS NULL OR paused_until <= ?)
-    AND (CASE WHEN second_start = ? THEN second_count ELSE 0 END) < ?
-    AND (CASE WHEN minute_start = ? THEN minute_count ELSE 0 END) < ?
-  RETURNING bank_id`;
+/** The row's windows and shares, as a permit reads them. */
+const PERMIT_COLUMNS = [
+  'second_start',
+  'second_count',
+  'minute_start',
+  'minute_count',
+  'paused_until',
+  'paused_reason',
+  'org_calls',
+] as const;
 
-/** Counts one call to the bank if the share allows it now; false when it does not (or the row is missing). */
-export async function takePermit(db: Database, bank: BankKey, share: Limits, now: number): Promise<boolean> {
-  const { second, minute } = windowsAt(now);
-  const rows = await runNamed(db.volatileWriter, 'bank-permit', PERMIT_SQL, [
-    second,
-    second,
-    minute,
-    minute,
+type PermitRow = BudgetState & { org_calls: string | null };
+
+export type PermitAnswer =
+  | { granted: true }
+  | { granted: false; state: BudgetState; cause: 'second' | 'minute' | 'share' | 'paused' }
+  | { granted: false; state: null };
+
+/**
+ * How often a permit reads the row again when another process changed it between the read and the write.
+ * Ten permits a second at most reach one bank, so two conflicts in a row are already rare; beyond this many the
+ * permit is refused for this second like a full one (`share`), and the sync tries again.
+ */
+const PERMIT_TRIES = 8;
+
+/**
+ * Counts one call to the bank for `payer` if the priority's `share` of both windows (of `whole`, the bank's
+ * limits), and the payer's share among the organisations calling (org-shares.ts), allow it now and the bank
+ * is not paused.
+ *
+ * The row is read, the decision made in code, and the new counts written by an UPDATE whose WHERE holds the
+ * counts it read: another permit in between (from any process, or from the previous release during a rolling
+ * upgrade, which counts without shares) changes a count, the UPDATE matches no row, and the permit reads
+ * again. Two processes can never both take a window's last call, and each permit is still one write.
+ */
+export async function takePermit(
+  db: Database,
+  bank: BankKey,
+  payer: Payer,
+  share: Limits,
+  onDemand: boolean,
+  now: number,
+  whole: Limits = share,
+): Promise<PermitAnswer> {
+  for (let tries = 0; ; tries += 1) {
+    const row = (await db
+      .volatileWriter('bank_call_budgets')
+      .where({ bank_id: bank.bankId, mode: bank.mode })
+      .first(PERMIT_COLUMNS)) as PermitRow | undefined;
+    if (!row) return { granted: false, state: null };
+    if (row.paused_until != null && Number(row.paused_until) > now)
+      return { granted: false, state: row, cause: 'paused' };
+    const decision = decidePermit(row, readOrgCalls(row.org_calls), payer, share, onDemand, now, whole);
+    if (!decision.granted) return { granted: false, state: row, cause: decision.cause };
+    if (await writeIfUnchanged(db, bank, row, decision.windows, decision.orgs, now)) return { granted: true };
+    if (tries + 1 >= PERMIT_TRIES) return { granted: false, state: row, cause: 'share' };
+  }
+}
+
+/** Writes the row's next counts if its counts are still `read`'s; false when another permit came first. */
+async function writeIfUnchanged(
+  db: Database,
+  bank: BankKey,
+  read: Windows,
+  next: Windows,
+  orgs: Record<string, OrgCalls>,
+  now: number,
+): Promise<boolean> {
+  const rows = await runNamed(db.volatileWriter, 'bank-permit-shares', PERMIT_SQL, [
+    next.second_start,
+    next.second_count,
+    next.minute_start,
+    next.minute_count,
+    JSON.stringify(orgs),
     now,
     bank.bankId,
     bank.mode,
+    read.second_start,
+    read.second_count,
+    read.minute_start,
+    read.minute_count,
     now,
-    second,
-    share.perSecond,
-    minute,
-    share.perMinute,
   ]);
   return rows.length === 1;
 }
 
+// The pause is checked again: a 429 met by another process between the read and the write stops this permit.
+const PERMIT_SQL = `UPDATE bank_call_budgets SET
+    second_start = ?, second_count = ?, minute_start = ?, minute_count = ?, org_calls = ?, updated_at = ?
+  WHERE bank_id = ? AND mode = ?
+    AND second_start = ? AND second_count = ? AND minute_start = ? AND minute_count = ?
+    AND (paused_until IS NULL OR paused_until <= ?)
+  RETURNING bank_id`;
+
 /**
- * Gives back a permit counted at `countedAt` whose call was never made: one less in the second and the minute
- * it was counted in, in whichever of them the row still holds (a later permit may have moved the row on to a
- * new second; that past second no longer limits anything).
+ * Gives back a permit counted at `countedAt` for `payer` whose call was never made: one less in the second and
+ * the minute it was counted in, in whichever of them the row still holds (a later permit may have moved the
+ * row on to a new second; that past second no longer limits anything), for the bank and for the payer.
  */
-export async function returnPermit(db: Database, bank: BankKey, countedAt: number): Promise<void> {
-  const { second, minute } = windowsAt(countedAt);
-  await runNamed(
-    db.volatileWriter,
-    'bank-permit-return',
-    `UPDATE bank_call_budgets SET
-        second_count = CASE WHEN second_start = ? AND second_count > 0 THEN second_count - 1 ELSE second_count END,
-        minute_count = CASE WHEN minute_start = ? AND minute_count > 0 THEN minute_count - 1 ELSE minute_count END
-      WHERE bank_id = ? AND mode = ?`,
-    [second, minute, bank.bankId, bank.mode],
-  );
+export async function returnPermit(
+  db: Database,
+  bank: BankKey,
+  payer: Payer,
+  onDemand: boolean,
+  countedAt: number,
+  now: number,
+): Promise<void> {
+  for (let tries = 0; tries < PERMIT_TRIES; tries += 1) {
+    const row = (await db
+      .volatileWriter('bank_call_budgets')
+      .where({ bank_id: bank.bankId, mode: bank.mode })
+      .first(PERMIT_COLUMNS)) as PermitRow | undefined;
+    if (!row) return;
+    const back = givenBack(row, readOrgCalls(row.org_calls), payer, onDemand, countedAt);
+    if (await writeIfUnchanged(db, bank, row, back.windows, back.orgs, now)) return;
+  }
+  // Lost to other permits every time: the minute keeps one call too many, which costs one call, not a limit.
 }
 
 /** The bank's row, made empty when it has none yet (its first call, or after a restore). */

@@ -5,7 +5,7 @@ import { SHARED_DATA_ORDER, sharedDataOf, type SharedData } from '../../open-fin
  * Rich Authorization Requests (RFC 9396) as the CMF's draft annex uses them: one `Accounts` entry whose
  * `actions` say what may be read, with an optional validity window. The appliance asks for them in the PAR,
  * keeps what the bank says was authorised on the link (links/consent/), and words them for the end user
- * (widget/consent-screen.ts).
+ * (widget/consent/consent-screen.ts).
  */
 
 /** What a consent may cover, in the end user's terms (the widget's consent screen words each one). */

@@ -38,14 +38,13 @@ const ERROR_CODE = /^[A-Za-z][A-Za-z0-9_.-]{0,59}$/;
 /** Anything a bank might echo that could be a credential: a JWT, or a run of 20+ token characters. */
 const TOKEN_LIKE = /[A-Za-z0-9_~+/=.-]{20,}/g;
 
+/** Control and bidi characters: a bank's text may carry them, and none is printed. */
+// eslint-disable-next-line no-control-regex -- matching them is the point
+export const UNPRINTABLE = /[\u0000-\u001f\u007f-\u009f\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+
 /** A bank's text made safe to print: one line, no control or bidi characters, no token-shaped run, short. */
 export function safeWords(text: string, max = 200): string {
-  const cleaned = text
-    // eslint-disable-next-line no-control-regex -- a bank's text may carry control characters; none are kept
-    .replace(/[\u0000-\u001f\u007f-\u009f\u200e\u200f\u202a-\u202e\u2066-\u2069]/g, ' ')
-    .replace(TOKEN_LIKE, '…')
-    .replace(/\s+/g, ' ')
-    .trim();
+  const cleaned = text.replace(UNPRINTABLE, ' ').replace(TOKEN_LIKE, '…').replace(/\s+/g, ' ').trim();
   return cleaned.length > max ? `${cleaned.slice(0, max - 1)}…` : cleaned;
 }
 

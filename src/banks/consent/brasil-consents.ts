@@ -29,9 +29,30 @@ const PERMISSIONS_OF: Readonly<Record<AccountAction, readonly string[]>> = {
   ],
 };
 
-/** What the consent asks for: the permissions of the actions a product reads, always with RESOURCES_READ. */
-export function brasilPermissions(actions: readonly AccountAction[]): string[] {
-  return [...actions.flatMap((action) => PERMISSIONS_OF[action]), 'RESOURCES_READ'];
+/**
+ * The holder's name: customers 2.2.1 `GET /personal/identifications`, opened by this permission (the consents
+ * file's group "Dados Cadastrais PF", with RESOURCES_READ) and the scope `customers`. The record's `socialName`,
+ * else its `civilName`, names the person (consent-connector.ts `readHolderName`).
+ */
+export const IDENTIFICATION_PERMISSION = 'CUSTOMERS_PERSONAL_IDENTIFICATIONS_READ';
+export const CUSTOMERS_SCOPE = 'customers';
+/**
+ * The link keeps a Brazilian consent as `authorization_details` (`detailsOfConsent`): the accounts and cards in
+ * an `Accounts` entry, and the customers permissions granted in an entry of this type, so a sync knows whether
+ * the consent lets it read the holder's name without asking the bank.
+ */
+export const CUSTOMERS_DETAIL_TYPE = 'Customers';
+
+/**
+ * What the consent asks for: the permissions of the actions a product reads, the identification's when the
+ * holder's name is asked, always with RESOURCES_READ.
+ */
+export function brasilPermissions(actions: readonly AccountAction[], identification = false): string[] {
+  return [
+    ...actions.flatMap((action) => PERMISSIONS_OF[action]),
+    ...(identification ? [IDENTIFICATION_PERMISSION] : []),
+    'RESOURCES_READ',
+  ];
 }
 
 /** The actions a consent's permissions allow: each action needs every permission of its group. */
@@ -42,8 +63,9 @@ export function actionsOfPermissions(permissions: readonly string[]): AccountAct
 }
 
 /** The data scopes a consent's authorisation asks for, beside `openid` and `consent:<id>`. */
-export function brasilScope(consentId: string): string {
-  return `openid consent:${consentId} accounts credit-cards-accounts resources`;
+export function brasilScope(consentId: string, identification = false): string {
+  const customers = identification ? ` ${CUSTOMERS_SCOPE}` : '';
+  return `openid consent:${consentId} accounts credit-cards-accounts resources${customers}`;
 }
 
 /** The consent id a token's scope names (`consent:urn:…`), or null. */
@@ -69,15 +91,33 @@ export interface BrasilConsent {
   rejection: string | null;
 }
 
-/** The consent as `authorization_details`, the shape every consent link keeps: `identifier` is its id. */
-export function detailsOfConsent(consent: Pick<BrasilConsent, 'consentId' | 'permissions' | 'expiresAt'>) {
+/**
+ * The consent as `authorization_details`, the shape every consent link keeps: `identifier` is its id. The
+ * `Accounts` entry comes first (the widget reads the consent id there); a `Customers` entry follows when the
+ * consent holds the identification permission.
+ */
+export function detailsOfConsent(
+  consent: Pick<BrasilConsent, 'consentId' | 'permissions' | 'expiresAt'>,
+): AuthorizationDetail[] {
   const detail: AuthorizationDetail = {
     type: 'Accounts',
     actions: actionsOfPermissions(consent.permissions),
     identifier: consent.consentId,
   };
   if (consent.expiresAt !== null) detail.validTo = new Date(consent.expiresAt).toISOString();
-  return [detail];
+  if (!consent.permissions.includes(IDENTIFICATION_PERMISSION)) return [detail];
+  return [
+    detail,
+    { type: CUSTOMERS_DETAIL_TYPE, actions: [IDENTIFICATION_PERMISSION], identifier: consent.consentId },
+  ];
+}
+
+/** Whether a Brazilian link's consent lets its holder's identification be read (`detailsOfConsent`). */
+export function readsIdentification(details: readonly AuthorizationDetail[]): boolean {
+  return details.some(
+    (detail) =>
+      detail.type === CUSTOMERS_DETAIL_TYPE && (detail.actions ?? []).includes(IDENTIFICATION_PERMISSION),
+  );
 }
 
 export class BrasilConsentError extends Error {
@@ -156,13 +196,19 @@ function readConsent(body: unknown): BrasilConsent | null {
 /** POST /consents: the consent the customer will be asked to authorise, `AWAITING_AUTHORISATION`. */
 export async function createBrasilConsent(
   bank: ConsentClient,
-  input: { cpf: string; cnpj: string | null; actions: AccountAction[]; expiresAt: number },
+  input: {
+    cpf: string;
+    cnpj: string | null;
+    actions: AccountAction[];
+    expiresAt: number;
+    identification: boolean;
+  },
 ): Promise<BrasilConsent> {
   const answer = await call(bank, 'POST', '', {
     data: {
       loggedUser: { document: { identification: input.cpf, rel: 'CPF' } },
       ...(input.cnpj ? { businessEntity: { document: { identification: input.cnpj, rel: 'CNPJ' } } } : {}),
-      permissions: brasilPermissions(input.actions),
+      permissions: brasilPermissions(input.actions, input.identification),
       expirationDateTime: zuluOf(input.expiresAt),
     },
   });

@@ -9,7 +9,9 @@ import {
   type ConsentConnector,
   type DateWindow,
   type GrantCredentials,
+  type HolderNameRead,
 } from '../connector.js';
+import type { HolderData } from '../../open-finance/consent-wording.js';
 import type { ConsentCoverage } from './authorization-details.js';
 import { coverageOf } from './authorization-details.js';
 import { bankWordsOf, bankWordsOfError, describeBankWords, retryAtOf } from './bank-answers.js';
@@ -26,7 +28,10 @@ import {
   cardAccountRef,
   chileanDate,
   depositAccountRef,
+  holderNameOf,
+  identificationName,
   type ObAccount,
+  type ObPersonalIdentification,
   type ObBalances,
   type ObCardAccount,
   type ObCardIdentification,
@@ -51,6 +56,8 @@ export const CREDIT_CARDS_API = '/open-banking/credit-cards-accounts/v2/accounts
 export { retryAtOf };
 
 export const RESOURCES_API = '/open-banking/resources/v3/resources';
+/** Brazil's customers API 2.2.1: a person's identification record, which names them. */
+export const IDENTIFICATIONS_API = '/open-banking/customers/v2/personal/identifications';
 
 /** A row of Brazil's resources list. */
 export interface ObResource {
@@ -141,6 +148,10 @@ interface GrantState {
   accessTokenExpiresAt: number | null;
   refreshToken: string | null;
   covers: ConsentCoverage[];
+  /** What names the holder at this bank, when the consent lets it be read (`readHolderName`); else null. */
+  holderData: HolderData | null;
+  /** The `name` of the ID token of this sync's last refresh (null: it had none); undefined: no refresh yet. */
+  refreshedName: string | null | undefined;
 }
 
 /** `get`'s answer for a status the caller reads as "no such account". */
@@ -257,6 +268,9 @@ export function createConsentConnector(options: ConsentConnectorOptions): Consen
       refreshToken: answer.refresh_token ?? null,
     };
     await options.saveTokens(tokens, now);
+    // OpenID Connect Core §12.2: a refresh may answer with a new ID token, which openid-client has checked
+    // (issuer, audience, expiry); received from the token endpoint over mutual TLS, it is the bank's word.
+    state.refreshedName = holderNameOf(answer.claims()?.name);
     state.accessToken = tokens.accessToken;
     state.accessTokenExpiresAt = tokens.accessTokenExpiresAt;
     if (tokens.refreshToken !== null) state.refreshToken = tokens.refreshToken;
@@ -350,6 +364,46 @@ export function createConsentConnector(options: ConsentConnectorOptions): Consen
     return rows;
   }
 
+  /**
+   * The holder's name as the bank vouches for it. Chile (`name`): the ID token's `name` claim (OpenID Connect
+   * Core 1.0 §5.1), which the consent asked for with the `claims` parameter (§5.5); a refresh this sync already
+   * made answered with one, else one refresh asks for it (a token call). Brazil (`identification`): customers
+   * 2.2.1, `GET /personal/identifications` (permission CUSTOMERS_PERSONAL_IDENTIFICATIONS_READ, scope
+   * `customers`), one call; its `socialName`, else its `civilName`. A 403 or 404 there names no one.
+   */
+  async function holderName(state: GrantState, now: number): Promise<HolderNameRead> {
+    if (state.holderData === null)
+      return { kind: 'unnamed', reason: "the consent does not cover the holder's name" };
+    if (state.holderData === 'name') {
+      if (state.refreshedName === undefined) {
+        if (state.refreshToken === null)
+          return {
+            kind: 'unnamed',
+            reason: 'the bank issued no refresh token to ask for a new ID token with',
+          };
+        await refresh(state, now);
+      }
+      const name = state.refreshedName ?? null;
+      return name === null
+        ? { kind: 'unnamed', reason: "the bank's ID token carries no name" }
+        : { kind: 'named', name };
+    }
+    const answer = await get(
+      state,
+      `${bank.apiBase}${IDENTIFICATIONS_API}`,
+      "the holder's identification",
+      now,
+      [403, 404],
+    );
+    if (answer === GONE)
+      return { kind: 'unnamed', reason: 'the bank keeps no identification the consent reads' };
+    const records = answers.check<{ data: ObPersonalIdentification[] }>('identification', answer).data;
+    const name = identificationName(records);
+    return name === null
+      ? { kind: 'unnamed', reason: "the bank's identification carries no usable name" }
+      : { kind: 'named', name };
+  }
+
   const one = async <T>(state: GrantState, url: string, kind: AnswerKind, what: string, now: number) =>
     answers.check<{ data: T }>(kind, await get(state, url, what, now)).data;
 
@@ -378,6 +432,10 @@ export function createConsentConnector(options: ConsentConnectorOptions): Consen
         accessTokenExpiresAt: grant.accessTokenExpiresAt,
         refreshToken: grant.refreshToken,
         covers,
+        holderData: profile.readsHolderName(grant.authorizationDetails)
+          ? profile.holderData(request.holderType)
+          : null,
+        refreshedName: undefined,
       };
       if (options.checkGrantFirst) {
         const query = await grantQuery(state);
@@ -385,8 +443,8 @@ export function createConsentConnector(options: ConsentConnectorOptions): Consen
       }
       if (state.accessTokenExpiresAt !== null && state.accessTokenExpiresAt - request.now < REFRESH_AHEAD_MS)
         await refresh(state, request.now);
-      // No MFA ever: the person authenticated at the bank when they consented. The holder's name is in
-      // another API family (customers), not in what the consent reads.
+      // No MFA ever: the person authenticated at the bank when they consented. The holder's name is read
+      // apart (`readHolderName`), on the syncs the engine asks it on; until then the session names no one.
       return {
         kind: 'session',
         session: { holderName: '', state: state as unknown as Record<string, unknown> },
@@ -395,6 +453,22 @@ export function createConsentConnector(options: ConsentConnectorOptions): Consen
 
     submitMfa() {
       return Promise.reject(fail('unsupported', 'a consent bank never asks for a code'));
+    },
+
+    async readHolderName(session, now): Promise<HolderNameRead> {
+      const state = stateOf(session);
+      try {
+        return await holderName(state, now);
+      } catch (error) {
+        // The consent is over, or the bank refuses its tokens: the sync ends on it as it would on its next call.
+        if (
+          error instanceof ConnectorError &&
+          error.code !== 'consent_revoked' &&
+          error.code !== 'rejected_credentials'
+        )
+          return { kind: 'failed', reason: error.reason ?? error.message };
+        throw error;
+      }
     },
 
     async listAccounts(session, now) {

@@ -1,4 +1,5 @@
 import { normaliseRut } from '../../rut/rut.js';
+import { UNPRINTABLE } from './bank-answers.js';
 import {
   ConnectorError,
   type AccountType,
@@ -531,4 +532,43 @@ export function mapAll<T>(rows: T[], map: (row: T) => BankMovement): BankMovemen
       throw error;
     }
   });
+}
+
+/** A person's identification record, the members the appliance reads (customers 2.2.1 `PersonalIdentificationData`). */
+export interface ObPersonalIdentification {
+  civilName: string;
+  socialName?: string;
+  updateDateTime?: string;
+}
+
+/** The longest holder name a link keeps (`links.holder_name` is 200 characters). */
+export const HOLDER_NAME_MAX = 200;
+
+/**
+ * A name the bank vouches for, as a link shows it: Unicode NFC, one line, no control or bidi characters (a
+ * name is printed by the console and `svc links inspect`), spaces collapsed; null when nothing is left or it
+ * is longer than a link keeps (cut, it would name someone else).
+ */
+export function holderNameOf(value: unknown): string | null {
+  if (typeof value !== 'string') return null;
+  const name = value.normalize('NFC').replace(UNPRINTABLE, ' ').replace(/\s+/g, ' ').trim();
+  return name.length === 0 || name.length > HOLDER_NAME_MAX ? null : name;
+}
+
+/**
+ * The holder's name in Brazil's identification records: the most recently updated record (`updateDateTime`,
+ * RFC 3339 UTC; the first when none says), its `socialName` when there is one (the file: the name the person
+ * identifies by and is known by, "se houver"), else its `civilName`.
+ */
+export function identificationName(records: readonly ObPersonalIdentification[]): string | null {
+  const when = (record: ObPersonalIdentification) => {
+    const at = record.updateDateTime === undefined ? NaN : Date.parse(record.updateDateTime);
+    return Number.isNaN(at) ? -Infinity : at;
+  };
+  const latest = records.reduce<ObPersonalIdentification | null>(
+    (best, record) => (best === null || when(record) > when(best) ? record : best),
+    null,
+  );
+  if (latest === null) return null;
+  return holderNameOf(latest.socialName) ?? holderNameOf(latest.civilName);
 }

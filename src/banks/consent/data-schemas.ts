@@ -27,7 +27,40 @@ export const ANSWERS = {
   /** Brazil only: which of the consent's accounts and cards may be read now (resources 3.1.0). */
   resources: { spec: 'resources', schema: 'ResponseResourceList' },
 } as const;
-export type AnswerKind = keyof typeof ANSWERS;
+
+/**
+ * Brazil only: a person's identification record (customers 2.2.1, `GET /personal/identifications`), whose name
+ * is the link's holder. The file is not among specs/, so the schema is written here from its text, as far as the
+ * appliance reads it: `ResponsePersonalCustomersIdentification` has `data`, at least one
+ * `PersonalIdentificationData`, whose `civilName` is required and `socialName` optional, strings of at most 70.
+ * The record's other members (documents, birth date, contacts) are neither checked nor kept.
+ */
+const IDENTIFICATION = {
+  name: 'ResponsePersonalCustomersIdentification',
+  schema: {
+    type: 'object',
+    required: ['data'],
+    properties: {
+      data: {
+        type: 'array',
+        minItems: 1,
+        items: {
+          type: 'object',
+          required: ['civilName'],
+          properties: {
+            civilName: { type: 'string', maxLength: 70 },
+            socialName: { type: 'string', maxLength: 70 },
+            updateDateTime: { type: 'string', maxLength: 20 },
+          },
+        },
+      },
+    },
+  },
+} as const;
+
+export type AnswerKind = keyof typeof ANSWERS | 'identification';
+const schemaName = (kind: AnswerKind) =>
+  kind === 'identification' ? IDENTIFICATION.name : ANSWERS[kind].schema;
 
 const SPEC_FILES = {
   accounts: 'accounts-2.4.2',
@@ -71,20 +104,21 @@ export function createAnswerChecker(market: Market = 'CL'): AnswerChecker {
     ajv.addSchema({ $id: `ob-br-${spec}`, components: { schemas: loadSpecSchemas(spec, market) } });
   const validators = new Map<AnswerKind, ValidateFunction>();
   for (const [kind, { spec, schema }] of Object.entries(ANSWERS) as [
-    AnswerKind,
-    (typeof ANSWERS)[AnswerKind],
+    keyof typeof ANSWERS,
+    (typeof ANSWERS)[keyof typeof ANSWERS],
   ][]) {
     const validate = ajv.getSchema(`ob-br-${spec}#/components/schemas/${schema}`);
     if (!validate) throw new Error(`no schema ${schema} in ${spec}`);
     validators.set(kind, validate);
   }
+  validators.set('identification', ajv.compile(IDENTIFICATION.schema));
   return {
     check<T>(kind: AnswerKind, body: unknown): T {
       const validate = validators.get(kind)!;
       if (!validate(body))
         throw new ConnectorError(
           'invalid_bank_data',
-          `The bank's ${ANSWERS[kind].schema} answer does not match Open Finance's schema: ${describeErrors(validate.errors)}.`,
+          `The bank's ${schemaName(kind)} answer does not match Open Finance's schema: ${describeErrors(validate.errors)}.`,
         );
       return body as T;
     },

@@ -1,4 +1,5 @@
 import type * as client from 'openid-client';
+import type { HolderData } from '../../open-finance/consent-wording.js';
 import type { Market } from '../../open-finance/schemas.js';
 import type { HolderType } from '../connector.js';
 import type { SecurityProfile } from '../institutions.js';
@@ -72,6 +73,8 @@ export interface TripInput {
   redirectUri: string;
   locale: 'es' | 'en';
   holder: HolderIds;
+  /** What names the holder, as the consent screen promised it (`holderData`); null: the name is not asked. */
+  holderData: HolderData | null;
 }
 
 export interface Trip {
@@ -82,7 +85,17 @@ export interface Trip {
 
 /** What the bank granted, as a link keeps it; or why it cannot be used, with the grant to revoke if any. */
 export type Granted =
-  | { ok: true; grantId: string; details: AuthorizationDetail[]; subject: string }
+  | {
+      ok: true;
+      grantId: string;
+      details: AuthorizationDetail[];
+      subject: string;
+      /**
+       * The holder's name as the token answer gives it, where the profile reads it there (Chile: the ID token's
+       * `name`), null when it names no one; absent where a sync reads it (Brazil's customers API).
+       */
+      holderName?: string | null;
+    }
   | { ok: false; grantId: string | null; reason: string };
 
 export interface CountryProfile {
@@ -99,6 +112,17 @@ export interface CountryProfile {
   resourcesFirst: boolean;
   /** Whether the widget asks the person for their tax ids before the trip (Brazil's CPF). */
   asksHolderIds: boolean;
+  /**
+   * What a consent of this holder type asks for to name the holder (the widget's screen and the bank's page list
+   * it first), or null: none. The connector reads the name from it on a link's first sync and daily full pass
+   * (consent-connector.ts `readHolderName`).
+   */
+  holderData(holderType: HolderType): HolderData | null;
+  /**
+   * Whether a link's consent, as the link keeps it, lets the holder's name be read: Brazil's holds the
+   * identification permission or not; a Chilean one cannot say (its ID tokens do).
+   */
+  readsHolderName(details: readonly AuthorizationDetail[]): boolean;
   /**
    * RFC 7591 client metadata the registration always asks for, beyond the client authentication, the redirect
    * URI and what discovery decides (`registrationFor`); a registered answer without one of them is a gap.

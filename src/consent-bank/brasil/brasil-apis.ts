@@ -18,13 +18,16 @@ import {
   type Permission,
   type Refusal,
 } from './consents.js';
-import { BRASIL_MARKET, findBrasilUser } from './market.js';
+import { BANK_CNPJ, BRASIL_MARKET, findBrasilUser } from './market.js';
+import { personalIdentification } from './customers.js';
+import { BRASIL_BANK_NAME } from './pages.js';
 import { CONSENT_NAMESPACE, consentIdOfScope } from './consent-ids.js';
 
 /*
  * The Brazilian bank's APIs, one handler per operation of the files (the resource server routed and checked
  * the request first): consents 3.3.1 with a `client_credentials` token of scope `consents`, extensions with an
- * authorization-code token of the consent, and the data files with a token of an authorised consent.
+ * authorization-code token of the consent, and the data files (and customers 2.2.1's personal identifications,
+ * customers.ts) with a token of an authorised consent.
  */
 
 export const CONSENTS_BASE = '/open-banking/consents/v3';
@@ -223,6 +226,25 @@ function dataHandlers(context: ProviderContext): Record<string, OperationHandler
   const card = (r: ResourceRequest) =>
     answers.findCard(r.caller.customer, r.operation.params.creditCardAccountId!, r.at);
   return {
+    customersGetPersonalIdentifications: needs(
+      'CUSTOMERS_PERSONAL_IDENTIFICATIONS_READ',
+      'customers',
+      (r) => {
+        const record = r.caller.consent as ConsentRecord;
+        const name = context.data.name(r.caller.customer);
+        if (name === null) return errorAnswer(404, 'NOT_FOUND', 'No identification record', r.now);
+        return ok(
+          personalIdentification({
+            cpf: record.cpf,
+            name,
+            bankName: BRASIL_BANK_NAME,
+            bankCnpj: BANK_CNPJ,
+            self: r.self,
+            now: r.now,
+          }),
+        );
+      },
+    ),
     resourcesGetResources: needs('RESOURCES_READ', 'resources', (r) => {
       const record = r.caller.consent as ConsentRecord;
       const all = [

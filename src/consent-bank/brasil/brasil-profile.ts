@@ -3,6 +3,7 @@ import { CONSENT_SCOPE, consentIdOfScope } from './consent-ids.js';
 import type { BankPages, BankProfile, ProviderContext, ShellContext } from '../bank-profile.js';
 import { stateAdapterClass } from '../store.js';
 import { brasilApiHandlers, brasilAuthorize } from './brasil-apis.js';
+import { CUSTOMERS_DOCUMENT } from './customers.js';
 import { authorise, refuse as refuseConsent, settle, zulu, type ConsentRecord } from './consents.js';
 import { findBrasilUser, signInBrasil } from './market.js';
 import {
@@ -18,7 +19,8 @@ import { isRefusal } from './consents.js';
  * The simulated Open Finance Brasil bank (`fapi1-br`, docs/open-finance.md "Open Finance Brasil"): FAPI 1.0
  * Final on oidc-provider (PAR required, PKCE, JARM for `code`, PS256, `tls_client_auth` or `private_key_jwt`,
  * certificate-bound tokens) and Brazil's APIs beside it on the same mTLS listener: consents 3.3.1, resources
- * 3.1.0, accounts 2.4.2, credit cards 2.3.1, in BRL with CPF and CNPJ. Its own issuer and state keys, so its
+ * 3.1.0, accounts 2.4.2, credit cards 2.3.1, customers 2.2.1's personal identifications (customers.ts), in BRL
+ * with CPF and CNPJ. Its own issuer and state keys, so its
  * rows in `consent_bank_state` are invisible to the Chilean bank and the other way round.
  */
 
@@ -28,7 +30,7 @@ export const BRASIL_LOA2 = 'urn:brasil:openbanking:loa2';
 /** Brazil's rule for access tokens is 5 to 15 minutes; the bank gives 10, as the Chilean one does. */
 export const BRASIL_ACCESS_TOKEN_TTL_S = 600;
 /** The scopes of Brazil's data APIs this bank serves (consents table of the file). */
-export const DATA_SCOPES = ['accounts', 'credit-cards-accounts', 'resources'] as const;
+export const DATA_SCOPES = ['customers', 'accounts', 'credit-cards-accounts', 'resources'] as const;
 
 /** The bank's consent records, in its own rows of the state table. */
 export function consentStore(context: ShellContext) {
@@ -209,6 +211,7 @@ export const brasilProfile: BankProfile = {
   // consent's life: every client registered for the refresh_token grant gets one.
   refreshTokens: 'always',
   files: ['consents-3.3.1', 'resources-3.1.0', 'accounts-2.4.2', 'credit-cards-2.3.1'],
+  documents: [CUSTOMERS_DOCUMENT],
   market: 'BR',
   parts: (context) => {
     const { registrationPolicy, ...provider } = providerSettings(context);

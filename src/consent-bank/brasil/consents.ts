@@ -32,11 +32,13 @@ export const AUTHORISATION_WINDOW_MS = 60 * 60_000;
 export const MAX_CONSENT_MONTHS = 12;
 
 /**
- * The permissions this bank serves (accounts, credit cards, resources); others are removed from what is
- * granted, as the file says a bank does with products it does not offer. Customers, credit operations,
- * investments and exchange are not simulated.
+ * The permissions this bank serves (a person's identification, accounts, credit cards, resources); others are
+ * removed from what is granted, as the file says a bank does with products it does not offer. A person's
+ * qualifications and financial relations, companies' records, credit operations, investments and exchange are
+ * not simulated.
  */
 export const SERVED_PERMISSIONS = [
+  'CUSTOMERS_PERSONAL_IDENTIFICATIONS_READ',
   'ACCOUNTS_READ',
   'ACCOUNTS_BALANCES_READ',
   'ACCOUNTS_TRANSACTIONS_READ',
@@ -115,8 +117,9 @@ export interface CreateInput {
 
 /**
  * The consent a valid request creates (the request's shape was checked against `CreateConsent` first), or why
- * not. The file asks for whole groups of permissions: a group's data permission with `RESOURCES_READ`, and a
- * group's read permission (`ACCOUNTS_READ`, `CREDIT_CARDS_ACCOUNTS_READ`) with its details.
+ * not. The file asks for whole groups of permissions: a group's data permission with `RESOURCES_READ` (the
+ * customers groups, "Dados Cadastrais PF" and the others, too), and a group's read permission (`ACCOUNTS_READ`,
+ * `CREDIT_CARDS_ACCOUNTS_READ`) with its details.
  */
 export function createConsent(input: CreateInput, now: number, namespace: string): ConsentRecord | Refusal {
   const asked = new Set(input.permissions);
@@ -129,20 +132,24 @@ export function createConsent(input: CreateInput, now: number, namespace: string
   if (
     (accountDetails && !asked.has('ACCOUNTS_READ')) ||
     (cardDetails && !asked.has('CREDIT_CARDS_ACCOUNTS_READ')) ||
-    ((asked.has('ACCOUNTS_READ') || asked.has('CREDIT_CARDS_ACCOUNTS_READ')) && !asked.has('RESOURCES_READ'))
+    ((asked.has('ACCOUNTS_READ') ||
+      asked.has('CREDIT_CARDS_ACCOUNTS_READ') ||
+      [...asked].some((p) => p.startsWith('CUSTOMERS_'))) &&
+      !asked.has('RESOURCES_READ'))
   )
     return {
       status: 400,
       code: 'PARAMETRO_INVALIDO',
       detail:
-        'permissions must hold whole groups: ACCOUNTS_READ or CREDIT_CARDS_ACCOUNTS_READ with their details, and RESOURCES_READ',
+        'permissions must hold whole groups: ACCOUNTS_READ or CREDIT_CARDS_ACCOUNTS_READ with their details, and RESOURCES_READ with every group',
     };
   const permissions = SERVED_PERMISSIONS.filter((p) => asked.has(p));
   if (!permissions.some((p) => p !== 'RESOURCES_READ'))
     return {
       status: 422,
       code: 'COMBINACAO_PERMISSOES_INCORRETA',
-      detail: 'none of the permissions asked is of a product this bank offers (accounts, credit cards)',
+      detail:
+        'none of the permissions asked is of a product this bank offers (identification, accounts, credit cards)',
     };
   if (input.expirationDateTime !== null) {
     if (input.expirationDateTime <= now)

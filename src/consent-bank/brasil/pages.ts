@@ -32,6 +32,7 @@ const WORDS = {
     note: 'Banco de teste: não há dinheiro real.',
     gone: 'Este pedido não é mais válido. Volte ao aplicativo e tente de novo.',
     groups: {
+      identification: 'Seus dados cadastrais: nome, documentos, data de nascimento e contatos',
       accounts: 'Suas contas (número, tipo e moeda)',
       balances: 'Os saldos das suas contas',
       transactions: 'Os extratos das suas contas',
@@ -56,6 +57,7 @@ const WORDS = {
     note: 'Test bank: no real money.',
     gone: 'This request is no longer valid. Go back to the app and try again.',
     groups: {
+      identification: 'Your registration data: name, documents, date of birth and contact details',
       accounts: 'Your accounts (number, type and currency)',
       balances: 'Your account balances',
       transactions: 'Your account statements',
@@ -71,6 +73,7 @@ type Group = keyof (typeof WORDS)['pt']['groups'];
 export function permissionGroups(permissions: readonly Permission[]): Group[] {
   const has = (p: Permission) => permissions.includes(p);
   const groups: Group[] = [];
+  if (has('CUSTOMERS_PERSONAL_IDENTIFICATIONS_READ')) groups.push('identification');
   if (has('ACCOUNTS_READ')) groups.push('accounts');
   if (has('ACCOUNTS_BALANCES_READ')) groups.push('balances');
   if (has('ACCOUNTS_TRANSACTIONS_READ')) groups.push('transactions');

@@ -39,6 +39,26 @@ function parseDetails(value: unknown): Record<string, unknown>[] {
   }
 }
 
+/**
+ * Whether an authorization request asks for the End-User's `name`: OpenID Connect Core 1.0 §5.5, the `claims`
+ * parameter, a JSON object whose `id_token` or `userinfo` member names the claims wanted (§5.1 defines `name`:
+ * the full name). Anything unreadable asks for nothing.
+ */
+export function asksForName(claims: unknown): boolean {
+  let parsed: unknown = claims;
+  if (typeof claims === 'string')
+    try {
+      parsed = JSON.parse(claims);
+    } catch {
+      return false;
+    }
+  if (parsed === null || typeof parsed !== 'object') return false;
+  return (['id_token', 'userinfo'] as const).some((member) => {
+    const wanted = (parsed as Record<string, unknown>)[member];
+    return wanted !== null && typeof wanted === 'object' && Object.hasOwn(wanted, 'name');
+  });
+}
+
 function pages(): BankPages {
   return {
     pickLanguage,
@@ -55,6 +75,7 @@ function pages(): BankPages {
         clientName: client?.clientName ?? details.params.client_id,
         rut: formatRut(details.session?.accountId ?? ''),
         actions: [...grantedActions(requested)] as AccountAction[],
+        name: asksForName(details.params.claims),
         validTo: validTo ?? null,
         approveAction: `${base}/confirm`,
         refuseAction: `${base}/abort`,
@@ -70,6 +91,8 @@ function pages(): BankPages {
         .split(' ')
         .filter((s) => s === 'openid' || s === 'offline_access');
       grant.addOIDCScope(scope.join(' '));
+      // The page listed the name when it was asked: approving grants it (the library puts it in the ID token).
+      if (asksForName(details.params.claims)) grant.addOIDCClaims(['name']);
       for (const detail of parseDetails(details.params.authorization_details)) grant.addRar(detail);
       return { grantId: await grant.save() };
     },
@@ -77,8 +100,20 @@ function pages(): BankPages {
 }
 
 function providerSettings(context: ShellContext) {
-  const { errors, clock } = context;
+  const { errors, clock, data } = context;
   return {
+    // The customer's `name` (OpenID Connect Core §5.1) beside the library's own claims; it goes into an ID
+    // token only when the request asked for it with the `claims` parameter and the person approved.
+    claims: { acr: null, auth_time: null, iss: null, sid: null, openid: ['sub'], name: null },
+    async findAccount(_ctx: unknown, sub: string) {
+      return {
+        accountId: sub,
+        claims: async () => {
+          const name = data.name(sub);
+          return name === null ? { sub } : { sub, name };
+        },
+      };
+    },
     clientAuthMethods: ['tls_client_auth'],
     responseTypes: ['code'],
     // Discovery's scopes_supported: Grant Management's two (draft section 6.1) beside OpenID Connect's.
@@ -117,6 +152,8 @@ function providerSettings(context: ShellContext) {
     },
     features: {
       fapi: { enabled: true, profile: '2.0' },
+      // OpenID Connect Core §5.5: discovery says `claims_parameter_supported: true`.
+      claimsParameter: { enabled: true },
       clientCredentials: { enabled: true },
       richAuthorizationRequests: {
         enabled: true,

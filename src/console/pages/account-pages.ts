@@ -1,8 +1,7 @@
-import type Router from '@koa/router';
 import type { Context } from 'koa';
 import { html, type HtmlValue } from '../../html/html.js';
-import type { ConsoleState, ConsoleKit } from '../kit.js';
-import { layout, totpField } from '../pages.js';
+import type { ConsoleKit, ConsoleRoute, ConsoleState } from '../kit.js';
+import { layout, totpField } from '../layout.js';
 import {
   acceptedStep,
   base32Decode,
@@ -27,19 +26,19 @@ import { csrfField, noticeHtml, problemHtml } from '../views.js';
 
 const ACCOUNT = '/console/account';
 
-export function registerAccountPages(router: Router, kit: ConsoleKit): void {
-  const { db, clock, secrets, config } = kit.services;
-  const state = (ctx: Context) => ctx.state.console as ConsoleState;
-  const { words } = kit;
-  const pageContext = (ctx: Context) => ({ ...kit.pageContext(ctx), current: 'account' as const });
+const state = (ctx: Context) => ctx.state.console as ConsoleState;
+const pageContext = (ctx: Context, kit: ConsoleKit) => ({
+  ...kit.pageContext(ctx),
+  current: 'account' as const,
+});
 
-  /** The account page, with `notice` (HTML) above: what just changed, or why it was refused. */
-  const renderAccount = (ctx: Context, status: number, notice: HtmlValue) => {
-    const { user, claims } = state(ctx);
-    const t = words(ctx);
-    const on = user.totp_secret_sealed !== null;
-    const form = on
-      ? html`<form method="post" action="${ACCOUNT}/totp/disable" class="console-form">${csrfField(claims.csrf)}
+/** The account page, with `notice` (HTML) above: what just changed, or why it was refused. */
+function renderAccount(ctx: Context, kit: ConsoleKit, status: number, notice: HtmlValue): void {
+  const { user, claims } = state(ctx);
+  const t = kit.words(ctx);
+  const on = user.totp_secret_sealed !== null;
+  const form = on
+    ? html`<form method="post" action="${ACCOUNT}/totp/disable" class="console-form">${csrfField(claims.csrf)}
 <fieldset><legend>${t('totp.turn_off')}</legend>
 <p>${t('totp.turn_off_intro')}</p>
 <input type="hidden" name="email" autocomplete="username" value="${user.email}">
@@ -48,43 +47,44 @@ export function registerAccountPages(router: Router, kit: ConsoleKit): void {
 ${totpField(t('signin.totp'))}
 <button type="submit" class="danger">${t('totp.turn_off')}</button>
 </fieldset></form>`
-      : html`<form method="post" action="${ACCOUNT}/totp/start" class="console-form">${csrfField(claims.csrf)}
+    : html`<form method="post" action="${ACCOUNT}/totp/start" class="console-form">${csrfField(claims.csrf)}
 <button type="submit" class="primary">${t('totp.turn_on')}</button>
 </form>`;
-    kit.send(
-      ctx,
-      status,
-      layout(
-        pageContext(ctx),
-        t('account.title'),
-        html`${notice}
+  kit.send(
+    ctx,
+    status,
+    layout(
+      pageContext(ctx, kit),
+      t('account.title'),
+      html`${notice}
 <p>${t('overview.signed_in', { email: user.email, role: t(`role.${user.role}`) })}</p>
 <h2>${t('totp.heading')}</h2>
 <p><strong>${t(on ? 'totp.is_on' : 'totp.is_off')}</strong></p>
 <p>${t(on ? 'totp.lost' : 'totp.about')}</p>
 ${form}`,
-      ),
-    );
-  };
+    ),
+  );
+}
 
-  /** The enrolment page for `secret` (base32), carried to the next step sealed in `sealed`. */
-  const renderEnrolment = (
-    ctx: Context,
-    status: number,
-    secret: string,
-    sealed: string,
-    problem: HtmlValue = null,
-  ) => {
-    const { user, claims } = state(ctx);
-    const t = words(ctx);
-    const uri = otpauthUri(config.widget.name, user.email, secret);
-    kit.send(
-      ctx,
-      status,
-      layout(
-        pageContext(ctx),
-        t('totp.enrol_title'),
-        html`${problem}
+/** The enrolment page for `secret` (base32), carried to the next step sealed in `sealed`. */
+function renderEnrolment(
+  ctx: Context,
+  kit: ConsoleKit,
+  status: number,
+  secret: string,
+  sealed: string,
+  problem: HtmlValue = null,
+): void {
+  const { user, claims } = state(ctx);
+  const t = kit.words(ctx);
+  const uri = otpauthUri(kit.services.config.widget.name, user.email, secret);
+  kit.send(
+    ctx,
+    status,
+    layout(
+      pageContext(ctx, kit),
+      t('totp.enrol_title'),
+      html`${problem}
 <ol class="steps">
 <li>${t('totp.enrol_app')}</li>
 <li>${t('totp.enrol_add')}
@@ -103,69 +103,91 @@ ${totpField(t('signin.totp'))}
 <button type="submit" class="primary">${t('totp.confirm')}</button>
 </form>
 <p><a href="${ACCOUNT}">${t('totp.cancel')}</a></p>`,
-      ),
-    );
-  };
-
-  router.get('/account', (ctx) => renderAccount(ctx, 200, null));
-
-  // A new secret: shown on the page and carried back sealed (totp.ts says why); nothing is saved yet.
-  router.post('/account/totp/start', (ctx) => {
-    const { user, claims } = state(ctx);
-    if (user.totp_secret_sealed !== null)
-      return renderAccount(ctx, 409, problemHtml(words(ctx)('totp.is_on')));
-    const secret = newTotpSecret();
-    const sealed = sealEnrolment(secrets, { userId: user.id, csrf: claims.csrf }, secret, clock.now());
-    renderEnrolment(ctx, 200, secret, sealed);
-  });
-
-  // The app's code proves it holds the secret: only then is the secret saved, sealed.
-  router.post('/account/totp/confirm', async (ctx) => {
-    const { user, claims, form } = state(ctx);
-    const t = words(ctx);
-    if (user.totp_secret_sealed !== null) return renderAccount(ctx, 409, problemHtml(t('totp.is_on')));
-    const now = clock.now();
-    const sealed = (form.enrolment ?? '').slice(0, 1024);
-    const secret = openEnrolment(secrets, { userId: user.id, csrf: claims.csrf }, sealed, now);
-    if (!secret) return renderAccount(ctx, 400, problemHtml(t('totp.expired')));
-    const step = acceptedStep(base32Decode(secret)!, form.totp ?? '', now, null);
-    if (step === null) return renderEnrolment(ctx, 400, secret, sealed, problemHtml(t('totp.wrong_code')));
-    // A session left open must not be enough to put a factor of someone else's on the account: the
-    // password again, counted as a sign-in attempt.
-    const password = (form.password ?? '').slice(0, 1024);
-    const confirmed = await kit.checkCredentials(ctx, async (lane) =>
-      (await verifyPassword(password, user.password_hash, lane)) ? user : null,
-    );
-    if (confirmed === 'throttled')
-      return renderEnrolment(ctx, 429, secret, sealed, problemHtml(t('signin.throttled')));
-    if (confirmed === null)
-      return renderEnrolment(ctx, 400, secret, sealed, problemHtml(t('totp.wrong_password')));
-    const updated = await db.transaction((trx) =>
-      enableTotp(trx, { userId: user.id, sealed: sealTotpSecret(secrets, user.id, secret), step, now }),
-    );
-    await kit.startSession(ctx, updated);
-    state(ctx).user = updated;
-    renderAccount(ctx, 200, noticeHtml(t('totp.enabled_done')));
-  });
-
-  router.post('/account/totp/disable', async (ctx) => {
-    const { user, form } = state(ctx);
-    const t = words(ctx);
-    if (user.totp_secret_sealed === null) return renderAccount(ctx, 409, problemHtml(t('totp.is_off')));
-    const now = clock.now();
-    const result = await kit.checkCredentials(ctx, (lane) =>
-      disableTotp(db, {
-        userId: user.id,
-        lane,
-        password: (form.password ?? '').slice(0, 1024),
-        checkTotp: codeChecker(secrets, form.totp?.slice(0, 16), now),
-        now,
-      }),
-    );
-    if (result === 'throttled') return renderAccount(ctx, 429, problemHtml(t('signin.throttled')));
-    if (result === null) return renderAccount(ctx, 400, problemHtml(t('totp.wrong')));
-    await kit.startSession(ctx, result);
-    state(ctx).user = result;
-    renderAccount(ctx, 200, noticeHtml(t('totp.disabled_done')));
-  });
+    ),
+  );
 }
+
+const showAccount: ConsoleRoute['handle'] = async (ctx, kit) => renderAccount(ctx, kit, 200, null);
+
+/** A new secret: shown on the page and carried back sealed (totp.ts says why); nothing is saved yet. */
+const startTotpAction: ConsoleRoute['handle'] = async (ctx, kit) => {
+  const { user, claims } = state(ctx);
+  if (user.totp_secret_sealed !== null)
+    return renderAccount(ctx, kit, 409, problemHtml(kit.words(ctx)('totp.is_on')));
+  const { secrets, clock } = kit.services;
+  const secret = newTotpSecret();
+  const sealed = sealEnrolment(secrets, { userId: user.id, csrf: claims.csrf }, secret, clock.now());
+  renderEnrolment(ctx, kit, 200, secret, sealed);
+};
+
+/** The app's code proves it holds the secret: only then is the secret saved, sealed. */
+const confirmTotpAction: ConsoleRoute['handle'] = async (ctx, kit) => {
+  const { db, clock, secrets } = kit.services;
+  const { user, claims, form } = state(ctx);
+  const t = kit.words(ctx);
+  if (user.totp_secret_sealed !== null) return renderAccount(ctx, kit, 409, problemHtml(t('totp.is_on')));
+  const now = clock.now();
+  const sealed = (form.enrolment ?? '').slice(0, 1024);
+  const secret = openEnrolment(secrets, { userId: user.id, csrf: claims.csrf }, sealed, now);
+  if (!secret) return renderAccount(ctx, kit, 400, problemHtml(t('totp.expired')));
+  const step = acceptedStep(base32Decode(secret)!, form.totp ?? '', now, null);
+  if (step === null) return renderEnrolment(ctx, kit, 400, secret, sealed, problemHtml(t('totp.wrong_code')));
+  // A session left open must not be enough to put a factor of someone else's on the account: the
+  // password again, counted as a sign-in attempt.
+  const password = (form.password ?? '').slice(0, 1024);
+  const confirmed = await kit.checkCredentials(ctx, async (lane) =>
+    (await verifyPassword(password, user.password_hash, lane)) ? user : null,
+  );
+  if (confirmed === 'throttled')
+    return renderEnrolment(ctx, kit, 429, secret, sealed, problemHtml(t('signin.throttled')));
+  if (confirmed === null)
+    return renderEnrolment(ctx, kit, 400, secret, sealed, problemHtml(t('totp.wrong_password')));
+  const updated = await db.transaction((trx) =>
+    enableTotp(trx, { userId: user.id, sealed: sealTotpSecret(secrets, user.id, secret), step, now }),
+  );
+  await kit.startSession(ctx, updated);
+  state(ctx).user = updated;
+  renderAccount(ctx, kit, 200, noticeHtml(t('totp.enabled_done')));
+};
+
+const disableTotpAction: ConsoleRoute['handle'] = async (ctx, kit) => {
+  const { db, clock, secrets } = kit.services;
+  const { user, form } = state(ctx);
+  const t = kit.words(ctx);
+  if (user.totp_secret_sealed === null) return renderAccount(ctx, kit, 409, problemHtml(t('totp.is_off')));
+  const now = clock.now();
+  const result = await kit.checkCredentials(ctx, (lane) =>
+    disableTotp(db, {
+      userId: user.id,
+      lane,
+      password: (form.password ?? '').slice(0, 1024),
+      checkTotp: codeChecker(secrets, form.totp?.slice(0, 16), now),
+      now,
+    }),
+  );
+  if (result === 'throttled') return renderAccount(ctx, kit, 429, problemHtml(t('signin.throttled')));
+  if (result === null) return renderAccount(ctx, kit, 400, problemHtml(t('totp.wrong')));
+  await kit.startSession(ctx, result);
+  state(ctx).user = result;
+  renderAccount(ctx, kit, 200, noticeHtml(t('totp.disabled_done')));
+};
+
+/** The signed-in user's own account, under /console: every user's, whatever their role. */
+export const accountRoutes: ConsoleRoute[] = [
+  { method: 'get', under: 'console', path: '/account', needs: 'read', handle: showAccount },
+  { method: 'post', under: 'console', path: '/account/totp/start', needs: 'read', handle: startTotpAction },
+  {
+    method: 'post',
+    under: 'console',
+    path: '/account/totp/confirm',
+    needs: 'read',
+    handle: confirmTotpAction,
+  },
+  {
+    method: 'post',
+    under: 'console',
+    path: '/account/totp/disable',
+    needs: 'read',
+    handle: disableTotpAction,
+  },
+];

@@ -18,7 +18,7 @@ import type { ConsoleKit, ConsoleRoute } from '../kit.js';
 import { sendListPage } from '../list-page.js';
 import { shownName } from '../format.js';
 import { codeWord } from '../messages.js';
-import { layout } from '../pages.js';
+import { layout } from '../layout.js';
 import {
   atMinute,
   csrfField,

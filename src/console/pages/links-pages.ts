@@ -24,7 +24,7 @@ import { consolePrincipal, may, scopePath } from '../access.js';
 import type { ConsoleKit, ConsoleRoute } from '../kit.js';
 import { bankName, money, productKind } from '../format.js';
 import { codeWord, stateWord, type ConsoleMessageKey, type Words } from '../messages.js';
-import { layout } from '../pages.js';
+import { layout } from '../layout.js';
 import { sendListPage } from '../list-page.js';
 import {
   cellText,

@@ -1,4 +1,3 @@
-import type Router from '@koa/router';
 import { RATE_GROUPS } from '../../config/defaults.js';
 import { bankHealth, type BankHealth } from '../../banks/health.js';
 import { institutionsOf } from '../../banks/institutions.js';
@@ -9,9 +8,9 @@ import { failingDeliveryCounts } from '../../webhooks/deliveries.js';
 import { html, join, type Html } from '../../html/html.js';
 import { scopePath } from '../access.js';
 import { bankIntervals } from '../../banks/budget/capacity.js';
-import type { ConsoleKit } from '../kit.js';
+import type { ConsoleRoute } from '../kit.js';
 import { type ConsoleMessageKey } from '../messages.js';
-import { layout } from '../pages.js';
+import { layout } from '../layout.js';
 import { table } from '../views.js';
 
 /*
@@ -59,119 +58,121 @@ export function healthSummary(
   return { counts, troubled };
 }
 
-export function registerOverviewPage(router: Router, kit: ConsoleKit): void {
+const showOverview: ConsoleRoute['handle'] = async (ctx, kit) => {
   const { services } = kit;
   const { db, clock, config } = services;
-
-  router.get('/o/:org/:mode', kit.scoped, async (ctx) => {
-    const state = kit.state(ctx);
-    const { scope } = state;
-    const t = kit.words(ctx);
-    const now = clock.now();
-    const since = now - RECENT_MS;
-    const [links, failedSyncs, deliveries, health, keys, intervals] = await Promise.all([
-      linkFiguresOfScope(db.reader, scope),
-      failedSyncJobsSince(db.reader, scope, since),
-      failingDeliveryCounts(db.reader, scope, since),
-      bankHealth(db.reader, scope.mode, now),
-      keyFiguresOfScope(db.reader, scope, now),
-      bankIntervals(db.reader, config),
-    ]);
-    const nameOf = new Map(institutionsOf(config).map((bank) => [bank.id, bank.name]));
-    const consentIntervals = intervals.filter((row) => row.mode === scope.mode);
-    const base = scopePath(scope);
-    // Only the banks this appliance can reach in the mode, as /v1/institutions lists them.
-    const reachable = institutionsOf(services.config).filter(
-      (bank) => services.connectors(bank.id, scope.mode) !== null,
-    );
-    const banks = healthSummary(reachable, health);
-    const section = (title: ConsoleMessageKey, body: Html) =>
-      html`<section aria-labelledby="ov-${title.replace(/\W/g, '-')}"><h2 id="ov-${title.replace(/\W/g, '-')}">${t(title)}</h2>${body}</section>`;
-    const cards = [
-      section(
-        'overview.links',
-        figuresHtml([
-          {
-            label: t('overview.links_active'),
-            value: links.active,
-            href: `${base}/links?status=active`,
-            note: links.paused > 0 ? t('overview.links_paused', { n: String(links.paused) }) : undefined,
-          },
-          { label: t('overview.links_expired'), value: links.expired, href: `${base}/links?status=expired` },
-        ]),
-      ),
-      section(
-        'overview.syncs',
-        figuresHtml([
-          { label: t('overview.syncs_failing_links'), value: links.failing },
-          { label: t('overview.syncs_failed_recently'), value: failedSyncs },
-        ]),
-      ),
-      section(
-        'overview.deliveries',
-        figuresHtml([
-          { label: t('overview.deliveries_retrying'), value: deliveries.retrying },
-          { label: t('overview.deliveries_failed_recently'), value: deliveries.failed },
-        ]),
-      ),
-      section(
-        'overview.banks',
-        html`<p>${t('overview.banks_counts', {
-          up: String(banks.counts.up),
-          degraded: String(banks.counts.degraded),
-          down: String(banks.counts.down),
-        })}</p>${
-          banks.troubled.length > 0 &&
-          table(
-            t('overview.banks_troubled'),
-            [t('links.bank'), t('overview.banks_health')],
-            banks.troubled.map((bank) => [bank.name, t(`overview.health.${bank.health}`)]),
-            '',
-          )
-        }${
-          consentIntervals.length > 0 &&
-          table(
-            t('overview.banks_intervals'),
-            [t('links.bank'), t('overview.banks_interval')],
-            consentIntervals.map((row) => [
-              nameOf.get(row.bank) ?? row.bank,
-              row.stretched
-                ? t('overview.banks_interval_stretched', {
-                    n: String(row.effective_interval_minutes),
-                    configured: String(row.configured_interval_minutes),
-                  })
-                : t('overview.banks_interval_minutes', { n: String(row.effective_interval_minutes) }),
-            ]),
-            '',
-          )
-        }`,
-      ),
-      section(
-        'overview.quotas',
-        html`${figuresHtml([
-          { label: t('overview.keys_secret'), value: keys.secret, href: `${base}/keys` },
-          { label: t('overview.keys_publishable'), value: keys.publishable, href: `${base}/keys` },
-          { label: t('overview.keys_own_limits'), value: keys.ownLimits },
-        ])}${table(
-          t('overview.limits_caption'),
-          [t('keys.limits_group'), t('keys.limits_per_minute'), t('keys.limits_burst')],
-          RATE_GROUPS.map((group) => [
-            html`<code>${group}</code>`,
-            config.rateLimits[group].perMinute,
-            config.rateLimits[group].burst,
+  const state = kit.state(ctx);
+  const { scope } = state;
+  const t = kit.words(ctx);
+  const now = clock.now();
+  const since = now - RECENT_MS;
+  const [links, failedSyncs, deliveries, health, keys, intervals] = await Promise.all([
+    linkFiguresOfScope(db.reader, scope),
+    failedSyncJobsSince(db.reader, scope, since),
+    failingDeliveryCounts(db.reader, scope, since),
+    bankHealth(db.reader, scope.mode, now),
+    keyFiguresOfScope(db.reader, scope, now),
+    bankIntervals(db.reader, config),
+  ]);
+  const nameOf = new Map(institutionsOf(config).map((bank) => [bank.id, bank.name]));
+  const consentIntervals = intervals.filter((row) => row.mode === scope.mode);
+  const base = scopePath(scope);
+  // Only the banks this appliance can reach in the mode, as /v1/institutions lists them.
+  const reachable = institutionsOf(services.config).filter(
+    (bank) => services.connectors(bank.id, scope.mode) !== null,
+  );
+  const banks = healthSummary(reachable, health);
+  const section = (title: ConsoleMessageKey, body: Html) =>
+    html`<section aria-labelledby="ov-${title.replace(/\W/g, '-')}"><h2 id="ov-${title.replace(/\W/g, '-')}">${t(title)}</h2>${body}</section>`;
+  const cards = [
+    section(
+      'overview.links',
+      figuresHtml([
+        {
+          label: t('overview.links_active'),
+          value: links.active,
+          href: `${base}/links?status=active`,
+          note: links.paused > 0 ? t('overview.links_paused', { n: String(links.paused) }) : undefined,
+        },
+        { label: t('overview.links_expired'), value: links.expired, href: `${base}/links?status=expired` },
+      ]),
+    ),
+    section(
+      'overview.syncs',
+      figuresHtml([
+        { label: t('overview.syncs_failing_links'), value: links.failing },
+        { label: t('overview.syncs_failed_recently'), value: failedSyncs },
+      ]),
+    ),
+    section(
+      'overview.deliveries',
+      figuresHtml([
+        { label: t('overview.deliveries_retrying'), value: deliveries.retrying },
+        { label: t('overview.deliveries_failed_recently'), value: deliveries.failed },
+      ]),
+    ),
+    section(
+      'overview.banks',
+      html`<p>${t('overview.banks_counts', {
+        up: String(banks.counts.up),
+        degraded: String(banks.counts.degraded),
+        down: String(banks.counts.down),
+      })}</p>${
+        banks.troubled.length > 0 &&
+        table(
+          t('overview.banks_troubled'),
+          [t('links.bank'), t('overview.banks_health')],
+          banks.troubled.map((bank) => [bank.name, t(`overview.health.${bank.health}`)]),
+          '',
+        )
+      }${
+        consentIntervals.length > 0 &&
+        table(
+          t('overview.banks_intervals'),
+          [t('links.bank'), t('overview.banks_interval')],
+          consentIntervals.map((row) => [
+            nameOf.get(row.bank) ?? row.bank,
+            row.stretched
+              ? t('overview.banks_interval_stretched', {
+                  n: String(row.effective_interval_minutes),
+                  configured: String(row.configured_interval_minutes),
+                })
+              : t('overview.banks_interval_minutes', { n: String(row.effective_interval_minutes) }),
           ]),
           '',
-        )}`,
-      ),
-    ];
-    const body = join(
-      [
-        html`<p>${t('overview.signed_in', { email: state.user.email, role: t(`role.${state.user.role}`) })}</p>`,
-        // The sections as cards (console.css): side by side on a wide screen, one under the other on a phone.
-        html`<div class="cards">${join(cards, '\n')}</div>`,
-      ],
-      '\n',
-    );
-    kit.send(ctx, 200, layout(kit.pageContext(ctx, ''), t('nav.overview'), body));
-  });
-}
+        )
+      }`,
+    ),
+    section(
+      'overview.quotas',
+      html`${figuresHtml([
+        { label: t('overview.keys_secret'), value: keys.secret, href: `${base}/keys` },
+        { label: t('overview.keys_publishable'), value: keys.publishable, href: `${base}/keys` },
+        { label: t('overview.keys_own_limits'), value: keys.ownLimits },
+      ])}${table(
+        t('overview.limits_caption'),
+        [t('keys.limits_group'), t('keys.limits_per_minute'), t('keys.limits_burst')],
+        RATE_GROUPS.map((group) => [
+          html`<code>${group}</code>`,
+          config.rateLimits[group].perMinute,
+          config.rateLimits[group].burst,
+        ]),
+        '',
+      )}`,
+    ),
+  ];
+  const body = join(
+    [
+      html`<p>${t('overview.signed_in', { email: state.user.email, role: t(`role.${state.user.role}`) })}</p>`,
+      // The sections as cards (console.css): side by side on a wide screen, one under the other on a phone.
+      html`<div class="cards">${join(cards, '\n')}</div>`,
+    ],
+    '\n',
+  );
+  kit.send(ctx, 200, layout(kit.pageContext(ctx, ''), t('nav.overview'), body));
+};
+
+/** The organisation's first page, at the scope's own address: read by every role. */
+export const overviewRoutes: ConsoleRoute[] = [
+  { method: 'get', path: '', needs: 'read', handle: showOverview },
+];

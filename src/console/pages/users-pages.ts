@@ -1,15 +1,14 @@
-import type Router from '@koa/router';
-import type { Context, Next } from 'koa';
+import type { Context } from 'koa';
 import { toIso } from '../../clock/clock.js';
-import { ApiError } from '../../errors/api-error.js';
+import { ApiError, errors } from '../../errors/api-error.js';
 import { isId } from '../../ids/ids.js';
 import { getOrganisation, pageOrganisations } from '../../orgs/orgs.js';
 import { html, type Html, type HtmlValue } from '../../html/html.js';
-import type { ConsoleKit } from '../kit.js';
+import type { ConsoleKit, ConsoleRoute } from '../kit.js';
 import { shownName } from '../format.js';
 import { consoleLink } from '../links.js';
 import { type ConsoleMessageKey } from '../messages.js';
-import { layout } from '../pages.js';
+import { layout } from '../layout.js';
 import {
   CONSOLE_ROLES,
   disableConsoleUser,
@@ -89,45 +88,49 @@ export function inviteProblem(form: InviteForm): ConsoleMessageKey | null {
   return null;
 }
 
-export function registerUserPages(router: Router, kit: ConsoleKit): void {
-  const { services } = kit;
-  const { db, clock, config } = services;
-  const { words } = kit;
-  const actor = (ctx: Context) => `console:${kit.state(ctx).user.id}`;
+const actor = (ctx: Context, kit: ConsoleKit) => `console:${kit.state(ctx).user.id}`;
 
-  // Only an operator manages console users; to anyone else these pages do not exist.
-  const operatorsOnly = async (ctx: Context, next: Next) => {
-    if (kit.state(ctx).user.role !== 'operator') return kit.refuse(ctx, 404, 'error.not_found');
-    await next();
-  };
+/** Only an operator manages console users; to anyone else these pages do not exist. */
+const operatorsOnly: ConsoleRoute['find'] = async (ctx, kit) => {
+  if (kit.state(ctx).user.role !== 'operator')
+    throw errors.notFound('Console users are managed by operators alone.');
+};
 
-  const roleWord = (ctx: Context, role: ConsoleRole) => words(ctx)(`role.${role}`);
-  const orgWord = (ctx: Context, user: { org_id: string | null; org_name?: string | null }) =>
-    user.org_id === null
-      ? words(ctx)('users.all_orgs')
-      : user.org_name
-        ? shownName(kit.state(ctx).locale, user.org_name)
-        : user.org_id;
+const roleWord = (ctx: Context, kit: ConsoleKit, role: ConsoleRole) => kit.words(ctx)(`role.${role}`);
 
-  const renderList = async (ctx: Context, status: number, notice: HtmlValue, form: InviteForm) => {
-    const state = kit.state(ctx);
-    const t = words(ctx);
-    const window = pageWindow(ctx.query);
-    const [{ rows, total }, orgs] = await Promise.all([
-      pageConsoleUsers(db.reader, window),
-      pageOrganisations(db.reader, { offset: 0, limit: ORG_CHOICES }),
-    ]);
-    const cells = rows.map((user) => [
-      html`<a href="/console/users/${user.id}">${user.email}</a>`,
-      roleWord(ctx, user.role),
-      orgWord(ctx, user),
-      t(`users.status.${user.status}`),
-      user.totp_secret_sealed !== null ? t('users.yes') : t('users.no'),
-      atMinute(toIso(user.last_login_at)) || t('keys.never'),
-    ]);
-    const option = (role: ConsoleRole) =>
-      html`<option value="${role}"${form.role === role && SELECTED}>${roleWord(ctx, role)}</option>`;
-    const invite = html`<form method="post" action="/console/users" class="console-form">
+const orgWord = (ctx: Context, kit: ConsoleKit, user: { org_id: string | null; org_name?: string | null }) =>
+  user.org_id === null
+    ? kit.words(ctx)('users.all_orgs')
+    : user.org_name
+      ? shownName(kit.state(ctx).locale, user.org_name)
+      : user.org_id;
+
+async function renderList(
+  ctx: Context,
+  kit: ConsoleKit,
+  status: number,
+  notice: HtmlValue,
+  form: InviteForm,
+): Promise<void> {
+  const { db } = kit.services;
+  const state = kit.state(ctx);
+  const t = kit.words(ctx);
+  const window = pageWindow(ctx.query);
+  const [{ rows, total }, orgs] = await Promise.all([
+    pageConsoleUsers(db.reader, window),
+    pageOrganisations(db.reader, { offset: 0, limit: ORG_CHOICES }),
+  ]);
+  const cells = rows.map((user) => [
+    html`<a href="/console/users/${user.id}">${user.email}</a>`,
+    roleWord(ctx, kit, user.role),
+    orgWord(ctx, kit, user),
+    t(`users.status.${user.status}`),
+    user.totp_secret_sealed !== null ? t('users.yes') : t('users.no'),
+    atMinute(toIso(user.last_login_at)) || t('keys.never'),
+  ]);
+  const option = (role: ConsoleRole) =>
+    html`<option value="${role}"${form.role === role && SELECTED}>${roleWord(ctx, kit, role)}</option>`;
+  const invite = html`<form method="post" action="/console/users" class="console-form">
 ${csrfField(state.claims.csrf)}
 <fieldset><legend>${t('users.invite')}</legend>
 <label for="invite-email">${t('signin.email')}</label>
@@ -144,58 +147,62 @@ ${
 <button type="submit" class="primary">${t('users.invite_submit')}</button>
 </fieldset>
 </form>`;
-    kit.send(
-      ctx,
-      status,
-      layout(
-        kit.pageContext(ctx),
-        t('users.title'),
-        html`${notice}${table(
-          t('users.caption'),
-          [
-            t('signin.email'),
-            t('users.role'),
-            t('users.org'),
-            t('keys.status'),
-            t('users.totp'),
-            t('users.last_sign_in'),
-          ],
-          cells,
-          t('users.empty'),
-        )}${pager('/console/users', ctx.query, window.page, total, pagerWords(state.locale))}${invite}`,
-      ),
-    );
-  };
+  kit.send(
+    ctx,
+    status,
+    layout(
+      kit.pageContext(ctx),
+      t('users.title'),
+      html`${notice}${table(
+        t('users.caption'),
+        [
+          t('signin.email'),
+          t('users.role'),
+          t('users.org'),
+          t('keys.status'),
+          t('users.totp'),
+          t('users.last_sign_in'),
+        ],
+        cells,
+        t('users.empty'),
+      )}${pager('/console/users', ctx.query, window.page, total, pagerWords(state.locale))}${invite}`,
+    ),
+  );
+}
 
-  /** The user of the URL, or 404 (an id that is not a console user's is a page that does not exist). */
-  const userOfUrl = async (ctx: Context): Promise<ConsoleUserRow & { org_name: string | null }> => {
-    const id = (ctx.params as { user: string }).user;
-    if (!isId('cu', id)) throw new FormProblem(404, 'error.not_found');
-    const user = await findConsoleUser(db.reader, id).catch(() => null);
-    if (!user || user.id !== id) throw new FormProblem(404, 'error.not_found');
-    const org = user.org_id ? await getOrganisation(db.reader, user.org_id).catch(() => null) : null;
-    return { ...user, org_name: org?.name ?? null };
-  };
+/** The user of the URL, or 404 (an id that is not a console user's is a page that does not exist). */
+async function userOfUrl(
+  ctx: Context,
+  kit: ConsoleKit,
+): Promise<ConsoleUserRow & { org_name: string | null }> {
+  const { db } = kit.services;
+  const id = (ctx.params as { user: string }).user;
+  if (!isId('cu', id)) throw new FormProblem(404, 'error.not_found');
+  const user = await findConsoleUser(db.reader, id).catch(() => null);
+  if (!user || user.id !== id) throw new FormProblem(404, 'error.not_found');
+  const org = user.org_id ? await getOrganisation(db.reader, user.org_id).catch(() => null) : null;
+  return { ...user, org_name: org?.name ?? null };
+}
 
-  const renderUser = async (ctx: Context, status: number, notice: HtmlValue) => {
-    const state = kit.state(ctx);
-    const t = words(ctx);
-    const user = await userOfUrl(ctx);
-    const csrf = state.claims.csrf;
-    const facts: [string, string][] = [
-      [t('signin.email'), user.email],
-      [t('users.role'), roleWord(ctx, user.role)],
-      [t('users.org'), orgWord(ctx, user)],
-      [t('keys.status'), t(`users.status.${user.status}`)],
-      [t('users.totp'), user.totp_secret_sealed !== null ? t('users.yes') : t('users.no')],
-      [t('users.last_sign_in'), atMinute(toIso(user.last_login_at)) || t('keys.never')],
-      [t('keys.created'), atMinute(toIso(user.created_at))],
-    ];
-    const self = user.id === state.user.id;
-    const forms =
-      user.status === 'disabled' || self
-        ? ''
-        : html`<form method="post" action="/console/users/${user.id}/reset" class="console-form">${csrfField(csrf)}
+async function renderUser(ctx: Context, kit: ConsoleKit, status: number, notice: HtmlValue): Promise<void> {
+  const state = kit.state(ctx);
+  const t = kit.words(ctx);
+  const user = await userOfUrl(ctx, kit);
+  const csrf = state.claims.csrf;
+  const facts: [string, string][] = [
+    [t('signin.email'), user.email],
+    [t('users.role'), roleWord(ctx, kit, user.role)],
+    [t('users.org'), orgWord(ctx, kit, user)],
+    [t('keys.status'), t(`users.status.${user.status}`)],
+    [t('users.totp'), user.totp_secret_sealed !== null ? t('users.yes') : t('users.no')],
+    [t('users.last_sign_in'), atMinute(toIso(user.last_login_at)) || t('keys.never')],
+    [t('keys.created'), atMinute(toIso(user.created_at))],
+  ];
+  const self = user.id === state.user.id;
+  const forms =
+    user.status === 'disabled' || self
+      ? ''
+      : html`<form method="post" action="/console/users/${user.id}/reset" class="console-form">${csrfField(csrf)}
 <fieldset><legend>${t('users.reset')}</legend>
 <p>${t('users.reset_explained')}</p>
 ${user.totp_secret_sealed !== null ? html`<label class="check"><input type="checkbox" name="remove_totp" value="yes"> ${t('users.reset_remove_totp')}</label>` : ''}
@@ -205,142 +212,168 @@ ${user.totp_secret_sealed !== null ? html`<label class="check"><input type="chec
 <fieldset class="danger"><legend>${t('users.disable')}</legend>
 <label class="check"><input type="checkbox" name="confirm" value="yes" required> ${t('users.disable_confirm')}</label>
 <button type="submit" class="danger">${t('users.disable')}</button></fieldset></form>`;
-    kit.send(
-      ctx,
-      status,
-      layout(
-        kit.pageContext(ctx),
-        user.email,
-        html`<p><a href="/console/users">${t('users.back')}</a></p>
+  kit.send(
+    ctx,
+    status,
+    layout(
+      kit.pageContext(ctx),
+      user.email,
+      html`<p><a href="/console/users">${t('users.back')}</a></p>
 ${notice}
 ${factsHtml(facts)}
 ${self ? html`<p>${t('users.self')}</p>` : ''}
 ${forms}`,
-      ),
-    );
-  };
-
-  /** A link shown once, with its copy button, and when it stops working. */
-  const linkOnce = (ctx: Context, label: string, token: string) => {
-    const t = words(ctx);
-    return secretOnce(label, consoleLink(config, 'accept', token), t('users.once_warning'), t('keys.copy'));
-  };
-
-  /** Runs a change; a refusal of the request is shown on the page with its status, nothing written. */
-  const guarded =
-    (
-      work: (ctx: Context) => Promise<void>,
-      onProblem: (ctx: Context, problem: string, status: number) => Promise<void>,
-    ) =>
-    async (ctx: Context) => {
-      try {
-        await work(ctx);
-      } catch (error) {
-        if (error instanceof FormProblem && error.status === 404) return kit.refuse(ctx, 404, error.key);
-        if (error instanceof FormProblem) return onProblem(ctx, words(ctx)(error.key), error.status);
-        if (error instanceof ApiError && error.status < 500)
-          return onProblem(ctx, error.message, error.status === 404 ? 400 : error.status);
-        throw error;
-      }
-    };
-
-  router.get('/users', operatorsOnly, (ctx) => renderList(ctx, 200, null, EMPTY_FORM));
-
-  router.post(
-    '/users',
-    operatorsOnly,
-    guarded(
-      async (ctx) => {
-        const fields = inviteFields(kit.state(ctx).form);
-        const problem = inviteProblem(fields);
-        if (problem) throw new FormProblem(400, problem);
-        if (fields.org !== '' && !(await getOrganisation(db.reader, fields.org).catch(() => null)))
-          throw new FormProblem(400, 'users.no_org');
-        const now = clock.now();
-        const invited = await db
-          .transaction((trx) =>
-            inviteConsoleUser(trx, {
-              email: fields.email,
-              role: fields.role as ConsoleRole,
-              orgId: fields.org === '' ? null : fields.org,
-              actor: actor(ctx),
-              now,
-            }),
-          )
-          .catch((error: unknown) => {
-            if (error instanceof ApiError && error.status === 409) throw new FormProblem(409, 'users.exists');
-            throw error;
-          });
-        const label = words(ctx)('users.invited_once', {
-          email: invited.user.email,
-          role: roleWord(ctx, invited.user.role),
-          until: atMinute(toIso(now + INVITATION_TTL_MS)),
-        });
-        await renderList(ctx, 200, linkOnce(ctx, label, invited.token), EMPTY_FORM);
-      },
-      // The form comes back as it was sent (cut to the fields' widths), with what to fix above it.
-      (ctx, message, status) => {
-        const fields = inviteFields(kit.state(ctx).form);
-        return renderList(ctx, status, problemHtml(message), {
-          ...fields,
-          email: fields.email.slice(0, 254),
-          org: fields.org.slice(0, 24),
-        });
-      },
     ),
-  );
-
-  router.get(
-    '/users/:user',
-    operatorsOnly,
-    guarded(
-      (ctx) => renderUser(ctx, 200, null),
-      (ctx, message, status) => renderUser(ctx, status, problemHtml(message)),
-    ),
-  );
-
-  /** A change to one user: confirmed, never to oneself (an operator must not lock themself out). */
-  const change = (work: (ctx: Context, user: ConsoleUserRow) => Promise<Html>) =>
-    guarded(
-      async (ctx) => {
-        const user = await userOfUrl(ctx);
-        if (user.id === kit.state(ctx).user.id) throw new FormProblem(400, 'users.self');
-        if (kit.state(ctx).form.confirm !== 'yes') throw new FormProblem(400, 'error.confirm');
-        await renderUser(ctx, 200, await work(ctx, user));
-      },
-      (ctx, message, status) => renderUser(ctx, status, problemHtml(message)),
-    );
-
-  router.post(
-    '/users/:user/reset',
-    operatorsOnly,
-    change(async (ctx, user) => {
-      const now = clock.now();
-      const reset = await db.transaction((trx) =>
-        resetConsoleUser(trx, user.id, {
-          actor: actor(ctx),
-          now,
-          removeTotp: kit.state(ctx).form.remove_totp === 'yes',
-        }),
-      );
-      const until = atMinute(toIso(now + (reset.purpose === 'invite' ? INVITATION_TTL_MS : RESET_TTL_MS)));
-      return linkOnce(
-        ctx,
-        words(ctx)(reset.purpose === 'invite' ? 'users.reinvited_once' : 'users.reset_once', {
-          email: user.email,
-          until,
-        }),
-        reset.token,
-      );
-    }),
-  );
-
-  router.post(
-    '/users/:user/disable',
-    operatorsOnly,
-    change(async (ctx, user) => {
-      await db.transaction((trx) => disableConsoleUser(trx, user.id, actor(ctx), clock.now()));
-      return noticeHtml(words(ctx)('users.disabled_done', { email: user.email }));
-    }),
   );
 }
+
+/** A link shown once, with its copy button, and when it stops working. */
+function linkOnce(ctx: Context, kit: ConsoleKit, label: string, token: string) {
+  const t = kit.words(ctx);
+  return secretOnce(
+    label,
+    consoleLink(kit.services.config, 'accept', token),
+    t('users.once_warning'),
+    t('keys.copy'),
+  );
+}
+
+/** Runs a change; a refusal of the request is shown on the page with its status, nothing written. */
+const guarded =
+  (
+    work: (ctx: Context, kit: ConsoleKit) => Promise<void>,
+    onProblem: (ctx: Context, kit: ConsoleKit, problem: string, status: number) => Promise<void>,
+  ): ConsoleRoute['handle'] =>
+  async (ctx, kit) => {
+    try {
+      await work(ctx, kit);
+    } catch (error) {
+      if (error instanceof FormProblem && error.status === 404) return kit.refuse(ctx, 404, error.key);
+      if (error instanceof FormProblem) return onProblem(ctx, kit, kit.words(ctx)(error.key), error.status);
+      if (error instanceof ApiError && error.status < 500)
+        return onProblem(ctx, kit, error.message, error.status === 404 ? 400 : error.status);
+      throw error;
+    }
+  };
+
+const showUsers: ConsoleRoute['handle'] = (ctx, kit) => renderList(ctx, kit, 200, null, EMPTY_FORM);
+
+const inviteAction = guarded(
+  async (ctx, kit) => {
+    const { db, clock } = kit.services;
+    const fields = inviteFields(kit.state(ctx).form);
+    const problem = inviteProblem(fields);
+    if (problem) throw new FormProblem(400, problem);
+    if (fields.org !== '' && !(await getOrganisation(db.reader, fields.org).catch(() => null)))
+      throw new FormProblem(400, 'users.no_org');
+    const now = clock.now();
+    const invited = await db
+      .transaction((trx) =>
+        inviteConsoleUser(trx, {
+          email: fields.email,
+          role: fields.role as ConsoleRole,
+          orgId: fields.org === '' ? null : fields.org,
+          actor: actor(ctx, kit),
+          now,
+        }),
+      )
+      .catch((error: unknown) => {
+        if (error instanceof ApiError && error.status === 409) throw new FormProblem(409, 'users.exists');
+        throw error;
+      });
+    const label = kit.words(ctx)('users.invited_once', {
+      email: invited.user.email,
+      role: roleWord(ctx, kit, invited.user.role),
+      until: atMinute(toIso(now + INVITATION_TTL_MS)),
+    });
+    await renderList(ctx, kit, 200, linkOnce(ctx, kit, label, invited.token), EMPTY_FORM);
+  },
+  // The form comes back as it was sent (cut to the fields' widths), with what to fix above it.
+  (ctx, kit, message, status) => {
+    const fields = inviteFields(kit.state(ctx).form);
+    return renderList(ctx, kit, status, problemHtml(message), {
+      ...fields,
+      email: fields.email.slice(0, 254),
+      org: fields.org.slice(0, 24),
+    });
+  },
+);
+
+const userAgain = (ctx: Context, kit: ConsoleKit, message: string, status: number) =>
+  renderUser(ctx, kit, status, problemHtml(message));
+
+const showUser = guarded((ctx, kit) => renderUser(ctx, kit, 200, null), userAgain);
+
+/** A change to one user: confirmed, never to oneself (an operator must not lock themself out). */
+const change = (work: (ctx: Context, kit: ConsoleKit, user: ConsoleUserRow) => Promise<Html>) =>
+  guarded(async (ctx, kit) => {
+    const user = await userOfUrl(ctx, kit);
+    if (user.id === kit.state(ctx).user.id) throw new FormProblem(400, 'users.self');
+    if (kit.state(ctx).form.confirm !== 'yes') throw new FormProblem(400, 'error.confirm');
+    await renderUser(ctx, kit, 200, await work(ctx, kit, user));
+  }, userAgain);
+
+const resetAction = change(async (ctx, kit, user) => {
+  const { db, clock } = kit.services;
+  const now = clock.now();
+  const reset = await db.transaction((trx) =>
+    resetConsoleUser(trx, user.id, {
+      actor: actor(ctx, kit),
+      now,
+      removeTotp: kit.state(ctx).form.remove_totp === 'yes',
+    }),
+  );
+  const until = atMinute(toIso(now + (reset.purpose === 'invite' ? INVITATION_TTL_MS : RESET_TTL_MS)));
+  return linkOnce(
+    ctx,
+    kit,
+    kit.words(ctx)(reset.purpose === 'invite' ? 'users.reinvited_once' : 'users.reset_once', {
+      email: user.email,
+      until,
+    }),
+    reset.token,
+  );
+});
+
+const disableAction = change(async (ctx, kit, user) => {
+  const { db, clock } = kit.services;
+  await db.transaction((trx) => disableConsoleUser(trx, user.id, actor(ctx, kit), clock.now()));
+  return noticeHtml(kit.words(ctx)('users.disabled_done', { email: user.email }));
+});
+
+/** Console users, under /console: an operator's pages alone (`operatorsOnly`, 404 to anyone else). */
+export const userRoutes: ConsoleRoute[] = [
+  { method: 'get', under: 'console', path: '/users', needs: 'read', find: operatorsOnly, handle: showUsers },
+  {
+    method: 'post',
+    under: 'console',
+    path: '/users',
+    needs: 'read',
+    find: operatorsOnly,
+    handle: inviteAction,
+  },
+  {
+    method: 'get',
+    under: 'console',
+    path: '/users/:user',
+    needs: 'read',
+    find: operatorsOnly,
+    handle: showUser,
+  },
+  {
+    method: 'post',
+    under: 'console',
+    path: '/users/:user/reset',
+    needs: 'read',
+    find: operatorsOnly,
+    handle: resetAction,
+  },
+  {
+    method: 'post',
+    under: 'console',
+    path: '/users/:user/disable',
+    needs: 'read',
+    find: operatorsOnly,
+    handle: disableAction,
+  },
+];

@@ -43,6 +43,8 @@ export interface LinkGrantRow {
   refresh_token_sealed: string | null;
   /** When a sync last read every list and every account's movements (migration 30); null: never. */
   full_sync_at?: number | null;
+  /** When a sync last read the holder's name at the bank (migration link_grant_holder_read); null: never, or not since a renewal. */
+  holder_read_at?: number | null;
   created_at: number;
   updated_at: number;
 }
@@ -65,6 +67,11 @@ export interface NewGrant extends GrantTokens {
   authorizationDetails: AuthorizationDetail[];
   /** When the consent ends (the earliest `validTo`), or null: until revoked. */
   expiresAt: number | null;
+  /**
+   * The holder's name as the code exchange gave it (Chile: the ID token's `name`; null: it named no one), when
+   * the consent asked for it there: the link is named at once, and its first sync does not ask again.
+   */
+  holder?: { name: string | null };
 }
 
 /** A link's grant, opened: what the consent connector logs in with, and which registration it belongs to. */
@@ -104,6 +111,7 @@ export async function insertGrant(
     expires_at: grant.expiresAt,
     refresh_token_sealed: null,
     ...sealedTokens(secrets, linkId, grant),
+    holder_read_at: grant.holder ? now : null,
     created_at: now,
     updated_at: now,
   };
@@ -118,6 +126,12 @@ export async function findGrantRow(db: Knex, linkId: string): Promise<LinkGrantR
 export async function lastFullSyncOf(db: Knex, linkId: string): Promise<number | null> {
   const row = await db<LinkGrantRow>('link_grants').where({ link_id: linkId }).first('full_sync_at');
   return row?.full_sync_at == null ? null : Number(row.full_sync_at);
+}
+
+/** When a sync last read the link's holder's name at the bank; null: never, or no grant. */
+export async function lastHolderReadOf(db: Knex, linkId: string): Promise<number | null> {
+  const row = await db<LinkGrantRow>('link_grants').where({ link_id: linkId }).first('holder_read_at');
+  return row?.holder_read_at == null ? null : Number(row.holder_read_at);
 }
 
 /** Opens a grant row; a row sealed under another link or column does not open (SecretError). */
@@ -253,6 +267,8 @@ export async function renewConsentLink(
       ...sealedTokens(secrets, link.id, grant),
       expiry_warned_at: null,
       consent_ended_at: null,
+      // The new consent may name the holder where the old one did not: read now, or at its first sync.
+      holder_read_at: grant.holder ? now : null,
       updated_at: now,
     });
   await markConsentRenewed(
@@ -262,6 +278,7 @@ export async function renewConsentLink(
       ...sealedLogin(secrets, link.id, input.subject),
       consent_version: input.consent_version,
       consent_text_hash: input.consent_text_hash,
+      ...(grant.holder?.name ? { holder_name: grant.holder.name } : {}),
     },
     now,
   );
@@ -290,7 +307,10 @@ export async function createConsentLink(
   options: CreateLinkOptions = {},
 ): Promise<Link> {
   const id = newId('link');
-  const row = newLinkRow(id, principal, input, policy, now, sealedLogin(policy.secrets, id, input.subject));
+  const row = {
+    ...newLinkRow(id, principal, input, policy, now, sealedLogin(policy.secrets, id, input.subject)),
+    holder_name: grant.holder?.name ?? null,
+  };
   await insertLink(trx, row);
   await insertGrant(trx, policy.secrets, id, grant, now);
   await auditLinkCreated(trx, principal, row, 'consent', { ...options, via: options.via ?? 'widget' }, now);

@@ -14,7 +14,8 @@ import { BudgetWait } from '../../banks/budget/permits.js';
 /*
  * The only code that writes `grant_revocations`: the revoke outbox. Deleting a consent link queues a row
  * in the deleting transaction (the link and its grant go at once; the bank is told after), as does renewing
- * one for the grant it replaces (links/consent/grants.ts: renewConsentLink), and the
+ * one for the grant it replaces (links/consent/grants.ts: renewConsentLink), and a widget trip that leaves a
+ * consent at the bank and no link (a refused grant, an abandoned trip: widget/consent/abandoned-trips.ts); the
  * scheduler's tick revokes due rows at the bank, retrying until it confirms or the attempts run out. The
  * row outlives the link so `svc links inspect` can still say whether the bank was told.
  *
@@ -141,7 +142,8 @@ function pendingRevocation(
 
 /**
  * Queues the revoke of a grant the widget obtained and will not keep (a grant refused at the callback: what
- * it allows is unreadable, its token unbound, another person's on a renewal, or the link could not be made):
+ * it allows is unreadable, its token unbound, another person's on a renewal, or the link could not be made),
+ * or of the consent a trip created at the bank and never came back with (widget/consent/abandoned-trips.ts):
  * the same retried outbox as a deleted link's, so a bank that fails the first attempt is asked again rather
  * than left holding an active consent for an app that holds nothing. `ownerId` is the link being renewed, or
  * the widget's consent request (`wcr_…`) when no link was made; the grant id is sealed under it.
@@ -264,11 +266,21 @@ export interface RevokeServices {
 
 /**
  * A revoke's calls (a `client_credentials` token, the revoke or Brazil's consent delete) count against the
- * bank's budget at the scheduled share, like a scheduled sync's: the first permit is had before anything is
- * sent, and a bank that is paused or has spent its minute keeps the row pending, its attempt not counted,
- * until then. Later calls wait up to 5 s for theirs.
+ * bank's budget (`revokePriority`): the first permit is had before anything is sent, and a bank that is paused
+ * or has spent its share of the minute keeps the row pending, its attempt not counted, until then. Later
+ * calls wait up to 5 s for theirs.
  */
 const REVOKE_PERMIT_WAIT_MS = 5_000;
+
+/**
+ * A linked consent's revoke (a deleted link's, a renewed link's old grant) goes at the scheduled share, like
+ * a scheduled sync's. A consent no link holds (a widget trip's: abandoned, or a grant refused at the
+ * callback; the row's owner is the trip, `wcr_…`) goes in the background, below the syncs
+ * (banks/budget/budget.ts, BACKGROUND_SHARE): the appliance keeps no token of it, and nobody waits for it.
+ */
+export function revokePriority(row: Pick<GrantRevocationRow, 'link_id'>): 'scheduled' | 'background' {
+  return row.link_id.startsWith('wcr_') ? 'background' : 'scheduled';
+}
 
 /** One tick's revokes: due rows, one at a time, each recorded in its own short write. Returns how many were tried. */
 export async function revokeDueGrants(services: RevokeServices): Promise<number> {
@@ -281,7 +293,8 @@ export async function revokeDueGrants(services: RevokeServices): Promise<number>
     const gate = BudgetGate.of(
       services,
       { bankId: row.bank_id, mode: row.mode },
-      'scheduled',
+      row.org_id,
+      revokePriority(row),
       REVOKE_PERMIT_WAIT_MS,
     );
     try {

@@ -42,6 +42,9 @@
     );
   }
 
+  /** Refusals that pass with time (the API's Retry-After says when): the page offers to try again. */
+  const AFTER_A_WAIT = ['bank_busy', 'starts_limited', 'session_starts_limited'];
+
   /** A failure the page learned from the API, worded from the catalogue by its code, never in English. */
   function problemFor(code, retryAfter) {
     const params = {
@@ -63,7 +66,7 @@
       code,
       title: t(title, params),
       message: t('problem.' + worded + '.message', params),
-      retry: false,
+      retry: AFTER_A_WAIT.includes(code),
     };
   }
 

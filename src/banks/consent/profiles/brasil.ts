@@ -8,8 +8,10 @@ import {
   consentIdOfScope,
   createBrasilConsent,
   detailsOfConsent,
+  IDENTIFICATION_PERMISSION,
   queryBrasilConsent,
   readBrasilConsent,
+  readsIdentification,
   revokeBrasilConsent,
 } from '../brasil-consents.js';
 import type { CountryProfile, ResponseShape } from '../profile.js';
@@ -76,6 +78,9 @@ export const brasil: CountryProfile = {
   grantSource: 'consents API',
   resourcesFirst: true,
   asksHolderIds: true,
+  // customers 2.2.1: a person's identification record; a company's (`/business/identifications`) is not read.
+  holderData: (holderType) => (holderType === 'individual' ? 'identification' : null),
+  readsHolderName: readsIdentification,
   registrationMetadata: {
     grant_types: ['authorization_code', 'refresh_token', 'client_credentials'],
     id_token_signed_response_alg: 'PS256',
@@ -131,11 +136,14 @@ export const brasil: CountryProfile = {
       cnpj: input.holder.cnpj,
       actions: input.actions,
       expiresAt: input.validTo,
+      identification: input.holderData === 'identification',
     });
     const offline = offlineScope(bank.configuration).prompt ? ' offline_access' : '';
+    // The customers scope only when the bank kept the permission (it drops those of products it does not offer).
+    const identification = consent.permissions.includes(IDENTIFICATION_PERMISSION);
     const parameters = {
       redirect_uri: input.redirectUri,
-      scope: `${brasilScope(consent.consentId)}${offline}`,
+      scope: `${brasilScope(consent.consentId, identification)}${offline}`,
       ...(offline ? { prompt: 'consent' } : {}),
       ...(bank.responseShape === 'hybrid'
         ? { response_type: 'code id_token', response_mode: 'form_post' }

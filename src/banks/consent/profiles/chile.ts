@@ -1,5 +1,6 @@
 import * as client from 'openid-client';
 import { parseAuthorizationDetails, type AuthorizationDetail } from '../authorization-details.js';
+import { holderNameOf } from '../data-mapping.js';
 import { queryGrant, revokeGrant } from '../grant-management.js';
 import type { CountryProfile } from '../profile.js';
 import { offlineScope, uiLocales } from './trip.js';
@@ -15,6 +16,16 @@ import { offlineScope, uiLocales } from './trip.js';
 /** The RAR type the appliance asks for (RFC 9396 §2); registered as `authorization_details_types` (§10.2). */
 export const ACCOUNTS_DETAIL_TYPE = 'Accounts';
 
+/**
+ * The holder's name, as the bank vouches for it: the draft defines no customers API, but its FAPI 2.0 profile is
+ * OpenID Connect (`scope=openid`, an ID token at every token answer), whose Standard Claim `name` (OpenID
+ * Connect Core 1.0 §5.1) is the End-User's full name. The `claims` parameter (§5.5) asks for it alone, in the ID
+ * token, as a voluntary claim (`null`, §5.5.1), rather than the `profile` scope (§5.4), which would also release
+ * the birth date, gender and picture the appliance has no use for. A bank that does not support the parameter
+ * ignores it (§5.5: `claims_parameter_supported`), and the link keeps no name.
+ */
+export const NAME_CLAIMS = JSON.stringify({ id_token: { name: null } });
+
 export const chile: CountryProfile = {
   security: 'fapi2-cl',
   market: 'CL',
@@ -23,6 +34,10 @@ export const chile: CountryProfile = {
   grantSource: 'Grant Management',
   resourcesFirst: false,
   asksHolderIds: false,
+  // A business link's holder is the company; the ID token's `name` would be the person who signed in.
+  holderData: (holderType) => (holderType === 'individual' ? 'name' : null),
+  // The token answer's `authorization_details` do not say; an ID token names the holder or does not.
+  readsHolderName: () => true,
   registrationMetadata: {
     // client_credentials: Grant Management's query and revoke take such a token (Grant Management §6.1).
     grant_types: ['authorization_code', 'refresh_token', 'client_credentials'],
@@ -58,6 +73,7 @@ export const chile: CountryProfile = {
       state: input.state,
       grant_management_action: 'create',
       authorization_details: JSON.stringify(details),
+      ...(input.holderData === 'name' ? { claims: NAME_CLAIMS } : {}),
       ui_locales: uiLocales(input.locale),
     });
     return { url, details };
@@ -73,6 +89,8 @@ export const chile: CountryProfile = {
     if (!details || details.length === 0)
       return { ok: false, grantId, reason: 'the token answer carries no readable authorization_details' };
     if (!subject) return { ok: false, grantId, reason: 'the ID token names no subject' };
-    return { ok: true, grantId, details, subject };
+    // The ID token of the code exchange names the holder when the consent asked (`NAME_CLAIMS`): the link is
+    // named at once, and its first sync need not refresh for a new one.
+    return { ok: true, grantId, details, subject, holderName: holderNameOf(tokens.claims()?.name) };
   },
 };

@@ -10,7 +10,7 @@ import { html, type HtmlValue } from '../../../html/html.js';
 import { may } from '../../access.js';
 import type { ConsoleKit } from '../../kit.js';
 import { stateWord } from '../../messages.js';
-import { layout } from '../../pages.js';
+import { layout } from '../../layout.js';
 import { sendListPage } from '../../list-page.js';
 import {
   atSecond,

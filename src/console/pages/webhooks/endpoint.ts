@@ -9,7 +9,7 @@ import { may } from '../../access.js';
 import { formReader } from '../../forms.js';
 import type { ConsoleKit } from '../../kit.js';
 import { stateWord } from '../../messages.js';
-import { layout } from '../../pages.js';
+import { layout } from '../../layout.js';
 import {
   cellText,
   csrfField,

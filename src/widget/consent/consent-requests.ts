@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import type { Knex } from 'knex';
-import type { HolderType } from '../banks/connector.js';
-import type { AuthorizationDetail } from '../banks/consent/authorization-details.js';
-import { sha256Hex, type SecretBox } from '../secrets/secret-box.js';
-import { consentRequestContext } from '../secrets/sealed-columns.js';
+import type { HolderType } from '../../banks/connector.js';
+import type { AuthorizationDetail } from '../../banks/consent/authorization-details.js';
+import { sha256Hex, type SecretBox } from '../../secrets/secret-box.js';
+import { consentRequestContext } from '../../secrets/sealed-columns.js';
 
 /*
  * The only code that writes `widget_consent_requests`: one row per trip of an end user to a consent bank's
@@ -55,20 +55,25 @@ export const CLAIMED = 'in_progress';
 
 const verifierContext = (id: string) => consentRequestContext(id, 'verifier_sealed');
 
+/** The outcome of a trip the scheduler ended: past its wait, and the bank never sent the person back. */
+export const ABANDONED = 'abandoned';
+
 /**
  * Records a trip to the bank; an earlier trip of the same session still open is superseded, so only the
- * newest authorisation page can finish the widget (a late callback of the old one finds it used).
+ * newest authorisation page can finish the widget (a late callback of the old one finds it used). Returns
+ * the trip and the ones it superseded (their consents at the bank are the caller's to release).
  */
 export async function insertConsentRequest(
   trx: Knex,
   secrets: SecretBox,
   request: NewConsentRequest,
   now: number,
-): Promise<ConsentRequestRow> {
-  await trx('widget_consent_requests')
+): Promise<{ trip: ConsentRequestRow; superseded: ConsentRequestRow[] }> {
+  const superseded: ConsentRequestRow[] = [];
+  const open: ConsentRequestRow[] = await trx('widget_consent_requests')
     .where({ session_id: request.sessionId })
-    .whereNull('completed_at')
-    .update({ completed_at: now, outcome: 'superseded' });
+    .whereNull('completed_at');
+  for (const trip of open) if (await endTrip(trx, trip.id, 'superseded', now)) superseded.push(trip); // unless its callback took it first
   const id = `wcr_${randomBytes(8).toString('hex')}`;
   const row: ConsentRequestRow = {
     id,
@@ -90,7 +95,33 @@ export async function insertConsentRequest(
     created_at: now,
   };
   await trx('widget_consent_requests').insert(row);
-  return row;
+  return { trip: row, superseded };
+}
+
+/** Ends a trip still at the bank, once: false when its callback (or another scheduler) took it first. */
+async function endTrip(db: Knex, id: string, outcome: string, now: number): Promise<boolean> {
+  const ended = await db('widget_consent_requests')
+    .where({ id })
+    .whereNull('completed_at')
+    .update({ completed_at: now, outcome });
+  return ended === 1;
+}
+
+/**
+ * Trips past their wait whose callback never came, oldest first: `widget_consent_requests_open_idx`
+ * (completed_at, expires_at) walks exactly them.
+ */
+export async function expiredOpenTrips(db: Knex, now: number, limit: number): Promise<ConsentRequestRow[]> {
+  return db<ConsentRequestRow>('widget_consent_requests')
+    .whereNull('completed_at')
+    .where('expires_at', '<=', now)
+    .orderBy('expires_at')
+    .limit(limit);
+}
+
+/** Ends an expired trip as abandoned, once (a conditional update: of two schedulers, or a late callback, one wins). */
+export function abandonTrip(trx: Knex, id: string, now: number): Promise<boolean> {
+  return endTrip(trx, id, ABANDONED, now);
 }
 
 export async function findConsentRequestByState(
@@ -125,12 +156,8 @@ export async function openConsentRequest(
  * Takes the callback: true for the one caller that completed the row. A second callback with the same
  * state (a replay, a reload, a race) finds it completed and gets false.
  */
-export async function claimConsentRequest(db: Knex, id: string, now: number): Promise<boolean> {
-  const claimed = await db('widget_consent_requests')
-    .where({ id })
-    .whereNull('completed_at')
-    .update({ completed_at: now, outcome: CLAIMED });
-  return claimed === 1;
+export function claimConsentRequest(db: Knex, id: string, now: number): Promise<boolean> {
+  return endTrip(db, id, CLAIMED, now);
 }
 
 export async function settleConsentRequest(

@@ -1,20 +1,20 @@
 import { randomBytes } from 'node:crypto';
 import * as client from 'openid-client';
 import type { Knex } from 'knex';
-import type { HolderType } from '../banks/connector.js';
-import type { ConsentClient, ConsentClients } from '../banks/consent/client.js';
+import type { HolderType } from '../../banks/connector.js';
+import type { ConsentClient, ConsentClients } from '../../banks/consent/client.js';
 import {
   ACCOUNT_ACTIONS,
   validUntil,
   type AccountAction,
   type AuthorizationDetail,
-} from '../banks/consent/authorization-details.js';
-import { bankWordsOfError, describeBankWords } from '../banks/consent/bank-answers.js';
-import type { HolderIds } from '../banks/consent/profile.js';
-import { profileOf } from '../banks/consent/profiles/index.js';
-import { jarmState, outlivesAccessToken } from '../banks/consent/profiles/trip.js';
-import { tokenBinding } from '../banks/consent/token-binding.js';
-import { findRegistration, type ConsentClientRow } from '../banks/consent/registrations.js';
+} from '../../banks/consent/authorization-details.js';
+import { bankWordsOfError, describeBankWords } from '../../banks/consent/bank-answers.js';
+import type { HolderIds } from '../../banks/consent/profile.js';
+import { profileOf } from '../../banks/consent/profiles/index.js';
+import { jarmState, outlivesAccessToken } from '../../banks/consent/profiles/trip.js';
+import { tokenBinding } from '../../banks/consent/token-binding.js';
+import { findRegistration, type ConsentClientRow } from '../../banks/consent/registrations.js';
 import {
   connectionMethod,
   consentProfileOf,
@@ -22,33 +22,39 @@ import {
   offers,
   type Institution,
   type Product,
-} from '../banks/institutions.js';
-import type { Database } from '../db/database.js';
-import { ApiError, errors } from '../errors/api-error.js';
+} from '../../banks/institutions.js';
+import type { Database } from '../../db/database.js';
+import { ApiError, errors } from '../../errors/api-error.js';
 import {
   consentSubjectOf,
   createConsentLink,
   findGrantRow,
   isSameSubject,
   renewConsentLink,
-} from '../links/consent/grants.js';
-import { findLink, type LinkRow } from '../links/store.js';
-import { activeSyncJobOf } from '../jobs/jobs.js';
-import { isUniqueViolation } from '../db/errors.js';
-import { firstIntentOfLink } from '../refresh/store.js';
-import { sameDigest, sha256Hex } from '../secrets/secret-box.js';
+} from '../../links/consent/grants.js';
+import { findLink, type LinkRow } from '../../links/store.js';
+import { activeSyncJobOf } from '../../jobs/jobs.js';
+import { isUniqueViolation } from '../../db/errors.js';
+import { firstIntentOfLink } from '../../refresh/store.js';
+import { sameDigest, sha256Hex } from '../../secrets/secret-box.js';
 import { consentScreen, type ConsentScreen } from './consent-screen.js';
+import { refuse } from '../problems.js';
+import type { HolderData } from '../../open-finance/consent-wording.js';
 import {
   claimAttempt,
+  findSession,
+  followNewLink,
+  followReconnectedLink,
+  giveBackAttempt,
+  leaveForBank,
   MAX_ATTEMPTS,
-  refuse,
-  refuseOverConnectionLimit,
+  noteProblem,
   sessionActor,
-  widgetAuditDetails,
-  widgetTokenOf,
+  type SessionRow,
   type WidgetContext,
-} from './flows.js';
-import type { NewGrant } from '../links/consent/grants.js';
+} from '../sessions.js';
+import { refuseOverConnectionLimit, widgetAuditDetails, widgetTokenOf } from '../widget-tokens.js';
+import type { NewGrant } from '../../links/consent/grants.js';
 import {
   type ConsentRequestRow,
   claimConsentRequest,
@@ -57,16 +63,16 @@ import {
   openVerifier,
   settleConsentRequest,
 } from './consent-requests.js';
-import type { SessionRow } from './sessions.js';
-import { queueRefusedGrant } from '../links/consent/revocations.js';
-import type { Logger } from '../logging/logger.js';
-import type { Clock } from '../clock/clock.js';
-import type { RateLimiter } from '../ratelimit/limiter.js';
-import { BudgetGate, withBankCalls } from '../banks/budget/bank-calls.js';
-import { limitsOf } from '../banks/budget/budget.js';
-import { BudgetWait } from '../banks/budget/permits.js';
-import type { BankKey } from '../banks/budget/store.js';
+import { queueRefusedGrant } from '../../links/consent/revocations.js';
+import type { Logger } from '../../logging/logger.js';
+import type { Clock } from '../../clock/clock.js';
+import type { RateLimiter } from '../../ratelimit/limiter.js';
+import { BudgetGate, withBankCalls } from '../../banks/budget/bank-calls.js';
+import { limitsOf } from '../../banks/budget/budget.js';
+import { BudgetWait } from '../../banks/budget/permits.js';
+import type { BankKey } from '../../banks/budget/store.js';
 import { budgetRefusal, takeStart } from './consent-starts.js';
+import { isAbandoned, releaseTripConsents } from './abandoned-trips.js';
 
 /*
  * The end user's path to a consent bank (docs/open-finance.md, "What the end user sees"): the widget shows
@@ -118,13 +124,19 @@ export function consentDetails(product: Product, now: number): AuthorizationDeta
 export function consentScreenFor(
   product: Product,
   bankName: string,
-  context: Pick<WidgetContext, 'config' | 'now'> & { locale: SessionRow['locale']; zone: string },
+  context: Pick<WidgetContext, 'config' | 'now'> & {
+    locale: SessionRow['locale'];
+    zone: string;
+    /** What the trip asks for to name the holder (`CountryProfile.holderData`), listed first. */
+    holder: HolderData | null;
+  },
 ): ConsentScreen {
   return consentScreen(consentDetails(product, context.now), context.locale, {
     app: context.config.widget.name,
     bank: bankName,
     now: context.now,
     zone: context.zone,
+    holder: context.holder,
   });
 }
 
@@ -146,11 +158,15 @@ const START_PERMIT_WAIT_MS = 2_000;
  */
 const CALLBACK_PERMIT_WAIT_MS = 10_000;
 
-/** The gate every bank call of a widget start or callback goes through: the bank's budget, on demand. */
-function widgetGate(context: ConsentFlowContext, bank: BankKey, waitMs: number): BudgetGate {
+/**
+ * The gate every bank call of a widget start or callback goes through: the bank's budget, on demand, in the
+ * share of the organisation whose widget it is.
+ */
+function widgetGate(context: ConsentFlowContext, bank: BankKey, orgId: string, waitMs: number): BudgetGate {
   return BudgetGate.of(
     { db: context.db, clock: context.clock, config: context.config },
     bank,
+    orgId,
     'on_demand',
     waitMs,
   );
@@ -194,6 +210,8 @@ async function consentBankOf(
   months: number;
   /** The bank's country: its time zone words the consent's dates. */
   zone: string;
+  /** What the consent asks for to name the holder, as the screen lists it. */
+  holderData: HolderData | null;
 }> {
   const bankId = preset ?? input.bank_id;
   if (bankId === undefined) throw errors.missingParameter('bank_id', 'Choose a bank.');
@@ -223,6 +241,7 @@ async function consentBankOf(
     registration,
     holder: country.holderIds(input, holderType, institution.name),
     zone: country.zone,
+    holderData: country.holderData(holderType),
     // A year, or less where the bank's rules allow less.
     months: Math.min(CONSENT_MONTHS, profile.maxDurationMonths),
   };
@@ -350,14 +369,15 @@ export async function startConsent(
   if (session.attempts >= MAX_ATTEMPTS) throw refuse('too_many_attempts', 429);
   const token = await widgetTokenOf(db.reader, session);
   const product: Product = token.product ?? 'movements';
-  const { bankId, bankName, holderType, registration, holder, months, zone } = await consentBankOf(
-    db.reader,
-    session,
-    renewing ? { ...input, holder_type: input.holder_type ?? renewing.holder_type } : input,
-    product,
-    renewing?.bank_id ?? token.institution_id,
-    context.policy.institutions,
-  );
+  const { bankId, bankName, holderType, registration, holder, months, zone, holderData } =
+    await consentBankOf(
+      db.reader,
+      session,
+      renewing ? { ...input, holder_type: input.holder_type ?? renewing.holder_type } : input,
+      product,
+      renewing?.bank_id ?? token.institution_id,
+      context.policy.institutions,
+    );
   if (renewing && holderType !== renewing.holder_type)
     throw errors.invalidParameter('holder_type', `This link is of a ${renewing.holder_type} holder.`);
   if (!renewing) await refuseOverConnectionLimit(db.reader, session, token);
@@ -366,16 +386,20 @@ export async function startConsent(
   // a real bank; and an answer here would tell a caller holding only a publishable key and a link id whether
   // a CPF is the holder's without the bank ever being asked.
 
-  // The key's and the bank's bounds on starts (consent-starts.ts), before the session's attempt is taken: a
-  // start refused for them costs the person no attempt.
+  // The session's, the key's, the organisation's and the bank's bounds on starts (consent-starts.ts), before
+  // the session's attempt is taken: a start refused for them costs the person no attempt.
   const bounds = {
     rateLimiter: context.rateLimiter,
+    sessionId: session.id,
+    issuedBy: token.issued_by,
     orgId: session.org_id,
     mode: session.mode,
     bankId,
     bankName,
     limits: limitsOf(context.config.banks.budget, context.config.banks.budgets, bankId),
-    perKey: context.config.widget.consentStarts,
+    perSession: context.config.widget.consentStartsPerSession,
+    perKey: context.config.widget.consentStartsPerKey,
+    perOrganisation: context.config.widget.consentStarts,
     bankShare: context.config.banks.budget.consentStartShare,
     locale: session.locale,
     now,
@@ -391,7 +415,7 @@ export async function startConsent(
   let details: AuthorizationDetail[];
   const state = randomBytes(24).toString('base64url');
   const verifier = client.randomPKCECodeVerifier();
-  const gate = widgetGate(context, { bankId, mode: session.mode }, START_PERMIT_WAIT_MS);
+  const gate = widgetGate(context, { bankId, mode: session.mode }, session.org_id, START_PERMIT_WAIT_MS);
   try {
     // The first permit is had before anything is sent: a paused bank or a spent minute sends it nothing.
     await gate.prepay();
@@ -405,14 +429,11 @@ export async function startConsent(
         redirectUri: registeredRedirectUri(registration),
         locale: session.locale,
         holder,
+        holderData,
       });
     }));
   } catch (error) {
-    await db
-      .knex('widget_sessions')
-      .where({ id: session.id })
-      .update({ attempts: db.knex.raw('attempts - 1') })
-      .catch(() => undefined);
+    await giveBackAttempt(db.knex, session.id).catch(() => undefined);
     if (error instanceof ApiError) throw error;
     const wait = budgetWaitIn(error);
     if (wait) throw budgetRefusal(wait, { ...bounds, now: context.clock.now() });
@@ -427,12 +448,16 @@ export async function startConsent(
       `${bankName} did not accept the authorization request; try again in a moment.`,
     );
   }
-  const screen = consentScreenFor(product, bankName, { ...context, locale: session.locale, zone });
+  const screen = consentScreenFor(product, bankName, {
+    ...context,
+    locale: session.locale,
+    zone,
+    holder: holderData,
+  });
   const expiresAt = now + CONSENT_WAIT_MS;
   await db.transaction(async (trx) => {
-    const current: SessionRow | undefined = await trx('widget_sessions').where({ id: session.id }).first();
-    if (!current || current.finished_at !== null) throw refuse('session_expired', 409);
-    await insertConsentRequest(
+    if (!(await leaveForBank(trx, session.id, bankId, now))) throw refuse('session_expired', 409);
+    const { superseded } = await insertConsentRequest(
       trx,
       context.secrets,
       {
@@ -451,9 +476,12 @@ export async function startConsent(
       },
       now,
     );
-    await trx('widget_sessions')
-      .where({ id: session.id })
-      .update({ bank_id: bankId, last_error_code: null, updated_at: now });
+    // A trip this start replaced left its consent at the bank (Brazil): revoked, not left to expire there.
+    await releaseTripConsents(trx, superseded, {
+      secrets: context.secrets,
+      actor: sessionActor(session),
+      now,
+    });
   });
   return { authorization_url: url.href, expires_at: new Date(expiresAt).toISOString() };
 }
@@ -521,26 +549,34 @@ export async function completeConsent(
   if (!state || !CALLBACK_VALUE.test(state)) return { ok: false, problem: 'consent_unknown', session: null };
   const request = await findConsentRequestByState(db.knex, state);
   if (!request) return { ok: false, problem: 'consent_unknown', session: null };
-  const session: SessionRow | undefined = await db
-    .knex('widget_sessions')
-    .where({ id: request.session_id })
-    .first();
+  const session = await findSession(db.knex, request.session_id);
   // A hosted trip completes only in its own browser, checked before the trip is claimed: a stranger's load of
   // a leaked URL neither takes the session nor spends the trip, and the person's own return still completes.
   // A popup's callback hands no session over (its page closes; the widget that opened it polls), so it is not
   // held to the cookie: a popup opened from a third-party iframe may not get first-party cookies at all.
   if (session && session.opener_origin === '' && !sameBrowser(request, browser.tripCookie))
     return { ok: false, problem: 'consent_other_browser', session: null };
+  // A trip the scheduler ended (abandoned-trips.ts) came back too late: said as the late trip it is.
   if (!(await claimConsentRequest(db.knex, request.id, now)))
-    return { ok: false, problem: 'consent_used', session: null };
-  const fail = async (problem: Exclude<ConsentOutcome, { ok: true }>['problem']) => {
+    return { ok: false, problem: isAbandoned(request) ? 'consent_expired' : 'consent_used', session: null };
+  /**
+   * Ends the trip with a problem. The consent it left at the bank (a Brazilian trip's) is revoked in the same
+   * transaction, unless the bank ended it (the person refused: `consent_denied`) or it became a grant already
+   * queued for revocation (`revokeRefused`, below): a late or failed return leaves nothing authorised there.
+   */
+  const fail = async (
+    problem: Exclude<ConsentOutcome, { ok: true }>['problem'],
+    consentSettled = problem === 'consent_denied',
+  ) => {
     await db.transaction(async (trx) => {
       await settleConsentRequest(trx, request.id, problem);
-      if (session && problem !== 'session_expired')
-        await trx('widget_sessions')
-          .where({ id: session.id, refresh_intent_id: null })
-          .whereNull('finished_at')
-          .update({ last_error_code: problem, updated_at: now });
+      if (!consentSettled)
+        await releaseTripConsents(trx, [request], {
+          secrets: context.secrets,
+          actor: sessionActor({ id: request.session_id }),
+          now,
+        });
+      if (session && problem !== 'session_expired') await noteProblem(trx, session.id, problem, now);
     });
     return { ok: false as const, problem, session: session ?? null };
   };
@@ -557,7 +593,12 @@ export async function completeConsent(
   let consentClient: ConsentClient;
   let tokens: client.TokenEndpointResponse & client.TokenEndpointResponseHelpers;
   // The exchange, Brazil's consent read and the token's introspection each take the bank's permit.
-  const gate = widgetGate(context, { bankId: request.bank_id, mode: request.mode }, CALLBACK_PERMIT_WAIT_MS);
+  const gate = widgetGate(
+    context,
+    { bankId: request.bank_id, mode: request.mode },
+    request.org_id,
+    CALLBACK_PERMIT_WAIT_MS,
+  );
   try {
     consentClient = await withBankCalls(gate, () => context.consentClients.forRegistration(registration));
     const callback = new URL(registeredRedirectUri(registration));
@@ -616,11 +657,15 @@ export async function completeConsent(
       'a consent the bank granted is refused and revoked',
     );
     if (answer.grantId !== null) await revokeRefused(answer.grantId);
-    return fail('consent_invalid');
+    return fail('consent_invalid', answer.grantId !== null);
   }
   const { grantId, details: granted, subject } = answer;
+  // The holder's name the exchange gave (Chile's ID token), for a holder whose consent asked for it.
+  const asked = consentClient.profile.holderData(request.holder_type) !== null;
+  const holder = asked && answer.holderName !== undefined ? { holder: { name: answer.holderName } } : {};
   // What the bank granted, as the link keeps it: a new link's grant, or a renewed link's new one.
   const grant = {
+    ...holder,
     consentClientId: registration.id,
     clientId: registration.client_id,
     grantId,
@@ -632,7 +677,7 @@ export async function completeConsent(
   };
   try {
     const linkId = await db.transaction(async (trx) => {
-      const current: SessionRow | undefined = await trx('widget_sessions').where({ id: session.id }).first();
+      const current = await findSession(trx, session.id);
       if (!current || current.finished_at !== null) throw refuse('session_expired', 409);
       if (current.refresh_intent_id !== null)
         throw errors.conflict('connection_in_progress', 'This window is already connecting.');
@@ -656,13 +701,12 @@ export async function completeConsent(
         { announce: false, interactive: true, via: 'widget', auditDetails: widgetAuditDetails(token) },
       );
       const intent = await firstIntentOfLink(trx, link.id);
-      await trx('widget_sessions').where({ id: session.id }).update({
-        bank_id: request.bank_id,
-        link_id: link.id,
-        refresh_intent_id: intent.id,
-        last_error_code: null,
-        updated_at: now,
-      });
+      await followNewLink(
+        trx,
+        session.id,
+        { bankId: request.bank_id, linkId: link.id, intentId: intent.id },
+        now,
+      );
       await settleConsentRequest(trx, request.id, 'linked', link.id);
       return link.id;
     });
@@ -670,9 +714,9 @@ export async function completeConsent(
   } catch (error) {
     // The bank granted a consent this widget cannot use: it is revoked rather than left to expire there.
     await revokeRefused(grantId);
-    if (error instanceof ApiError && isOutcomeProblem(error.code)) return fail(error.code);
+    if (error instanceof ApiError && isOutcomeProblem(error.code)) return fail(error.code, true);
     // Anything else still settles the trip, so the widget does not read "connecting" until it times out.
-    await fail('bank_unavailable').catch(() => undefined);
+    await fail('bank_unavailable', true).catch(() => undefined);
     throw error;
   }
 }
@@ -716,14 +760,8 @@ async function renew(
     if (isUniqueViolation(error)) throw refuse('refresh_in_progress', 409);
     throw error;
   }
-  await trx('widget_sessions')
-    .where({ id: session.id })
-    .update({
-      refresh_intent_id: intentId,
-      previous_expired_at: link.status === 'expired' ? link.expired_at : null,
-      last_error_code: null,
-      updated_at: now,
-    });
+  const previousExpiredAt = link.status === 'expired' ? link.expired_at : null;
+  await followReconnectedLink(trx, session.id, { intentId, previousExpiredAt }, now);
   await settleConsentRequest(trx, request.id, 'renewed', link.id);
   return link.id;
 }

@@ -1,8 +1,17 @@
-import { coverageOf, validUntil, type AuthorizationDetail } from '../banks/consent/authorization-details.js';
-import type { ConsentCoverage } from '../banks/consent/authorization-details.js';
-import { html, type Html } from '../html/html.js';
-import { consentEndDate, SHARED_DATA_WORDS } from '../open-finance/consent-wording.js';
-import type { Locale } from './messages.js';
+import {
+  coverageOf,
+  validUntil,
+  type AuthorizationDetail,
+} from '../../banks/consent/authorization-details.js';
+import type { ConsentCoverage } from '../../banks/consent/authorization-details.js';
+import { html, type Html } from '../../html/html.js';
+import {
+  consentEndDate,
+  HOLDER_DATA_WORDS,
+  SHARED_DATA_WORDS,
+  type HolderData,
+} from '../../open-finance/consent-wording.js';
+import type { Locale } from '../../html/locale.js';
 
 /*
  * What the end user reads before going to a consent bank: what will be shared and for how long, from the
@@ -39,8 +48,8 @@ const WORDS = {
 export interface ConsentScreen {
   locale: Locale;
   title: string;
-  /** One line per kind of data, in a fixed order. */
-  items: { coverage: ConsentCoverage; text: string }[];
+  /** One line per kind of data, in a fixed order: what names the holder first, when it is asked. */
+  items: { coverage: ConsentCoverage | HolderData; text: string }[];
   duration: string;
   notes: string[];
   button: string;
@@ -65,14 +74,18 @@ export function monthsBetween(from: number, to: number): number {
 export function consentScreen(
   details: readonly AuthorizationDetail[],
   locale: Locale,
-  context: { app: string; bank: string; now: number; zone?: string },
+  context: { app: string; bank: string; now: number; zone?: string; holder?: HolderData | null },
 ): ConsentScreen {
   const words = WORDS[locale];
-  const items = coverageOf(details).map((coverage) => ({
-    coverage,
+  const until = validUntil(details);
+  const covered = coverageOf(details).map((coverage) => ({
+    coverage: coverage as ConsentCoverage | HolderData,
     text: SHARED_DATA_WORDS[locale][coverage],
   }));
-  const until = validUntil(details);
+  const holder = context.holder ?? null;
+  const items = holder
+    ? [{ coverage: holder, text: HOLDER_DATA_WORDS[locale][holder] }, ...covered]
+    : covered;
   let duration: string = words.untilRevoked;
   if (until !== null) {
     const months = monthsBetween(context.now, until);
@@ -82,7 +95,8 @@ export function consentScreen(
     });
   }
   const names = { app: context.app, bank: context.bank };
-  const canContinue = items.length > 0 && (until === null || until > context.now);
+  // The name alone is no reason to connect: a link reads accounts or cards.
+  const canContinue = covered.length > 0 && (until === null || until > context.now);
   return {
     locale,
     title: fill(words.title, names),

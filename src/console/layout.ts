@@ -1,13 +1,15 @@
-import type { Locale } from '../widget/messages.js';
+import type { Locale } from '../html/locale.js';
 import { html, type Html } from '../html/html.js';
 import { scopePath, type ConsoleScope } from './access.js';
 import { shownName } from './format.js';
-import { consoleMessage, type ConsoleMessageKey } from './messages.js';
+import { wordsFor, type ConsoleMessageKey, type Words } from './messages.js';
 import { csrfField } from './views.js';
 
 /*
- * The console's pages, rendered on the server: plain HTML forms that work without JavaScript, styled by the
- * widget's stylesheet (one look for everything a person sees) and the console's own few rules.
+ * What every console page stands in: the layout (header, the organisation's scope bar and its Test / Live
+ * switch), and the message page. The pages are rendered on the server: plain HTML forms that work without
+ * JavaScript, styled by the widget's stylesheet (one look for everything a person sees) and the console's
+ * own few rules.
  */
 
 export interface PageContext {
@@ -21,12 +23,6 @@ export interface PageContext {
   current?: 'account';
 }
 
-type Translate = (key: ConsoleMessageKey, values?: Record<string, string>) => string;
-
-function translator(locale: Locale): Translate {
-  return (key, values) => consoleMessage(locale, key, values);
-}
-
 /** The sections of an organisation, as `[section path, message]`. */
 const SECTIONS: [string, ConsoleMessageKey][] = [
   ['', 'nav.overview'],
@@ -37,7 +33,7 @@ const SECTIONS: [string, ConsoleMessageKey][] = [
   ['/audit', 'nav.audit'],
 ];
 
-function scopeNav(context: PageContext, t: Translate): Html | null {
+function scopeNav(context: PageContext, t: Words): Html | null {
   const scope = context.scope;
   if (!scope) return null;
   const base = scopePath(scope);
@@ -63,7 +59,7 @@ const CURRENT_PAGE = html` aria-current="page"`;
 const CURRENT_MODE = html` aria-current="true"`;
 
 export function layout(context: PageContext, title: string, body: Html): Html {
-  const t = translator(context.locale);
+  const t = wordsFor(context.locale);
   const session = context.session;
   const nav =
     session &&
@@ -103,64 +99,10 @@ ${body}
 `;
 }
 
-export function signInPage(
-  context: PageContext,
-  form: {
-    email: string;
-    problem: ConsoleMessageKey | null;
-    problemValues?: Record<string, string>;
-    askTotp: boolean;
-    /** The pre-session CSRF token (http.ts), which the form sends back. */
-    formToken: string;
-  },
-): Html {
-  const t = translator(context.locale);
-  const problem =
-    form.problem &&
-    html`<p class="error" role="alert" id="signin-problem">${t(form.problem, form.problemValues)}</p>`;
-  const described = form.problem && html` aria-describedby="signin-problem"`;
-  const totp = form.askTotp && totpField(t('signin.totp'));
-  return layout(
-    context,
-    consoleMessage(context.locale, 'signin.title'),
-    html`${problem}
-<form method="post" action="/console/login" class="console-form"${described}>${csrfField(form.formToken)}
-<label for="email">${t('signin.email')}</label>
-<input id="email" name="email" type="email" autocomplete="username" required maxlength="254" value="${form.email}">
-<label for="password">${t('signin.password')}</label>
-<input id="password" name="password" type="password" autocomplete="current-password" required maxlength="256">
-${totp}
-<button type="submit" class="primary">${t('signin.submit')}</button>
-</form>`,
-  );
-}
-
 /** The field of a six-digit code from an authenticator app (the sign-in page's and the account's forms). */
 export function totpField(label: string): Html {
   return html`<label for="totp">${label}</label>
 <input id="totp" name="totp" inputmode="numeric" autocomplete="one-time-code" pattern="[0-9]{6}" maxlength="6" required>`;
-}
-
-export function acceptPage(
-  context: PageContext,
-  form: { email: string; token: string; problem: string | null; formToken: string },
-): Html {
-  const t = translator(context.locale);
-  const problem = form.problem && html`<p class="error" role="alert">${form.problem}</p>`;
-  return layout(
-    context,
-    consoleMessage(context.locale, 'accept.title'),
-    html`<p>${t('accept.intro', { email: form.email })}</p>
-${problem}
-<form method="post" action="/console/accept/${encodeURIComponent(form.token)}" class="console-form">${csrfField(form.formToken)}
-<input type="hidden" name="email" autocomplete="username" value="${form.email}">
-<label for="password">${t('accept.password')}</label>
-<input id="password" name="password" type="password" autocomplete="new-password" required minlength="12" maxlength="256">
-<label for="confirm">${t('accept.confirm')}</label>
-<input id="confirm" name="confirm" type="password" autocomplete="new-password" required minlength="12" maxlength="256">
-<button type="submit" class="primary">${t('accept.submit')}</button>
-</form>`,
-  );
 }
 
 export function messagePage(context: PageContext, title: string, text: string): Html {
