@@ -59,6 +59,7 @@ export function defaultConfig(home: string): Config {
       perBankConcurrency: 2,
       leaseSeconds: 120,
       pollIntervalMs: 1000,
+      wakeOnCommit: true,
     },
     sync: { failuresToExpire: 3 },
     // A week: time for the end user to renew before the consent ends (issue 31).

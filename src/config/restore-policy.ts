@@ -78,6 +78,7 @@ export const RESTORE_POLICY: Readonly<Record<string, RestoreDecision>> = {
   'scheduler.perBankConcurrency': archive,
   'scheduler.leaseSeconds': archive,
   'scheduler.pollIntervalMs': archive,
+  'scheduler.wakeOnCommit': archive,
   'refresh.onlyLastCooldownMinutes': archive,
   'refresh.historicalCooldownMinutes': archive,
   'refresh.mfaAttempts': archive,

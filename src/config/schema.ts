@@ -275,6 +275,11 @@ export const configSchema = {
           minimum: 10,
           description: 'How long a sync worker that found nothing to do (or a failing database) waits',
         },
+        wakeOnCommit: {
+          type: 'boolean',
+          description:
+            'Wake idle sync workers when another process queues a job (Postgres LISTEN/NOTIFY, SQLite WAL file watch), not only on the poll',
+        },
       },
     },
     /** On-demand refreshes: cooldowns per link and type, independent of the rate limits. */

@@ -2,6 +2,7 @@ import type { Knex } from 'knex';
 import { newId } from '../ids/ids.js';
 import { claimOne } from '../db/claims.js';
 import type { Database, Engine } from '../db/database.js';
+import { notifyOnCommit } from '../db/notify.js';
 import { boundList, boundRows, runRaw } from '../db/bound-rows.js';
 import type { Transitions } from '../errors/illegal-transition.js';
 import { markLinkQueued } from '../links/link-states.js';
@@ -9,6 +10,13 @@ import { createIntent } from '../refresh/intents.js';
 import type { RefreshType } from '../refresh/store.js';
 
 export type SyncKind = RefreshType | 'scheduled';
+
+/**
+ * What a commit that makes a job due announces (db/notify.ts), so that an idle sync worker of any scheduler
+ * process takes it at once rather than at its next poll (a second, by default): a person's refresh, a new
+ * link's first sync, a sync back from its MFA code, a tick's scheduled syncs.
+ */
+export const SYNC_JOBS_CHANNEL = 'svc_sync_jobs';
 
 export interface JobRow {
   id: string;
@@ -149,6 +157,7 @@ export async function enqueueSync(
 /** The partial unique index on jobs refuses a second active sync of a link: callers may see that error. */
 export async function insertJobs(trx: Knex, rows: JobRow[]): Promise<void> {
   await trx('jobs').insert(rows);
+  await notifyOnCommit(trx, SYNC_JOBS_CHANNEL);
 }
 
 const QUEUED_SYNC_COLUMNS = [
@@ -184,6 +193,7 @@ export async function queueSyncs(trx: Knex, engine: Engine, jobs: readonly JobRo
      RETURNING link_id`,
     values.bindings,
   );
+  if (queued.length > 0) await notifyOnCommit(trx, SYNC_JOBS_CHANNEL);
   return new Set(queued.map((row) => row.link_id));
 }
 
@@ -217,6 +227,7 @@ export async function requeueAfterMfa(trx: Knex, intentId: string, now: number):
     .where({ refresh_intent_id: intentId })
     .whereIn('status', JOB_TRANSITIONS.requeue.from)
     .update({ status: JOB_TRANSITIONS.requeue.to, run_at: now, updated_at: now });
+  await notifyOnCommit(trx, SYNC_JOBS_CHANNEL);
 }
 
 /** The intent failed outside a sync (its MFA wait ended): its active job fails with it and lets go. */
@@ -256,6 +267,27 @@ export interface ClaimSkips {
 }
 
 /**
+ * JOB_TRANSITIONS.claim, with each state's own condition: a queued job when due, a running one when its lease
+ * ran out. Bound to the time twice.
+ */
+const DUE = "((status = 'queued' AND run_at <= ?) OR (status = 'running' AND locked_until < ?))";
+
+/**
+ * Whether a job fell due in `(since, now]`: queued then (`run_at` is when a job is queued or requeued) or
+ * due then. One range read of `jobs_due_idx`, before a wake-up sets every idle worker claiming; jobs due
+ * earlier that no worker took are at banks that hold their share, and waking for them again would only
+ * repeat claims that find nothing.
+ */
+export async function jobFellDue(db: Knex, since: number, now: number): Promise<boolean> {
+  const row = await db('jobs')
+    .where('status', 'queued')
+    .where('run_at', '>', since)
+    .where('run_at', '<=', now)
+    .first('id');
+  return row !== undefined;
+}
+
+/**
  * A queued job whose time has come, or a running one whose lease expired (its worker died), in the order
  * they fell due; a scheduled job of a bank in `scheduledBanks`, or an on-demand one (it has a refresh intent)
  * of a bank in `onDemandBanks`, is left for later, so a worker passes over a bank that already holds its share
@@ -269,12 +301,9 @@ export async function claimJob(
   leaseMs: number,
   skips: ClaimSkips = {},
 ): Promise<ClaimedJob | null> {
-  // JOB_TRANSITIONS.claim, with each state's own condition: a queued job when due, a running one when its
-  // lease ran out.
-  const due = "((status = 'queued' AND run_at <= ?) OR (status = 'running' AND locked_until < ?))";
   const atBanks = (banks: readonly string[]) =>
     `EXISTS (SELECT 1 FROM links WHERE links.id = jobs.link_id AND links.bank_id IN (${banks.map(() => '?').join(', ')}))`;
-  const conditions = [due];
+  const conditions = [DUE];
   const bindings: Knex.RawBinding[] = [now, now];
   const skipAt = (banks: readonly string[] | undefined, whose: 'NULL' | 'NOT NULL') => {
     if (!banks || banks.length === 0) return;

@@ -141,7 +141,11 @@ const scheduler: Role = {
     const [first, second] = cron.nextRuns(2);
     const periodMs = first && second ? second.getTime() - first.getTime() : 60_000;
     services.logger.info(
-      { cron: config.scheduler.cron, next: cron.nextRun()?.toISOString() },
+      {
+        cron: config.scheduler.cron,
+        next: cron.nextRun()?.toISOString(),
+        wake_on_commit: config.scheduler.wakeOnCommit,
+      },
       'scheduler started',
     );
     ready();

@@ -1,6 +1,8 @@
 import { hostname } from 'node:os';
+import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { claimJob, withLeaseRenewal, type BankOrg } from '../jobs/jobs.js';
+import { Waker } from '../db/wake.js';
+import { SYNC_JOBS_CHANNEL, claimJob, jobFellDue, withLeaseRenewal, type BankOrg } from '../jobs/jobs.js';
 import { runSyncJob, type SyncServices } from './engine.js';
 
 /**
@@ -63,7 +65,16 @@ export class BankShares {
  * hanging bank can hold it before the bank's places are full.
  */
 export async function runSyncWorkers(services: SyncServices, signal: AbortSignal): Promise<void> {
-  const { concurrency, perBankConcurrency, leaseSeconds, pollIntervalMs } = services.config.scheduler;
+  const { concurrency, perBankConcurrency, leaseSeconds, pollIntervalMs, wakeOnCommit } =
+    services.config.scheduler;
+  const waker = new Waker();
+  if (wakeOnCommit)
+    waker.listen({
+      url: services.config.databaseUrl,
+      channel: SYNC_JOBS_CHANNEL,
+      onCommit: wakeWhenJobsFallDue(services, waker, signal),
+      onError: (error) => services.logger.warn({ err: error.message }, 'sync wake-ups unavailable; polling'),
+    });
   // Scheduled syncs and on-demand refreshes hold shares of their own (claimJob).
   const shares = new BankShares(perBankConcurrency);
   const onDemandShares = new BankShares(perBankConcurrency);
@@ -118,10 +129,57 @@ export async function runSyncWorkers(services: SyncServices, signal: AbortSignal
       }
       // The spare looks four times as often: a person waits, and while no bank's refreshes are at their share its
       // claim reads nothing.
-      await sleep(spare ? pollIntervalMs / 4 : pollIntervalMs, undefined, { signal }).catch(() => undefined);
+      await waker.wait(spare ? pollIntervalMs / 4 : pollIntervalMs, signal);
     }
   });
   await Promise.all(workers);
+  await waker.close();
+}
+
+/**
+ * How often at most the workers look whether a commit made a job due. On SQLite every commit of every
+ * process is heard (the WAL watched, db/notify.ts), hundreds a second under load; on Postgres only those of
+ * jobs. Each look is one read; 50 ms keeps it under 20 a second and a refresh's wait for a worker near 50 ms
+ * rather than the poll's second.
+ */
+const WAKE_LOOK_GAP_MS = 50;
+
+/**
+ * A job's `run_at` is stamped before its transaction commits; a look counts the jobs of the second before
+ * its last one too, so one committed that late still wakes the workers (a later commit misses the wake-up and
+ * waits for the poll).
+ */
+const COMMIT_LAG_MS = 1000;
+
+/** The answer to a commit heard: a look at most every `WAKE_LOOK_GAP_MS`, waking the workers if a job fell due. */
+function wakeWhenJobsFallDue(services: SyncServices, waker: Waker, signal: AbortSignal): () => void {
+  let looking = false;
+  let heardAgain = false;
+  let lookedAt = -Infinity; // performance.now(): the gap is real time, whatever the clock says
+  let lastLook = services.clock.now();
+  const look = async () => {
+    looking = true;
+    try {
+      do {
+        heardAgain = false;
+        await sleep(Math.max(0, lookedAt + WAKE_LOOK_GAP_MS - performance.now()), undefined, { signal });
+        lookedAt = performance.now();
+        const now = services.clock.now();
+        const fellDue = await jobFellDue(services.db.reader, lastLook - COMMIT_LAG_MS, now);
+        lastLook = now;
+        if (fellDue) waker.wake();
+      } while (heardAgain && !signal.aborted);
+    } catch (error) {
+      if (!signal.aborted)
+        services.logger.warn({ err: (error as Error).message }, 'sync wake-up look failed');
+    } finally {
+      looking = false;
+    }
+  };
+  return () => {
+    if (looking) heardAgain = true;
+    else if (!signal.aborted) void look();
+  };
 }
 
 /** Runs due jobs until none is left: what tests and the CLI use to sync now, without a scheduler process. */

@@ -5,8 +5,10 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { systemClock, type Clock } from '../../clock/clock.js';
 import type { Config } from '../../config/defaults.js';
 import type { Database } from '../../db/database.js';
+import { Waker } from '../../db/wake.js';
 import type { Logger } from '../../logging/logger.js';
 import type { SecretBox } from '../../secrets/secret-box.js';
+import { DELIVERY_CHANNEL } from '../deliveries.js';
 import { DeliveryAttempts } from './attempt.js';
 import { EndpointCache, ENDPOINTS_CACHED } from './endpoint-cache.js';
 import { KnownHealth } from './endpoint-health.js';
@@ -16,7 +18,6 @@ import { Leases } from './leases.js';
 import { claimDue, nextDueAt, type ClaimedRow, type Endpoint } from './queue.js';
 import { PendingResults, recordAttempts, type RecordContext } from './record.js';
 import { ownRetryDelayMs } from './retry-policy.js';
-import { Waker } from './wake.js';
 
 export interface DispatcherServices {
   db: Database;
@@ -116,7 +117,14 @@ export class Dispatcher {
    */
   async run(signal: AbortSignal): Promise<void> {
     const { logger, config, clock } = this.services;
-    this.waker.listen(config, logger);
+    // Each pass reads when the next row is due and sleeps until then (at most the poll), woken early by
+    // another process's commit of a delivery unless `wakeOnCommit` is off.
+    if (config.dispatcher.wakeOnCommit)
+      this.waker.listen({
+        url: config.databaseUrl,
+        channel: DELIVERY_CHANNEL,
+        onError: (error) => logger.warn({ err: error.message }, 'commit wake-ups unavailable; polling'),
+      });
     const stopRenewing = this.leases.keepRenewed();
     const onAbort = () => this.wake();
     signal.addEventListener('abort', onAbort, { once: true });
