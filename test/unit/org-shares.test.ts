@@ -153,6 +153,36 @@ t.test('every second keeps a refresh’s calls free for a tenant arriving in it'
   t.equal(state.orgs.org_noisy!.all.second, 6, 'and the noisy one took none of them');
 });
 
+t.test('a refresh share another tenant cannot take is not kept from a refresh', async (t) => {
+  // The remaining permit waits of bench/bank-fairness.ts: the noisy tenant's calls of the second were mostly
+  // scheduled, so rule 2 kept free the refresh share it had not used, which rule 1 no longer let it take; the
+  // quiet tenant's 4th call waited for the next second.
+  const bank = { perSecond: 10, perMinute: 480 };
+  const scheduled = { perSecond: 8, perMinute: 384 };
+  const state = empty();
+  const second = MINUTE + 7_000;
+  const ask = (org: string, share: typeof bank, onDemand: boolean, at: number) => {
+    const decision = decidePermit(state.windows, state.orgs, org, share, onDemand, at, bank);
+    if (!decision.granted) return false;
+    state.windows = decision.windows;
+    state.orgs = decision.orgs;
+    return true;
+  };
+  // The noisy tenant refreshed in the second before, and its scheduled syncs open this one.
+  ask('org_noisy', bank, true, second - 200);
+  let noisy = 0;
+  for (let at = second; at < second + 300; at += 5) if (ask('org_noisy', scheduled, false, at)) noisy += 1;
+  if (ask('org_noisy', bank, true, second + 300)) noisy += 1;
+  t.equal(noisy, 6, 'the noisy tenant takes 6 of the second, one of them a refresh');
+  let quiet = 0;
+  for (let at = second + 500; at < second + 800 && quiet < 4; at += 20) {
+    ask('org_noisy', bank, true, at); // the noisy tenant asks again before each of the quiet one's calls
+    if (ask('org_quiet', bank, true, at + 1)) quiet += 1;
+  }
+  t.equal(quiet, 4, 'the quiet tenant’s refresh has its 4 calls in the second it is asked');
+  t.equal(state.orgs.org_noisy!.all.second, 6, 'and the noisy one took none of them');
+});
+
 t.test('scheduled syncs alone keep 2 more of the second, and still have their whole minute', async (t) => {
   const bank = { perSecond: 10, perMinute: 60 };
   const state = empty();
