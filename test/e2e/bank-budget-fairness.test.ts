@@ -1,21 +1,18 @@
 import t, { type Test } from 'tap';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { loadConfig } from '../../src/config/load-config.js';
-import { openDatabase } from '../../src/db/database.js';
-import { silentLogger } from '../../src/logging/logger.js';
-import { buildServices } from '../../src/processes/services.js';
 import { sandboxCustomerData } from '../../src/test-mode/sandbox-customer-data.js';
 import {
-  WallClock,
   bankCalls,
+  budgetAppliance,
+  budgetEnv,
   busiest,
   minuteOf,
   queueScheduled,
   scheduledLeft,
   untilMinuteHasLeft,
 } from '../helpers/bank-budget.js';
-import { consentLink, registerApp, startBank, type BankFixture } from '../helpers/consent-bank.js';
-import { installedHome, startServe, waitFor } from '../helpers/cli.js';
+import type { BankFixture } from '../helpers/consent-bank.js';
+import { startServe, waitFor } from '../helpers/cli.js';
 import { startWorkers } from '../helpers/serve-roles.js';
 import { RAISED_LIMITS, createTenant, forEachEngine, setTimeLimit } from '../helpers/harness.js';
 
@@ -64,21 +61,9 @@ const ACTIONS = ['ReadAccounts', 'ReadBalances'];
 const NOISY_RUT = '11.111.111-1';
 const QUIET_RUT = '12.345.678-5';
 
-const ENV = {
-  SVC_LOG_LEVEL: 'info',
-  SVC_BANKS_BUDGET_PER_SECOND: String(BUDGET.perSecond),
-  SVC_BANKS_BUDGET_PER_MINUTE: String(BUDGET.perMinute),
-  SVC_BANKS_BUDGET_SCHEDULED_SHARE: String(BUDGET.scheduledShare),
-  // Two workers a process, of which the bank's scheduled syncs may hold one and its refreshes one: the noisy
-  // organisation's syncs take the bank's place in both processes, so the quiet organisation's sync gets a
-  // worker only through the spare an organisation with nothing running at the bank may claim.
-  SVC_SCHEDULER_CONCURRENCY: '2',
-  SVC_SCHEDULER_PER_BANK_CONCURRENCY: '1',
-  SVC_SCHEDULER_POLL_INTERVAL_MS: '100',
-  SVC_REFRESH_ONLY_LAST_COOLDOWN_MINUTES: '0',
-  // The bank is this test's: the API must not serve (and register the appliance with) one of its own.
-  SVC_SANDBOX_CONSENT_BANK_ENABLED: 'false',
-};
+// Two workers a process: the noisy organisation's syncs take the bank's place in both processes, so the quiet
+// organisation's sync gets a worker only through the spare an organisation with nothing running there may claim.
+const ENV = budgetEnv(BUDGET);
 
 /** The bank's ids of a sandbox holder's deposit accounts (its balance calls name them; a card has none). */
 function accountIdsOf(rut: string): Set<string> {
@@ -104,17 +89,7 @@ function secondsLeftInMinute(at: number): number {
 }
 
 forEachEngine(t, async (t, engine) => {
-  const installed = await installedHome(t, engine);
-  const fixture = await startBank(t, engine);
-  const config = loadConfig({ home: installed.home, env: {} });
-  const db = openDatabase({ url: config.databaseUrl });
-  const clock = new WallClock(Date.now());
-  const services = buildServices(config, 'test', { db, clock, logger: silentLogger });
-  t.teardown(async () => {
-    await services.consentClients.close();
-    await db.close();
-  });
-  const registration = await registerApp(fixture, { db, services });
+  const { installed, fixture, config, db, clock, newLink } = await budgetAppliance(t, engine, ACTIONS);
   // Two tenants, each with its own secret key; their API rate limits are out of the way (the noisy one asks
   // for a dozen refreshes at once).
   const noisyOrg = await createTenant({ db, clock, config }, { rateLimits: RAISED_LIMITS });
@@ -124,23 +99,7 @@ forEachEngine(t, async (t, engine) => {
 
   const newLinks = async (orgId: string, rut: string, count: number) => {
     const ids: string[] = [];
-    for (let i = 0; i < count; i++) {
-      const { linkId } = await consentLink(
-        fixture,
-        { db, clock, services },
-        registration,
-        orgId,
-        rut,
-        ACTIONS,
-      );
-      // The consent's first sync is queued with the link; here each subtest queues the syncs it wants.
-      await db.knex('refresh_intents').where({ link_id: linkId }).delete(); // its job goes with it
-      await db
-        .knex('links')
-        .where({ id: linkId })
-        .update({ next_sync_at: Date.now() + 86_400_000 });
-      ids.push(linkId);
-    }
+    for (let i = 0; i < count; i++) ids.push(await newLink(orgId, rut));
     return ids;
   };
   // Links of each subtest's own, so that one subtest's leftovers never decide another's.

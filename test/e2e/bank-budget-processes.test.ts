@@ -1,20 +1,16 @@
 import t from 'tap';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { loadConfig } from '../../src/config/load-config.js';
-import { openDatabase } from '../../src/db/database.js';
-import { silentLogger } from '../../src/logging/logger.js';
-import { buildServices } from '../../src/processes/services.js';
 import {
-  WallClock,
   bankCalls,
+  budgetAppliance,
+  budgetEnv,
   busiest,
   minuteOf,
   queueScheduled,
   scheduledLeft,
   untilMinuteHasLeft,
 } from '../helpers/bank-budget.js';
-import { consentLink, registerApp, startBank } from '../helpers/consent-bank.js';
-import { installedHome, startServe, waitFor } from '../helpers/cli.js';
+import { startServe, waitFor } from '../helpers/cli.js';
 import { startWorkers } from '../helpers/serve-roles.js';
 import { forEachEngine, setTimeLimit } from '../helpers/harness.js';
 
@@ -47,19 +43,8 @@ const FINE_RUT = '11.111.111-1';
 // to show in the logs there, so the test queues syncs one at a time for up to this minus 5 s.
 const RETRY_AFTER_S = 45;
 
-const ENV = {
-  SVC_LOG_LEVEL: 'info',
-  SVC_BANKS_BUDGET_PER_SECOND: String(BUDGET.perSecond),
-  SVC_BANKS_BUDGET_PER_MINUTE: String(BUDGET.perMinute),
-  SVC_BANKS_BUDGET_SCHEDULED_SHARE: String(BUDGET.scheduledShare),
-  // One scheduled sync and one refresh of the bank at a time in each process: two processes, two at once.
-  SVC_SCHEDULER_CONCURRENCY: '2',
-  SVC_SCHEDULER_PER_BANK_CONCURRENCY: '1',
-  SVC_SCHEDULER_POLL_INTERVAL_MS: '100',
-  SVC_REFRESH_ONLY_LAST_COOLDOWN_MINUTES: '0',
-  // The bank is this test's: the API must not serve (and register the appliance with) one of its own.
-  SVC_SANDBOX_CONSENT_BANK_ENABLED: 'false',
-};
+// One scheduled sync and one refresh of the bank at a time in each process: two processes, two at once.
+const ENV = budgetEnv(BUDGET);
 
 interface LogLine {
   pid: number;
@@ -70,34 +55,8 @@ interface LogLine {
 }
 
 forEachEngine(t, async (t, engine) => {
-  const installed = await installedHome(t, engine);
-  const fixture = await startBank(t, engine);
-  const config = loadConfig({ home: installed.home, env: {} });
-  const db = openDatabase({ url: config.databaseUrl });
-  const clock = new WallClock(Date.now());
-  const services = buildServices(config, 'test', { db, clock, logger: silentLogger });
-  t.teardown(async () => {
-    await services.consentClients.close();
-    await db.close();
-  });
-  const registration = await registerApp(fixture, { db, services });
-  const newLink = async (rut: string) => {
-    const { linkId } = await consentLink(
-      fixture,
-      { db, clock, services },
-      registration,
-      installed.orgId,
-      rut,
-      ACTIONS,
-    );
-    // The consent's first sync is queued with the link; here each test queues the syncs it wants.
-    await db.knex('refresh_intents').where({ link_id: linkId }).delete(); // its job goes with it
-    await db
-      .knex('links')
-      .where({ id: linkId })
-      .update({ next_sync_at: Date.now() + 86_400_000 });
-    return linkId;
-  };
+  const { installed, fixture, db, newLink: newLinkOf } = await budgetAppliance(t, engine, ACTIONS);
+  const newLink = (rut: string) => newLinkOf(installed.orgId, rut);
   const scheduled = await Promise.all(
     [FINE_RUT, LIMITED_RUT, FINE_RUT, LIMITED_RUT, FINE_RUT, LIMITED_RUT].map(newLink),
   );

@@ -1,8 +1,14 @@
+import type { Test } from 'tap';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ManualClock } from '../../src/clock/clock.js';
-import type { Database } from '../../src/db/database.js';
+import { loadConfig } from '../../src/config/load-config.js';
+import { openDatabase, type Database } from '../../src/db/database.js';
 import { insertJobs, syncJob } from '../../src/jobs/jobs.js';
-import type { BankFixture } from './consent-bank.js';
+import { silentLogger } from '../../src/logging/logger.js';
+import { buildServices } from '../../src/processes/services.js';
+import { installedHome } from './cli.js';
+import { consentLink, registerApp, startBank, type BankFixture } from './consent-bank.js';
+import type { EngineName } from './harness.js';
 
 /*
  * What the banks' limits are checked by (docs/open-finance.md, "Bank limits"): the calls the simulated bank
@@ -61,4 +67,52 @@ export async function scheduledLeft(db: Database, links: string[]): Promise<numb
     .whereNot('status', 'succeeded')
     .count({ n: '*' });
   return Number((row as { n: number | string }).n);
+}
+
+/**
+ * The settings of the processes under a bank budget: the budget, two workers a process of which the bank's
+ * scheduled syncs may hold one and its refreshes one, and no consent bank of the API's own (the bank is the
+ * test's: the API must not serve, and register the appliance with, one of its own).
+ */
+export function budgetEnv(budget: { perSecond: number; perMinute: number; scheduledShare: number }) {
+  return {
+    SVC_LOG_LEVEL: 'info',
+    SVC_BANKS_BUDGET_PER_SECOND: String(budget.perSecond),
+    SVC_BANKS_BUDGET_PER_MINUTE: String(budget.perMinute),
+    SVC_BANKS_BUDGET_SCHEDULED_SHARE: String(budget.scheduledShare),
+    SVC_SCHEDULER_CONCURRENCY: '2',
+    SVC_SCHEDULER_PER_BANK_CONCURRENCY: '1',
+    SVC_SCHEDULER_POLL_INTERVAL_MS: '100',
+    SVC_REFRESH_ONLY_LAST_COOLDOWN_MINUTES: '0',
+    SVC_SANDBOX_CONSENT_BANK_ENABLED: 'false',
+  };
+}
+
+/**
+ * An installed home on `engine` registered with the simulated bank (which runs in the test process), with
+ * the database and services the test reads it through; `newLink` makes a consent link whose first sync is
+ * taken away and whose next scheduled one is a day off, so each test queues the syncs it wants.
+ */
+export async function budgetAppliance(t: Test, engine: EngineName, actions: string[]) {
+  const installed = await installedHome(t, engine);
+  const fixture = await startBank(t, engine);
+  const config = loadConfig({ home: installed.home, env: {} });
+  const db = openDatabase({ url: config.databaseUrl });
+  const clock = new WallClock(Date.now());
+  const services = buildServices(config, 'test', { db, clock, logger: silentLogger });
+  t.teardown(async () => {
+    await services.consentClients.close();
+    await db.close();
+  });
+  const registration = await registerApp(fixture, { db, services });
+  const newLink = async (orgId: string, rut: string): Promise<string> => {
+    const { linkId } = await consentLink(fixture, { db, clock, services }, registration, orgId, rut, actions);
+    await db.knex('refresh_intents').where({ link_id: linkId }).delete(); // its job goes with it
+    await db
+      .knex('links')
+      .where({ id: linkId })
+      .update({ next_sync_at: Date.now() + 86_400_000 });
+    return linkId;
+  };
+  return { installed, fixture, config, db, clock, newLink };
 }

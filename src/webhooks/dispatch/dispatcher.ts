@@ -44,7 +44,7 @@ interface Ready extends Keyed {
 /**
  * The webhook dispatcher of one process: a loop over its statements (queue.ts), its hand of claimed rows and
  * their fair shares (hand.ts), its endpoints' health (endpoint-health.ts), the retry policy (retry-policy.ts)
- * and the request (request.ts, attempt.ts); when it wakes is wake.ts's.
+ * and the request (request.ts, attempt.ts); when it wakes is db/wake.ts's.
  *
  * Work flows in batches because every claim and every result is a write (on SQLite through the one writer
  * connection of the process) and a few round trips. One write transaction at a time, a cycle, records the
