@@ -19,8 +19,8 @@
  *   a refresh is 4 calls, the accounts list and the balances of its checking, savings and vista accounts). It
  *   asks one on-demand refresh at a time (`POST /v1/refresh_intents`), polls the intent until it ends, pauses
  *   about QUIET_PAUSE_MS and asks again. The pause is drawn between a half and one and a half of it: a fixed
- *   one would lock the requests to the idle workers' 1-second poll (a worker polls again right after the job
- *   it finished), so every sample would wait about the same part of it. A sample is the intent's
+ *   one would lock the requests to the clock seconds of the bank's windows (and, with `scheduler.wakeOnCommit`
+ *   off, to the idle workers' 1-second poll), so every sample would wait about the same part of them. A sample is the intent's
  *   `completed_at` less the moment the request left. A sample that has not ended after SAMPLE_CAP_MS counts at
  *   the cap (the person gave up), and the next waits for it to end.
  * - The noisy organisation (11.111.111-1, all four actions: 11 calls an on-demand refresh, which reads every
@@ -41,9 +41,10 @@
  *   refreshes) made about 5,000 calls a minute on this 2-core box (SQLite, other builds running beside), ten
  *   times 480. And it must leave the quiet organisation well under its fair share while its samples come
  *   quickly: two organisations at one bank have 240 a minute each; the quiet one asks 4 calls every L +
- *   QUIET_PAUSE_MS, about 0.6 + 3 s alone (L includes the idle workers' 1-second poll), 4 x 60 / 3.6 = 67
- *   calls a minute: 28% of its fair share and 14% of the budget, so "alone" is not budget-bound (at the
- *   draft's 60 a minute, 67 would be more than the whole budget). 100 samples at 3.6 s are 6 minutes a phase.
+ *   QUIET_PAUSE_MS, about 0.05 + 3 s alone (0.6 + 3 s when idle workers found a refresh at their 1-second
+ *   poll), 4 x 60 / 3.05 = 79 calls a minute (measured: 74-79): 33% of its fair share and 16% of the budget,
+ *   so "alone" is not budget-bound (at the draft's 60 a minute, 79 would be more than the whole budget). 100
+ *   samples at 3.05 s are 5 minutes a phase.
  * - The noisy organisation's demand: NOISY_REFRESH_LINKS (10) refreshes of 11 calls asked at every moment
  *   (unthrottled they made about 3,900 calls a minute), and NOISY_SCHEDULED_LINKS (400) scheduled syncs of 12
  *   calls (their first, complete) due, 4,800 calls, more than the scheduled share serves in the longest phase
