@@ -24,12 +24,24 @@ async function appWithIdleWorkers(t: Test, engine: EngineName, wakeOnCommit: boo
       refresh: { onlyLastCooldownMinutes: 0 },
     },
   });
+  // A link queued before the workers start: their first claims take it (one worker) or find nothing (the
+  // others). Once it has synced and its worker has looked again, all of them sleep out the poll unless woken.
+  const first = (
+    await app.request('POST', '/v1/links', {
+      key: sk,
+      body: linkBody({ credentials: { rut: '12.345.678-5', password: 'sandbox' } }),
+    })
+  ).body.id as string;
   const stop = new AbortController();
   const workers = runSyncWorkers(app.services, stop.signal);
   t.teardown(() => workers);
   t.teardown(() => stop.abort());
-  // The workers' first claims find nothing; from then on they sleep out the poll unless woken.
-  await sleep(200);
+  const idle = await waitFor(async () => {
+    const seen = (await app.request('GET', `/v1/links/${first}`, { key: sk })).body;
+    return seen.refresh_status === 'idle' ? seen : undefined;
+  }, HANG_GUARD_MS);
+  t.ok(idle, 'the workers took the job queued before they started');
+  await sleep(300);
   return { app, key: sk };
 }
 
