@@ -11,7 +11,11 @@ import { atMinute } from './views.js';
 
 type Sentences = Readonly<Record<Locale, string>>;
 
-/** Every action the appliance writes to audit_log (grep `action: '` and `auditOwnAction` under src/). */
+/**
+ * Every action the appliance writes to audit_log: the `action: '…'` literals under src/, the revocation
+ * outcomes (links/consent/revocations.ts) and the console's own (`auditOwnAction`); test/unit/
+ * console-audit-words reads src/ and fails on one missing here.
+ */
 export const AUDIT_ACTIONS: Readonly<Record<string, Sentences>> = {
   'organisation.created': { es: 'Creó la organización', en: 'Created the organisation' },
   'organisation.rate_limit_ceilings_changed': {
@@ -24,6 +28,22 @@ export const AUDIT_ACTIONS: Readonly<Record<string, Sentences>> = {
   'api_key.rate_limits_changed': {
     es: 'Cambió los límites de una clave de API',
     en: "Changed an API key's rate limits",
+  },
+  'organisation.key_cap_changed': {
+    es: 'Cambió el máximo de claves de producción de la organización',
+    en: "Changed the organisation's cap on live keys",
+  },
+  'link.create': { es: 'Creó una conexión', en: 'Created a link' },
+  'link.discard': { es: 'Descartó una conexión sin terminar', en: 'Discarded an unfinished link' },
+  'link.consent_granted': { es: 'El titular dio su consentimiento', en: 'The holder gave consent' },
+  'link.consent_revocation_queued': {
+    es: 'Pidió revocar un consentimiento en el banco',
+    en: 'Asked the bank to revoke a consent',
+  },
+  'link.consent_revoked': { es: 'El banco revocó un consentimiento', en: 'The bank revoked a consent' },
+  'link.consent_revocation_failed': {
+    es: 'No se pudo revocar un consentimiento en el banco',
+    en: 'Could not revoke a consent at the bank',
   },
   'link.pause': { es: 'Pausó una conexión', en: 'Paused a link' },
   'link.resume': { es: 'Reanudó una conexión', en: 'Resumed a link' },
@@ -88,6 +108,19 @@ const DETAIL_LABELS: Readonly<Record<string, Sentences>> = {
   purpose: { es: 'Para', en: 'For' },
   temporary: { es: 'Temporal', en: 'Temporary' },
   remove_totp: { es: 'Quita el segundo factor', en: 'Removes the second factor' },
+  via: { es: 'Desde', en: 'Via' },
+  login: { es: 'Acceso', en: 'Login' },
+  bank_id: { es: 'Banco', en: 'Bank' },
+  holder_type: { es: 'Titular', en: 'Holder' },
+  widget_token: { es: 'Token del widget', en: 'Widget token' },
+  issued_by: { es: 'Emitido por', en: 'Issued by' },
+  client_id: { es: 'Cliente en el banco', en: 'Client at the bank' },
+  renewal: { es: 'Renovación', en: 'Renewal' },
+  revocation: { es: 'Revocación', en: 'Revocation' },
+  attempts: { es: 'Intentos', en: 'Attempts' },
+  last_error: { es: 'Último error', en: 'Last error' },
+  max_live_keys: { es: 'Máximo de claves de producción', en: 'Most live keys' },
+  set_by_operator: { es: 'Fijado por el operador', en: 'Set by the operator' },
 };
 
 const VALUE_WORDS: Readonly<Record<string, Sentences>> = {
@@ -98,6 +131,12 @@ const VALUE_WORDS: Readonly<Record<string, Sentences>> = {
   operator: { es: 'operador', en: 'operator' },
   admin: { es: 'administrador', en: 'admin' },
   support: { es: 'soporte', en: 'support' },
+  api: { es: 'API', en: 'API' },
+  widget: { es: 'widget', en: 'widget' },
+  credentials: { es: 'clave del banco', en: 'bank password' },
+  consent: { es: 'consentimiento', en: 'consent' },
+  individual: { es: 'persona', en: 'individual' },
+  business: { es: 'empresa', en: 'business' },
   true: { es: 'sí', en: 'yes' },
   false: { es: 'no', en: 'no' },
 };

@@ -1,3 +1,5 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import t from 'tap';
 import {
   AUDIT_ACTIONS,
@@ -21,6 +23,34 @@ t.test('every action is a sentence in both languages', async (t) => {
   }
 });
 
+/** Every file under `dir`, recursively. */
+function filesUnder(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) =>
+    entry.isDirectory() ? filesUnder(join(dir, entry.name)) : [join(dir, entry.name)],
+  );
+}
+
+t.test('every action the appliance writes has its sentence', async (t) => {
+  // The audit page showed `link.create` and its raw keys (via, login, bank_id) because nothing held the list
+  // to the code. An action written is a quoted dotted name on an `action` line (a literal, a ternary, the
+  // union of a function's `action` parameter) or among the arguments of the console's `auditOwnAction`.
+  const src = new URL('../../../src/', import.meta.url).pathname;
+  const written = new Set<string>();
+  for (const file of filesUnder(src).filter((name) => name.endsWith('.ts'))) {
+    const text = readFileSync(file, 'utf8');
+    const places = [
+      ...[...text.matchAll(/\baction\??:([^\n]*)/g)].map((match) => match[1]!),
+      ...[...text.matchAll(/auditOwnAction\(([^;]*)/g)].map((match) => match[1]!),
+    ];
+    for (const place of places)
+      for (const [, name] of place.matchAll(/'([a-z_]+\.[a-z_]+)'/g)) written.add(name!);
+  }
+  for (const action of ['link.consent_revoked', 'webhook_endpoint.enable', 'console_user.password_reset'])
+    t.ok(written.has(action), `the scan finds ${action} (a union, a ternary, an auditOwnAction)`);
+  const missing = [...written].filter((action) => !Object.hasOwn(AUDIT_ACTIONS, action));
+  t.same(missing, [], 'each has a sentence in AUDIT_ACTIONS');
+});
+
 t.test('the details as labelled lines, values in words', async (t) => {
   const details = { mode: 'test', type: 'secret', rate_limits: null };
   t.same(auditDetailLines('es', details), [
@@ -37,6 +67,21 @@ t.test('the details as labelled lines, values in words', async (t) => {
       ['Events', 'link.created, link.refreshed'],
       ['URL', 'https://x.cl/h'],
     ],
+  );
+  t.same(
+    auditDetailLines('es', {
+      via: 'api',
+      login: 'credentials',
+      bank_id: 'bancochile',
+      holder_type: 'individual',
+    }),
+    [
+      ['Desde', 'API'],
+      ['Acceso', 'clave del banco'],
+      ['Banco', 'bancochile'],
+      ['Titular', 'persona'],
+    ],
+    "a link's creation in words",
   );
   t.same(auditDetailLines('es', null), []);
   const when = await readingAs({ locale: 'es', zone: 'America/Santiago' }, async () =>
